@@ -1,0 +1,164 @@
+// Command qnnprep prepares large language models for Qualcomm NPUs (Hexagon
+// HTP) and proves, by decoding, that what it built is still the model.
+//
+// Each subcommand lives in its own file and registers itself in init; this
+// file only dispatches, prints help and handles interrupts.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+)
+
+// command is one subcommand. Run gets the arguments after the subcommand
+// name and parses them with its own flag set (see newFlags).
+type command struct {
+	Name    string
+	Usage   string // one line: "qnnprep inspect PATH [--json]"
+	Summary string // one line shown in the command list
+	Run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("qnnprep: command registered twice: " + c.Name)
+	}
+	commands[c.Name] = c
+}
+
+// errUsage marks an error the user fixes by reading --help; main prints
+// the usage line after it and exits 2.
+var errUsage = errors.New("usage")
+
+// usageError returns an error wrapping errUsage with a message.
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errUsage)
+}
+
+// exitError carries a specific exit code (e.g. 1 for "check found
+// violations") without an extra message.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// newFlags returns a flag set for c whose --help prints the usage line,
+// the summary and the flags.
+func newFlags(c *command) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(c.Name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: %s\n\n%s\n", c.Usage, c.Summary)
+		if fs.HasFlags() {
+			fmt.Fprintf(w, "\nflags:\n%s", fs.FlagUsages())
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args, turning --help into a clean exit and flag
+// errors into usage errors.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitError{0}
+		}
+		return fmt.Errorf("%v: %w", err, errUsage)
+	}
+	return nil
+}
+
+func printCommands(w io.Writer) {
+	fmt.Fprintf(w, "qnnprep prepares LLMs for Qualcomm NPUs and verifies them by decoding.\n\nusage: qnnprep COMMAND [flags] [args]\n\ncommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
+	}
+	fmt.Fprintf(w, "\nRun 'qnnprep COMMAND --help' for a command's flags.\n")
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) == 2 && args[0] == "help" {
+			args = []string{args[1], "--help"}
+		} else {
+			printCommands(os.Stdout)
+			if len(args) == 0 {
+				return 2
+			}
+			return 0
+		}
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "qnnprep: unknown command %q\n\n", args[0])
+		printCommands(os.Stderr)
+		return 2
+	}
+
+	ctx, stop := interruptContext()
+	defer stop()
+	err := c.Run(ctx, args[1:])
+	// Whatever happened, no temporary file may outlive the command.
+	atomicfile.RemoveTemps()
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	case ctx.Err() != nil:
+		fmt.Fprintf(os.Stderr, "qnnprep %s: interrupted\n", c.Name)
+		return 130
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(os.Stderr, "qnnprep %s: %s\nusage: %s\n", c.Name, strings.TrimSuffix(err.Error(), ": usage"), c.Usage)
+		return 2
+	default:
+		fmt.Fprintf(os.Stderr, "qnnprep %s: %v\n", c.Name, err)
+		return 1
+	}
+}
+
+// interruptContext is cancelled on SIGINT or SIGTERM. Commands watch it and
+// unwind (killing child processes, aborting temp files); if they have not
+// returned within a grace period, or a second signal arrives, temporary
+// files are removed and the process exits at once.
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-sig; !ok {
+			return
+		}
+		cancel()
+		select {
+		case <-sig:
+		case <-time.After(10 * time.Second):
+		}
+		atomicfile.RemoveTemps()
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(sig); cancel() }
+}
