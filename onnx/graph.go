@@ -1,0 +1,179 @@
+// Package onnx writes ONNX models: a small graph builder over the protobuf
+// messages in onnxpb, with deterministic bytes and external data for models
+// past protobuf's 2 GiB limit.
+package onnx
+
+import (
+	"fmt"
+	"sort"
+
+	pb "github.com/qnnprep/qnnprep/onnx/onnxpb"
+)
+
+// DataType is an ONNX tensor element type (TensorProto.DataType).
+type DataType int32
+
+const (
+	Float   DataType = DataType(pb.TensorProto_FLOAT)
+	Uint8   DataType = DataType(pb.TensorProto_UINT8)
+	Int8    DataType = DataType(pb.TensorProto_INT8)
+	Int32   DataType = DataType(pb.TensorProto_INT32)
+	Int64   DataType = DataType(pb.TensorProto_INT64)
+	Bool    DataType = DataType(pb.TensorProto_BOOL)
+	Float16 DataType = DataType(pb.TensorProto_FLOAT16)
+	Uint32  DataType = DataType(pb.TensorProto_UINT32)
+)
+
+// Size returns the bytes per element.
+func (d DataType) Size() int {
+	switch d {
+	case Uint8, Int8, Bool:
+		return 1
+	case Float16:
+		return 2
+	case Float, Int32, Uint32:
+		return 4
+	case Int64:
+		return 8
+	}
+	return 0
+}
+
+func (d DataType) String() string { return pb.TensorProto_DataType(d).String() }
+
+// Initializer is a constant tensor. Data holds the raw little-endian
+// elements; it is referenced, not copied, until the model is written.
+type Initializer struct {
+	Name  string
+	Type  DataType
+	Shape []int64
+	Data  []byte
+}
+
+// Value is a typed, fixed-shape graph input or output.
+type Value struct {
+	Name  string
+	Type  DataType
+	Shape []int64
+}
+
+// Graph collects nodes, values and initializers in insertion order, which
+// is the order they are written in, so the same build gives the same bytes.
+type Graph struct {
+	Name    string
+	Inputs  []Value
+	Outputs []Value
+	Inits   []Initializer
+	Nodes   []*pb.NodeProto
+
+	names map[string]bool // every value name, to keep them unique
+	seq   map[string]int  // per-op counters for generated names
+}
+
+// NewGraph returns an empty graph.
+func NewGraph(name string) *Graph {
+	return &Graph{Name: name, names: map[string]bool{}, seq: map[string]int{}}
+}
+
+func (g *Graph) claim(name string) {
+	if g.names[name] {
+		panic(fmt.Sprintf("onnx: graph %s: value %q defined twice", g.Name, name))
+	}
+	g.names[name] = true
+}
+
+// Input declares a graph input.
+func (g *Graph) Input(name string, t DataType, shape ...int64) string {
+	g.claim(name)
+	g.Inputs = append(g.Inputs, Value{name, t, shape})
+	return name
+}
+
+// Output declares that value name is a graph output.
+func (g *Graph) Output(name string, t DataType, shape ...int64) {
+	g.Outputs = append(g.Outputs, Value{name, t, shape})
+}
+
+// Init adds an initializer and returns its name.
+func (g *Graph) Init(name string, t DataType, shape []int64, data []byte) string {
+	n := int64(t.Size())
+	for _, d := range shape {
+		n *= d
+	}
+	if int64(len(data)) != n {
+		panic(fmt.Sprintf("onnx: initializer %s: %d bytes for shape %v of %s", name, len(data), shape, t))
+	}
+	g.claim(name)
+	g.Inits = append(g.Inits, Initializer{name, t, shape, data})
+	return name
+}
+
+// Attr is a node attribute.
+type Attr = *pb.AttributeProto
+
+// AttrInt returns an INT attribute.
+func AttrInt(name string, v int64) Attr {
+	return &pb.AttributeProto{Name: name, Type: pb.AttributeProto_INT, I: v}
+}
+
+// AttrInts returns an INTS attribute.
+func AttrInts(name string, v ...int64) Attr {
+	return &pb.AttributeProto{Name: name, Type: pb.AttributeProto_INTS, Ints: v}
+}
+
+// AttrFloat returns a FLOAT attribute.
+func AttrFloat(name string, v float32) Attr {
+	return &pb.AttributeProto{Name: name, Type: pb.AttributeProto_FLOAT, F: v}
+}
+
+// Node adds a node with explicit output names.
+func (g *Graph) Node(op string, inputs, outputs []string, attrs ...Attr) {
+	for _, o := range outputs {
+		g.claim(o)
+	}
+	g.seq[op]++
+	g.Nodes = append(g.Nodes, &pb.NodeProto{
+		Name: fmt.Sprintf("%s_%d", op, g.seq[op]), OpType: op,
+		Input: inputs, Output: outputs, Attribute: attrs,
+	})
+}
+
+// Op adds a single-output node and returns its generated output name.
+func (g *Graph) Op(op string, inputs []string, attrs ...Attr) string {
+	out := fmt.Sprintf("%s_%d_out", op, g.seq[op]+1)
+	for g.names[out] {
+		g.seq[op]++
+		out = fmt.Sprintf("%s_%d_out", op, g.seq[op]+1)
+	}
+	g.Node(op, inputs, []string{out}, attrs...)
+	return out
+}
+
+// Named adds a single-output node whose output is called name.
+func (g *Graph) Named(name, op string, inputs []string, attrs ...Attr) string {
+	g.Node(op, inputs, []string{name}, attrs...)
+	return name
+}
+
+// InitBytes is the total size of the initializers.
+func (g *Graph) InitBytes() int64 {
+	var n int64
+	for _, in := range g.Inits {
+		n += int64(len(in.Data))
+	}
+	return n
+}
+
+// Ops lists the distinct operator types, sorted.
+func (g *Graph) Ops() []string {
+	seen := map[string]bool{}
+	for _, n := range g.Nodes {
+		seen[n.OpType] = true
+	}
+	var ops []string
+	for op := range seen {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	return ops
+}
