@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/qnnprep/qnnprep/qnnpack"
+)
+
+func init() {
+	c := &command{
+		Name:    "estimate",
+		Usage:   "qnnprep estimate (--weights-gb G | --weights-bytes B) (--device FILE | --bandwidth GB/s --position-ms C --draft-step-ms D --host-ms H) [-k K] [--acceptance A] [--weight-fraction F] [--json]",
+		Summary: "estimate speculative window time and tokens/s on a device: weights/bandwidth + c(K+1) + d(K-1) + host",
+	}
+	c.Run = func(ctx context.Context, args []string) error {
+		fs := newFlags(c)
+		gb := fs.Float64("weights-gb", 0, "weight bytes streamed per window, in GB (1e9)")
+		bytes := fs.Int64("weights-bytes", 0, "weight bytes streamed per window")
+		devFile := fs.String("device", "", "device profile JSON (name, bandwidth_gb_per_s, position_ms, draft_step_ms, host_ms)")
+		bw := fs.Float64("bandwidth", 0, "memory bandwidth, GB/s")
+		pos := fs.Float64("position-ms", 0, "target compute per verified position, ms")
+		draft := fs.Float64("draft-step-ms", 0, "draft cost per proposed token, ms")
+		host := fs.Float64("host-ms", 0, "host overhead per window, ms")
+		k := fs.IntP("k", "k", 0, "draft tokens per window (0: no speculation)")
+		acc := fs.Float64("acceptance", 0, "mean accepted draft tokens per window (as `run --draft` reports)")
+		frac := fs.Float64("weight-fraction", 1, "fraction of the weights kept (structured pruning), scales weights and per-position compute")
+		asJSON := fs.Bool("json", false, "print JSON")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 0 {
+			return usageError("no positional arguments expected")
+		}
+		weights := float64(*bytes)
+		if *gb > 0 {
+			weights = *gb * 1e9
+		}
+		if weights <= 0 {
+			return usageError("give the weight bytes with --weights-gb or --weights-bytes")
+		}
+		dev := qnnpack.Device{Name: "flags", BandwidthGBps: *bw, PositionMs: *pos, DraftStepMs: *draft, HostMs: *host}
+		if *devFile != "" {
+			var err error
+			if dev, err = qnnpack.ReadDevice(*devFile); err != nil {
+				return err
+			}
+		}
+		w, err := qnnpack.Estimate(dev, weights, *k, *acc, *frac)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			b, _ := json.MarshalIndent(w, "", "  ")
+			fmt.Println(string(b))
+			return nil
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "K\tacceptance\tweights ms\tcompute ms\tdraft ms\thost ms\twindow ms\ttokens/window\ttokens/s\t")
+		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n", w.K, w.Acceptance, w.WeightsMs, w.ComputeMs, w.DraftMs, w.HostMs, w.WindowMs, w.TokensPerWin, w.TokensPerSec)
+		return tw.Flush()
+	}
+	register(c)
+}
