@@ -72,3 +72,13 @@ func at(err error, file, tensor string) error {
 	}
 	return &FormatError{File: file, Tensor: tensor, Err: ErrHeader, Msg: err.Error(), Cause: err}
 }
+
+// msgOf returns the message of a FormatError without its file prefix, or
+// err's text, for embedding one error in another's message.
+func msgOf(err error) string {
+	var fe *FormatError
+	if errors.As(err, &fe) {
+		return fe.Msg
+	}
+	return err.Error()
+}

@@ -102,7 +102,7 @@ func parseHeader(hdr []byte, dataSize int64) (map[string]string, []TensorInfo, e
 		seen[key] = true
 		if key == "__metadata__" {
 			if md, err = readStringMap(dec); err != nil {
-				return nil, nil, &FormatError{Err: ErrMetadata, Msg: "__metadata__ must map strings to strings: " + err.Error(), Cause: err}
+				return nil, nil, &FormatError{Err: ErrMetadata, Msg: "__metadata__ must map strings to strings: " + msgOf(err), Cause: err}
 			}
 			continue
 		}

@@ -171,12 +171,7 @@ func openSharded(dir, index string) (*Model, error) {
 // that every shard is a plain file name; the rest of the index is ignored.
 func readIndex(path string) (map[string]string, error) {
 	bad := func(err error) error {
-		msg := err.Error()
-		var fe *FormatError
-		if errors.As(err, &fe) {
-			msg = fe.Msg
-		}
-		return &FormatError{File: path, Err: ErrIndex, Msg: "invalid index: " + msg, Cause: err}
+		return &FormatError{File: path, Err: ErrIndex, Msg: "invalid index: " + msgOf(err), Cause: err}
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -214,7 +209,7 @@ func readIndex(path string) (map[string]string, error) {
 			return nil, bad(errors.New("weight_map appears twice"))
 		}
 		if wm, err = readStringMap(dec); err != nil {
-			return nil, bad(fmt.Errorf("weight_map: %w", err))
+			return nil, bad(errors.New("weight_map: " + msgOf(err)))
 		}
 	}
 	if _, err := dec.Token(); err != nil {

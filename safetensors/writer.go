@@ -40,8 +40,16 @@ type Writer struct {
 	Tensors  []WriterTensor
 }
 
-// Bytes returns an io.WriterTo that writes b, for WriterTensor.Data.
-func Bytes(b []byte) io.WriterTo { return bytes.NewReader(b) }
+// Bytes returns an io.WriterTo that writes b, for WriterTensor.Data. Unlike
+// a bytes.Reader it can be written any number of times.
+func Bytes(b []byte) io.WriterTo { return byteSlice(b) }
+
+type byteSlice []byte
+
+func (b byteSlice) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b)
+	return int64(n), err
+}
 
 // planned is a tensor with its place in the data section.
 type planned struct {
