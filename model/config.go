@@ -59,6 +59,10 @@ type Config struct {
 	// RopeFreqFactors, when set, divides each rotation frequency (Llama 3
 	// rope scaling, GGUF rope_freqs.weight); length RopeDim/2.
 	RopeFreqFactors []float32 `json:"rope_freq_factors,omitempty"`
+	// MRopeSections are the M-RoPE sections (t, h, w, e) in rotation pairs
+	// (qwen35 only, GGUF rope.dimension_sections, usually [11 11 10 0]).
+	// For text all positions are equal and M-RoPE is NEOX rope.
+	MRopeSections []int `json:"mrope_sections,omitempty"`
 
 	TiedEmbeddings bool `json:"tied_embeddings"` // no output.weight: the head is token_embd
 	QKVBias        bool `json:"qkv_bias"`        // qwen2

@@ -1,0 +1,457 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/qnnprep/qnnprep/gguf"
+)
+
+// mdReader reads {arch}.* keys and collects what is wrong with them.
+type mdReader struct {
+	md   gguf.Metadata
+	errs []string
+}
+
+func (r *mdReader) int(key string, def int, required bool) int {
+	v, ok := r.md.Get(key)
+	if !ok {
+		if required {
+			r.errs = append(r.errs, "missing key "+key)
+		}
+		return def
+	}
+	n, ok := r.md.Int(key)
+	if !ok {
+		r.errs = append(r.errs, fmt.Sprintf("key %s: want an integer, got %T", key, v))
+		return def
+	}
+	if n < 0 || n > math.MaxInt32 {
+		r.errs = append(r.errs, fmt.Sprintf("key %s = %d, out of range", key, n))
+		return def
+	}
+	return int(n)
+}
+
+func (r *mdReader) float(key string, def float64, required bool) float64 {
+	v, ok := r.md.Get(key)
+	if !ok {
+		if required {
+			r.errs = append(r.errs, "missing key "+key)
+		}
+		return def
+	}
+	f, ok := r.md.Float(key)
+	if !ok {
+		r.errs = append(r.errs, fmt.Sprintf("key %s: want a number, got %T", key, v))
+		return def
+	}
+	return f
+}
+
+// tokenID reads an optional token id; absent or out of range is -1 (the
+// llama2.c converter writes 0xFFFFFFFF for "none").
+func tokenID(md gguf.Metadata, key string) int {
+	n, ok := md.Int(key)
+	if !ok || n < 0 || n > math.MaxInt32 {
+		return -1
+	}
+	return int(n)
+}
+
+// ConfigFromGGUF reads a Config from GGUF metadata: general.architecture,
+// the {arch}.* hyper-parameter keys as llama.cpp reads them, and
+// tokenizer.ggml.{bos,eos}_token_id and the token count for BOS, EOS and
+// (without {arch}.vocab_size) VocabSize.
+//
+// Three fields depend on the tensors, not the metadata, and are set by
+// Open: TiedEmbeddings (no output.weight), QKVBias (attn_q.bias present;
+// ConfigFromGGUF assumes true for qwen2 only) and RopeFreqFactors
+// (rope_freqs.weight).
+func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
+	archName, ok := md.String("general.architecture")
+	if !ok {
+		return Config{}, errors.New("missing key general.architecture")
+	}
+	arch := Arch(archName)
+	if !arch.supported() {
+		if strings.Contains(archName, "moe") {
+			return Config{}, fmt.Errorf("unsupported: mixture-of-experts (architecture %s; supported: %s)", archName, supportedList())
+		}
+		return Config{}, fmt.Errorf("unsupported architecture %s (supported: %s)", archName, supportedList())
+	}
+	p := archName + "."
+	r := &mdReader{md: md}
+	if n := r.int(p+"expert_count", 0, false); n > 0 {
+		return Config{}, fmt.Errorf("unsupported: mixture-of-experts (%sexpert_count = %d)", p, n)
+	}
+	c := Config{Arch: arch}
+	c.Hidden = r.int(p+"embedding_length", 0, true)
+	blocks := r.int(p+"block_count", 0, true)
+	nextn := r.int(p+"nextn_predict_layers", 0, false)
+	c.Layers = blocks - nextn
+	c.FFN = r.int(p+"feed_forward_length", 0, true)
+	c.Heads = r.int(p+"attention.head_count", 0, true)
+	c.KVHeads = r.int(p+"attention.head_count_kv", c.Heads, false)
+	defHead := 0
+	if c.Heads > 0 {
+		defHead = c.Hidden / c.Heads
+	}
+	c.HeadDim = r.int(p+"attention.key_length", defHead, false)
+	if v := r.int(p+"attention.value_length", c.HeadDim, false); v != c.HeadDim {
+		r.errs = append(r.errs, fmt.Sprintf("%sattention.value_length %d differs from key_length %d (not supported)", p, v, c.HeadDim))
+	}
+	c.ContextLength = r.int(p+"context_length", 0, true)
+	c.RMSEps = float32(r.float(p+"attention.layer_norm_rms_epsilon", 0, true))
+	c.RopeTheta = float64(float32(r.float(p+"rope.freq_base", 10000, false)))
+	c.RopeDim = r.int(p+"rope.dimension_count", c.HeadDim, false)
+	if _, ok := md.Get(p + "vocab_size"); ok {
+		c.VocabSize = r.int(p+"vocab_size", 0, true)
+	} else if toks, ok := md.Strings("tokenizer.ggml.tokens"); ok {
+		c.VocabSize = len(toks)
+	} else {
+		r.errs = append(r.errs, "missing key "+p+"vocab_size (and no tokenizer.ggml.tokens)")
+	}
+	c.BOS = tokenID(md, "tokenizer.ggml.bos_token_id")
+	c.EOS = tokenID(md, "tokenizer.ggml.eos_token_id")
+
+	c.RopeNeox = arch != Llama // qwen35's IMROPE is NEOX for text
+	c.QKVBias = arch == Qwen2
+	c.QKNorm = arch == Qwen3 || arch == Qwen3Next || arch == Qwen35
+	hybrid := arch == Qwen3Next || arch == Qwen35
+	c.AttnOutputGate = hybrid
+	if c.Layers < 1 || c.Layers > maxLayers {
+		r.errs = append(r.errs, fmt.Sprintf("%d layers (block_count %d - nextn_predict_layers %d)", c.Layers, blocks, nextn))
+	}
+	if len(r.errs) > 0 {
+		return Config{}, errors.New(strings.Join(r.errs, "; "))
+	}
+	c.LayerKinds = make([]LayerKind, c.Layers)
+	if hybrid {
+		c.ConvKernel = r.int(p+"ssm.conv_kernel", 0, true)
+		c.SSMKeyDim = r.int(p+"ssm.state_size", 0, true)
+		c.SSMKeyHeads = r.int(p+"ssm.group_count", 0, true)
+		c.SSMValueHeads = r.int(p+"ssm.time_step_rank", 0, true)
+		inner := r.int(p+"ssm.inner_size", 0, true)
+		if c.SSMValueHeads > 0 && inner%c.SSMValueHeads == 0 {
+			c.SSMValueDim = inner / c.SSMValueHeads
+		} else if len(r.errs) == 0 {
+			r.errs = append(r.errs, fmt.Sprintf("%sssm.inner_size %d not a multiple of ssm.time_step_rank %d", p, inner, c.SSMValueHeads))
+		}
+		c.SSMTiledHeads = arch == Qwen35
+		if v, ok := md.Get(p + "attention.recurrent_layers"); ok {
+			rec, ok := v.([]bool)
+			if !ok || len(rec) < c.Layers {
+				r.errs = append(r.errs, fmt.Sprintf("key %sattention.recurrent_layers: want %d bools", p, blocks))
+			} else {
+				for i := range c.LayerKinds {
+					if rec[i] {
+						c.LayerKinds[i] = DeltaNet
+					}
+				}
+			}
+		} else {
+			interval := r.int(p+"full_attention_interval", 4, false)
+			if interval < 1 {
+				r.errs = append(r.errs, fmt.Sprintf("%sfull_attention_interval = %d", p, interval))
+				interval = 1
+			}
+			for i := range c.LayerKinds {
+				if (i+1)%interval != 0 {
+					c.LayerKinds[i] = DeltaNet
+				}
+			}
+		}
+	}
+	if arch == Qwen35 {
+		secs, ok := md.Int32s(p + "rope.dimension_sections")
+		if !ok || len(secs) < 3 || len(secs) > 4 {
+			r.errs = append(r.errs, fmt.Sprintf("key %srope.dimension_sections: want 4 integers", p))
+		} else {
+			c.MRopeSections = make([]int, 4)
+			for i, s := range secs {
+				c.MRopeSections[i] = int(s)
+			}
+		}
+	}
+	if len(r.errs) > 0 {
+		return Config{}, errors.New(strings.Join(r.errs, "; "))
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// interval returns n when the layer kinds are exactly "every n-th layer
+// is attention" (llama.cpp's full_attention_interval), else 0.
+func (c *Config) interval() int {
+	n := 0
+	for i, k := range c.LayerKinds {
+		if k == Attention {
+			n = i + 1
+			break
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	for i, k := range c.LayerKinds {
+		if (k == DeltaNet) != ((i+1)%n != 0) {
+			return 0
+		}
+	}
+	return n
+}
+
+// GGUFMetadata returns general.architecture, general.name and the
+// {arch}.* keys llama.cpp reads to load this model, in llama.cpp's types
+// (uint32 counts, float32 eps and rope base). Tokenizer keys are not
+// included.
+func (m *Model) GGUFMetadata() gguf.Metadata {
+	c := &m.Config
+	p := string(c.Arch) + "."
+	name := m.name
+	if name == "" {
+		name = string(c.Arch)
+	}
+	var md gguf.Metadata
+	u := func(key string, v int) { md.Set(p+key, uint32(v)) }
+	md.Set("general.architecture", string(c.Arch))
+	md.Set("general.name", name)
+	u("vocab_size", c.VocabSize)
+	u("context_length", c.ContextLength)
+	u("embedding_length", c.Hidden)
+	u("block_count", c.Layers)
+	u("feed_forward_length", c.FFN)
+	u("attention.head_count", c.Heads)
+	u("attention.head_count_kv", c.KVHeads)
+	u("attention.key_length", c.HeadDim)
+	u("attention.value_length", c.HeadDim)
+	md.Set(p+"attention.layer_norm_rms_epsilon", c.RMSEps)
+	md.Set(p+"rope.freq_base", float32(c.RopeTheta))
+	u("rope.dimension_count", c.RopeDim)
+	if c.Arch == Qwen3Next || c.Arch == Qwen35 {
+		u("ssm.conv_kernel", c.ConvKernel)
+		u("ssm.state_size", c.SSMKeyDim)
+		u("ssm.group_count", c.SSMKeyHeads)
+		u("ssm.time_step_rank", c.SSMValueHeads)
+		u("ssm.inner_size", c.SSMValueHeads*c.SSMValueDim)
+		if n := c.interval(); n > 0 {
+			u("full_attention_interval", n)
+		} else {
+			rec := make([]bool, len(c.LayerKinds))
+			for i, k := range c.LayerKinds {
+				rec[i] = k == DeltaNet
+			}
+			md.Set(p+"attention.recurrent_layers", rec)
+		}
+	}
+	if c.Arch == Qwen35 {
+		secs := make([]int32, len(c.MRopeSections))
+		for i, s := range c.MRopeSections {
+			secs[i] = int32(s)
+		}
+		md.Set(p+"rope.dimension_sections", secs)
+	}
+	return md
+}
+
+func openGGUF(path string) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	m, err := fromGGUF(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// fromGGUF builds the canonical model over an open GGUF file.
+func fromGGUF(f *gguf.File) (*Model, error) {
+	md := f.Metadata
+	// Older files carry no {arch}.vocab_size and some no token list; the
+	// embedding then says it.
+	if arch, ok := md.String("general.architecture"); ok {
+		_, hasVocab := md.Get(arch + ".vocab_size")
+		_, hasToks := md.Get("tokenizer.ggml.tokens")
+		if te, ok := f.Tensor("token_embd.weight"); ok && !hasVocab && !hasToks && len(te.Dims) == 2 {
+			md = slices.Clone(md)
+			md.Set(arch+".vocab_size", uint32(min(te.Dims[1], math.MaxUint32)))
+		}
+	}
+	cfg, err := ConfigFromGGUF(md)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", f.Path, err)
+	}
+	_, hasOutput := f.Tensor("output.weight")
+	cfg.TiedEmbeddings = !hasOutput
+	for i, k := range cfg.LayerKinds {
+		if k == Attention {
+			_, cfg.QKVBias = f.Tensor(blk(i, "attn_q.bias"))
+			break
+		}
+	}
+	var problems []string
+	if ti, ok := f.Tensor("rope_freqs.weight"); ok {
+		if want := []int64{int64(cfg.RopeDim / 2)}; !slices.Equal(ti.Dims, want) {
+			problems = append(problems, fmt.Sprintf("rope_freqs.weight has shape %v, expected %v", ti.Dims, want))
+		} else {
+			v, err := ggufTensor(f, ti).Float32()
+			if err != nil {
+				return nil, err
+			}
+			cfg.RopeFreqFactors = v
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %s: %w", f.Path, err)
+	}
+
+	byName := make(map[string]*Tensor, len(f.Tensors))
+	skip := map[string]bool{}
+	mtpFrom, mtpTo := cfg.Layers, cfg.Layers
+	if n, _ := f.Metadata.Int(string(cfg.Arch) + ".nextn_predict_layers"); n > 0 {
+		mtpTo += int(n)
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		// MTP blocks after the main stack are a draft head, not part of
+		// this model (the Hugging Face side drops mtp.* likewise).
+		if l, ok := blockIndex(ti.Name); ok && l >= mtpFrom && l < mtpTo {
+			continue
+		}
+		byName[ti.Name] = ggufTensor(f, ti)
+	}
+	if cfg.Arch == Qwen3Next {
+		problems = splitQwen3NextGGUF(&cfg, byName, skip, problems)
+	}
+	ordered, problems := arrange(cfg, byName, skip, problems)
+	if err := problemError(f.Path, problems); err != nil {
+		return nil, err
+	}
+	name, _ := f.Metadata.String("general.name")
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
+	}
+	m := &Model{
+		Path: f.Path, Format: "gguf", Config: cfg, Tensors: ordered,
+		Metadata: f.Metadata, name: name, close: f.Close,
+	}
+	m.index()
+	return m, nil
+}
+
+func ggufTensor(f *gguf.File, ti *gguf.TensorInfo) *Tensor {
+	return &Tensor{
+		Name: ti.Name, Dims: slices.Clone(ti.Dims), Type: ti.Type,
+		load: func() ([]byte, error) { return f.Data(ti) },
+	}
+}
+
+// blockIndex parses the N of "blk.N.…".
+func blockIndex(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		return 0, false
+	}
+	return n, true
+}
+
+// splitQwen3NextGGUF presents llama.cpp's qwen3next ssm_ba (and the
+// legacy ssm_in) as the split tensors every qwen3next model has here:
+// ssm_beta/ssm_alpha (and attn_qkv/attn_gate).
+func splitQwen3NextGGUF(cfg *Config, byName map[string]*Tensor, skip map[string]bool, problems []string) []string {
+	for i, k := range cfg.LayerKinds {
+		if k != DeltaNet {
+			continue
+		}
+		if src := byName[blk(i, "ssm_ba.weight")]; src != nil && byName[blk(i, "ssm_beta.weight")] == nil &&
+			byName[blk(i, "ssm_alpha.weight")] == nil {
+			delete(byName, src.Name)
+			hv := int64(cfg.SSMValueHeads)
+			problems = splitRows(src, []int64{int64(cfg.Hidden), 2 * hv}, []split{
+				{blk(i, "ssm_beta.weight"), hv, func() []int { b, _ := baRows(cfg); return b }},
+				{blk(i, "ssm_alpha.weight"), hv, func() []int { _, a := baRows(cfg); return a }},
+			}, byName, skip, problems)
+		}
+		if src := byName[blk(i, "ssm_in.weight")]; src != nil && byName[blk(i, "attn_qkv.weight")] == nil &&
+			byName[blk(i, "attn_gate.weight")] == nil {
+			delete(byName, src.Name)
+			conv, value := int64(cfg.ConvDim()), int64(cfg.SSMValueHeads*cfg.SSMValueDim)
+			problems = splitRows(src, []int64{int64(cfg.Hidden), conv + value}, []split{
+				{blk(i, "attn_qkv.weight"), conv, func() []int { qkv, _ := qkvzRows(cfg); return qkv }},
+				{blk(i, "attn_gate.weight"), value, func() []int { _, z := qkvzRows(cfg); return z }},
+			}, byName, skip, problems)
+		}
+	}
+	return problems
+}
+
+// split is one output of splitRows: a name, its row count and the source
+// rows it takes (computed only once the source shape is known good).
+type split struct {
+	name string
+	n    int64
+	rows func() []int
+}
+
+// splitRows adds to byName one lazy tensor per split, each made of some
+// rows of src, after checking src has the dims want. If it has not, the
+// problem is reported against src and the outputs are not reported
+// missing.
+func splitRows(src *Tensor, want []int64, outs []split, byName map[string]*Tensor, skip map[string]bool, problems []string) []string {
+	bad := func(msg string) []string {
+		for _, o := range outs {
+			skip[o.name] = true
+		}
+		return append(problems, msg)
+	}
+	if !slices.Equal(src.Dims, want) {
+		return bad(fmt.Sprintf("%s has shape %v, expected %v", src.where(), src.Dims, want))
+	}
+	rowBytes, err := src.Type.RowBytes(src.Dims[0])
+	if err != nil {
+		return bad(fmt.Sprintf("%s: %v", src.where(), err))
+	}
+	for _, o := range outs {
+		if old := byName[o.name]; old != nil {
+			problems = append(problems, fmt.Sprintf("duplicate tensor %s (from %s and %s)", o.name, old.where(), src.where()))
+			continue
+		}
+		byName[o.name] = &Tensor{
+			Name: o.name, Dims: []int64{src.Dims[0], o.n}, Type: src.Type, src: src.where(),
+			load: func() ([]byte, error) {
+				b, err := src.Data()
+				if err != nil {
+					return nil, err
+				}
+				rows := o.rows()
+				nsrc := len(b) / int(rowBytes)
+				for _, r := range rows {
+					if r < 0 || r >= nsrc {
+						return nil, fmt.Errorf("internal: row %d of %d", r, nsrc)
+					}
+				}
+				return gatherRows(b, int(rowBytes), rows), nil
+			},
+		}
+	}
+	return problems
+}

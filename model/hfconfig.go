@@ -1,0 +1,432 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Hugging Face model_type and architectures[0] values that map to a
+// supported architecture.
+var (
+	hfModelTypes = map[string]Arch{
+		"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3, "qwen3_next": Qwen3Next,
+		"qwen3_5": Qwen35, "qwen3_5_text": Qwen35,
+	}
+	hfClasses = map[string]Arch{
+		"LlamaForCausalLM": Llama, "Qwen2ForCausalLM": Qwen2, "Qwen3ForCausalLM": Qwen3,
+		"Qwen3NextForCausalLM": Qwen3Next, "Qwen3_5ForConditionalGeneration": Qwen35, "Qwen3_5ForCausalLM": Qwen35,
+	}
+)
+
+const hfSupported = "llama, qwen2, qwen3, qwen3_next, qwen3_5"
+
+// hfJSON reads config.json values, looking in text_config first (the
+// language model of a multimodal wrapper) and then at the top level.
+type hfJSON struct {
+	text, top map[string]any
+	errs      []string
+}
+
+func (j *hfJSON) fail(format string, a ...any) { j.errs = append(j.errs, fmt.Sprintf(format, a...)) }
+
+// get returns a non-null value for key; a JSON null counts as absent.
+func (j *hfJSON) get(key string) (any, bool) {
+	if v, ok := j.text[key]; ok && v != nil {
+		return v, true
+	}
+	if v, ok := j.top[key]; ok && v != nil {
+		return v, true
+	}
+	return nil, false
+}
+
+// object returns the JSON object under key, or nil.
+func (j *hfJSON) object(key string) map[string]any {
+	v, _ := j.get(key)
+	o, _ := v.(map[string]any)
+	return o
+}
+
+func asInt(v any) (int, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	if i, err := n.Int64(); err == nil && i >= math.MinInt32 && i <= math.MaxInt32 {
+		return int(i), true
+	}
+	// 64.0 is an integer too.
+	if f, err := n.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) <= math.MaxInt32 {
+		return int(f), true
+	}
+	return 0, false
+}
+
+func asFloat(v any) (float64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	return f, err == nil && !math.IsInf(f, 0)
+}
+
+func (j *hfJSON) int(key string, def int, required bool) int {
+	v, ok := j.get(key)
+	if !ok {
+		if required {
+			j.fail("missing %s", key)
+		}
+		return def
+	}
+	n, ok := asInt(v)
+	if !ok {
+		j.fail("%s: want an integer, got %s", key, show(v))
+		return def
+	}
+	return n
+}
+
+func (j *hfJSON) float(key string, def float64) float64 {
+	v, ok := j.get(key)
+	if !ok {
+		return def
+	}
+	f, ok := asFloat(v)
+	if !ok {
+		j.fail("%s: want a number, got %s", key, show(v))
+		return def
+	}
+	return f
+}
+
+func (j *hfJSON) bool(key string, def bool) bool {
+	v, ok := j.get(key)
+	if !ok {
+		return def
+	}
+	b, ok := v.(bool)
+	if !ok {
+		j.fail("%s: want true or false, got %s", key, show(v))
+		return def
+	}
+	return b
+}
+
+func (j *hfJSON) string(key string) string {
+	v, _ := j.get(key)
+	s, _ := v.(string)
+	return s
+}
+
+// tokenID reads bos/eos_token_id: an integer, or a list whose first entry
+// is taken; absent or null is -1.
+func (j *hfJSON) tokenID(key string) int {
+	v, ok := j.get(key)
+	if !ok {
+		return -1
+	}
+	if l, ok := v.([]any); ok {
+		if len(l) == 0 {
+			return -1
+		}
+		v = l[0]
+	}
+	n, ok := asInt(v)
+	if !ok || n < 0 {
+		j.fail("%s: want a token id or a list of them, got %s", key, show(v))
+		return -1
+	}
+	return n
+}
+
+// rope returns a rope parameter: top level (or text_config) first, then
+// inside rope_parameters (transformers v5), then rope_scaling.
+func (j *hfJSON) rope(key string) (any, bool) {
+	if v, ok := j.get(key); ok {
+		return v, true
+	}
+	for _, obj := range []string{"rope_parameters", "rope_scaling"} {
+		if v, ok := j.object(obj)[key]; ok && v != nil {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+func (j *hfJSON) ropeFloat(key string, def float64) float64 {
+	v, ok := j.rope(key)
+	if !ok {
+		return def
+	}
+	f, ok := asFloat(v)
+	if !ok {
+		j.fail("%s: want a number, got %s", key, show(v))
+		return def
+	}
+	return f
+}
+
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) > 40 {
+		return fmt.Sprintf("a %T", v)
+	}
+	return string(b)
+}
+
+// parseHFConfig turns a config.json into a Config.
+func parseHFConfig(data []byte) (Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var top map[string]any
+	if err := dec.Decode(&top); err != nil {
+		return Config{}, fmt.Errorf("bad JSON: %w", err)
+	}
+	if top == nil {
+		return Config{}, errors.New("bad JSON: not an object")
+	}
+	j := &hfJSON{text: top, top: top}
+	if tc, ok := top["text_config"].(map[string]any); ok {
+		j.text = tc
+	}
+
+	modelType, _ := top["model_type"].(string)
+	textType, _ := j.text["model_type"].(string)
+	class := ""
+	if l, ok := top["architectures"].([]any); ok && len(l) > 0 {
+		class, _ = l[0].(string)
+	}
+	for _, s := range []string{modelType, textType, class} {
+		if ls := strings.ToLower(s); strings.Contains(ls, "moe") || strings.Contains(ls, "mixtral") {
+			return Config{}, fmt.Errorf("unsupported: mixture-of-experts (%s)", s)
+		}
+	}
+	arch, ok := hfModelTypes[modelType]
+	if !ok {
+		arch, ok = hfModelTypes[textType]
+	}
+	if !ok && modelType == "" {
+		arch, ok = hfClasses[class]
+	}
+	if !ok {
+		name := modelType
+		if name == "" {
+			name = class
+		}
+		if name == "" {
+			return Config{}, fmt.Errorf("no model_type or architectures (supported: %s)", hfSupported)
+		}
+		return Config{}, fmt.Errorf("unsupported architecture %s (supported: %s)", name, hfSupported)
+	}
+	hybrid := arch == Qwen3Next || arch == Qwen35
+
+	c := Config{Arch: arch}
+	c.VocabSize = j.int("vocab_size", 0, true)
+	c.Hidden = j.int("hidden_size", 0, true)
+	c.Layers = j.int("num_hidden_layers", 0, true)
+	c.FFN = j.int("intermediate_size", 0, true)
+	c.Heads = j.int("num_attention_heads", 0, true)
+	c.KVHeads = j.int("num_key_value_heads", c.Heads, false)
+	// head_dim defaults as in each transformers config class.
+	defHead := 0
+	switch {
+	case arch == Qwen3:
+		defHead = 128
+	case hybrid:
+		defHead = 256
+	case c.Heads > 0:
+		defHead = c.Hidden / c.Heads
+	}
+	c.HeadDim = j.int("head_dim", defHead, false)
+	defCtx := 32768
+	if arch == Llama {
+		defCtx = 2048
+	}
+	c.ContextLength = j.int("max_position_embeddings", defCtx, false)
+	c.RMSEps = float32(j.float("rms_norm_eps", 1e-6))
+	// GGUF stores the rope base as float32; round here so both sources
+	// give the same Config.
+	c.RopeTheta = float64(float32(j.ropeFloat("rope_theta", 10000)))
+	defPartial := 1.0
+	if hybrid {
+		defPartial = 0.25
+	}
+	partial := j.ropeFloat("partial_rotary_factor", defPartial)
+	c.RopeDim = int(float64(c.HeadDim) * partial)
+	c.RopeNeox = arch != Llama // llama q/k are permuted to ggml's NORM layout
+	c.TiedEmbeddings = j.bool("tie_word_embeddings", false)
+	c.BOS = j.tokenID("bos_token_id")
+	c.EOS = j.tokenID("eos_token_id")
+	c.QKVBias = arch == Qwen2 || j.bool("attention_bias", false)
+	c.QKNorm = arch == Qwen3 || hybrid
+	c.AttnOutputGate = hybrid
+
+	if n := j.int("num_local_experts", 0, false); n > 0 {
+		return Config{}, fmt.Errorf("unsupported: mixture-of-experts (num_local_experts = %d)", n)
+	}
+	if arch == Qwen3Next {
+		// A Qwen3-Next layer is MoE unless listed in mlp_only_layers or
+		// skipped by decoder_sparse_step; num_experts defaults to 512.
+		experts := j.int("num_experts", 512, false)
+		step := j.int("decoder_sparse_step", 1, false)
+		only := map[int]bool{}
+		if l, ok := j.get("mlp_only_layers"); ok {
+			list, _ := l.([]any)
+			for _, v := range list {
+				if n, ok := asInt(v); ok {
+					only[n] = true
+				}
+			}
+		}
+		for i := 0; i < c.Layers && i < maxLayers; i++ {
+			if experts > 0 && !only[i] && step > 0 && (i+1)%step == 0 {
+				return Config{}, fmt.Errorf("unsupported: mixture-of-experts (num_experts = %d, layer %d)", experts, i)
+			}
+		}
+	} else if n := j.int("num_experts", 0, false); n > 0 {
+		return Config{}, fmt.Errorf("unsupported: mixture-of-experts (num_experts = %d)", n)
+	}
+	if len(j.errs) > 0 {
+		return Config{}, errors.New(strings.Join(j.errs, "; "))
+	}
+	if c.Layers < 1 || c.Layers > maxLayers {
+		return Config{}, fmt.Errorf("num_hidden_layers = %d, want 1..%d", c.Layers, maxLayers)
+	}
+
+	if err := hfRopeScaling(j, &c); err != nil {
+		return Config{}, err
+	}
+	c.LayerKinds = make([]LayerKind, c.Layers)
+	if j.bool("use_sliding_window", false) {
+		return Config{}, errors.New("unsupported: sliding-window attention (use_sliding_window)")
+	}
+	if v, ok := j.get("layer_types"); ok {
+		list, _ := v.([]any)
+		if len(list) != c.Layers {
+			return Config{}, fmt.Errorf("layer_types: want %d entries, got %s", c.Layers, show(v))
+		}
+		for i, e := range list {
+			switch s, _ := e.(string); {
+			case s == "full_attention":
+			case s == "linear_attention" && hybrid:
+				c.LayerKinds[i] = DeltaNet
+			case s == "sliding_attention":
+				return Config{}, fmt.Errorf("unsupported: sliding-window attention (layer_types[%d])", i)
+			default:
+				return Config{}, fmt.Errorf("layer_types[%d]: unsupported layer type %s for %s", i, show(e), arch)
+			}
+		}
+	} else if hybrid {
+		n := j.int("full_attention_interval", 4, false)
+		if n < 1 {
+			return Config{}, fmt.Errorf("full_attention_interval = %d, want ≥ 1", n)
+		}
+		for i := range c.LayerKinds {
+			if (i+1)%n != 0 {
+				c.LayerKinds[i] = DeltaNet
+			}
+		}
+	}
+	if hybrid {
+		c.ConvKernel = j.int("linear_conv_kernel_dim", 4, false)
+		c.SSMKeyDim = j.int("linear_key_head_dim", 128, false)
+		c.SSMValueDim = j.int("linear_value_head_dim", 128, false)
+		c.SSMKeyHeads = j.int("linear_num_key_heads", 16, false)
+		c.SSMValueHeads = j.int("linear_num_value_heads", 32, false)
+		// Both sources present qwen35 value heads tiled (llama.cpp's order).
+		c.SSMTiledHeads = arch == Qwen35
+	}
+	if arch == Qwen35 {
+		c.MRopeSections = []int{11, 11, 10, 0}
+		if v, ok := j.rope("mrope_section"); ok {
+			list, _ := v.([]any)
+			if len(list) < 1 || len(list) > 4 {
+				return Config{}, fmt.Errorf("mrope_section: want 3 integers, got %s", show(v))
+			}
+			c.MRopeSections = make([]int, 4)
+			for i, e := range list {
+				n, ok := asInt(e)
+				if !ok {
+					return Config{}, fmt.Errorf("mrope_section: want 3 integers, got %s", show(v))
+				}
+				c.MRopeSections[i] = n
+			}
+		}
+	}
+	if len(j.errs) > 0 {
+		return Config{}, errors.New(strings.Join(j.errs, "; "))
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// hfRopeScaling handles rope_scaling (or a non-default rope_parameters
+// rope_type): Llama 3's scheme becomes per-frequency factors as
+// llama.cpp's converter writes them to rope_freqs.weight.
+func hfRopeScaling(j *hfJSON, c *Config) error {
+	obj := j.object("rope_scaling")
+	if obj == nil {
+		obj = j.object("rope_parameters")
+	}
+	if obj == nil {
+		return nil
+	}
+	typ, _ := obj["rope_type"].(string)
+	if typ == "" {
+		typ, _ = obj["type"].(string)
+	}
+	switch typ {
+	case "", "default":
+		return nil
+	case "llama3":
+	default:
+		return fmt.Errorf("unsupported rope scaling type %q", typ)
+	}
+	num := func(key string, def float64) float64 {
+		if v, ok := obj[key]; ok && v != nil {
+			if f, ok := asFloat(v); ok {
+				return f
+			}
+			j.fail("rope_scaling.%s: want a number, got %s", key, show(v))
+		}
+		return def
+	}
+	factor := num("factor", 8)
+	lowFF := num("low_freq_factor", 1)
+	highFF := num("high_freq_factor", 4)
+	oldCtx := num("original_max_position_embeddings", 8192)
+	if len(j.errs) > 0 {
+		return errors.New(strings.Join(j.errs, "; "))
+	}
+	if !(factor > 0) || !(lowFF > 0) || !(highFF > lowFF) || !(oldCtx > 0) {
+		return fmt.Errorf("rope_scaling: bad llama3 parameters (factor %v, low_freq_factor %v, high_freq_factor %v, original_max_position_embeddings %v)",
+			factor, lowFF, highFF, oldCtx)
+	}
+	if c.RopeDim <= 0 || c.RopeDim > maxHeadDim || c.RopeDim%2 != 0 {
+		return nil // Validate reports the rope dims
+	}
+	lowWL, highWL := oldCtx/lowFF, oldCtx/highFF
+	c.RopeFreqFactors = make([]float32, c.RopeDim/2)
+	for i := range c.RopeFreqFactors {
+		// The converter computes the frequencies in float32.
+		freq := float32(1 / float32(math.Pow(c.RopeTheta, float64(float32(2*i)/float32(c.RopeDim)))))
+		wl := 2 * math.Pi / float64(freq)
+		switch {
+		case wl < highWL:
+			c.RopeFreqFactors[i] = 1
+		case wl > lowWL:
+			c.RopeFreqFactors[i] = float32(factor)
+		default:
+			s := (oldCtx/wl - lowFF) / (highFF - lowFF)
+			c.RopeFreqFactors[i] = float32(1 / ((1-s)/factor + s))
+		}
+	}
+	return nil
+}
