@@ -1,0 +1,138 @@
+package int8
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// fixture returns a file under shared/fixtures, which sits beside the
+// repository.
+func fixture(t testing.TB, rel string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "shared", "fixtures", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("fixture missing: %v", err)
+	}
+	return p
+}
+
+func readFixture(t testing.TB, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(fixture(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// goldenInput is ggml-quant-golden's 4 rows × 1024 float32 weights.
+func goldenInput(t testing.TB) []float32 {
+	b := readFixture(t, "ggml-quant-golden/input_f32.bin")
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
+}
+
+func TestQuantizeRowQ8_0Golden(t *testing.T) {
+	in := goldenInput(t)
+	want := readFixture(t, "ggml-quant-golden/q8_0.quant.bin")
+	got := make([]byte, len(in)/BlockQ8_0*BlockBytesQ8_0)
+	const rowLen = 1024
+	rb := rowLen / BlockQ8_0 * BlockBytesQ8_0
+	for r := 0; r*rowLen < len(in); r++ {
+		QuantizeRowQ8_0(in[r*rowLen:(r+1)*rowLen], got[r*rb:(r+1)*rb])
+	}
+	if !bytes.Equal(got, want) {
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("first difference at byte %d (block %d): got %#02x want %#02x", i, i/BlockBytesQ8_0, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestQuantizeRowPerChannel(t *testing.T) {
+	// max|x| = 63.5 → d = 0.5 exactly, so every code is known: x = k/2.
+	x := make([]float32, 96)
+	for i := range x {
+		x[i] = float32(i%128-63) * 0.5
+	}
+	x[95] = 63.5
+	x[94] = -0.24 // rounds to 0
+	x[93] = 0.75  // halfway: rounds away from zero to 2
+	y := make([]byte, 3*BlockBytesQ8_0)
+	if d := QuantizeRowPerChannel(x, y); d != 0.5 {
+		t.Fatalf("scale %v, want 0.5", d)
+	}
+	for b := range 3 {
+		blk := y[b*BlockBytesQ8_0:]
+		if h := binary.LittleEndian.Uint16(blk); h != 0x3800 {
+			t.Errorf("block %d: d = %#04x, want 0x3800 (0.5)", b, h)
+		}
+		for j := range BlockQ8_0 {
+			i := b*BlockQ8_0 + j
+			want := int8(i%128 - 63)
+			switch i {
+			case 95:
+				want = 127
+			case 94:
+				want = 0
+			case 93:
+				want = 2
+			}
+			if got := int8(blk[2+j]); got != want {
+				t.Errorf("element %d: code %d, want %d", i, got, want)
+			}
+		}
+	}
+}
+
+func TestQuantizeRowPerChannelUsesRoundedScale(t *testing.T) {
+	// amax/127 is not an fp16 value; codes must divide by the stored d,
+	// and values that then exceed 127 steps clamp.
+	in := goldenInput(t)[:1024]
+	y := make([]byte, len(in)/BlockQ8_0*BlockBytesQ8_0)
+	d := QuantizeRowPerChannel(in, y)
+	var amax float32
+	for _, v := range in {
+		amax = max(amax, abs32(v))
+	}
+	if want := amax / 127; d == want || math.Abs(float64(d-want)) > float64(want)/1024 {
+		t.Fatalf("scale %v: want the fp16 rounding of %v", d, want)
+	}
+	h := binary.LittleEndian.Uint16(y)
+	for b := 0; b < len(in)/BlockQ8_0; b++ {
+		blk := y[b*BlockBytesQ8_0:]
+		if binary.LittleEndian.Uint16(blk) != h {
+			t.Fatalf("block %d has a different scale", b)
+		}
+		for j := range BlockQ8_0 {
+			x, q := float64(in[b*BlockQ8_0+j]), float64(int8(blk[2+j]))
+			if q < -127 {
+				t.Fatalf("code -128 at %d", b*BlockQ8_0+j)
+			}
+			if r := math.Abs(x - q*float64(d)); r > float64(d)/2 && math.Abs(q) != 127 {
+				t.Errorf("element %d: |x − q·d| = %g > d/2", b*BlockQ8_0+j, r)
+			}
+		}
+	}
+}
+
+func TestQuantizeZeroRow(t *testing.T) {
+	x := make([]float32, 64)
+	for _, f := range []func([]float32, []byte){QuantizeRowQ8_0, func(x []float32, y []byte) { QuantizeRowPerChannel(x, y) }} {
+		y := bytes.Repeat([]byte{0xaa}, 68)
+		f(x, y)
+		if !bytes.Equal(y, make([]byte, 68)) {
+			t.Errorf("zero row encodes as %x", y)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+// Package quant1bit encodes weights to ggml's low-bit block types Q1_0
+// (1 bit, 1.125 bpw) and Q2_0 (2.25 bpw), and computes their dot products
+// with Q8_0 activations the way llama.cpp's CPU backend does.
+//
+// Decoding lives in gguf.Dequantize; this package only produces blocks
+// and consumes them in the dot kernels.
+package quant1bit
+
+import (
+	"encoding/binary"
+	"fmt"
+	"github.com/qnnprep/qnnprep/internal/half"
+	"math"
+)
+
+// Block geometry of the two formats (ggml-common.h).
+const (
+	BlockQ1_0      = 128 // elements per Q1_0 block
+	BlockBytesQ1_0 = 18  // fp16 d, then 16 bytes of sign bits
+	BlockQ2_0      = 64  // elements per Q2_0 block
+	BlockBytesQ2_0 = 18  // fp16 d, then 16 bytes of 2-bit codes
+)
+
+// rowBytes checks that src holds whole blocks and dst fits them.
+func rowBytes(name string, n, block, blockBytes, dstLen int) int {
+	if n%block != 0 {
+		panic(fmt.Sprintf("quant1bit: %s: row of %d elements is not a multiple of %d", name, n, block))
+	}
+	rb := n / block * blockBytes
+	if dstLen < rb {
+		panic(fmt.Sprintf("quant1bit: %s: dst has %d bytes, want %d", name, dstLen, rb))
+	}
+	return rb
+}
+
+// QuantizeRowQ1_0 encodes src as Q1_0 blocks into dst, byte for byte as
+// ggml's quantize_row_q1_0_ref: d = Σ|x|/128 accumulated in float32 in
+// element order and rounded to fp16; element j of a block is bit j%8 of
+// byte j/8, set when x >= 0 (so +0, -0 decode as +d and NaN as -d).
+// len(src) must be a multiple of 128 and dst must hold len(src)/128*18 bytes.
+func QuantizeRowQ1_0(src []float32, dst []byte) {
+	rowBytes("QuantizeRowQ1_0", len(src), BlockQ1_0, BlockBytesQ1_0, len(dst))
+	for b := 0; b*BlockQ1_0 < len(src); b++ {
+		x := src[b*BlockQ1_0 : (b+1)*BlockQ1_0]
+		y := dst[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
+		var sum float32
+		for _, v := range x {
+			sum += abs32(v)
+		}
+		binary.LittleEndian.PutUint16(y, half.F32ToF16(sum/BlockQ1_0))
+		for i := range BlockQ1_0 / 8 {
+			var bits byte
+			for j, v := range x[8*i : 8*i+8] {
+				if v >= 0 {
+					bits |= 1 << j
+				}
+			}
+			y[2+i] = bits
+		}
+	}
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -1,0 +1,266 @@
+package quant1bit
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// QuantizeRowQ2_0Ref encodes src as Q2_0 blocks into dst, byte for byte as
+// ggml's quantize_row_q2_0_ref: d = max|x| in float32, stored as fp16;
+// codes q = clamp(roundf(x·(1/d)) + 1, 0, 3) use the float32 d (not the
+// fp16-rounded one), and an all-zero block gets d = 0 and code 1.
+// Element j of a block is bits 2(j%4)..2(j%4)+1 of code byte j/4 and
+// decodes to (q−1)·d. len(src) must be a multiple of 64 and dst must hold
+// len(src)/64*18 bytes.
+func QuantizeRowQ2_0Ref(src []float32, dst []byte) {
+	rowBytes("QuantizeRowQ2_0Ref", len(src), BlockQ2_0, BlockBytesQ2_0, len(dst))
+	for b := 0; b*BlockQ2_0 < len(src); b++ {
+		x := src[b*BlockQ2_0 : (b+1)*BlockQ2_0]
+		y := dst[b*BlockBytesQ2_0 : (b+1)*BlockBytesQ2_0]
+		var amax float32
+		for _, v := range x {
+			amax = max(amax, abs32(v))
+		}
+		var id float32
+		if amax != 0 {
+			id = 1 / amax
+		}
+		binary.LittleEndian.PutUint16(y, half.F32ToF16(amax))
+		for i := range BlockQ2_0 / 4 {
+			var codes byte
+			for j, v := range x[4*i : 4*i+4] {
+				q := int(math.Round(float64(v*id))) + 1
+				codes |= byte(min(max(q, 0), 3)) << (2 * j)
+			}
+			y[2+i] = codes
+		}
+	}
+}
+
+// QuantizeRowQ2_0 encodes src as Q2_0 blocks into dst, choosing for each
+// block the scale that minimises the squared error of the decoded block.
+//
+// The search is over the scale actually stored: every finite fp16 value of
+// either sign (a negative d turns the codes {−1,0,1,2}·d into
+// {+|d|,0,−|d|,−2|d|}, which suits blocks whose extreme is negative), with
+// each element given its best code for that d. For a fixed magnitude the
+// best codes change only at the breakpoints |x|/0.5 and |x|/1.5; between
+// breakpoints the error is a parabola in d, so the optimum over fp16
+// values is one of the two fp16 neighbours of each interval's vertex. The
+// sweep visits the intervals in increasing order and keeps the first
+// strictly best candidate, so the result is deterministic. The reference
+// scale max|x| is always a candidate, so no block is ever worse than
+// QuantizeRowQ2_0Ref (up to float64 rounding in exact ties). Blocks with
+// NaN or ±Inf are encoded by QuantizeRowQ2_0Ref.
+// len(src) must be a multiple of 64 and dst must hold len(src)/64*18 bytes.
+func QuantizeRowQ2_0(src []float32, dst []byte) {
+	rowBytes("QuantizeRowQ2_0", len(src), BlockQ2_0, BlockBytesQ2_0, len(dst))
+	for b := 0; b*BlockQ2_0 < len(src); b++ {
+		quantizeBlockQ2_0(src[b*BlockQ2_0:(b+1)*BlockQ2_0], dst[b*BlockBytesQ2_0:(b+1)*BlockBytesQ2_0])
+	}
+}
+
+const f16Inf = 0x7c00 // first non-finite fp16 magnitude
+
+func quantizeBlockQ2_0(x []float32, y []byte) {
+	var amax float32
+	for _, v := range x {
+		if v-v != 0 { // NaN or ±Inf
+			QuantizeRowQ2_0Ref(x, y)
+			return
+		}
+		amax = max(amax, abs32(v))
+	}
+	best := q2Candidate{h: half.F32ToF16(amax), err: math.Inf(1)}
+	if best.h < f16Inf {
+		best.err = q2Error(x, best.d())
+	}
+	var s q2Search
+	s.best.err = math.Inf(1)
+	s.init(x)
+	s.sweep(false)
+	s.sweep(true)
+	// The sweep's errors come from running sums; confirm against the
+	// reference scale with a direct computation.
+	if s.best.err < math.Inf(1) {
+		if e := q2Error(x, s.best.d()); e < best.err {
+			best = s.best
+			best.err = e
+		}
+	}
+	if best.err == math.Inf(1) { // amax overflows fp16 and no finite scale was found
+		QuantizeRowQ2_0Ref(x, y)
+		return
+	}
+	q2Encode(x, best, y)
+}
+
+// q2Candidate is a stored scale: fp16 magnitude bits h and a sign.
+type q2Candidate struct {
+	h   uint16
+	neg bool
+	err float64
+}
+
+func (c q2Candidate) d() float64 {
+	d := float64(half.F16ToF32(c.h))
+	if c.neg {
+		return -d
+	}
+	return d
+}
+
+// q2Code returns the code (q−1 ∈ {−1,0,1,2}) nearest to x/d.
+func q2Code(x, d float64) int {
+	if d == 0 {
+		return 0
+	}
+	return min(max(int(math.Round(x/d)), -1), 2)
+}
+
+// q2Error is Σ (x − c·d)² with each c the best code for d.
+func q2Error(x []float32, d float64) float64 {
+	var e float64
+	for _, v := range x {
+		r := float64(v) - float64(q2Code(float64(v), d))*d
+		e += r * r
+	}
+	return e
+}
+
+func q2Encode(x []float32, c q2Candidate, y []byte) {
+	h := c.h
+	if c.neg && h != 0 {
+		h |= 0x8000
+	}
+	binary.LittleEndian.PutUint16(y, h)
+	d := c.d()
+	for i := range BlockQ2_0 / 4 {
+		var codes byte
+		for j, v := range x[4*i : 4*i+4] {
+			codes |= byte(q2Code(float64(v), d)+1) << (2 * j)
+		}
+		y[2+i] = codes
+	}
+}
+
+// q2Search holds one block's magnitudes sorted ascending, with signs, and
+// the best candidate so far.
+type q2Search struct {
+	ax   [BlockQ2_0]float64 // |x| ascending, zeros dropped
+	neg  [BlockQ2_0]bool    // x < 0 for the same element
+	n    int
+	syy  float64 // Σx²
+	best q2Candidate
+}
+
+func (q *q2Search) init(x []float32) {
+	q.n, q.syy = 0, 0
+	for _, v := range x {
+		q.syy += float64(v) * float64(v)
+		if v == 0 {
+			continue
+		}
+		a, neg := float64(abs32(v)), v < 0
+		// Insertion sort by |x| then sign; 64 elements, no allocation.
+		j := q.n
+		for j > 0 && (q.ax[j-1] > a || q.ax[j-1] == a && q.neg[j-1] && !neg) {
+			q.ax[j], q.neg[j] = q.ax[j-1], q.neg[j-1]
+			j--
+		}
+		q.ax[j], q.neg[j] = a, neg
+		q.n++
+	}
+}
+
+// sweep raises the scale magnitude s from 0 for one sign of d. With
+// y = x (or −x for a negative d), an element's best code is 2 while
+// s < 2y/3, then 1 while s < 2y, then 0; for y < 0 it is −1 while
+// s < 2|y|, then 0. Each breakpoint lowers Σc·y by |y| and Σc² by 3
+// (2→1) or 1 (1→0, −1→0). Breakpoints come from merging the two sorted
+// lists 2|y|/3 (y > 0 only) and 2|y|; all events at one breakpoint are
+// applied together, the 2|y| list first, so the sums do not depend on
+// how ties are ordered.
+func (q *q2Search) sweep(negD bool) {
+	var sxc, scc float64
+	for k := range q.n {
+		if q.neg[k] == negD { // y > 0
+			sxc += 2 * q.ax[k]
+			scc += 4
+		} else {
+			sxc += q.ax[k]
+			scc++
+		}
+	}
+	ia, ib := q.nextA(0, negD), 0
+	lo := 0.0
+	for {
+		hi := math.Inf(1)
+		if ia < q.n {
+			hi = 2 * q.ax[ia] / 3
+		}
+		if ib < q.n {
+			hi = min(hi, 2*q.ax[ib])
+		}
+		if scc > 0 && hi > lo {
+			v := min(max(sxc/scc, lo), hi)
+			a, b := f16Bracket(v)
+			q.try(a, negD, sxc, scc)
+			if b != a {
+				q.try(b, negD, sxc, scc)
+			}
+		}
+		if math.IsInf(hi, 1) {
+			return
+		}
+		for ib < q.n && 2*q.ax[ib] == hi {
+			sxc -= q.ax[ib]
+			scc--
+			ib++
+		}
+		for ia < q.n && 2*q.ax[ia]/3 == hi {
+			sxc -= q.ax[ia]
+			scc -= 3
+			ia = q.nextA(ia+1, negD)
+		}
+		lo = hi
+	}
+}
+
+// nextA returns the first index ≥ k of an element with y > 0.
+func (q *q2Search) nextA(k int, negD bool) int {
+	for k < q.n && q.neg[k] != negD {
+		k++
+	}
+	return k
+}
+
+// try scores magnitude h with the current interval's codes. Outside the
+// interval this overestimates the true error, which is harmless: the true
+// optimum is scored exactly by its own interval.
+func (q *q2Search) try(h uint16, neg bool, sxc, scc float64) {
+	if h >= f16Inf {
+		return
+	}
+	s := float64(half.F16ToF32(h))
+	if e := q.syy - 2*s*sxc + s*s*scc; e < q.best.err {
+		q.best = q2Candidate{h: h, neg: neg, err: e}
+	}
+}
+
+// f16Bracket returns the largest and smallest fp16 bit patterns whose
+// values are ≤ v and ≥ v (v ≥ 0; above the fp16 range hi is Inf).
+func f16Bracket(v float64) (lo, hi uint16) {
+	h := half.F32ToF16(float32(v)) // one of the two, even after double rounding
+	f := float64(half.F16ToF32(h))
+	switch {
+	case f == v:
+		return h, h
+	case f > v:
+		return h - 1, h
+	default:
+		return h, h + 1
+	}
+}

@@ -1,0 +1,246 @@
+package quant1bit
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// fixture returns a file under shared/fixtures, which sits beside the
+// repository.
+func fixture(t testing.TB, rel string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "shared", "fixtures", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("fixture missing: %v", err)
+	}
+	return p
+}
+
+func readFixture(t testing.TB, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(fixture(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// goldenInput is ggml-quant-golden's 4 rows × 1024 float32 weights.
+func goldenInput(t testing.TB) []float32 {
+	b := readFixture(t, "ggml-quant-golden/input_f32.bin")
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
+}
+
+func TestGoldenBytes(t *testing.T) {
+	in := goldenInput(t)
+	const rowLen = 1024
+	for _, tc := range []struct {
+		file     string
+		rowBytes int
+		quantize func([]float32, []byte)
+	}{
+		{"q1_0.quant.bin", rowLen / BlockQ1_0 * BlockBytesQ1_0, QuantizeRowQ1_0},
+		{"q2_0.quant.bin", rowLen / BlockQ2_0 * BlockBytesQ2_0, QuantizeRowQ2_0Ref},
+	} {
+		want := readFixture(t, "ggml-quant-golden/"+tc.file)
+		got := make([]byte, 0, len(want))
+		for r := 0; r*rowLen < len(in); r++ {
+			row := make([]byte, tc.rowBytes)
+			tc.quantize(in[r*rowLen:(r+1)*rowLen], row)
+			got = append(got, row...)
+		}
+		if !bytes.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Errorf("%s: first difference at byte %d (block %d): got %#02x want %#02x", tc.file, i, i/18, got[i], want[i])
+					break
+				}
+			}
+		}
+	}
+}
+
+func TestQuantizeRowQ1_0Edges(t *testing.T) {
+	x := make([]float32, BlockQ1_0)
+	y := make([]byte, BlockBytesQ1_0)
+	x[3] = float32(math.Copysign(0, -1)) // −0 counts as ≥ 0, like ggml
+	x[5] = -1
+	x[127] = -0.5
+	x[8] = 0.25
+	QuantizeRowQ1_0(x, y)
+	// Σ|x|/128 = 1.75/128, = 1.75·2⁻⁷, exactly representable in fp16 (0x2300).
+	if d := binary.LittleEndian.Uint16(y); d != 0x2300 {
+		t.Errorf("d = %#04x, want 0x2300", d)
+	}
+	want := bytes.Repeat([]byte{0xff}, 16)
+	want[0] = 0xff &^ (1 << 5)
+	want[15] = 0xff &^ (1 << 7)
+	if !bytes.Equal(y[2:], want) {
+		t.Errorf("bits = %x, want %x", y[2:], want)
+	}
+}
+
+func TestQuantizeRowPanicsOnBadLength(t *testing.T) {
+	for name, f := range map[string]func(){
+		"Q1_0 row":  func() { QuantizeRowQ1_0(make([]float32, 64), make([]byte, 18)) },
+		"Q1_0 dst":  func() { QuantizeRowQ1_0(make([]float32, 128), make([]byte, 17)) },
+		"Q2_0 row":  func() { QuantizeRowQ2_0(make([]float32, 32), make([]byte, 18)) },
+		"Q2_0R dst": func() { QuantizeRowQ2_0Ref(make([]float32, 64), make([]byte, 17)) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// bruteQ2 is the least squared error over every finite fp16 scale of
+// either sign, each element taking its best code.
+func bruteQ2(x []float32) float64 {
+	best := math.Inf(1)
+	for h := uint16(0); h < f16Inf; h++ {
+		for _, neg := range []bool{false, true} {
+			best = min(best, q2Error(x, q2Candidate{h: h, neg: neg}.d()))
+		}
+	}
+	return best
+}
+
+// storedQ2Error is the squared error of an encoded block, computed from
+// its stored scale with each element's best code; the codes themselves
+// are checked to be those best codes.
+func storedQ2Error(t *testing.T, x []float32, y []byte) float64 {
+	t.Helper()
+	h := binary.LittleEndian.Uint16(y)
+	d := q2Candidate{h: h &^ 0x8000, neg: h&0x8000 != 0}.d()
+	for j, v := range x {
+		if got, want := int(y[2+j/4]>>(2*(j%4))&3)-1, q2Code(float64(v), d); got != want {
+			r1 := float64(v) - float64(got)*d
+			r2 := float64(v) - float64(want)*d
+			if r1*r1 != r2*r2 {
+				t.Fatalf("element %d: code %d, best for d=%g is %d", j, got, d, want)
+			}
+		}
+	}
+	return q2Error(x, d)
+}
+
+func randomBlock(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	switch r.IntN(4) {
+	case 0: // Gaussian
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 0.02)
+		}
+	case 1: // heavy tail: one large negative outlier
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		x[r.IntN(n)] = -12
+	case 2: // few distinct values, many ties and zeros
+		for i := range x {
+			x[i] = float32(r.IntN(7)-3) * 0.125
+		}
+	default: // uniform, wide dynamic range
+		s := math.Ldexp(1, r.IntN(40)-25)
+		for i := range x {
+			x[i] = float32((r.Float64()*2 - 1) * s)
+		}
+	}
+	return x
+}
+
+func TestQuantizeRowQ2_0IsOptimal(t *testing.T) {
+	in := goldenInput(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	blocks := [][]float32{in[:64], in[1024 : 1024+64], in[4096-64:]}
+	for range 5 {
+		blocks = append(blocks, randomBlock(r, BlockQ2_0))
+	}
+	y := make([]byte, BlockBytesQ2_0)
+	for i, x := range blocks {
+		QuantizeRowQ2_0(x, y)
+		got, want := storedQ2Error(t, x, y), bruteQ2(x)
+		if got > want*(1+1e-12) {
+			t.Errorf("block %d: squared error %g, exhaustive search finds %g", i, got, want)
+		}
+	}
+}
+
+func TestQuantizeRowQ2_0NegativeScale(t *testing.T) {
+	// One dominant negative value: a negative d gives it the −2|d| level.
+	x := make([]float32, BlockQ2_0)
+	for i := range x {
+		x[i] = float32(i%3-1) * 0.5 // −0.5, 0, 0.5
+	}
+	x[7] = -1
+	y := make([]byte, BlockBytesQ2_0)
+	QuantizeRowQ2_0(x, y)
+	if h := binary.LittleEndian.Uint16(y); h != 0xb800 { // −0.5
+		t.Errorf("d = %#04x, want 0xb800 (−0.5)", h)
+	}
+	if e := storedQ2Error(t, x, y); e != 0 {
+		t.Errorf("squared error %g, want 0 (every value is on the grid)", e)
+	}
+}
+
+func TestQuantizeRowQ2_0Special(t *testing.T) {
+	y := make([]byte, BlockBytesQ2_0)
+	ref := make([]byte, BlockBytesQ2_0)
+	zero := make([]float32, BlockQ2_0)
+	QuantizeRowQ2_0(zero, y)
+	if want := append([]byte{0, 0}, bytes.Repeat([]byte{0x55}, 16)...); !bytes.Equal(y, want) {
+		t.Errorf("zero block: %x, want %x", y, want)
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		x := make([]float32, BlockQ2_0)
+		x[10] = 1
+		x[11] = bad
+		QuantizeRowQ2_0(x, y)
+		QuantizeRowQ2_0Ref(x, ref)
+		if !bytes.Equal(y, ref) {
+			t.Errorf("block with %v: %x, want the reference encoding %x", bad, y, ref)
+		}
+	}
+	// Beyond the fp16 range the reference d overflows; the search still
+	// finds a finite scale.
+	x := make([]float32, BlockQ2_0)
+	x[0], x[1] = 1e6, 3e4
+	QuantizeRowQ2_0(x, y)
+	if h := binary.LittleEndian.Uint16(y); h&0x7fff >= f16Inf {
+		t.Errorf("huge block: d = %#04x is not finite", h)
+	}
+}
+
+func TestQuantizeRowQ2_0Deterministic(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, 0, 64*BlockQ2_0)
+	for range 64 {
+		x = append(x, randomBlock(r, BlockQ2_0)...)
+	}
+	a := make([]byte, len(x)/BlockQ2_0*BlockBytesQ2_0)
+	b := make([]byte, len(a))
+	QuantizeRowQ2_0(x, a)
+	// Encoding blocks one at a time must give the same bytes.
+	for i := 0; i < len(x)/BlockQ2_0; i++ {
+		QuantizeRowQ2_0(x[i*BlockQ2_0:(i+1)*BlockQ2_0], b[i*BlockBytesQ2_0:])
+	}
+	if !bytes.Equal(a, b) {
+		t.Error("same blocks, different bytes")
+	}
+}
