@@ -1,0 +1,317 @@
+package tokenizer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Tokenizer encodes and decodes with one vocabulary. It is safe for
+// concurrent use.
+type Tokenizer struct {
+	v       *Vocab
+	ids     map[string]int32   // token text → id (the last id wins for duplicates, as in llama.cpp)
+	ranks   map[mergeKey]int32 // BPE merge → rank
+	byteIDs [256]int32         // SPM <0xXX> tokens, -1 if absent
+	special []int32            // control, user-defined and unknown tokens, longest text first
+	pre     *preTokenizer      // BPE only
+	cache   wordCache          // BPE word → ids
+	states  sync.Pool
+}
+
+// state is the scratch space of one Encode call.
+type state struct {
+	cps    cps
+	words  []string
+	words2 []string
+	syms   []symbol
+	queue  bigramQueue
+	frags  []fragment
+	frags2 []fragment
+}
+
+// New checks v and builds a tokenizer for it. v must not be modified afterwards.
+func New(v *Vocab) (*Tokenizer, error) {
+	if v == nil {
+		return nil, fmt.Errorf("tokenizer: nil vocab")
+	}
+	if err := v.validate(); err != nil {
+		return nil, err
+	}
+	t := &Tokenizer{v: v, ids: make(map[string]int32, len(v.Tokens))}
+	t.states.New = func() any { return new(state) }
+	for i, s := range v.Tokens {
+		t.ids[s] = int32(i)
+	}
+	for i := range t.byteIDs {
+		t.byteIDs[i] = -1
+		if id, ok := t.ids[fmt.Sprintf("<0x%02X>", i)]; ok {
+			t.byteIDs[i] = id
+		}
+	}
+	for i, s := range v.Tokens {
+		switch v.Type(int32(i)) {
+		case TypeControl, TypeUserDefined, TypeUnknown:
+			if s != "" {
+				t.special = append(t.special, int32(i))
+			}
+		}
+	}
+	sort.SliceStable(t.special, func(a, b int) bool {
+		return len(v.Tokens[t.special[a]]) > len(v.Tokens[t.special[b]])
+	})
+	if v.Model == ModelBPE {
+		t.pre = preTokenizers[v.Pre]
+		t.ranks = make(map[mergeKey]int32, len(v.Merges))
+		for i, m := range v.Merges {
+			l, r, _ := splitMerge(m)
+			if _, dup := t.ranks[mergeKey{l, r}]; !dup {
+				t.ranks[mergeKey{l, r}] = int32(i)
+			}
+		}
+	}
+	return t, nil
+}
+
+// Vocab returns the vocabulary (read-only).
+func (t *Tokenizer) Vocab() *Vocab { return t.v }
+
+// Len is the number of tokens.
+func (t *Tokenizer) Len() int { return len(t.v.Tokens) }
+
+// Validate reports whether id is a token of the vocabulary.
+func (t *Tokenizer) Validate(id int32) error {
+	if id < 0 || int(id) >= len(t.v.Tokens) {
+		return fmt.Errorf("tokenizer: token id %d out of range [0, %d)", id, len(t.v.Tokens))
+	}
+	return nil
+}
+
+// ID returns the id of the token whose text is s.
+func (t *Tokenizer) ID(s string) (int32, bool) {
+	id, ok := t.ids[s]
+	return id, ok
+}
+
+func (t *Tokenizer) score(id int32) float32 {
+	if t.v.Scores == nil {
+		return 0
+	}
+	return t.v.Scores[id]
+}
+
+// A fragment is raw text (id < 0) or a special token matched in the text.
+type fragment struct {
+	text string
+	id   int32
+}
+
+// partition splits text at special tokens, longest token first, each
+// occurrence left to right, as llama.cpp's tokenizer_st_partition does.
+// Without parseSpecial only user-defined tokens are split out (control and
+// unknown tokens are then plain text).
+func (t *Tokenizer) partition(text string, parseSpecial bool, st *state) []fragment {
+	frags := append(st.frags[:0], fragment{text: text, id: -1})
+	for _, id := range t.special {
+		if !parseSpecial && t.v.Type(id) != TypeUserDefined {
+			continue
+		}
+		tok := t.v.Tokens[id]
+		found := false
+		for _, f := range frags {
+			if f.id < 0 && strings.Contains(f.text, tok) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			continue
+		}
+		out := st.frags2[:0]
+		for _, f := range frags {
+			if f.id >= 0 {
+				out = append(out, f)
+				continue
+			}
+			rest := f.text
+			for {
+				k := strings.Index(rest, tok)
+				if k < 0 {
+					break
+				}
+				if k > 0 {
+					out = append(out, fragment{text: rest[:k], id: -1})
+				}
+				out = append(out, fragment{id: id})
+				rest = rest[k+len(tok):]
+			}
+			if rest != "" {
+				out = append(out, fragment{text: rest, id: -1})
+			}
+		}
+		frags, st.frags2 = out, frags
+	}
+	st.frags = frags
+	return frags
+}
+
+// Encode tokenizes text with special-token parsing on: the text of a
+// control or user-defined token (e.g. "<|im_start|>") becomes that token,
+// as llama.cpp's llama_tokenize with parse_special=true and Hugging Face's
+// encode do. With addSpecial, BOS/EOS are added when the vocab asks for them
+// (AddBOS/AddEOS).
+func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
+	return t.EncodeWith(text, addSpecial, true)
+}
+
+// EncodeWith is Encode with the choice of llama.cpp's parse_special: when
+// false, only user-defined tokens are matched in the text and control-token
+// text ("<|endoftext|>") is tokenized as ordinary text.
+func (t *Tokenizer) EncodeWith(text string, addSpecial, parseSpecial bool) []int32 {
+	st := t.states.Get().(*state)
+	defer t.states.Put(st)
+	var out []int32
+	if addSpecial && t.v.AddBOS {
+		out = append(out, t.v.BOS)
+	}
+	if text != "" {
+		prevSpecial := true // SPM: a ▁ goes before the first text and after each special token
+		for _, f := range t.partition(text, parseSpecial, st) {
+			if f.id >= 0 {
+				out = append(out, f.id)
+				prevSpecial = true
+				continue
+			}
+			if t.v.Model == ModelSPM {
+				s := f.text
+				if t.v.AddSpacePrefix && prevSpecial {
+					s = " " + s
+				}
+				out = t.encodeSPM(out, strings.ReplaceAll(s, " ", "▁"), st)
+			} else {
+				out = t.encodeBPE(out, f.text, st)
+			}
+			prevSpecial = false
+		}
+	}
+	if addSpecial && t.v.AddEOS {
+		out = append(out, t.v.EOS)
+	}
+	return out
+}
+
+// Piece is the text of one token as it appears in decoded output: SPM ▁
+// becomes a space, <0xXX> its byte, byte-level BPE characters their bytes;
+// control, user-defined and unknown tokens give their text; unused tokens
+// and ids outside the vocab give "". A piece may be part of a UTF-8 sequence.
+func (t *Tokenizer) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.v.Tokens) {
+		return ""
+	}
+	return string(t.appendPiece(nil, id))
+}
+
+func (t *Tokenizer) appendPiece(dst []byte, id int32) []byte {
+	s := t.v.Tokens[id]
+	switch t.v.Type(id) {
+	case TypeControl, TypeUserDefined, TypeUnknown:
+		return append(dst, s...)
+	case TypeUnused:
+		return dst
+	case TypeByte:
+		if t.v.Model == ModelSPM {
+			if b, ok := parseByteToken(s); ok {
+				return append(dst, b)
+			}
+			return append(dst, s...)
+		}
+	}
+	if t.v.Model == ModelSPM {
+		return append(dst, strings.ReplaceAll(s, "▁", " ")...)
+	}
+	return appendUnByteLevel(dst, s)
+}
+
+// Decode concatenates the pieces of ids (see Piece; special tokens appear
+// as their text, ids outside the vocab are skipped). For an SPM vocab with
+// AddSpacePrefix, the space that Encode puts before the text at the start
+// and after each special token is removed again, so that
+// Decode(Encode(s)) == s; llama.cpp's detokenize removes only the first
+// one, and llama2.c's run.c only the one after BOS.
+func (t *Tokenizer) Decode(ids []int32) string {
+	var buf []byte
+	strip := t.v.Model == ModelSPM && t.v.AddSpacePrefix
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.v.Tokens) {
+			continue
+		}
+		n := len(buf)
+		buf = t.appendPiece(buf, id)
+		switch t.v.Type(id) {
+		case TypeControl, TypeUserDefined, TypeUnknown:
+			strip = t.v.Model == ModelSPM && t.v.AddSpacePrefix
+		case TypeUnused:
+		default:
+			if strip && len(buf) > n && buf[n] == ' ' {
+				buf = append(buf[:n], buf[n+1:]...)
+			}
+			strip = false
+		}
+	}
+	return string(buf)
+}
+
+// parseByteToken parses "<0xXX>".
+func parseByteToken(s string) (byte, bool) {
+	if len(s) != 6 || s[:3] != "<0x" || s[5] != '>' {
+		return 0, false
+	}
+	var b byte
+	for _, c := range []byte(s[3:5]) {
+		switch {
+		case c >= '0' && c <= '9':
+			b = b<<4 | (c - '0')
+		case c >= 'A' && c <= 'F':
+			b = b<<4 | (c - 'A' + 10)
+		case c >= 'a' && c <= 'f':
+			b = b<<4 | (c - 'a' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return b, true
+}
+
+func nfc(s string) string {
+	if norm.NFC.IsNormalString(s) {
+		return s
+	}
+	return norm.NFC.String(s)
+}
+
+// wordCache remembers the ids of BPE words; it is emptied when full.
+type wordCache struct {
+	mu sync.Mutex
+	m  map[string][]int32
+}
+
+const wordCacheMax = 1 << 16
+
+func (c *wordCache) get(w string) ([]int32, bool) {
+	c.mu.Lock()
+	ids, ok := c.m[w]
+	c.mu.Unlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(w string, ids []int32) {
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= wordCacheMax {
+		c.m = make(map[string][]int32)
+	}
+	c.m[w] = append([]int32(nil), ids...)
+	c.mu.Unlock()
+}
