@@ -42,12 +42,12 @@ type Config struct {
 	Arch Arch `json:"arch"`
 
 	VocabSize     int `json:"vocab_size"`
-	Hidden        int `json:"hidden"`       // embedding width
-	Layers        int `json:"layers"`       // decoder layers (without MTP blocks)
-	FFN           int `json:"ffn"`          // SwiGLU intermediate width
-	Heads         int `json:"heads"`        // query heads
-	KVHeads       int `json:"kv_heads"`     // key/value heads
-	HeadDim       int `json:"head_dim"`     // per-head width of q, k and v
+	Hidden        int `json:"hidden"`   // embedding width
+	Layers        int `json:"layers"`   // decoder layers (without MTP blocks)
+	FFN           int `json:"ffn"`      // SwiGLU intermediate width
+	Heads         int `json:"heads"`    // query heads
+	KVHeads       int `json:"kv_heads"` // key/value heads
+	HeadDim       int `json:"head_dim"` // per-head width of q, k and v
 	ContextLength int `json:"context_length"`
 
 	RMSEps    float32 `json:"rms_eps"`
