@@ -1,0 +1,148 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+)
+
+func samplePlans(t testing.TB) map[string]*Plan {
+	ssd := Dialog{Type: SSD, ForecastTokenCount: 4, Branches: []int{3, 2}, ForecastPrefix: 16, ForecastPrefixName: "forecast-prefix"}
+	build := func(name string, err error, p *Plan) *Plan {
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return p
+	}
+	out := map[string]*Plan{}
+	p, err := NewPlan(llamaConfig(), uniform(32, 100*mib), 500*mib, 500*mib, "Llama-3-8B",
+		Options{LayersPerStage: 4, AR: []int{128, 32}, CL: []int{2048, 4096}, Dialog: ssd, HeadParallel: []int{1, 3},
+			LayerTypes: []gguf.Type{gguf.Q1_0}, ContextSize: 4000})
+	out["llama-ssd"] = build("llama-ssd", err, p)
+	p, err = NewPlan(qwen35Config(), uniform(24, 10*mib), 100*mib, 100*mib, "qwen3.5-0.8b", Options{})
+	out["qwen35"] = build("qwen35", err, p)
+	return out
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	for name, p := range samplePlans(t) {
+		path := filepath.Join(dir, name+".json")
+		if err := WritePlan(path, p); err != nil {
+			t.Fatal(err)
+		}
+		first, _ := os.ReadFile(path)
+		q, err := ReadPlan(path)
+		if err != nil {
+			t.Fatalf("%s: ReadPlan: %v", name, err)
+		}
+		if !reflect.DeepEqual(p, q) {
+			t.Errorf("%s: read plan differs from written plan", name)
+		}
+		again, err := Encode(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, again) {
+			t.Errorf("%s: read → write is not byte-identical", name)
+		}
+		// The pretty-printer only adds whitespace: the compact forms agree.
+		var a, b bytes.Buffer
+		plain, _ := json.Marshal(p)
+		json.Compact(&a, plain)
+		json.Compact(&b, first)
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Errorf("%s: formatted JSON differs from encoding/json's", name)
+		}
+		if !strings.Contains(string(first), "\n        {\"name\":\"input_ids\",\"shape\":[1,128],") {
+			t.Errorf("%s: tensors are not one per line", name)
+		}
+	}
+	// Building twice gives the same bytes.
+	a, _ := Encode(samplePlans(t)["llama-ssd"])
+	b, _ := Encode(samplePlans(t)["llama-ssd"])
+	if !bytes.Equal(a, b) {
+		t.Error("same inputs, different plan.json")
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	good, err := Encode(samplePlans(t)["qwen35"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, data, want string
+	}{
+		{"not json", "plan", "not a plan"},
+		{"no version", `{"model":{}}`, `no "version" field`},
+		{"future version", `{"version": 2}`, "plan version 2, but this qnnprep reads version 1"},
+		{"unknown field", strings.Replace(string(good), `"split"`, `"splitt"`, 1), `unknown field "splitt"`},
+		{"trailing data", string(good) + "{}", "after top-level value"},
+		{"bad stage", strings.Replace(string(good), `"first_layer": 0`, `"first_layer": 1`, 1), "do not continue from layer 0"},
+		{"bad dialog", strings.Replace(string(good), `"type":"basic"`, `"type":"beam"`, 1), `unknown dialog type "beam"`},
+		{"stale derived", strings.Replace(string(good), `"step_tokens":1`, `"step_tokens":4`, 1), "step_tokens 4"},
+		{"zero dim", strings.Replace(string(good), `"shape":[1,128]`, `"shape":[1,0]`, 1), "dimension 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.data == string(good) {
+				t.Fatal("replacement did not apply")
+			}
+			_, err := Decode([]byte(tt.data), "plan.json")
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "plan.json") {
+				t.Fatalf("err = %v, want it to name plan.json and contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzDecode: any input either fails to decode with an error, or decodes
+// to a plan that Check handles and that re-encodes stably.
+func FuzzDecode(f *testing.F) {
+	for _, p := range samplePlans(f) {
+		data, err := Encode(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"version":1}`))
+	f.Add([]byte(`{"version":1,"stages":[{"index":0}],"graphs":[{"name":"x","stage":0}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Decode(data, "fuzz.json")
+		if err != nil {
+			return
+		}
+		Check(p, CheckEnv{})
+		a, err := Encode(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := Decode(a, "again.json")
+		if err != nil {
+			t.Fatalf("re-encoded plan does not decode: %v", err)
+		}
+		b, _ := Encode(q)
+		if !bytes.Equal(a, b) {
+			t.Fatal("encode → decode → encode is not stable")
+		}
+	})
+}
+
+func BenchmarkDecodeCheck(b *testing.B) {
+	data, _ := Encode(samplePlans(b)["llama-ssd"])
+	for b.Loop() {
+		p, err := Decode(data, "plan.json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		Check(p, CheckEnv{})
+	}
+}
