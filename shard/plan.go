@@ -207,7 +207,9 @@ func SanitizeName(name string) string {
 // NewPlan splits a model with configuration cfg into stages and lays out
 // every graph's I/O. layerBytes holds the weight bytes of each layer;
 // embedBytes and headBytes those of the token embedding (first stage) and
-// the output head with its norm (last stage).
+// the output head with its norm (last stage). For a tied model headBytes
+// includes the embedding again, since the last stage needs its own copy;
+// a single stage counts it once.
 func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, name string, opts Options) (*Plan, error) {
 	if err := checkConfig(&cfg); err != nil {
 		return nil, fmt.Errorf("shard: model %s: %w", name, err)
@@ -322,8 +324,11 @@ func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, 
 		if st.Embedding {
 			st.Bytes += embedBytes
 		}
-		if st.Head && !(st.Embedding && cfg.TiedEmbeddings) { // a tied head in the embedding's stage is the same tensor
+		if st.Head {
 			st.Bytes += headBytes
+			if st.Embedding && cfg.TiedEmbeddings { // a tied head in the embedding's stage is the same tensor
+				st.Bytes -= min(embedBytes, headBytes)
+			}
 		}
 		p.Stages = append(p.Stages, st)
 		first += n
