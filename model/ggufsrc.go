@@ -125,8 +125,8 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 	c.QKNorm = arch == Qwen3 || arch == Qwen3Next || arch == Qwen35
 	hybrid := arch == Qwen3Next || arch == Qwen35
 	c.AttnOutputGate = hybrid
-	if c.Layers < 1 || c.Layers > maxLayers {
-		r.errs = append(r.errs, fmt.Sprintf("%d layers (block_count %d - nextn_predict_layers %d)", c.Layers, blocks, nextn))
+	if len(r.errs) == 0 && (c.Layers < 1 || c.Layers > maxLayers) {
+		r.errs = append(r.errs, fmt.Sprintf("%d layers (block_count %d - nextn_predict_layers %d), want 1..%d", c.Layers, blocks, nextn, maxLayers))
 	}
 	if len(r.errs) > 0 {
 		return Config{}, errors.New(strings.Join(r.errs, "; "))
@@ -422,6 +422,9 @@ func splitRows(src *Tensor, want []int64, outs []split, byName map[string]*Tenso
 			skip[o.name] = true
 		}
 		return append(problems, msg)
+	}
+	if src.bad != "" {
+		return bad(fmt.Sprintf("%s: %s", src.where(), src.bad))
 	}
 	if !slices.Equal(src.Dims, want) {
 		return bad(fmt.Sprintf("%s has shape %v, expected %v", src.where(), src.Dims, want))

@@ -100,16 +100,15 @@ func fromHF(dir string, cfg Config, st *safetensors.Model) (*Model, error) {
 		case name == "lm_head.weight" && cfg.TiedEmbeddings:
 			continue // tied: the head is the embedding
 		}
-		typ, ok := hfType(ti.Dtype)
-		if !ok {
-			h.problem("tensor %s: dtype %s not supported (want F32, F16 or BF16)", name, ti.Dtype)
-			continue
-		}
 		dims := make([]int64, len(ti.Shape))
 		for k, s := range ti.Shape {
 			dims[len(dims)-1-k] = s
 		}
-		t := &Tensor{Dims: dims, Type: typ, src: name, load: func() ([]byte, error) { return st.Data(name) }}
+		t := &Tensor{Dims: dims, src: name, load: func() ([]byte, error) { return st.Data(name) }}
+		var ok bool
+		if t.Type, ok = hfType(ti.Dtype); !ok {
+			t.bad = fmt.Sprintf("dtype %s not supported (want F32, F16 or BF16)", ti.Dtype)
+		}
 		if name == "lm_head.weight" {
 			h.add("output.weight", t)
 			continue
@@ -290,7 +289,7 @@ func (h *hfMapper) ssmA(t *Tensor, order func() []int) *Tensor {
 // gathering the elements in order (when set).
 func floatMap(src *Tensor, order func() []int, f func([]float32)) *Tensor {
 	return &Tensor{
-		Dims: src.Dims, Type: gguf.F32, src: src.src,
+		Dims: src.Dims, Type: gguf.F32, src: src.src, bad: src.bad,
 		load: func() ([]byte, error) {
 			v, err := src.Float32()
 			if err != nil {
@@ -323,7 +322,7 @@ func permuted(src *Tensor, rows func() []int) *Tensor {
 // permutedBlocks gathers src's data in blocks of per elements.
 func permutedBlocks(src *Tensor, per int64, blocks func() []int) *Tensor {
 	return &Tensor{
-		Dims: src.Dims, Type: src.Type, src: src.src,
+		Dims: src.Dims, Type: src.Type, src: src.src, bad: src.bad,
 		load: func() ([]byte, error) {
 			b, err := src.Data()
 			if err != nil {

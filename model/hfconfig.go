@@ -183,12 +183,13 @@ func show(v any) string {
 func parseHFConfig(data []byte) (Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var top map[string]any
-	if err := dec.Decode(&top); err != nil {
+	var v any
+	if err := dec.Decode(&v); err != nil {
 		return Config{}, fmt.Errorf("bad JSON: %w", err)
 	}
-	if top == nil {
-		return Config{}, errors.New("bad JSON: not an object")
+	top, ok := v.(map[string]any)
+	if !ok {
+		return Config{}, errors.New("bad JSON: want an object")
 	}
 	j := &hfJSON{text: top, top: top}
 	if tc, ok := top["text_config"].(map[string]any); ok {

@@ -127,6 +127,10 @@ func arrange(cfg Config, byName map[string]*Tensor, skip map[string]bool, proble
 			}
 			continue
 		}
+		if t.bad != "" {
+			problems = append(problems, fmt.Sprintf("%s: %s", t.where(), t.bad))
+			continue
+		}
 		if !slices.Equal(t.Dims, s.Dims) {
 			problems = append(problems, fmt.Sprintf("%s has shape %v, expected %v", t.where(), t.Dims, s.Dims))
 			continue

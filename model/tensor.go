@@ -21,6 +21,7 @@ type Tensor struct {
 
 	load func() ([]byte, error)
 	src  string // where the bytes come from, for messages ("" = Name)
+	bad  string // why the source cannot be used (reported by Open)
 }
 
 // NewTensor returns an in-memory tensor over data (not copied).
@@ -91,6 +92,9 @@ func (t *Tensor) size() (int64, error) {
 }
 
 func (t *Tensor) where() string {
+	if t.Name == "" {
+		return t.src
+	}
 	if t.src != "" && t.src != t.Name {
 		return fmt.Sprintf("%s (%s)", t.Name, t.src)
 	}
