@@ -546,7 +546,7 @@ func (c *checker) arcMaskRule() {
 			genie += fmt.Sprintf(" and \"Missing token history. Expected %d, Found %d\"", s.HistoryExpected, s.HistoryHeld)
 		}
 		c.add(RuleARcMask, first, "",
-			fmt.Sprintf("build KV graphs with CL > AR (e.g. --cl 4096 with --ar %d) so Genie detects CL from attention_mask's last dimension, and drop --arc", v.ar),
+			fmt.Sprintf("build KV graphs with CL > AR (e.g. --ar %d --cl 4096; any CL above %d) so Genie detects CL from attention_mask's last dimension, and drop --arc", v.ar, v.ar),
 			"Genie treats AR %d, CL %d graphs as AR-c and re-processes history: %s's selection mask has m = %d entries (%s), but n_process = m + history = %d + %d = %d (history = %s, probe prompt of %d tokens); Genie fails with %s",
 			v.ar, v.cl, d.Type, m, stepFormula(&d.Dialog), m, s.NPast, s.NProcess, hist, c.env.ProbePromptTokens, genie)
 	}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+func init() {
+	c := &command{
+		Name:    "plan",
+		Usage:   "qnnprep plan MODEL [--stages N | --layers-per-stage N | --max-stage-bytes SIZE] [--ar 128,1] [--cl 4096] [--dialog TYPE ...] [-o plan.json]",
+		Summary: "split a model into HTP stages and lay out every graph's Genie I/O (writes plan.json)",
+	}
+	c.Run = func(ctx context.Context, args []string) error {
+		fs := newFlags(c)
+		out := fs.StringP("output", "o", "plan.json", "where to write the plan")
+		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
+		var o shard.Options
+		fs.IntVar(&o.Stages, "stages", 0, "split into this many stages, layers spread evenly")
+		fs.IntVar(&o.LayersPerStage, "layers-per-stage", 0, "put this many layers in each stage")
+		maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary) when balancing by bytes, e.g. 1500MiB")
+		fs.IntSliceVar(&o.AR, "ar", []int{128, 1}, "tokens per call of each graph variant")
+		fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
+		fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs, which re-process all history")
+		pos := fs.String("positional", "rope", "positional encoding: rope (rope-dim = rotary dims / 2) or absolute")
+		dialog := fs.String("dialog", "basic", "Genie dialog: basic, ssd-q1, spd, lade or eaglet")
+		fs.IntVar(&o.Dialog.ForecastTokenCount, "forecast-token-count", 0, "ssd-q1: trained forecast embeddings")
+		fs.IntSliceVar(&o.Dialog.Branches, "branches", nil, "ssd-q1: children per tree level, e.g. 3,2")
+		fs.IntVar(&o.Dialog.ForecastPrefix, "forecast-prefix", 0, "ssd-q1: forecast-prefix KV entries")
+		fs.StringVar(&o.Dialog.ForecastPrefixName, "forecast-prefix-name", "", "ssd-q1: forecast-prefix directory")
+		fs.IntVar(&o.Dialog.DraftLen, "draft-len", 0, "spd, eaglet: draft length")
+		fs.IntVar(&o.Dialog.Window, "window", 0, "lade: window")
+		fs.IntVar(&o.Dialog.NGram, "ngram", 0, "lade: n-gram size")
+		fs.IntVar(&o.Dialog.GCap, "gcap", 0, "lade: guess cap")
+		fs.IntVar(&o.Dialog.NBranches, "n-branches", 0, "eaglet: branches")
+		fs.IntVar(&o.Dialog.MaxTargetTokens, "max-tokens-target-can-evaluate", 0, "eaglet: most tokens the target verifies at once")
+		fs.IntSliceVar(&o.HeadParallel, "head-parallel", nil, "stage indices (0-based) split over two HTP cores")
+		fs.IntVar(&o.VTCMMB, "vtcm-mb", 0, "HTP vtcm_mb (default 8)")
+		fs.IntVar(&o.ContextSize, "context-size", 0, "Genie context.size (default: the largest CL)")
+		fs.IntVar(&o.ProbePromptTokens, "probe-prompt", 0, "prompt length the recorded n_process/token-history numbers assume (default 1)")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return usageError("want one MODEL (an HF directory, a .safetensors file or a .gguf file)")
+		}
+		var err error
+		if o.MaxStageBytes, err = parseBytes(*maxBytes); err != nil {
+			return usageError("--max-stage-bytes: %v", err)
+		}
+		o.Positional = shard.Positional(*pos)
+		o.Dialog.Type = shard.DialogType(*dialog)
+
+		m, err := model.Open(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		sizes, err := shard.ModelSizes(m)
+		if err != nil {
+			return err
+		}
+		o.LayerTypes = sizes.LayerTypes
+		if *name == "" {
+			*name = shard.ModelName(m)
+		}
+		p, err := shard.NewPlan(m.Config, sizes.Layers, sizes.Head, sizes.Embed, *name, o)
+		if err != nil {
+			return err
+		}
+		if err := shard.WritePlan(*out, p); err != nil {
+			return err
+		}
+		printPlan(os.Stdout, p)
+		vs := shard.Check(p, shard.CheckEnv{})
+		if len(vs) == 0 {
+			fmt.Printf("\nwrote %s; Genie contract: no violations\n", *out)
+		} else {
+			fmt.Printf("\nwrote %s; Genie contract: %d violation(s) — run `qnnprep check %s`\n", *out, len(vs), *out)
+		}
+		return nil
+	}
+	register(c)
+}
+
+// printPlan prints the stage table (first variant's I/O) and the variants.
+func printPlan(w io.Writer, p *shard.Plan) {
+	fmt.Fprintf(w, "%s (%s): %d layers in %d stages, split by %s, %s positions, dialog %s\n",
+		p.Model.Name, p.Model.Arch, p.Model.Layers, len(p.Stages), p.Split, p.Positional, p.Dialog.Type)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "stage\tlayers\tbytes\tinputs\toutputs")
+	for _, s := range p.Stages {
+		var in, out []string
+		for _, g := range p.Graphs {
+			if g.Stage == s.Index {
+				in, out = tensorNames(g.Inputs), tensorNames(g.Outputs)
+				break
+			}
+		}
+		flags := ""
+		if s.HeadParallel {
+			flags = " (2 cores)"
+		}
+		if s.WeightType != "" {
+			flags += " " + s.WeightType
+		}
+		fmt.Fprintf(tw, "%d\t%d-%d\t%s%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), flags,
+			strings.Join(summarize(in), " "), strings.Join(summarize(out), " "))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AR\tCL\tmode\tmask\tn_process\ttoken history\tgraphs")
+	for _, v := range p.Variants {
+		first, last := shard.GraphName(p.Model.Name, v.AR, v.CL, 0, len(p.Stages)), shard.GraphName(p.Model.Name, v.AR, v.CL, len(p.Stages)-1, len(p.Stages))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%s … %s\n", v.AR, v.CL, v.Mode, v.MaskLen, v.NProcess, v.TokenHistory, first, last)
+	}
+	tw.Flush()
+}
+
+func tensorNames(ts []shard.Tensor) []string {
+	n := make([]string, len(ts))
+	for i, t := range ts {
+		n[i] = t.Name
+	}
+	return n
+}
+
+var layerTensor = regexp.MustCompile(`^(past_[a-z]+)_(\d+)_(in|out)$`)
+
+// summarize folds per-layer state names: past_key_4_in … past_key_7_in
+// becomes past_key_{4-7}_in.
+func summarize(names []string) []string {
+	type group struct {
+		key    string
+		layers []int
+	}
+	var out []string
+	var groups []*group
+	at := map[string]int{} // group key → index in out
+	for _, n := range names {
+		m := layerTensor.FindStringSubmatch(n)
+		if m == nil {
+			out = append(out, n)
+			continue
+		}
+		key := m[1] + "_%s_" + m[3]
+		l, _ := strconv.Atoi(m[2])
+		if i, ok := at[key]; ok {
+			groups[i].layers = append(groups[i].layers, l)
+			continue
+		}
+		at[key] = len(groups)
+		groups = append(groups, &group{key, []int{l}})
+		out = append(out, "\x00"+strconv.Itoa(len(groups)-1))
+	}
+	for i, s := range out {
+		if strings.HasPrefix(s, "\x00") {
+			g := groups[atoiOr(s[1:])]
+			r := fmt.Sprint(g.layers[0])
+			if len(g.layers) > 1 {
+				r = fmt.Sprintf("{%d-%d}", g.layers[0], g.layers[len(g.layers)-1])
+			}
+			out[i] = fmt.Sprintf(g.key, r)
+		}
+	}
+	return out
+}
+
+func atoiOr(s string) int { n, _ := strconv.Atoi(s); return n }
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// parseBytes reads "2GiB", "1500MiB", "512KiB", "3GB" or a plain byte count.
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mul    float64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	t := strings.TrimSpace(s)
+	mul := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mul = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mul
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || v*mul > 1<<50 {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with GiB, MiB, KiB, GB, MB or KB", s)
+	}
+	return int64(v * mul), nil
+}
