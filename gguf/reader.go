@@ -124,7 +124,7 @@ func (f *File) Data(t *TensorInfo) ([]byte, error) {
 // in error messages. Data then reads tensor bytes with r.ReadAt.
 func Parse(r io.ReaderAt, size int64, name string) (*File, error) {
 	d := &decoder{
-		br:   bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10),
+		br:   bufio.NewReaderSize(io.NewSectionReader(r, 0, size), int(min(64<<10, max(size, 16)))),
 		size: size,
 		name: name,
 	}

@@ -143,7 +143,7 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 		return 0, err
 	}
 	cw := &countWriter{w: out}
-	e := &encoder{w: bufio.NewWriterSize(cw, 1<<20)}
+	e := &encoder{w: bufio.NewWriterSize(cw, 64<<10)}
 
 	e.raw([]byte(Magic))
 	e.u32(Version)
