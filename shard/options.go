@@ -292,6 +292,9 @@ func (o Options) withDefaults(layers, contextLength int) (Options, error) {
 	if o.ProbePromptTokens == 0 {
 		o.ProbePromptTokens = 1
 	}
+	if o.ProbePromptTokens > 1<<24 {
+		return o, fmt.Errorf("probe prompt of %d tokens, want at most %d", o.ProbePromptTokens, 1<<24)
+	}
 	if n := len(o.LayerTypes); n != 0 && n != 1 && n != layers {
 		return o, fmt.Errorf("%d layer types for %d layers; give one per layer or one for all", n, layers)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 )
@@ -112,8 +113,8 @@ func (p *Plan) validate() error {
 	if d := &p.Dialog; (d.Type == SSD && d.PrefixKV != d.ForecastPrefix) || (d.Type != SSD && d.PrefixKV != 0) {
 		return fmt.Errorf("dialog %s: prefix_kv %d does not match its forecast-prefix %d", d.Type, d.PrefixKV, d.ForecastPrefix)
 	}
-	if p.Dialog.ProbePromptTokens < 1 {
-		return fmt.Errorf("dialog: probe_prompt_tokens %d, want ≥ 1", p.Dialog.ProbePromptTokens)
+	if p.Dialog.ProbePromptTokens < 1 || p.Dialog.ProbePromptTokens > 1<<24 {
+		return fmt.Errorf("dialog: probe_prompt_tokens %d, want 1…%d", p.Dialog.ProbePromptTokens, 1<<24)
 	}
 	switch p.Positional {
 	case Rope, Absolute:
@@ -132,6 +133,21 @@ func (p *Plan) validate() error {
 	}
 	if next != p.Model.Layers {
 		return fmt.Errorf("stages cover layers 0…%d of %d", next-1, p.Model.Layers)
+	}
+	// Variants must carry the numbers their mode and the dialog give.
+	want := &Plan{Dialog: p.Dialog, Variants: slices.Clone(p.Variants)}
+	for i := range want.Variants {
+		v := &want.Variants[i]
+		if (v.Mode == ModeARc) != (v.AR == v.CL) || (v.Mode != ModeARc && v.Mode != ModeKV) {
+			return fmt.Errorf("variant AR %d, CL %d: mode %q, want %q", v.AR, v.CL, v.Mode, map[bool]string{true: ModeARc, false: ModeKV}[v.AR == v.CL])
+		}
+	}
+	want.fillSteps()
+	for i, v := range want.Variants {
+		if v != p.Variants[i] {
+			return fmt.Errorf("variant AR %d, CL %d: mask_len %d, n_process %d, token_history %d, but the dialog gives %d, %d, %d",
+				v.AR, v.CL, p.Variants[i].MaskLen, p.Variants[i].NProcess, p.Variants[i].TokenHistory, v.MaskLen, v.NProcess, v.TokenHistory)
+		}
 	}
 	for _, g := range p.Graphs {
 		if g.Stage < 0 || g.Stage >= len(p.Stages) {

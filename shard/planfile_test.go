@@ -88,6 +88,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad stage", strings.Replace(string(good), `"first_layer": 0`, `"first_layer": 1`, 1), "do not continue from layer 0"},
 		{"bad dialog", strings.Replace(string(good), `"type":"basic"`, `"type":"beam"`, 1), `unknown dialog type "beam"`},
 		{"stale derived", strings.Replace(string(good), `"step_tokens":1`, `"step_tokens":4`, 1), "step_tokens 4"},
+		{"stale variant", strings.Replace(string(good), `"n_process":1,`, `"n_process":2,`, 1), "n_process 2, token_history 0, but the dialog gives 0, 1, 0"},
 		{"zero dim", strings.Replace(string(good), `"shape":[1,128]`, `"shape":[1,0]`, 1), "dimension 0"},
 	}
 	for _, tt := range tests {
