@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 )
 
 // File is an open GGUF file: its header, metadata and tensor table. The
@@ -83,19 +84,17 @@ func (f *File) Close() error {
 // Size is the size of the file in bytes.
 func (f *File) Size() int64 { return f.size }
 
-// Tensor returns the tensor named name.
+// Tensor returns the tensor named name. It is safe for concurrent use.
 func (f *File) Tensor(name string) (*TensorInfo, bool) {
-	if f.byName == nil {
-		f.byName = make(map[string]int, len(f.Tensors))
-		for i := range f.Tensors {
-			f.byName[f.Tensors[i].Name] = i
+	if i, ok := f.byName[name]; ok && i < len(f.Tensors) && f.Tensors[i].Name == name {
+		return &f.Tensors[i], true
+	}
+	for i := range f.Tensors { // Tensors edited after Parse
+		if f.Tensors[i].Name == name {
+			return &f.Tensors[i], true
 		}
 	}
-	i, ok := f.byName[name]
-	if !ok {
-		return nil, false
-	}
-	return &f.Tensors[i], true
+	return nil, false
 }
 
 // Data returns the bytes of tensor t (t.Bytes() long, without padding).
@@ -470,7 +469,7 @@ func (d *decoder) alignment(f *File) error {
 
 func (d *decoder) tensorInfos(f *File, n int) error {
 	f.Tensors = make([]TensorInfo, 0, min(n, 4096))
-	seen := make(map[string]bool, min(n, 4096))
+	f.byName = make(map[string]int, min(n, 4096))
 	for i := range n {
 		d.tensor = ""
 		ln, err := d.u64(fmt.Sprintf("tensor #%d name length", i))
@@ -486,10 +485,14 @@ func (d *decoder) tensorInfos(f *File, n int) error {
 		}
 		name := string(b)
 		d.tensor = name
-		if seen[name] {
+		if _, dup := f.byName[name]; dup {
 			return d.errf("duplicate tensor name")
 		}
-		seen[name] = true
+		if strings.IndexByte(name, 0) >= 0 {
+			// ggml would cut the name at the NUL; refuse rather than guess.
+			return d.errf("tensor name contains a NUL byte")
+		}
+		f.byName[name] = i
 		nd, err := d.u32("dimension count")
 		if err != nil {
 			return err

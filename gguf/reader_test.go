@@ -199,6 +199,7 @@ func TestParseMalformed(t *testing.T) {
 		{"duplicate tensor", mod(func(r *rawFile) { r.tensors[1].name = "a" }), []string{`tensor "a"`, "duplicate tensor name"}},
 		{"long tensor name", mod(func(r *rawFile) { r.tensors[0].name = strings.Repeat("n", 64) }), []string{"tensor #0 name is 64 bytes long, at most 63"}},
 		{"tensor name 2^62", mod(func(r *rawFile) { r.tensors = nil; r.nTensors = u64p(1); r.data = le64(1 << 62) }), []string{"tensor #0 name is 4611686018427387904 bytes long"}},
+		{"NUL in tensor name", mod(func(r *rawFile) { r.tensors[1].name = "b\x00c" }), []string{"NUL byte"}},
 		{"unknown tensor type", mod(func(r *rawFile) { r.tensors[1].typ = 99 }), []string{`tensor "b"`, "invalid ggml type 99"}},
 		{"removed tensor type", mod(func(r *rawFile) { r.tensors[1].typ = 4 }), []string{`tensor "b"`, "invalid ggml type 4"}},
 		{"type count", mod(func(r *rawFile) { r.tensors[1].typ = uint32(TypeCount) }), []string{"invalid ggml type 43"}},

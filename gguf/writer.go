@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 )
@@ -113,6 +114,9 @@ func (w *Writer) Layout() (align int64, md Metadata, infos []TensorInfo, err err
 	for i, t := range w.Tensors {
 		if len(t.Name) > MaxNameLength {
 			return 0, nil, nil, werr("", t.Name, "name is %d bytes long, at most %d allowed", len(t.Name), MaxNameLength)
+		}
+		if strings.IndexByte(t.Name, 0) >= 0 {
+			return 0, nil, nil, werr("", t.Name, "name contains a NUL byte")
 		}
 		if names[t.Name] {
 			return 0, nil, nil, werr("", t.Name, "duplicate tensor name")
