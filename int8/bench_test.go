@@ -1,0 +1,60 @@
+package int8
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+func benchRows(n int) (w, x []byte) {
+	r := rand.New(rand.NewPCG(1, 1))
+	a, b := make([]float32, n), make([]float32, n)
+	for i := range a {
+		a[i], b[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	w, x = make([]byte, n/BlockQ8_0*BlockBytesQ8_0), make([]byte, n/BlockQ8_0*BlockBytesQ8_0)
+	QuantizeRowQ8_0(a, w)
+	QuantizeRowQ8_0(b, x)
+	return w, x
+}
+
+// benchDot reports weight bytes per second (MB/s) and weights per second
+// for one row of n elements, which stays in cache: the compute ceiling of
+// the kernel.
+func benchDot(b *testing.B, n int, dot func(w, x []byte, nb int) float32) {
+	w, x := benchRows(n)
+	b.SetBytes(int64(len(w)))
+	var s float32
+	for b.Loop() {
+		s += dot(w, x, n/BlockQ8_0)
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
+	_ = s
+}
+
+func BenchmarkDotQ8_0(b *testing.B) {
+	for _, n := range []int{2048, 5632} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) { benchDot(b, n, dotQ8_0) })
+		b.Run(strconv.Itoa(n)+"/go", func(b *testing.B) { benchDot(b, n, dotQ8_0Go) })
+	}
+}
+
+func benchQuantize(b *testing.B, f func([]float32, []byte)) {
+	const n = 5632
+	r := rand.New(rand.NewPCG(1, 1))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]byte, n/BlockQ8_0*BlockBytesQ8_0)
+	b.SetBytes(4 * n)
+	for b.Loop() {
+		f(x, y)
+	}
+}
+
+func BenchmarkQuantizeRowQ8_0(b *testing.B) { benchQuantize(b, QuantizeRowQ8_0) }
+
+func BenchmarkQuantizeRowPerChannel(b *testing.B) {
+	benchQuantize(b, func(x []float32, y []byte) { QuantizeRowPerChannel(x, y) })
+}

@@ -1,0 +1,61 @@
+package int8
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// DotQ8_0 returns the dot product of a Q8_0 weight row w and a Q8_0
+// activation row x (as made by QuantizeRowQ8_0) of n elements, n a
+// multiple of 32. The order is that of llama.cpp's
+// ggml_vec_dot_q8_0_q8_0_generic, with every operation rounded to float32
+// (no fused multiply-add):
+//
+//	sum := float32(0)
+//	for each block b, in order:
+//		s := Σ w.q[j]·x.q[j]                (exact, int32)
+//		sum += float32(s) · (w.d·x.d)        (the fp16 product is exact in float32)
+//
+// The assembly version computes exactly the same float32 operations, so
+// the result depends only on (w, x, n). It panics if w or x is shorter
+// than n/32 blocks.
+func DotQ8_0(w, x []byte, n int) float32 {
+	nb := checkDot("DotQ8_0", w, x, n)
+	if nb == 0 {
+		return 0
+	}
+	return dotQ8_0(w, x, nb)
+}
+
+func checkDot(name string, w, x []byte, n int) int {
+	if n < 0 || n%BlockQ8_0 != 0 {
+		panic(fmt.Sprintf("int8: %s: %d elements is not a multiple of %d", name, n, BlockQ8_0))
+	}
+	nb := n / BlockQ8_0
+	if len(w) < nb*BlockBytesQ8_0 || len(x) < nb*BlockBytesQ8_0 {
+		panic(fmt.Sprintf("int8: %s: %d elements need %d bytes, have w %d, x %d", name, n, nb*BlockBytesQ8_0, len(w), len(x)))
+	}
+	return nb
+}
+
+// dotQ8_0 is the kernel chosen at init; the arguments are checked.
+var dotQ8_0 = dotQ8_0Go
+
+func f16At(b []byte) float32 { return half.F16ToF32(binary.LittleEndian.Uint16(b)) }
+
+func dotQ8_0Go(w, x []byte, nb int) float32 {
+	var sum float32
+	for b := range nb {
+		wb := w[b*BlockBytesQ8_0 : (b+1)*BlockBytesQ8_0]
+		xb := x[b*BlockBytesQ8_0 : (b+1)*BlockBytesQ8_0]
+		var s int32
+		for j := 2; j < BlockBytesQ8_0; j++ {
+			s += int32(int8(wb[j])) * int32(int8(xb[j]))
+		}
+		d := f16At(wb) * f16At(xb)
+		sum += float32(float32(s) * d)
+	}
+	return sum
+}

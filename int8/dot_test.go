@@ -1,0 +1,137 @@
+package int8
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// sameFloat reports bitwise equality, treating any two NaNs as equal.
+func sameFloat(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
+}
+
+// randomQ8Row returns a Q8_0 row of nb blocks: either the encoding of
+// random floats, or random bytes with scales drawn from a set of edge
+// values (±0, subnormals, ±Inf, NaN, the fp16 extremes) and codes that
+// include −128.
+func randomQ8Row(r *rand.Rand, nb int) []byte {
+	row := make([]byte, nb*BlockBytesQ8_0)
+	if r.IntN(2) == 0 {
+		x := make([]float32, nb*BlockQ8_0)
+		s := math.Ldexp(1, r.IntN(30)-20)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * s)
+		}
+		QuantizeRowQ8_0(x, row)
+		return row
+	}
+	edges := []uint16{0, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3c00}
+	for b := range nb {
+		blk := row[b*BlockBytesQ8_0:]
+		h := uint16(r.Uint32())
+		if r.IntN(4) == 0 {
+			h = edges[r.IntN(len(edges))]
+		}
+		binary.LittleEndian.PutUint16(blk, h)
+		for j := 2; j < BlockBytesQ8_0; j++ {
+			blk[j] = byte(r.Uint32())
+			if r.IntN(8) == 0 {
+				blk[j] = 0x80
+			}
+		}
+	}
+	return row
+}
+
+func TestDotQ8_0AsmMatchesGo(t *testing.T) {
+	if reflect.ValueOf(dotQ8_0).Pointer() == reflect.ValueOf(dotQ8_0Go).Pointer() {
+		t.Skip("no assembly kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for iter := range 3000 {
+		nb := 1 + iter%23
+		if iter%97 == 0 {
+			nb = 176 // a 5632-element row
+		}
+		w, x := randomQ8Row(r, nb), randomQ8Row(r, nb)
+		got, want := dotQ8_0(w, x, nb), dotQ8_0Go(w, x, nb)
+		if !sameFloat(got, want) {
+			t.Fatalf("nb=%d: asm %v (%#08x), Go %v (%#08x)", nb, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+}
+
+func TestDotQ8_0Extremes(t *testing.T) {
+	// All codes −128 against −128 with the largest scale: each block sums
+	// to 32·2¹⁴ exactly, which a kernel with int8 sign tricks gets wrong.
+	nb := 5
+	w := make([]byte, nb*BlockBytesQ8_0)
+	for b := range nb {
+		binary.LittleEndian.PutUint16(w[b*BlockBytesQ8_0:], 0x7bff)
+		for j := 2; j < BlockBytesQ8_0; j++ {
+			w[b*BlockBytesQ8_0+j] = 0x80
+		}
+	}
+	want := 5 * 65504.0 * 65504 * 524288
+	for _, got := range []float32{DotQ8_0(w, w, nb*BlockQ8_0), dotQ8_0Go(w, w, nb)} {
+		if math.Abs(float64(got)-want) > want*1e-7 {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+	// A single block: d=1, codes −128·−128·32 = 524288 exactly.
+	binary.LittleEndian.PutUint16(w, 0x3c00)
+	if got := DotQ8_0(w, w, BlockQ8_0); got != 524288 {
+		t.Errorf("got %v, want 524288", got)
+	}
+}
+
+// TestDotQ8_0Value checks the kernel against a float64 dot product of
+// the encoded values.
+func TestDotQ8_0Value(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const n = 2048
+	a, b := make([]float32, n), make([]float32, n)
+	for i := range a {
+		a[i], b[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	w, x := make([]byte, n/32*34), make([]byte, n/32*34)
+	QuantizeRowQ8_0(a, w)
+	QuantizeRowQ8_0(b, x)
+	var want, mag float64
+	for i := range n {
+		blkW, blkX := w[i/32*34:], x[i/32*34:]
+		qw := float64(half.F16ToF32(binary.LittleEndian.Uint16(blkW))) * float64(int8(blkW[2+i%32]))
+		qx := float64(half.F16ToF32(binary.LittleEndian.Uint16(blkX))) * float64(int8(blkX[2+i%32]))
+		want += qw * qx
+		mag += math.Abs(qw * qx)
+	}
+	for _, f := range []func([]byte, []byte, int) float32{dotQ8_0Go, dotQ8_0} {
+		if got := float64(f(w, x, n/32)); math.Abs(got-want) > 1e-6*mag {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+}
+
+func TestDotQ8_0Checks(t *testing.T) {
+	if got := DotQ8_0(nil, nil, 0); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+	for name, f := range map[string]func(){
+		"n":     func() { DotQ8_0(make([]byte, 34), make([]byte, 34), 16) },
+		"short": func() { DotQ8_0(make([]byte, 34), make([]byte, 67), 64) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

@@ -1,0 +1,118 @@
+package quant1bit
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// Activations are Q8_0 blocks (fp16 d, 32 int8 codes), as made by
+// int8.QuantizeRowQ8_0.
+const (
+	blockQ8_0      = 32
+	blockBytesQ8_0 = 34
+)
+
+// DotQ1_0 returns the dot product of a Q1_0 weight row w and a Q8_0
+// activation row x of n elements, n a multiple of 128. Each Q1_0 block
+// pairs with four activation blocks. The order is that of llama.cpp's
+// ggml_vec_dot_q1_0_q8_0_generic, with every operation rounded to float32
+// (no fused multiply-add):
+//
+//	sum := float32(0)
+//	for each Q1_0 block b, in order:
+//		acc := float32(0)
+//		for k := 0..3:  s := Σ ±x.q[j] over activation block 4b+k   (exact, int32)
+//		                acc += float32(s) · x.d
+//		sum += w.d · acc
+//
+// The assembly version computes exactly the same float32 operations, so
+// the result depends only on (w, x, n). It panics if w or x is too short.
+func DotQ1_0(w, x []byte, n int) float32 {
+	nb := checkDot("DotQ1_0", w, x, n, BlockQ1_0, BlockBytesQ1_0)
+	if nb == 0 {
+		return 0
+	}
+	return dotQ1_0(w, x, nb)
+}
+
+// DotQ2_0 returns the dot product of a Q2_0 weight row w and a Q8_0
+// activation row x of n elements, n a multiple of 64. Each Q2_0 block
+// pairs with two activation blocks; codes q count as q−1. The order
+// mirrors DotQ1_0 (and llama.cpp's generic Q2_0 kernel):
+//
+//	sum := float32(0)
+//	for each Q2_0 block b, in order:
+//		acc := float32(0)
+//		for k := 0..1:  s := Σ (q[j]−1)·x.q[j] over activation block 2b+k   (exact)
+//		                acc += float32(s) · x.d
+//		sum += w.d · acc
+func DotQ2_0(w, x []byte, n int) float32 {
+	nb := checkDot("DotQ2_0", w, x, n, BlockQ2_0, BlockBytesQ2_0)
+	if nb == 0 {
+		return 0
+	}
+	return dotQ2_0(w, x, nb)
+}
+
+func checkDot(name string, w, x []byte, n, block, blockBytes int) int {
+	if n < 0 || n%block != 0 {
+		panic(fmt.Sprintf("quant1bit: %s: %d elements is not a multiple of %d", name, n, block))
+	}
+	nb := n / block
+	if len(w) < nb*blockBytes || len(x) < n/blockQ8_0*blockBytesQ8_0 {
+		panic(fmt.Sprintf("quant1bit: %s: %d elements need w %d bytes and x %d bytes, have %d and %d",
+			name, n, nb*blockBytes, n/blockQ8_0*blockBytesQ8_0, len(w), len(x)))
+	}
+	return nb
+}
+
+// The kernels chosen at init; arguments are checked, nb ≥ 1 blocks.
+var (
+	dotQ1_0 = dotQ1_0Go
+	dotQ2_0 = dotQ2_0Go
+)
+
+func f16At(b []byte) float32 { return half.F16ToF32(binary.LittleEndian.Uint16(b)) }
+
+func dotQ1_0Go(w, x []byte, nb int) float32 {
+	var sum float32
+	for b := range nb {
+		wb := w[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
+		var acc float32
+		for k := range 4 {
+			xb := x[(4*b+k)*blockBytesQ8_0 : (4*b+k+1)*blockBytesQ8_0]
+			bits := wb[2+4*k : 6+4*k]
+			// Σ ±q = 2·Σ_{bit set} q − Σ q
+			var set, all int32
+			for j, v := range xb[2:] {
+				q := int32(int8(v))
+				all += q
+				set += q & -int32(bits[j/8]>>(j%8)&1)
+			}
+			acc += float32(float32(2*set-all) * f16At(xb))
+		}
+		sum += float32(f16At(wb) * acc)
+	}
+	return sum
+}
+
+func dotQ2_0Go(w, x []byte, nb int) float32 {
+	var sum float32
+	for b := range nb {
+		wb := w[b*BlockBytesQ2_0 : (b+1)*BlockBytesQ2_0]
+		var acc float32
+		for k := range 2 {
+			xb := x[(2*b+k)*blockBytesQ8_0 : (2*b+k+1)*blockBytesQ8_0]
+			codes := wb[2+8*k : 10+8*k]
+			var s int32
+			for j, v := range xb[2:] {
+				s += (int32(codes[j/4]>>(2*(j%4))&3) - 1) * int32(int8(v))
+			}
+			acc += float32(float32(s) * f16At(xb))
+		}
+		sum += float32(f16At(wb) * acc)
+	}
+	return sum
+}

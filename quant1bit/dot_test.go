@@ -1,0 +1,118 @@
+package quant1bit
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/int8"
+)
+
+// sameFloat reports bitwise equality, treating any two NaNs as equal.
+func sameFloat(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
+}
+
+var edgeScales = []uint16{0, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3c00}
+
+// randomBlocks returns nb blocks of size bytes: a random fp16 scale
+// (sometimes an edge value: ±0, subnormal, ±Inf, NaN, extremes) and
+// random payload bytes, with 0x80 (−128 as an int8) over-represented.
+func randomBlocks(r *rand.Rand, nb, size int) []byte {
+	row := make([]byte, nb*size)
+	for b := range nb {
+		blk := row[b*size : (b+1)*size]
+		h := uint16(r.Uint32())
+		if r.IntN(4) == 0 {
+			h = edgeScales[r.IntN(len(edgeScales))]
+		}
+		binary.LittleEndian.PutUint16(blk, h)
+		for j := 2; j < size; j++ {
+			blk[j] = byte(r.Uint32())
+			if r.IntN(8) == 0 {
+				blk[j] = 0x80
+			}
+		}
+	}
+	return row
+}
+
+// realistic returns a weight row encoded by enc and Q8_0 activations of
+// random Gaussian values.
+func realistic(r *rand.Rand, n int, enc func([]float32, []byte), rowBytes int) (w, x []byte) {
+	a, b := make([]float32, n), make([]float32, n)
+	s := math.Ldexp(1, r.IntN(20)-10)
+	for i := range a {
+		a[i], b[i] = float32(r.NormFloat64()*s), float32(r.NormFloat64())
+	}
+	w, x = make([]byte, rowBytes), make([]byte, n/32*34)
+	enc(a, w)
+	int8.QuantizeRowQ8_0(b, x)
+	return w, x
+}
+
+func isGo(f, g func([]byte, []byte, int) float32) bool {
+	return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer()
+}
+
+func TestDotAsmMatchesGo(t *testing.T) {
+	for _, k := range []struct {
+		name      string
+		asm, ref  func([]byte, []byte, int) float32
+		block     int
+		bytes     int
+		quantizer func([]float32, []byte)
+	}{
+		{"Q1_0", dotQ1_0, dotQ1_0Go, BlockQ1_0, BlockBytesQ1_0, QuantizeRowQ1_0},
+		{"Q2_0", dotQ2_0, dotQ2_0Go, BlockQ2_0, BlockBytesQ2_0, QuantizeRowQ2_0Ref},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			if isGo(k.asm, k.ref) {
+				t.Skip("no assembly kernel on this CPU")
+			}
+			r := rand.New(rand.NewPCG(9, uint64(k.block)))
+			for iter := range 3000 {
+				nb := 1 + iter%19
+				if iter%101 == 0 {
+					nb = 5632 / k.block
+				}
+				n := nb * k.block
+				var w, x []byte
+				if iter%2 == 0 {
+					w, x = randomBlocks(r, nb, k.bytes), randomBlocks(r, n/32, 34)
+				} else {
+					w, x = realistic(r, n, k.quantizer, nb*k.bytes)
+				}
+				got, want := k.asm(w, x, nb), k.ref(w, x, nb)
+				if !sameFloat(got, want) {
+					t.Fatalf("iteration %d, %d blocks: asm %v (%#08x), Go %v (%#08x)", iter, nb, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		})
+	}
+}
+
+func TestDotChecks(t *testing.T) {
+	if DotQ1_0(nil, nil, 0) != 0 || DotQ2_0(nil, nil, 0) != 0 {
+		t.Error("empty rows must give 0")
+	}
+	for name, f := range map[string]func(){
+		"Q1_0 n":   func() { DotQ1_0(make([]byte, 18), make([]byte, 136), 64) },
+		"Q1_0 w":   func() { DotQ1_0(make([]byte, 17), make([]byte, 136), 128) },
+		"Q1_0 x":   func() { DotQ1_0(make([]byte, 18), make([]byte, 135), 128) },
+		"Q2_0 n":   func() { DotQ2_0(make([]byte, 18), make([]byte, 68), 32) },
+		"Q2_0 x":   func() { DotQ2_0(make([]byte, 18), make([]byte, 67), 64) },
+		"Q2_0 n<0": func() { DotQ2_0(nil, nil, -64) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

@@ -1,0 +1,208 @@
+// Package kernels holds the runtime's float inner loops: dot products of a
+// weight row stored as F32, F16 or BF16 with an activation vector, and the
+// two vector updates attention needs.
+//
+// Every dot product uses one fixed summation order, implemented both in
+// pure Go and (on amd64 with AVX2 and F16C) in assembly that performs
+// exactly the same float32 operations, so a result depends only on the
+// operands, never on the CPU, the thread count or the batch:
+//
+//   - 32 partial sums l[0..31] start at +0. Element i of the first
+//     n32 = n &^ 31 elements adds its product to l[i%32]; each of the
+//     remaining elements adds to l[i%8]. Elements are taken in increasing i.
+//   - Each product is rounded to float32 before it is added (no fused
+//     multiply-add).
+//   - The partial sums are combined as
+//     r8[j] = (l[j]+l[j+8]) + (l[j+16]+l[j+24]), r4[j] = r8[j]+r8[j+4],
+//     r2[j] = r4[j]+r4[j+2], result = r2[0]+r2[1].
+//
+// This is the order 4 AVX2 accumulators of 8 lanes produce naturally.
+// Results that are NaN are NaN in both versions, possibly with different
+// payloads.
+//
+// As in llama.cpp's CPU backend, activations meet F16 weights rounded to
+// F16 and BF16 weights rounded to BF16 (see RoundF16, RoundBF16); DotF16
+// and DotBF16 take them in that 16-bit form.
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// Dot returns Σ a[i]·b[i] over i < len(a) in the package's summation
+// order. It panics if len(b) < len(a).
+func Dot(a, b []float32) float32 {
+	if len(b) < len(a) {
+		panic(fmt.Sprintf("kernels: Dot: len(b) = %d < len(a) = %d", len(b), len(a)))
+	}
+	if len(a) == 0 {
+		return 0
+	}
+	return dotF32(a, b[:len(a)])
+}
+
+// DotF32 returns Σ w[i]·x[i] for a weight row w of len(x) little-endian
+// float32 values, in the package's summation order. It panics if w is
+// shorter than 4·len(x) bytes.
+func DotF32(w []byte, x []float32) float32 {
+	checkRow("DotF32", len(w), 4, len(x))
+	if len(x) == 0 {
+		return 0
+	}
+	return dotF32(f32View(w, len(x)), x)
+}
+
+// DotF16 returns Σ w[i]·x[i] for a weight row w of len(x) little-endian
+// binary16 values and activations x already rounded to binary16 (bit
+// patterns), in the package's summation order. Products and sums are
+// float32. It panics if w is shorter than 2·len(x) bytes.
+func DotF16(w []byte, x []uint16) float32 {
+	checkRow("DotF16", len(w), 2, len(x))
+	if len(x) == 0 {
+		return 0
+	}
+	return dotF16(u16View(w, len(x)), x)
+}
+
+// DotBF16 is DotF16 for bfloat16 weights and activations.
+func DotBF16(w []byte, x []uint16) float32 {
+	checkRow("DotBF16", len(w), 2, len(x))
+	if len(x) == 0 {
+		return 0
+	}
+	return dotBF16(u16View(w, len(x)), x)
+}
+
+// Axpy sets y[i] += a·x[i] for i < len(x), the product rounded to
+// float32 before the addition. It panics if len(y) < len(x).
+func Axpy(a float32, x, y []float32) {
+	if len(y) < len(x) {
+		panic(fmt.Sprintf("kernels: Axpy: len(y) = %d < len(x) = %d", len(y), len(x)))
+	}
+	if len(x) == 0 {
+		return
+	}
+	axpy(a, x, y[:len(x)])
+}
+
+// Scale sets x[i] *= a.
+func Scale(a float32, x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	scale(a, x)
+}
+
+// RoundF16 stores src rounded to binary16 (nearest, ties to even, as
+// llama.cpp rounds activations for F16 weights) in dst. len(dst) must be
+// at least len(src).
+func RoundF16(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = half.F32ToF16(v)
+	}
+}
+
+// RoundBF16 stores src rounded to bfloat16 (nearest, ties to even) in dst.
+func RoundBF16(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = half.F32ToBF16(v)
+	}
+}
+
+func checkRow(name string, have, size, n int) {
+	if have < size*n {
+		panic(fmt.Sprintf("kernels: %s: weight row has %d bytes, want %d for %d elements", name, have, size*n, n))
+	}
+}
+
+// The kernels chosen at init; slices are non-empty and of equal length.
+var (
+	dotF32  = dotF32Go
+	dotF16  = dotF16Go
+	dotBF16 = dotBF16Go
+	axpy    = axpyGo
+	scale   = scaleGo
+)
+
+// lanes are the 32 partial sums of the summation order.
+type lanes [32]float32
+
+func (l *lanes) sum() float32 {
+	var r8 [8]float32
+	for j := range 8 {
+		r8[j] = (l[j] + l[j+8]) + (l[j+16] + l[j+24])
+	}
+	var r4 [4]float32
+	for j := range 4 {
+		r4[j] = r8[j] + r8[j+4]
+	}
+	return (r4[0] + r4[2]) + (r4[1] + r4[3])
+}
+
+func dotF32Go(a, b []float32) float32 {
+	var l lanes
+	n := len(a)
+	b = b[:n]
+	i := 0
+	for ; i+32 <= n; i += 32 {
+		for j := range 32 {
+			l[j] += float32(a[i+j] * b[i+j])
+		}
+	}
+	for ; i < n; i++ {
+		l[i%8] += float32(a[i] * b[i])
+	}
+	return l.sum()
+}
+
+func dotF16Go(w, x []uint16) float32 {
+	var l lanes
+	n := len(x)
+	w = w[:n]
+	i := 0
+	for ; i+32 <= n; i += 32 {
+		for j := range 32 {
+			l[j] += float32(half.F16ToF32(w[i+j]) * half.F16ToF32(x[i+j]))
+		}
+	}
+	for ; i < n; i++ {
+		l[i%8] += float32(half.F16ToF32(w[i]) * half.F16ToF32(x[i]))
+	}
+	return l.sum()
+}
+
+func bf16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+func dotBF16Go(w, x []uint16) float32 {
+	var l lanes
+	n := len(x)
+	w = w[:n]
+	i := 0
+	for ; i+32 <= n; i += 32 {
+		for j := range 32 {
+			l[j] += float32(bf16(w[i+j]) * bf16(x[i+j]))
+		}
+	}
+	for ; i < n; i++ {
+		l[i%8] += float32(bf16(w[i]) * bf16(x[i]))
+	}
+	return l.sum()
+}
+
+func axpyGo(a float32, x, y []float32) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] += float32(a * v)
+	}
+}
+
+func scaleGo(a float32, x []float32) {
+	for i := range x {
+		x[i] *= a
+	}
+}

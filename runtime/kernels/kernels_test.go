@@ -1,0 +1,221 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// sameFloat reports bitwise equality, treating any two NaNs as equal.
+func sameFloat(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
+}
+
+func same(f, g any) bool { return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer() }
+
+// sizes covers empty rows, every tail length and the model row lengths.
+var sizes = func() []int {
+	s := []int{}
+	for n := 0; n <= 80; n++ {
+		s = append(s, n)
+	}
+	return append(s, 172, 2048, 2049, 5632, 5639)
+}()
+
+// randomF32 returns values of mixed magnitude and sign, with some edge
+// values (±0, subnormals, ±Inf, NaN, huge) when edges is set.
+func randomF32(r *rand.Rand, n int, edges bool) []float32 {
+	x := make([]float32, n)
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-45, 3e38, -3e38,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * math.Ldexp(1, r.IntN(20)-10))
+		if edges && r.IntN(16) == 0 {
+			x[i] = special[r.IntN(len(special))]
+		}
+	}
+	return x
+}
+
+func randomU16(r *rand.Rand, n int, round func(float32) uint16) []uint16 {
+	u := make([]uint16, n)
+	for i := range u {
+		if r.IntN(8) == 0 {
+			u[i] = uint16(r.Uint32()) // any pattern: NaNs, Infs, subnormals
+		} else {
+			u[i] = round(float32(r.NormFloat64()))
+		}
+	}
+	return u
+}
+
+func TestDotAsmMatchesGo(t *testing.T) {
+	if same(dotF32, dotF32Go) {
+		t.Skip("no assembly kernels on this CPU")
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for iter := range 20 {
+		edges := iter%2 == 1
+		for _, n := range sizes {
+			a, b := randomF32(r, n, edges), randomF32(r, n, edges)
+			if n == 0 {
+				continue
+			}
+			if got, want := dotF32(a, b), dotF32Go(a, b); !sameFloat(got, want) {
+				t.Fatalf("F32 n=%d: asm %v, Go %v", n, got, want)
+			}
+			w, x := randomU16(r, n, half.F32ToF16), randomU16(r, n, half.F32ToF16)
+			if got, want := dotF16(w, x), dotF16Go(w, x); !sameFloat(got, want) {
+				t.Fatalf("F16 n=%d: asm %v, Go %v", n, got, want)
+			}
+			w, x = randomU16(r, n, half.F32ToBF16), randomU16(r, n, half.F32ToBF16)
+			if got, want := dotBF16(w, x), dotBF16Go(w, x); !sameFloat(got, want) {
+				t.Fatalf("BF16 n=%d: asm %v, Go %v", n, got, want)
+			}
+		}
+	}
+}
+
+func TestAxpyScaleAsmMatchesGo(t *testing.T) {
+	if same(axpy, axpyGo) {
+		t.Skip("no assembly kernels on this CPU")
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, n := range sizes {
+		if n == 0 {
+			continue
+		}
+		a := float32(r.NormFloat64())
+		x, y := randomF32(r, n, true), randomF32(r, n, true)
+		y1, y2 := append([]float32(nil), y...), append([]float32(nil), y...)
+		axpy(a, x, y1)
+		axpyGo(a, x, y2)
+		s1, s2 := append([]float32(nil), x...), append([]float32(nil), x...)
+		scale(a, s1)
+		scaleGo(a, s2)
+		for i := range y1 {
+			if !sameFloat(y1[i], y2[i]) || !sameFloat(s1[i], s2[i]) {
+				t.Fatalf("n=%d, element %d: axpy %v/%v, scale %v/%v", n, i, y1[i], y2[i], s1[i], s2[i])
+			}
+		}
+	}
+}
+
+// TestDotOrder checks the documented summation order on values chosen so
+// that any other grouping rounds differently: 2²⁴ in lane 0 absorbs a 1
+// added to it, but not 1+1 added first.
+func TestDotOrder(t *testing.T) {
+	const big = 1 << 24
+	for _, dot := range []func(a, b []float32) float32{dotF32, dotF32Go} {
+		a := make([]float32, 64)
+		b := make([]float32, 64)
+		for i := range b {
+			b[i] = 1
+		}
+		a[0] = big
+		a[32] = 1 // lane 0 again: big+1 rounds to big
+		a[1] = 1  // lane 1
+		a[9] = 1  // lane 9: l1 + l9 = 2 is formed before meeting lane 0
+		// r8[1] = (l1+l9) + (l17+l25) = 2, r8[0] = big; r4[0] = big,
+		// r4[1] = 2; r2[0] = big, r2[1] = 2; big + 2 is exact.
+		if got := dot(a, b); got != big+2 {
+			t.Errorf("got %v, want %v", got, float32(big+2))
+		}
+		// A tail element (index 64 of 65) goes to lane 0 after the others.
+		a = append(a, 1)
+		b = append(b, 1)
+		if got := dot(a, b); got != big+2 {
+			t.Errorf("with tail: got %v, want %v", got, float32(big+2))
+		}
+	}
+}
+
+func TestDotValues(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	const n = 999
+	a, b := randomF32(r, n, false), randomF32(r, n, false)
+	var want, mag float64
+	for i := range a {
+		want += float64(a[i]) * float64(b[i])
+		mag += math.Abs(float64(a[i]) * float64(b[i]))
+	}
+	w := make([]byte, 4*n)
+	for i, v := range a {
+		binary.LittleEndian.PutUint32(w[4*i:], math.Float32bits(v))
+	}
+	if got := DotF32(w, b); math.Abs(float64(got)-want) > 1e-5*mag {
+		t.Errorf("DotF32 = %v, want %v", got, want)
+	}
+	if got := Dot(a, b); math.Abs(float64(got)-want) > 1e-5*mag {
+		t.Errorf("Dot = %v, want %v", got, want)
+	}
+	// Unaligned weight bytes give the same result.
+	w2 := make([]byte, 4*n+1)
+	copy(w2[1:], w)
+	if got, want := DotF32(w2[1:], b), DotF32(w, b); !sameFloat(got, want) {
+		t.Errorf("unaligned: %v, aligned: %v", got, want)
+	}
+
+	// F16 and BF16: the products of rounded values, summed in float64.
+	x16, xb := make([]uint16, n), make([]uint16, n)
+	RoundF16(x16, b)
+	RoundBF16(xb, b)
+	w16, wb := make([]byte, 2*n), make([]byte, 2*n)
+	var want16, wantB float64
+	for i, v := range a {
+		h, bf := half.F32ToF16(v), half.F32ToBF16(v)
+		binary.LittleEndian.PutUint16(w16[2*i:], h)
+		binary.LittleEndian.PutUint16(wb[2*i:], bf)
+		want16 += float64(half.F16ToF32(h)) * float64(half.F16ToF32(x16[i]))
+		wantB += float64(half.BF16ToF32(bf)) * float64(half.BF16ToF32(xb[i]))
+	}
+	if got := DotF16(w16, x16); math.Abs(float64(got)-want16) > 1e-5*mag {
+		t.Errorf("DotF16 = %v, want %v", got, want16)
+	}
+	if got := DotBF16(wb, xb); math.Abs(float64(got)-wantB) > 1e-5*mag {
+		t.Errorf("DotBF16 = %v, want %v", got, wantB)
+	}
+}
+
+func TestAxpyScale(t *testing.T) {
+	x := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	y := []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 100}
+	Axpy(0.5, x, y)
+	for i, v := range x {
+		if y[i] != 1+v/2 {
+			t.Errorf("Axpy: y[%d] = %v, want %v", i, y[i], 1+v/2)
+		}
+	}
+	if y[9] != 100 {
+		t.Errorf("Axpy wrote past len(x)")
+	}
+	Scale(2, x)
+	if x[8] != 18 || x[0] != 2 {
+		t.Errorf("Scale: %v", x)
+	}
+}
+
+func TestChecks(t *testing.T) {
+	if Dot(nil, nil) != 0 || DotF32(nil, nil) != 0 || DotF16(nil, nil) != 0 || DotBF16(nil, nil) != 0 {
+		t.Error("empty rows must give 0")
+	}
+	for name, f := range map[string]func(){
+		"Dot":    func() { Dot(make([]float32, 3), make([]float32, 2)) },
+		"DotF32": func() { DotF32(make([]byte, 11), make([]float32, 3)) },
+		"DotF16": func() { DotF16(make([]byte, 5), make([]uint16, 3)) },
+		"Axpy":   func() { Axpy(1, make([]float32, 3), make([]float32, 2)) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
