@@ -1,0 +1,84 @@
+package kernels
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+		dotF32 = dotF32AVX2
+		dotF16 = dotF16AVX2
+		dotBF16 = dotBF16AVX2
+		axpy = axpyAVX2
+		scale = scaleAVX2
+	}
+}
+
+// The assembly dot products take n8 = n &^ 7 elements in place and the
+// last n%8 (if any) copied into zero-padded 8-element arrays: a padded
+// product is +0, which leaves a partial sum unchanged, since a sum that
+// starts at +0 can never be −0.
+
+func dotF32AVX2(a, b []float32) float32 {
+	n := len(a)
+	n8 := n &^ 7
+	var ta, tb [8]float32
+	var pa, pb unsafe.Pointer
+	if n8 < n {
+		copy(ta[:], a[n8:])
+		copy(tb[:], b[n8:n])
+		pa, pb = unsafe.Pointer(&ta), unsafe.Pointer(&tb)
+	}
+	return dotF32Asm(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), n8, pa, pb)
+}
+
+func dotF16AVX2(w, x []uint16) float32 {
+	n := len(x)
+	n8 := n &^ 7
+	var tw, tx [8]uint16
+	var pw, px unsafe.Pointer
+	if n8 < n {
+		copy(tw[:], w[n8:n])
+		copy(tx[:], x[n8:])
+		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
+	}
+	return dotF16Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
+}
+
+func dotBF16AVX2(w, x []uint16) float32 {
+	n := len(x)
+	n8 := n &^ 7
+	var tw, tx [8]uint16
+	var pw, px unsafe.Pointer
+	if n8 < n {
+		copy(tw[:], w[n8:n])
+		copy(tx[:], x[n8:])
+		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
+	}
+	return dotBF16Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
+}
+
+func axpyAVX2(a float32, x, y []float32) {
+	axpyAsm(a, unsafe.Pointer(&x[0]), unsafe.Pointer(&y[0]), len(x))
+}
+
+func scaleAVX2(a float32, x []float32) {
+	scaleAsm(a, unsafe.Pointer(&x[0]), len(x))
+}
+
+//go:noescape
+func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+
+//go:noescape
+func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+
+//go:noescape
+func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+
+//go:noescape
+func axpyAsm(a float32, x, y unsafe.Pointer, n int)
+
+//go:noescape
+func scaleAsm(a float32, x unsafe.Pointer, n int)

@@ -1,0 +1,178 @@
+#include "textflag.h"
+
+// The dot products keep the 32 partial sums of the package's order in
+// Y0..Y3 (lane j of Yk is l[8k+j]); elements past the last whole group of
+// 32 go to Y0. LOADn(off, src, dst) loads 8 elements as float32.
+
+#define LOADF32(off, src, dst) VMOVUPS off(src), dst
+#define LOADF16(off, src, dst) VCVTPH2PS off(src), dst
+#define LOADBF16(off, src, dst) \
+	VPMOVZXWD off(src), dst \
+	VPSLLD    $16, dst, dst
+
+// MULADD adds the 8 products at a+off, b+off to acc (product rounded first).
+#define MULADD(LOAD, off, a, b, acc) \
+	LOAD(off, a, Y4)       \
+	LOAD(off, b, Y5)       \
+	VMULPS Y5, Y4, Y4      \
+	VADDPS Y4, acc, acc
+
+// REDUCE leaves in X0 ((l0+l8)+(l16+l24)) … combined as the package documents.
+#define REDUCE \
+	VADDPS       Y1, Y0, Y0 \
+	VADDPS       Y3, Y2, Y2 \
+	VADDPS       Y2, Y0, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS       X1, X0, X0 \
+	VMOVHLPS     X0, X0, X1 \
+	VADDPS       X1, X0, X0 \
+	VMOVSHDUP    X0, X1     \
+	VADDSS       X1, X0, X0
+
+#define DOT(LOAD, size) \
+	MOVQ   a+0(FP), SI        \
+	MOVQ   b+8(FP), DI        \
+	MOVQ   n8+16(FP), CX      \
+	MOVQ   ta+24(FP), R8      \
+	MOVQ   tb+32(FP), R9      \
+	VXORPS Y0, Y0, Y0         \
+	VXORPS Y1, Y1, Y1         \
+	VXORPS Y2, Y2, Y2         \
+	VXORPS Y3, Y3, Y3         \
+	CMPQ   CX, $32            \
+	JB     tail8              \
+loop32:                       \
+	MULADD(LOAD, 0, SI, DI, Y0)       \
+	MULADD(LOAD, 8*size, SI, DI, Y1)  \
+	MULADD(LOAD, 16*size, SI, DI, Y2) \
+	MULADD(LOAD, 24*size, SI, DI, Y3) \
+	ADDQ   $(32*size), SI     \
+	ADDQ   $(32*size), DI     \
+	SUBQ   $32, CX            \
+	CMPQ   CX, $32            \
+	JAE    loop32             \
+tail8:                        \
+	CMPQ   CX, $8             \
+	JB     partial            \
+	MULADD(LOAD, 0, SI, DI, Y0) \
+	ADDQ   $(8*size), SI      \
+	ADDQ   $(8*size), DI      \
+	SUBQ   $8, CX             \
+	JMP    tail8              \
+partial:                      \
+	TESTQ  R8, R8             \
+	JE     reduce             \
+	MULADD(LOAD, 0, R8, R9, Y0) \
+reduce:                       \
+	REDUCE                    \
+	VZEROUPPER                \
+	VMOVSS X0, ret+40(FP)     \
+	RET
+
+// func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+TEXT ·dotF32Asm(SB), NOSPLIT, $0-44
+	DOT(LOADF32, 4)
+
+// func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+TEXT ·dotF16Asm(SB), NOSPLIT, $0-44
+	DOT(LOADF16, 2)
+
+// func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+TEXT ·dotBF16Asm(SB), NOSPLIT, $0-44
+	DOT(LOADBF16, 2)
+
+// func axpyAsm(a float32, x, y unsafe.Pointer, n int)
+TEXT ·axpyAsm(SB), NOSPLIT, $0-32
+	VBROADCASTSS a+0(FP), Y15
+	MOVQ         x+8(FP), SI
+	MOVQ         y+16(FP), DI
+	MOVQ         n+24(FP), CX
+
+axpy32:
+	CMPQ    CX, $32
+	JB      axpy8
+	VMULPS  0(SI), Y15, Y0
+	VMULPS  32(SI), Y15, Y1
+	VMULPS  64(SI), Y15, Y2
+	VMULPS  96(SI), Y15, Y3
+	VADDPS  0(DI), Y0, Y0
+	VADDPS  32(DI), Y1, Y1
+	VADDPS  64(DI), Y2, Y2
+	VADDPS  96(DI), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JMP     axpy32
+
+axpy8:
+	CMPQ    CX, $8
+	JB      axpy1
+	VMULPS  0(SI), Y15, Y0
+	VADDPS  0(DI), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     axpy8
+
+axpy1:
+	TESTQ  CX, CX
+	JE     axpydone
+	VMULSS 0(SI), X15, X0
+	VADDSS 0(DI), X0, X0
+	VMOVSS X0, 0(DI)
+	ADDQ   $4, SI
+	ADDQ   $4, DI
+	DECQ   CX
+	JMP    axpy1
+
+axpydone:
+	VZEROUPPER
+	RET
+
+// func scaleAsm(a float32, x unsafe.Pointer, n int)
+TEXT ·scaleAsm(SB), NOSPLIT, $0-24
+	VBROADCASTSS a+0(FP), Y15
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+
+scale32:
+	CMPQ    CX, $32
+	JB      scale8
+	VMULPS  0(SI), Y15, Y0
+	VMULPS  32(SI), Y15, Y1
+	VMULPS  64(SI), Y15, Y2
+	VMULPS  96(SI), Y15, Y3
+	VMOVUPS Y0, 0(SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	ADDQ    $128, SI
+	SUBQ    $32, CX
+	JMP     scale32
+
+scale8:
+	CMPQ    CX, $8
+	JB      scale1
+	VMULPS  0(SI), Y15, Y0
+	VMOVUPS Y0, 0(SI)
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JMP     scale8
+
+scale1:
+	TESTQ  CX, CX
+	JE     scaledone
+	VMULSS 0(SI), X15, X0
+	VMOVSS X0, 0(SI)
+	ADDQ   $4, SI
+	DECQ   CX
+	JMP    scale1
+
+scaledone:
+	VZEROUPPER
+	RET
