@@ -175,8 +175,9 @@ func (d *Dialog) validate() error {
 }
 
 // Options choose how NewPlan splits and shapes a model. The zero value
-// (after defaults) is: stages balanced by bytes under 2 GiB each, AR
-// {128, 1}, CL min(context length, 4096), RoPE, basic dialog, vtcm_mb 8.
+// (after defaults) is: stages balanced by bytes under 2 GiB each, CL
+// min(context length, 4096), AR {128, 1} (the 128 lowered to at most CL/4
+// for short contexts), RoPE, basic dialog, vtcm_mb 8.
 type Options struct {
 	// Exactly one way to split, or none for balanced-by-bytes:
 	LayersPerStage int // every stage gets this many layers (the last may get fewer)
@@ -187,8 +188,8 @@ type Options struct {
 	// larger stage is left for Check to report, unless it is one layer.
 	MaxStageBytes int64
 
-	AR []int // tokens per call of each graph variant
-	CL []int // context lengths
+	AR []int // tokens per call of each graph variant; nil for the default
+	CL []int // context lengths; nil for the default
 	// ARc allows CL == AR graphs, which Genie runs in AR-c mode
 	// (re-processing all past tokens every call). Without it AR ≥ CL is an
 	// error.
@@ -235,15 +236,24 @@ func (o Options) withDefaults(layers, contextLength int) (Options, error) {
 	if o.MaxStageBytes == 0 {
 		o.MaxStageBytes = DefaultMaxStageBytes
 	}
-	if len(o.AR) == 0 {
-		o.AR = []int{128, 1}
-	}
 	if len(o.CL) == 0 {
 		cl := 4096
 		if contextLength > 0 && contextLength < cl {
 			cl = contextLength
 		}
 		o.CL = []int{cl}
+	}
+	if len(o.AR) == 0 {
+		// 128 for prompts and 1 for decoding, with the prompt AR kept at
+		// most a quarter of a short context so KV graphs stay CL > AR.
+		ar := 128
+		for ar > 1 && ar > slices.Min(o.CL)/4 {
+			ar /= 2
+		}
+		o.AR = []int{ar}
+		if ar > 1 {
+			o.AR = append(o.AR, 1)
+		}
 	}
 	o.AR, o.CL = slices.Clone(o.AR), slices.Clone(o.CL)
 	for _, list := range []struct {

@@ -353,6 +353,34 @@ func TestSteps(t *testing.T) {
 	}
 }
 
+func TestDefaultVariants(t *testing.T) {
+	for _, tt := range []struct {
+		ctx    int
+		ar, cl []int
+	}{
+		{8192, []int{128, 1}, []int{4096}},
+		{512, []int{128, 1}, []int{512}},
+		{128, []int{32, 1}, []int{128}}, // stories260K's GGUF says 128
+		{4, []int{1}, []int{4}},
+	} {
+		cfg := llamaConfig()
+		cfg.ContextLength = tt.ctx
+		p := mustPlan(t, cfg, uniform(32, mib), 0, 0, Options{})
+		var ar, cl []int
+		for _, v := range p.Variants {
+			if !slices.Contains(ar, v.AR) {
+				ar = append(ar, v.AR)
+			}
+			if !slices.Contains(cl, v.CL) {
+				cl = append(cl, v.CL)
+			}
+		}
+		if !slices.Equal(ar, tt.ar) || !slices.Equal(cl, tt.cl) {
+			t.Errorf("context %d: AR %v CL %v, want %v %v", tt.ctx, ar, cl, tt.ar, tt.cl)
+		}
+	}
+}
+
 func TestStageWeightType(t *testing.T) {
 	cfg := llamaConfig()
 	types := make([]gguf.Type, 32)

@@ -28,7 +28,7 @@ func init() {
 		fs.IntVar(&o.Stages, "stages", 0, "split into this many stages, layers spread evenly")
 		fs.IntVar(&o.LayersPerStage, "layers-per-stage", 0, "put this many layers in each stage")
 		maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary) when balancing by bytes, e.g. 1500MiB")
-		fs.IntSliceVar(&o.AR, "ar", []int{128, 1}, "tokens per call of each graph variant")
+		fs.IntSliceVar(&o.AR, "ar", nil, "tokens per call of each graph variant (default 128,1; the 128 lowered to CL/4 for short contexts)")
 		fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
 		fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs, which re-process all history")
 		pos := fs.String("positional", "rope", "positional encoding: rope (rope-dim = rotary dims / 2) or absolute")
