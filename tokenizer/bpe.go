@@ -50,11 +50,19 @@ func appendUnByteLevel(dst []byte, s string) []byte {
 
 type mergeKey struct{ left, right string }
 
+// mergeResult is a merge's rank and the id of the token it makes (-1 if
+// the joined text is not a token).
+type mergeResult struct{ rank, id int32 }
+
+func pairKey(l, r int32) uint64 { return uint64(uint32(l))<<32 | uint64(uint32(r)) }
+
 // symbol is a byte range [start, start+n) of the word being merged, linked
-// to its live neighbours. n == 0 marks a symbol merged into its left neighbour.
+// to its live neighbours, and its token id (-1: not a token). n == 0 marks
+// a symbol merged into its left neighbour.
 type symbol struct {
 	start, n   int
 	prev, next int
+	id         int32
 }
 
 // bigram is a candidate merge of symbols left and right (its neighbour).
@@ -62,6 +70,7 @@ type bigram struct {
 	left, right int
 	key         float64 // lower merges first: rank for BPE, -score for SPM
 	size        int     // length of the merged text when the bigram was made
+	id          int32   // token id of the merged text
 }
 
 // bigramQueue is a binary min-heap on (key, left): the best merge first and,
@@ -119,7 +128,7 @@ func splitChars(syms []symbol, word string) []symbol {
 		if n > len(word)-off {
 			n = len(word) - off
 		}
-		syms = append(syms, symbol{start: off, n: n, prev: len(syms) - 1, next: len(syms) + 1})
+		syms = append(syms, symbol{start: off, n: n, prev: len(syms) - 1, next: len(syms) + 1, id: -1})
 		off += n
 	}
 	if len(syms) > 0 {
@@ -144,16 +153,16 @@ func utf8LenLead(b byte) int {
 // merge runs the merge loop over syms: pop the best bigram, skip it if
 // either side changed since it was queued, else join right into left and
 // queue the new bigrams on both sides. pair scores a candidate given its
-// two halves and their join (ok=false: no such merge).
-func merge(syms []symbol, q *bigramQueue, word string, pair func(a, b, ab string) (float64, bool)) {
+// two symbols and their joined text, returning the merged token id
+// (ok=false: no such merge).
+func merge(syms []symbol, q *bigramQueue, word string, pair func(l, r *symbol, ab string) (key float64, id int32, ok bool)) {
 	add := func(l, r int) {
 		if l < 0 || r < 0 {
 			return
 		}
-		a := word[syms[l].start : syms[l].start+syms[l].n]
-		b := word[syms[r].start : syms[r].start+syms[r].n]
-		if k, ok := pair(a, b, word[syms[l].start:syms[r].start+syms[r].n]); ok {
-			q.push(bigram{left: l, right: r, key: k, size: len(a) + len(b)})
+		ab := word[syms[l].start : syms[r].start+syms[r].n]
+		if k, id, ok := pair(&syms[l], &syms[r], ab); ok {
+			q.push(bigram{left: l, right: r, key: k, size: len(ab), id: id})
 		}
 	}
 	*q = (*q)[:0]
@@ -167,6 +176,7 @@ func merge(syms []symbol, q *bigramQueue, word string, pair func(a, b, ab string
 			continue
 		}
 		l.n += r.n
+		l.id = b.id
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
@@ -196,9 +206,10 @@ func (t *Tokenizer) encodeBPE(dst []int32, text string, st *state) []int32 {
 		}
 		words, st.words2 = next, words
 	}
-	if pre.byteLevelAt >= len(pre.stages) {
+	if pre.byteLevelAt < len(pre.stages) {
+		// Stages after the byte-level mapping split mapped text: map back.
 		for j, w := range words {
-			words[j] = byteLevel(w)
+			words[j] = string(appendUnByteLevel(nil, w))
 		}
 	}
 	st.words = words
@@ -208,30 +219,43 @@ func (t *Tokenizer) encodeBPE(dst []int32, text string, st *state) []int32 {
 	return dst
 }
 
-// bpeWord merges one byte-level word by merge rank and appends its ids.
+// bpeWord merges one word by merge rank and appends its ids. The word is
+// raw text: each byte is one byte-level character, so symbols are bytes.
 func (t *Tokenizer) bpeWord(dst []int32, word string, st *state) []int32 {
-	if id, ok := t.ids[word]; ok && (t.pre.ignoreMerges || utf8.RuneCountInString(word) == 1) {
-		return append(dst, id)
+	if len(word) == 1 && t.charIDs[word[0]] >= 0 {
+		return append(dst, t.charIDs[word[0]])
+	}
+	if t.pre.ignoreMerges {
+		if id, ok := t.ids[byteLevel(word)]; ok {
+			return append(dst, id)
+		}
 	}
 	if ids, ok := t.cache.get(word); ok {
 		return append(dst, ids...)
 	}
 	start := len(dst)
-	st.syms = splitChars(st.syms, word)
-	merge(st.syms, &st.queue, word, func(a, b, _ string) (float64, bool) {
-		r, ok := t.ranks[mergeKey{a, b}]
-		return float64(r), ok
+	syms := st.syms[:0]
+	for i := 0; i < len(word); i++ {
+		syms = append(syms, symbol{start: i, n: 1, prev: i - 1, next: i + 1, id: t.charIDs[word[i]]})
+	}
+	syms[len(syms)-1].next = -1
+	st.syms = syms
+	merge(syms, &st.queue, word, func(l, r *symbol, ab string) (float64, int32, bool) {
+		if l.id >= 0 && r.id >= 0 {
+			m, ok := t.ranks[pairKey(l.id, r.id)]
+			return float64(m.rank), m.id, ok
+		}
+		return t.slowRank(word[l.start:l.start+l.n], word[r.start:r.start+r.n])
 	})
-	for i := 0; i >= 0 && len(st.syms) > 0; i = st.syms[i].next {
-		s := st.syms[i]
-		piece := word[s.start : s.start+s.n]
-		if id, ok := t.ids[piece]; ok {
-			dst = append(dst, id)
+	for i := 0; i >= 0; i = syms[i].next {
+		s := syms[i]
+		if s.id >= 0 {
+			dst = append(dst, s.id)
 			continue
 		}
-		// A merge produced text that is not a token (a broken vocab): fall
-		// back to the characters, or UNK.
-		for _, r := range piece {
+		// Text that is not a token (a vocabulary without every byte, or a
+		// merge whose result is missing): its characters, else UNK.
+		for _, r := range byteLevel(word[s.start : s.start+s.n]) {
 			if id, ok := t.ids[string(r)]; ok {
 				dst = append(dst, id)
 			} else if t.v.UNK >= 0 {
@@ -241,4 +265,17 @@ func (t *Tokenizer) bpeWord(dst []int32, word string, st *state) []int32 {
 	}
 	t.cache.put(word, dst[start:])
 	return dst
+}
+
+// slowRank looks up a merge whose sides are not both tokens.
+func (t *Tokenizer) slowRank(a, b string) (float64, int32, bool) {
+	r, ok := t.strRanks[mergeKey{byteLevel(a), byteLevel(b)}]
+	if !ok {
+		return 0, 0, false
+	}
+	id, found := t.ids[byteLevel(a+b)]
+	if !found {
+		id = -1
+	}
+	return float64(r), id, true
 }

@@ -11,12 +11,12 @@ package tokenizer
 // fallback here.)
 func (t *Tokenizer) encodeSPM(dst []int32, text string, st *state) []int32 {
 	st.syms = splitChars(st.syms, text)
-	merge(st.syms, &st.queue, text, func(_, _, ab string) (float64, bool) {
+	merge(st.syms, &st.queue, text, func(_, _ *symbol, ab string) (float64, int32, bool) {
 		id, ok := t.ids[ab]
 		if !ok {
-			return 0, false
+			return 0, 0, false
 		}
-		return -float64(t.score(id)), true
+		return -float64(t.score(id)), id, true
 	})
 	for i := 0; i >= 0 && len(st.syms) > 0; i = st.syms[i].next {
 		s := st.syms[i]

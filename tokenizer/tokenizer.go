@@ -14,8 +14,10 @@ import (
 type Tokenizer struct {
 	v       *Vocab
 	ids     map[string]int32   // token text → id (the last id wins for duplicates, as in llama.cpp)
-	ranks   map[mergeKey]int32 // BPE merge → rank
-	byteIDs [256]int32         // SPM <0xXX> tokens, -1 if absent
+	ranks    map[uint64]mergeResult // BPE merge of two token ids → rank and result
+	strRanks map[mergeKey]int32     // BPE merges whose sides are not both tokens
+	charIDs  [256]int32             // BPE: token of each byte's byte-level character, -1 if absent
+	byteIDs  [256]int32             // SPM: <0xXX> tokens, -1 if absent
 	special []int32            // control, user-defined and unknown tokens, longest text first
 	pre     *preTokenizer      // BPE only
 	cache   wordCache          // BPE word → ids
@@ -65,12 +67,37 @@ func New(v *Vocab) (*Tokenizer, error) {
 	})
 	if v.Model == ModelBPE {
 		t.pre = preTokenizers[v.Pre]
-		t.ranks = make(map[mergeKey]int32, len(v.Merges))
+		for b := range t.charIDs {
+			t.charIDs[b] = -1
+			if id, ok := t.ids[string(byteToRune[b])]; ok {
+				t.charIDs[b] = id
+			}
+		}
+		t.ranks = make(map[uint64]mergeResult, len(v.Merges))
+		var buf []byte
 		for i, m := range v.Merges {
 			l, r, _ := splitMerge(m)
-			if _, dup := t.ranks[mergeKey{l, r}]; !dup {
-				t.ranks[mergeKey{l, r}] = int32(i)
+			li, lok := t.ids[l]
+			ri, rok := t.ids[r]
+			if !lok || !rok {
+				if t.strRanks == nil {
+					t.strRanks = make(map[mergeKey]int32)
+				}
+				if _, dup := t.strRanks[mergeKey{l, r}]; !dup {
+					t.strRanks[mergeKey{l, r}] = int32(i)
+				}
+				continue
 			}
+			k := pairKey(li, ri)
+			if _, dup := t.ranks[k]; dup {
+				continue // the first (lowest) rank counts
+			}
+			buf = append(append(buf[:0], l...), r...)
+			id, ok := t.ids[string(buf)]
+			if !ok {
+				id = -1
+			}
+			t.ranks[k] = mergeResult{int32(i), id}
 		}
 	}
 	return t, nil
