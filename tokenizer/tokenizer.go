@@ -12,16 +12,16 @@ import (
 // Tokenizer encodes and decodes with one vocabulary. It is safe for
 // concurrent use.
 type Tokenizer struct {
-	v       *Vocab
-	ids     map[string]int32   // token text → id (the last id wins for duplicates, as in llama.cpp)
+	v        *Vocab
+	ids      map[string]int32       // token text → id (the last id wins for duplicates, as in llama.cpp)
 	ranks    map[uint64]mergeResult // BPE merge of two token ids → rank and result
 	strRanks map[mergeKey]int32     // BPE merges whose sides are not both tokens
 	charIDs  [256]int32             // BPE: token of each byte's byte-level character, -1 if absent
 	byteIDs  [256]int32             // SPM: <0xXX> tokens, -1 if absent
-	special []int32            // control, user-defined and unknown tokens, longest text first
-	pre     *preTokenizer      // BPE only
-	cache   wordCache          // BPE word → ids
-	states  sync.Pool
+	special  []int32                // control, user-defined and unknown tokens, longest text first
+	pre      *preTokenizer          // BPE only
+	cache    wordCache              // BPE word → ids
+	states   sync.Pool
 }
 
 // state is the scratch space of one Encode call.
