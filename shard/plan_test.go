@@ -264,6 +264,9 @@ func TestSurfacesLlama(t *testing.T) {
 	if got := names(g.Outputs); !slices.Equal(got[:3], wantOut) || got[len(got)-1] != "past_value_15_out[8 1 128 128]" {
 		t.Errorf("stage 0 outputs %v", got)
 	}
+	if p.Graph(1, 1, 4096) != &p.Graphs[3] || p.Graph(2, 1, 4096) != nil || p.Graphs[0].Input(AttentionMask) == nil || p.Graphs[0].Output(Logits) != nil {
+		t.Errorf("Graph/Input/Output lookups")
+	}
 	g = p.Graphs[3] // ar1 stage 2
 	if g.Name != "llama_ar1_cl4096_02_of_02" || g.Inputs[0].Name != "hidden_states_0" || g.Outputs[0].Name != "logits" {
 		t.Errorf("graph 3: %s in %s out %s", g.Name, g.Inputs[0].Name, g.Outputs[0].Name)

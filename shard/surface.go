@@ -113,3 +113,19 @@ func (p *Plan) buildGraph(c *model.Config, st *Stage, v Variant) Graph {
 
 // StageCount is the number of stages.
 func (p *Plan) StageCount() int { return len(p.Stages) }
+
+// Graph returns stage's graph for variant (ar, cl), or nil.
+func (p *Plan) Graph(stage, ar, cl int) *Graph {
+	for i := range p.Graphs {
+		if g := &p.Graphs[i]; g.Stage == stage && g.AR == ar && g.CL == cl {
+			return g
+		}
+	}
+	return nil
+}
+
+// Input returns the input named name, or nil.
+func (g *Graph) Input(name string) *Tensor { return find(g.Inputs, name) }
+
+// Output returns the output named name, or nil.
+func (g *Graph) Output(name string) *Tensor { return find(g.Outputs, name) }

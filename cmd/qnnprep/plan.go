@@ -122,7 +122,11 @@ func printPlan(w io.Writer, p *shard.Plan) {
 	fmt.Fprintln(tw, "AR\tCL\tmode\tmask\tn_process\ttoken history\tgraphs")
 	for _, v := range p.Variants {
 		first, last := shard.GraphName(p.Model.Name, v.AR, v.CL, 0, len(p.Stages)), shard.GraphName(p.Model.Name, v.AR, v.CL, len(p.Stages)-1, len(p.Stages))
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%s … %s\n", v.AR, v.CL, v.Mode, v.MaskLen, v.NProcess, v.TokenHistory, first, last)
+		names := first
+		if last != first {
+			names += " … " + last
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%s\n", v.AR, v.CL, v.Mode, v.MaskLen, v.NProcess, v.TokenHistory, names)
 	}
 	tw.Flush()
 }
