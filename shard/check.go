@@ -53,8 +53,9 @@ func (v Violation) String() string {
 type CheckEnv struct {
 	// ProbePromptTokens is the prompt length whose first speculative step
 	// the n_process and token-history numbers in messages describe; 0
-	// means the plan's Dialog.ProbePromptTokens. Violations do not depend
-	// on it, only their numbers do.
+	// means the plan's Dialog.ProbePromptTokens. Only the numbers depend
+	// on it, except that a speculative dialog's context must hold the
+	// forecast prefix, this prompt and one step (GENIE-CTX-SIZE).
 	ProbePromptTokens int
 	// MaxContextBytes is the largest context binary allowed; 0 means
 	// DefaultMaxStageBytes (2 GiB).
@@ -217,6 +218,10 @@ func (c *checker) dialogRules() {
 	if p.ContextSize > maxCL {
 		c.add(RuleContextSize, "", "", fmt.Sprintf("set context.size to at most %d, or add a CL ≥ %d", maxCL, p.ContextSize),
 			"context.size %d is above the largest CL %d; Genie refuses: \"Config specifies context->size=%d, but loaded max-CL=%d\"", p.ContextSize, maxCL, p.ContextSize, maxCL)
+	}
+	if need := d.PrefixKV + c.env.ProbePromptTokens + m; d.Speculative() && min(p.ContextSize, maxCL) < need {
+		c.add(RuleContextSize, "", "", fmt.Sprintf("use a context of at least %d (a CL and context.size ≥ %d)", need, need),
+			"context %d cannot hold %d prefix + %d prompt + %d step tokens = %d", min(p.ContextSize, maxCL), d.PrefixKV, c.env.ProbePromptTokens, m, need)
 	}
 }
 

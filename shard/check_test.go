@@ -232,10 +232,18 @@ func TestCheckRules(t *testing.T) {
 				return basePlan(t, func(c *model.Config, o *Options) { o.ContextSize = 8192 })
 			},
 			CheckEnv{}, "context->size=8192, but loaded max-CL=4096"},
+		{RuleContextSize, // §8: context ≥ prompt + prefix + tree
+			func(t *testing.T) *Plan {
+				return basePlan(t, func(c *model.Config, o *Options) { o.AR = []int{32}; o.CL = []int{64}; o.Dialog = ssd })
+			},
+			func(t *testing.T) *Plan {
+				return basePlan(t, func(c *model.Config, o *Options) { o.AR = []int{32}; o.CL = []int{64}; o.Dialog = ssd })
+			},
+			CheckEnv{ProbePromptTokens: 20}, "context 64 cannot hold 16 prefix + 20 prompt + 30 step tokens = 66"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
-			if vs := Check(tt.pass(t), CheckEnv{}); len(vs) != 0 {
+			if vs := Check(tt.pass(t), CheckEnv{MaxContextBytes: tt.env.MaxContextBytes * 2}); len(vs) != 0 {
 				t.Errorf("passing plan: %v", vs)
 			}
 			vs := Check(tt.fail(t), tt.env)
