@@ -1,0 +1,82 @@
+// Package runtime is qnnprep's bundled CPU runtime: it decodes a model
+// (a GGUF file or qmodel, or a Hugging Face directory, as opened by
+// package model) in pure Go, for llama, qwen2, qwen3, qwen3next and qwen35
+// with dense MLPs.
+//
+// # Use
+//
+//	m, _ := model.Open(path)
+//	e, _ := runtime.New(m, runtime.Options{Threads: 2})
+//	ids, _ := e.Greedy(ctx, prompt, 64)        // greedy continuation
+//	rows, _ := e.Logits(ctx, tokens)           // teacher-forced logits, one row per token
+//
+// For step-by-step control, a State holds one sequence:
+//
+//	st := e.NewState()
+//	logits, _ := st.Forward(prompt)            // prefill; logits after the last token
+//	rows, _ := st.ForwardAll(draft)            // logits after every token (verification)
+//	st.Truncate(n)                             // roll back to n positions
+//	c := st.Clone()                            // independent copy
+//	st.Generate(ctx, prompt, n, func(s runtime.Step) bool { … })
+//
+// A staged executor runs the same arithmetic layer range by layer range:
+// Engine.Embed turns tokens into hidden states, State.RunLayers(a, b, x,
+// pos, mask) runs layers [a, b) with explicit RoPE positions and an
+// explicit attention mask over the cache slots, and State.Head applies
+// the final norm and output projection. Forward is exactly Embed, one
+// RunLayers over all layers and Head.
+//
+// # Arithmetic
+//
+// Weights stay in their stored type; nothing is dequantized as a whole.
+// Each matrix product rounds its input the way llama.cpp's CPU backend
+// does for that weight type (its vec_dot_type) and then takes one dot
+// product per output element:
+//
+//	F32                  float32 activations
+//	F16 / BF16           activations rounded to F16 / BF16
+//	Q8_0, Q1_0, Q2_0     activations quantized to Q8_0 blocks of 32
+//	                     (int8.QuantizeRowQ8_0), integer dot products
+//	other types          one weight row at a time decoded by
+//	                     gguf.Dequantize into scratch, float32 dot (slow)
+//
+// Sums that ggml accumulates in double (RMS norm, L2 norm, softmax) are
+// accumulated in float64; everything else is float32. RoPE angles are
+// built like ggml's rope cache (theta multiplied by base^(−2/n_rot) per
+// pair, divided by the optional frequency factors); NORM and NEOX modes and
+// partial rotary come from model.Config (HF checkpoints are made canonical
+// by package model, so HF and GGUF forms of a model decode alike).
+//
+// # Determinism
+//
+// Every reduction has one fixed order that depends neither on the thread
+// count nor on how many tokens are processed together: a matrix product is
+// split over goroutines by output rows, and each output element is one
+// kernel call on the same operands; attention runs per (token, head) over
+// the cache slots in order; the Gated DeltaNet recurrence runs token by
+// token (reference §5.1) even in prefill. Hence Forward on N tokens gives
+// bit-identical logits to N single-token calls, and speculative
+// verification is bit-identical to greedy decoding.
+//
+// # Gated DeltaNet
+//
+// q and k are L2-normalised in the Hugging Face / FLA form,
+// x·1/sqrt(Σx² + 1e−6), rather than llama.cpp's x/max(‖x‖, eps): the two
+// differ noticeably only for vectors of norm below about 1e−3, and by at
+// most a rounding step otherwise. Value head h
+// reads key head h mod Hk when Config.SSMTiledHeads (qwen35 GGUF order),
+// else h / (Hv/Hk). The conv state holds the raw projection rows of the
+// last K−1 tokens and the recurrent state is [Hv][Dk][Dv] float32, the
+// layouts of the shard plan's past_conv / past_ssm surfaces.
+//
+// DeltaNet layers cannot be truncated in place; State.SetRollback(n)
+// keeps per-token snapshots so Truncate can move back up to n positions.
+// DeltaNet layers ignore RunLayers' mask: their tokens form a chain.
+//
+// # Errors
+//
+// Token ids outside the vocabulary, sequences longer than the context
+// (Options.Context, default the model's), missing or misshapen tensors
+// and unsupported weight types are reported as errors naming the model
+// file and tensor.
+package runtime

@@ -1,0 +1,516 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/runtime/kernels"
+)
+
+// scratch holds a State's working buffers, grown to the largest batch seen.
+type scratch struct {
+	xn, q, gate, k, v, att, proj, ffa, ffb []float32
+	z, ba, bb, conv                        []float32
+	scores, cos, sin                       []float32
+	in, mid                                acts
+}
+
+func grow(b *[]float32, n int) []float32 {
+	if cap(*b) < n {
+		*b = make([]float32, n)
+	}
+	*b = (*b)[:n]
+	return *b
+}
+
+// Embed writes the embeddings of tokens into x (len(tokens)·Hidden),
+// decoding just the needed rows of token_embd whatever its type.
+func (e *Engine) Embed(tokens []int32, x []float32) error {
+	h := e.cfg.Hidden
+	if len(x) < len(tokens)*h {
+		return fmt.Errorf("runtime: Embed: buffer holds %d values, want %d", len(x), len(tokens)*h)
+	}
+	for i, t := range tokens {
+		if err := e.checkToken(t); err != nil {
+			return err
+		}
+		if err := e.embd.decodeRow(int(t), x[i*h:(i+1)*h]); err != nil {
+			return fmt.Errorf("runtime: %s: %w", e.name, err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) checkToken(t int32) error {
+	if t < 0 || int(t) >= e.cfg.VocabSize {
+		return fmt.Errorf("runtime: %s: token id %d out of range [0, %d)", e.name, t, e.cfg.VocabSize)
+	}
+	return nil
+}
+
+// CausalMask returns the mask RunLayers uses when given nil: t new tokens
+// after past cached positions, token i seeing slots 0…past+i.
+func CausalMask(past, t int) []bool {
+	n := past + t
+	m := make([]bool, t*n)
+	for i := 0; i < t; i++ {
+		for j := 0; j <= past+i; j++ {
+			m[i*n+j] = true
+		}
+	}
+	return m
+}
+
+// RunLayers runs decoder layers [a, b) on the hidden states x (T rows of
+// Hidden, updated in place) of T new tokens. pos gives each token's RoPE
+// position (nil: past+i, where past is the layers' current length). Each
+// attention layer appends the tokens' K and V at slots past…past+T−1 and
+// token i attends to the slots j < past+T with mask[i·(past+T)+j] true
+// (nil: causal, j ≤ past+i). DeltaNet layers ignore mask and pos: their
+// recurrence runs over the T tokens in order. All layers in [a, b) must
+// hold the same number of positions.
+//
+// This is the stage entry point: running [0, L) in one call or stage by
+// stage over the same x gives identical results.
+func (s *State) RunLayers(a, b int, x []float32, pos []int32, mask []bool) error {
+	e := s.e
+	c := &e.cfg
+	if a < 0 || b > len(e.layers) || a > b {
+		return fmt.Errorf("runtime: layer range [%d, %d) outside [0, %d)", a, b, len(e.layers))
+	}
+	if a == b {
+		return nil
+	}
+	h := c.Hidden
+	if len(x) == 0 || len(x)%h != 0 {
+		return fmt.Errorf("runtime: hidden states hold %d values, not a positive multiple of hidden %d", len(x), h)
+	}
+	t := len(x) / h
+	past := s.layers[a].n
+	for i := a; i < b; i++ {
+		if s.layers[i].n != past {
+			return fmt.Errorf("runtime: layers %d and %d hold %d and %d positions", a, i, past, s.layers[i].n)
+		}
+	}
+	if past+t > e.ctxLen {
+		return fmt.Errorf("runtime: %s: %d positions exceed the context length %d", e.name, past+t, e.ctxLen)
+	}
+	if pos != nil && len(pos) != t {
+		return fmt.Errorf("runtime: %d positions for %d tokens", len(pos), t)
+	}
+	for _, p := range pos {
+		if p < 0 {
+			return fmt.Errorf("runtime: negative position %d", p)
+		}
+	}
+	if mask != nil {
+		n := past + t
+		if len(mask) != t*n {
+			return fmt.Errorf("runtime: attention mask has %d entries, want %d×%d", len(mask), t, n)
+		}
+		for i := 0; i < t; i++ {
+			any := false
+			for _, ok := range mask[i*n : (i+1)*n] {
+				any = any || ok
+			}
+			if !any {
+				return fmt.Errorf("runtime: attention mask row %d allows no position", i)
+			}
+		}
+	}
+	if pos == nil {
+		pos = make([]int32, t)
+		for i := range pos {
+			pos[i] = int32(past + i)
+		}
+	}
+	for i := a; i < b; i++ {
+		if err := s.layer(i, x, t, pos, mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *State) layer(li int, x []float32, t int, pos []int32, mask []bool) error {
+	e := s.e
+	c := &e.cfg
+	l := &e.layers[li]
+	sc := &s.scr
+	h := c.Hidden
+
+	xn := grow(&sc.xn, t*h)
+	for i := 0; i < t; i++ {
+		rmsNorm(xn[i*h:(i+1)*h], x[i*h:(i+1)*h], l.attnNorm, c.RMSEps)
+	}
+	sc.in.reset(xn, t, h)
+	var err error
+	if l.kind == model.DeltaNet {
+		err = s.deltaNet(li, t)
+	} else {
+		err = s.attention(li, t, pos, mask)
+	}
+	if err != nil {
+		return err
+	}
+	for i, v := range sc.proj[:t*h] {
+		x[i] += v
+	}
+
+	for i := 0; i < t; i++ {
+		rmsNorm(xn[i*h:(i+1)*h], x[i*h:(i+1)*h], l.ffnNorm, c.RMSEps)
+	}
+	sc.in.reset(xn, t, h)
+	f := c.FFN
+	g, u := grow(&sc.ffa, t*f), grow(&sc.ffb, t*f)
+	if err := e.matmul(l.wgate, &sc.in, g); err != nil {
+		return err
+	}
+	if err := e.matmul(l.wup, &sc.in, u); err != nil {
+		return err
+	}
+	for i := range g {
+		g[i] = silu(g[i]) * u[i]
+	}
+	sc.mid.reset(g, t, f)
+	out := grow(&sc.proj, t*h)
+	if err := e.matmul(l.wdown, &sc.mid, out); err != nil {
+		return err
+	}
+	for i, v := range out {
+		x[i] += v
+	}
+	return nil
+}
+
+// attention runs a (gated) GQA attention block on sc.in and leaves the
+// output projection in sc.proj.
+func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
+	e := s.e
+	c := &e.cfg
+	l := &e.layers[li]
+	ls := &s.layers[li]
+	sc := &s.scr
+	nh, nkv, d := c.Heads, c.KVHeads, c.HeadDim
+	qRows, kvDim := nh*d, nkv*d
+	if c.AttnOutputGate {
+		qRows *= 2
+	}
+	q := grow(&sc.q, t*qRows)
+	if err := e.matmul(l.wq, &sc.in, q); err != nil {
+		return err
+	}
+	past := ls.n
+	// K and V go straight into the cache.
+	ls.k = growCache(ls.k, (past+t)*kvDim)
+	ls.v = growCache(ls.v, (past+t)*kvDim)
+	k, v := ls.k[past*kvDim:], ls.v[past*kvDim:]
+	if err := e.matmul(l.wk, &sc.in, k); err != nil {
+		ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
+		return err
+	}
+	if err := e.matmul(l.wv, &sc.in, v); err != nil {
+		ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
+		return err
+	}
+	if l.bq != nil {
+		addBias(q, l.bq)
+		addBias(k, l.bk)
+		addBias(v, l.bv)
+	}
+	// Split q and the output gate: attn_q rows are [q_h | gate_h] per head.
+	qs := q
+	var gate []float32
+	if c.AttnOutputGate {
+		qs = grow(&sc.gate, 2*t*nh*d) // q then gate, each [t][nh·d]
+		gate = qs[t*nh*d:]
+		qs = qs[:t*nh*d]
+		for i := 0; i < t; i++ {
+			for hh := 0; hh < nh; hh++ {
+				src := q[i*qRows+hh*2*d:]
+				copy(qs[(i*nh+hh)*d:(i*nh+hh+1)*d], src[:d])
+				copy(gate[(i*nh+hh)*d:(i*nh+hh+1)*d], src[d:2*d])
+			}
+		}
+	}
+	if l.qNorm != nil {
+		for j := 0; j < t*nh; j++ {
+			rmsNorm(qs[j*d:(j+1)*d], qs[j*d:(j+1)*d], l.qNorm, c.RMSEps)
+		}
+		for j := 0; j < t*nkv; j++ {
+			rmsNorm(k[j*d:(j+1)*d], k[j*d:(j+1)*d], l.kNorm, c.RMSEps)
+		}
+	}
+	if c.RopeDim > 0 {
+		half := c.RopeDim / 2
+		cos, sin := grow(&sc.cos, half), grow(&sc.sin, half)
+		for i := 0; i < t; i++ {
+			e.ropeTable(pos[i], cos, sin)
+			for hh := 0; hh < nh; hh++ {
+				rope(qs[(i*nh+hh)*d:], cos, sin, c.RopeNeox)
+			}
+			for hh := 0; hh < nkv; hh++ {
+				rope(k[(i*nkv+hh)*d:], cos, sin, c.RopeNeox)
+			}
+		}
+	}
+	ls.n = past + t
+	if e.kvF16 {
+		roundF16(k)
+		roundF16(v)
+		roundF16(qs)
+	}
+
+	// Scores, softmax and the weighted sum of V, one (token, head) at a
+	// time over the cache slots in order: nothing depends on T.
+	n := past + t
+	att := grow(&sc.att, t*nh*d)
+	clear(att)
+	scores := grow(&sc.scores, n)
+	scale := float32(1 / math.Sqrt(float64(d)))
+	group := nh / nkv
+	for i := 0; i < t; i++ {
+		var row []bool
+		last := past + i // causal: slots 0…past+i
+		if mask != nil {
+			row = mask[i*n : (i+1)*n]
+			last = n - 1
+		}
+		for hh := 0; hh < nh; hh++ {
+			qv := qs[(i*nh+hh)*d : (i*nh+hh+1)*d]
+			kh := hh / group
+			mx := float32(math.Inf(-1))
+			for j := 0; j <= last; j++ {
+				if row != nil && !row[j] {
+					continue
+				}
+				sv := kernels.Dot(qv, ls.k[j*kvDim+kh*d:j*kvDim+(kh+1)*d]) * scale
+				scores[j] = sv
+				if sv > mx {
+					mx = sv
+				}
+			}
+			var sum float64
+			for j := 0; j <= last; j++ {
+				if row != nil && !row[j] {
+					continue
+				}
+				p := expf(scores[j] - mx)
+				scores[j] = p
+				sum += float64(p)
+			}
+			inv := float32(1 / sum)
+			o := att[(i*nh+hh)*d : (i*nh+hh+1)*d]
+			for j := 0; j <= last; j++ {
+				if row != nil && !row[j] {
+					continue
+				}
+				p := scores[j] * inv
+				if e.kvF16 {
+					p = half.F16ToF32(half.F32ToF16(p))
+				}
+				kernels.Axpy(p, ls.v[j*kvDim+kh*d:j*kvDim+(kh+1)*d], o)
+			}
+		}
+	}
+	if gate != nil {
+		for i := range att {
+			att[i] *= sigmoid(gate[i])
+		}
+	}
+	sc.mid.reset(att, t, nh*d)
+	return e.matmul(l.wo, &sc.mid, grow(&sc.proj, t*c.Hidden))
+}
+
+// roundF16 rounds x to binary16 values in place.
+func roundF16(x []float32) {
+	for i, v := range x {
+		x[i] = half.F16ToF32(half.F32ToF16(v))
+	}
+}
+
+func growCache(b []float32, n int) []float32 {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	nb := make([]float32, n, max(n, 2*cap(b)))
+	copy(nb, b)
+	return nb
+}
+
+func addBias(x, b []float32) {
+	for i := range x {
+		x[i] += b[i%len(b)]
+	}
+}
+
+// deltaNet runs a Gated DeltaNet block (reference §5.1, per-token
+// recurrence) on sc.in and leaves the output projection in sc.proj.
+func (s *State) deltaNet(li int, t int) error {
+	e := s.e
+	c := &e.cfg
+	l := &e.layers[li]
+	ls := &s.layers[li]
+	sc := &s.scr
+	hk, hv, dk, dv, kc := c.SSMKeyHeads, c.SSMValueHeads, c.SSMKeyDim, c.SSMValueDim, c.ConvKernel
+	keyDim, valueDim, convDim := hk*dk, hv*dv, c.ConvDim()
+	r := hv / hk
+
+	// Projections for the whole batch.
+	qkv := grow(&sc.q, t*convDim)
+	z := grow(&sc.z, t*valueDim)
+	if l.wqkvz != nil {
+		// Legacy qwen3next ssm_in: per key head g, [q Dk | k Dk | v r·Dv | z r·Dv].
+		raw := grow(&sc.gate, t*(convDim+valueDim))
+		if err := e.matmul(l.wqkvz, &sc.in, raw); err != nil {
+			return err
+		}
+		gw := 2*dk + 2*r*dv
+		for i := 0; i < t; i++ {
+			src, dst, zd := raw[i*(convDim+valueDim):], qkv[i*convDim:], z[i*valueDim:]
+			for g := 0; g < hk; g++ {
+				grp := src[g*gw:]
+				copy(dst[g*dk:(g+1)*dk], grp[:dk])
+				copy(dst[keyDim+g*dk:keyDim+(g+1)*dk], grp[dk:2*dk])
+				copy(dst[2*keyDim+g*r*dv:2*keyDim+(g+1)*r*dv], grp[2*dk:2*dk+r*dv])
+				copy(zd[g*r*dv:(g+1)*r*dv], grp[2*dk+r*dv:gw])
+			}
+		}
+	} else {
+		if err := e.matmul(l.wqkv, &sc.in, qkv); err != nil {
+			return err
+		}
+		if err := e.matmul(l.wz, &sc.in, z); err != nil {
+			return err
+		}
+	}
+	beta, alpha := grow(&sc.ba, t*hv), grow(&sc.bb, t*hv)
+	if l.wba != nil {
+		// qwen3next ssm_ba: per key head g, [b r | a r].
+		raw := grow(&sc.att, t*2*hv)
+		if err := e.matmul(l.wba, &sc.in, raw); err != nil {
+			return err
+		}
+		for i := 0; i < t; i++ {
+			for g := 0; g < hk; g++ {
+				copy(beta[i*hv+g*r:i*hv+(g+1)*r], raw[i*2*hv+g*2*r:])
+				copy(alpha[i*hv+g*r:i*hv+(g+1)*r], raw[i*2*hv+g*2*r+r:])
+			}
+		}
+	} else {
+		if err := e.matmul(l.wbeta, &sc.in, beta); err != nil {
+			return err
+		}
+		if err := e.matmul(l.walpha, &sc.in, alpha); err != nil {
+			return err
+		}
+	}
+
+	y := grow(&sc.att, t*valueDim)
+	u := grow(&sc.conv, convDim)
+	qScale := 1 / sqrtf(float32(dk))
+	for i := 0; i < t; i++ {
+		ct := qkv[i*convDim : (i+1)*convDim]
+		// Causal depthwise conv over the K−1 cached raw rows and this one,
+		// then SiLU; the current token multiplies tap K−1.
+		for ch := 0; ch < convDim; ch++ {
+			w := l.conv[ch*kc : (ch+1)*kc]
+			var sum float32
+			for j := 0; j < kc-1; j++ {
+				sum += ls.conv[j*convDim+ch] * w[j]
+			}
+			sum += ct[ch] * w[kc-1]
+			u[ch] = silu(sum)
+		}
+		if kc > 1 {
+			copy(ls.conv, ls.conv[convDim:])
+			copy(ls.conv[(kc-2)*convDim:], ct)
+		}
+		qv, kv, vv := u[:keyDim], u[keyDim:2*keyDim], u[2*keyDim:]
+		for g := 0; g < hk; g++ {
+			l2Norm(qv[g*dk:(g+1)*dk], e.l2Eps)
+			l2Norm(kv[g*dk:(g+1)*dk], e.l2Eps)
+		}
+		for j := range qv {
+			qv[j] *= qScale
+		}
+		zt := z[i*valueDim : (i+1)*valueDim]
+		for h := 0; h < hv; h++ {
+			kh := h / r
+			if c.SSMTiledHeads {
+				kh = h % hk
+			}
+			q, k := qv[kh*dk:(kh+1)*dk], kv[kh*dk:(kh+1)*dk]
+			vh := vv[h*dv : (h+1)*dv]
+			b := sigmoid(beta[i*hv+h])
+			a := expf(softplus(alpha[i*hv+h]+l.ssmDt[h]) * l.ssmA[h])
+			st := ls.ssm[h*dk*dv : (h+1)*dk*dv]
+			o := y[i*valueDim+h*dv : i*valueDim+(h+1)*dv]
+			deltaRule(st, q, k, vh, o, a, b, dk, dv)
+			// Gated RMS norm: (norm(o) ⊙ w) ⊙ silu(z).
+			rmsNorm(o, o, l.ssmNorm, c.RMSEps)
+			zh := zt[h*dv : (h+1)*dv]
+			for j := range o {
+				o[j] *= silu(zh[j])
+			}
+		}
+		ls.n++
+		ls.pushSnap(s.rollback)
+	}
+	sc.mid.reset(y, t, valueDim)
+	return e.matmul(l.wssmOut, &sc.mid, grow(&sc.proj, t*c.Hidden))
+}
+
+// deltaRule advances one value head's state S [Dk][Dv] by one token and
+// writes o = Sᵀq with the updated state:
+//
+//	S ← αS;  m = Sᵀk;  δ = β(v − m);  S += k δᵀ;  o = Sᵀq
+//
+// Every sum runs over the key index i in increasing order; products are
+// rounded before they are added (kernels.Axpy).
+func deltaRule(st, q, k, v, o []float32, alpha, beta float32, dk, dv int) {
+	var buf [256]float32
+	m := buf[:0]
+	if dv <= len(buf) {
+		m = buf[:dv]
+	} else {
+		m = make([]float32, dv)
+	}
+	for i := 0; i < dk; i++ {
+		row := st[i*dv : (i+1)*dv]
+		kernels.Scale(alpha, row)
+		kernels.Axpy(k[i], row, m)
+	}
+	for j := range m {
+		m[j] = beta * (v[j] - m[j]) // δ
+	}
+	clear(o)
+	for i := 0; i < dk; i++ {
+		row := st[i*dv : (i+1)*dv]
+		kernels.Axpy(k[i], m, row)
+		kernels.Axpy(q[i], row, o)
+	}
+}
+
+// Head applies the final norm and the output projection to the T hidden
+// rows in x, writing T rows of VocabSize logits into logits.
+func (s *State) Head(x []float32, logits []float32) error {
+	e := s.e
+	h := e.cfg.Hidden
+	if len(x) == 0 || len(x)%h != 0 {
+		return fmt.Errorf("runtime: hidden states hold %d values, not a positive multiple of hidden %d", len(x), h)
+	}
+	t := len(x) / h
+	if len(logits) < t*e.cfg.VocabSize {
+		return fmt.Errorf("runtime: logits buffer holds %d values, want %d", len(logits), t*e.cfg.VocabSize)
+	}
+	sc := &s.scr
+	xn := grow(&sc.xn, t*h)
+	for i := 0; i < t; i++ {
+		rmsNorm(xn[i*h:(i+1)*h], x[i*h:(i+1)*h], e.outNorm, e.cfg.RMSEps)
+	}
+	sc.in.reset(xn, t, h)
+	return e.matmul(e.out, &sc.in, logits[:t*e.cfg.VocabSize])
+}

@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+)
+
+// Forward processes tokens after the State's current position (prefill in
+// batches of Options.Batch) and returns the logits after the last one.
+// The result is bit-identical to calling Forward once per token.
+func (s *State) Forward(tokens []int32) ([]float32, error) {
+	logits := make([]float32, s.e.cfg.VocabSize)
+	if err := s.forward(tokens, logits, false); err != nil {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// ForwardAll is Forward returning the logits after every token (teacher
+// forcing): row i predicts the token after tokens[i].
+func (s *State) ForwardAll(tokens []int32) ([][]float32, error) {
+	v := s.e.cfg.VocabSize
+	flat := make([]float32, len(tokens)*v)
+	if err := s.forward(tokens, flat, true); err != nil {
+		return nil, err
+	}
+	rows := make([][]float32, len(tokens))
+	for i := range rows {
+		rows[i] = flat[i*v : (i+1)*v : (i+1)*v]
+	}
+	return rows, nil
+}
+
+// forward runs tokens through all layers in batches. logits receives the
+// last token's row, or every row when all is set.
+func (s *State) forward(tokens []int32, logits []float32, all bool) error {
+	e := s.e
+	if len(tokens) == 0 {
+		return fmt.Errorf("runtime: no tokens to process")
+	}
+	for _, t := range tokens {
+		if err := e.checkToken(t); err != nil {
+			return err
+		}
+	}
+	if n := s.Len() + len(tokens); n > e.ctxLen {
+		return fmt.Errorf("runtime: %s: %d positions (%d held + %d new) exceed the context length %d", e.name, n, s.Len(), len(tokens), e.ctxLen)
+	}
+	for i := range s.layers {
+		if s.layers[i].n != s.Len() {
+			return fmt.Errorf("runtime: layer %d holds %d positions, layer 0 %d: finish the partial pass first", i, s.layers[i].n, s.Len())
+		}
+	}
+	h, v := e.cfg.Hidden, e.cfg.VocabSize
+	bs := min(e.batch, len(tokens))
+	x := make([]float32, bs*h)
+	for b0 := 0; b0 < len(tokens); b0 += bs {
+		batch := tokens[b0:min(b0+bs, len(tokens))]
+		t := len(batch)
+		xb := x[:t*h]
+		if err := e.Embed(batch, xb); err != nil {
+			return err
+		}
+		if err := s.RunLayers(0, len(e.layers), xb, nil, nil); err != nil {
+			return err
+		}
+		switch {
+		case all:
+			if err := s.Head(xb, logits[b0*v:(b0+t)*v]); err != nil {
+				return err
+			}
+		case b0+t == len(tokens):
+			if err := s.Head(xb[(t-1)*h:], logits[:v]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Step is one generated token and the logits it was chosen from.
+type Step struct {
+	Index  int       // 0 for the first generated token
+	Token  int32     // argmax of Logits (lowest id on ties)
+	Logits []float32 // valid only during the callback
+}
+
+// Generate decodes greedily after prompt: it processes prompt on s, then
+// repeatedly takes the argmax and feeds it back, calling fn with each
+// step. It stops after n tokens, when fn returns false, or when ctx is
+// done. The last generated token is not processed (s then holds the
+// prompt and all generated tokens but the last).
+func (s *State) Generate(ctx context.Context, prompt []int32, n int, fn func(Step) bool) error {
+	if n <= 0 {
+		return nil
+	}
+	logits, err := s.Forward(prompt)
+	if err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		tok := int32(argmax(logits))
+		if fn != nil && !fn(Step{Index: i, Token: tok, Logits: logits}) {
+			return nil
+		}
+		if i+1 == n {
+			return nil
+		}
+		if logits, err = s.Forward([]int32{tok}); err != nil {
+			return err
+		}
+	}
+}
+
+// Greedy returns the n tokens greedy decoding generates after prompt on a
+// fresh State. It does not stop at end-of-sequence tokens.
+func (e *Engine) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("runtime: empty prompt")
+	}
+	if len(prompt)+n-1 > e.ctxLen {
+		return nil, fmt.Errorf("runtime: %s: prompt of %d tokens plus %d generated exceed the context length %d", e.name, len(prompt), n, e.ctxLen)
+	}
+	out := make([]int32, 0, n)
+	err := e.NewState().Generate(ctx, prompt, n, func(st Step) bool {
+		out = append(out, st.Token)
+		return true
+	})
+	return out, err
+}
+
+// Logits returns the teacher-forced logits of tokens on a fresh State:
+// row i is the distribution after tokens[0..i].
+func (e *Engine) Logits(ctx context.Context, tokens []int32) ([][]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.NewState().ForwardAll(tokens)
+}
+
+// Argmax returns the index of the largest logit (the lowest on ties, like
+// torch.argmax).
+func Argmax(logits []float32) int32 { return int32(argmax(logits)) }

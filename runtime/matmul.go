@@ -1,0 +1,237 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/int8"
+	"github.com/qnnprep/qnnprep/quant1bit"
+	"github.com/qnnprep/qnnprep/runtime/kernels"
+)
+
+// actKind is the form activations take before a dot product with a weight
+// row, chosen like llama.cpp's CPU backend (the weight type's vec_dot_type)
+// so that the runtime rounds exactly where the peer does.
+type actKind uint8
+
+const (
+	actF32  actKind = iota // F32 weights, and types decoded row by row
+	actF16                 // F16 weights: activations rounded to binary16
+	actBF16                // BF16 weights: activations rounded to bfloat16
+	actQ8                  // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
+)
+
+// matrix is a weight in its stored type: rows of cols elements, ggml
+// order (Dims[0] = cols). Nothing is converted at load time; F32, F16 and
+// BF16 bytes that are not aligned for in-place views (possible in a
+// safetensors file) are copied once to aligned memory.
+type matrix struct {
+	name       string
+	typ        gguf.Type
+	rows, cols int
+	rowBytes   int
+	data       []byte
+}
+
+func newMatrix(name string, typ gguf.Type, cols, rows int, data []byte) (*matrix, error) {
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	if int64(len(data)) != rb*int64(rows) {
+		return nil, fmt.Errorf("tensor %q: %d bytes of data, want %d (%d rows of %d %s)", name, len(data), rb*int64(rows), rows, cols, typ)
+	}
+	m := &matrix{name: name, typ: typ, rows: rows, cols: cols, rowBytes: int(rb), data: data}
+	switch typ {
+	case gguf.F32:
+		m.data = aligned(data, 4)
+	case gguf.F16, gguf.BF16:
+		m.data = aligned(data, 2)
+	case gguf.Q8_0, gguf.Q1_0, gguf.Q2_0:
+	default:
+		if !gguf.CanDequantize(typ) {
+			return nil, fmt.Errorf("tensor %q: type %s is not supported by the runtime", name, typ)
+		}
+	}
+	return m, nil
+}
+
+// aligned returns b, or a copy of b in memory aligned to a (a power of two
+// up to 8) when b is not.
+func aligned(b []byte, a uintptr) []byte {
+	if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%a == 0 {
+		return b
+	}
+	buf := make([]uint64, (len(b)+7)/8)
+	c := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(b))
+	copy(c, b)
+	return c
+}
+
+func (m *matrix) kind() actKind {
+	switch m.typ {
+	case gguf.F16:
+		return actF16
+	case gguf.BF16:
+		return actBF16
+	case gguf.Q8_0, gguf.Q1_0, gguf.Q2_0:
+		return actQ8
+	}
+	return actF32
+}
+
+// decodeRow writes row r as float32 into dst (len cols).
+func (m *matrix) decodeRow(r int, dst []float32) error {
+	if err := gguf.Dequantize(m.typ, m.data[r*m.rowBytes:(r+1)*m.rowBytes], dst); err != nil {
+		return fmt.Errorf("tensor %q row %d: %w", m.name, r, err)
+	}
+	return nil
+}
+
+// acts holds a batch of T activation rows (len cols each) and, on demand,
+// their rounded forms. A batch is prepared once per input and shared by
+// every matrix that reads it (q, k and v; gate and up).
+type acts struct {
+	t, cols int
+	f32     []float32
+	f16     []uint16
+	bf16    []uint16
+	q8      []byte
+	q8Bytes int // bytes per row of q8
+	have    [4]bool
+}
+
+func (a *acts) reset(x []float32, t, cols int) {
+	a.t, a.cols, a.f32 = t, cols, x[:t*cols]
+	a.have = [4]bool{actF32: true}
+}
+
+func (a *acts) prepare(k actKind) {
+	if a.have[k] {
+		return
+	}
+	n := a.t * a.cols
+	switch k {
+	case actF16:
+		a.f16 = grow16(a.f16, n)
+		kernels.RoundF16(a.f16, a.f32)
+	case actBF16:
+		a.bf16 = grow16(a.bf16, n)
+		kernels.RoundBF16(a.bf16, a.f32)
+	case actQ8:
+		rb := a.cols / 32 * 34
+		a.q8Bytes = rb
+		if cap(a.q8) < rb*a.t {
+			a.q8 = make([]byte, rb*a.t)
+		}
+		a.q8 = a.q8[:rb*a.t]
+		for t := 0; t < a.t; t++ {
+			int8.QuantizeRowQ8_0(a.f32[t*a.cols:(t+1)*a.cols], a.q8[t*rb:(t+1)*rb])
+		}
+	}
+	a.have[k] = true
+}
+
+func grow16(b []uint16, n int) []uint16 {
+	if cap(b) < n {
+		return make([]uint16, n)
+	}
+	return b[:n]
+}
+
+// matmul computes out[t*rows+r] = dot(row r of w, activation t) for the
+// whole batch. Rows are split into contiguous ranges, one per worker; each
+// output element is one kernel call on the same operands whatever the split
+// or the batch size, so results are bit-identical across thread counts and
+// batchings. A weight row is loaded once and used for every token.
+func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
+	if a.cols != w.cols {
+		return fmt.Errorf("runtime: tensor %q: input has %d columns, want %d", w.name, a.cols, w.cols)
+	}
+	k := w.kind()
+	if k == actQ8 && w.cols%32 != 0 {
+		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 32", w.name, w.cols)
+	}
+	a.prepare(k)
+	out = out[:a.t*w.rows]
+	workers := e.threads
+	// Small matrices are not worth a goroutine hand-off.
+	if w.rows*w.cols < 1<<15 || workers > w.rows {
+		workers = 1
+	}
+	if workers == 1 {
+		return e.matmulRows(w, a, out, 0, w.rows)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for i := 0; i < workers; i++ {
+		r0, r1 := w.rows*i/workers, w.rows*(i+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.matmulRows(w, a, out, r0, r1)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error {
+	n, rows, rb := w.cols, w.rows, w.rowBytes
+	switch w.typ {
+	case gguf.F32:
+		for r := r0; r < r1; r++ {
+			row := w.data[r*rb : (r+1)*rb]
+			for t := 0; t < a.t; t++ {
+				out[t*rows+r] = kernels.DotF32(row, a.f32[t*n:(t+1)*n])
+			}
+		}
+	case gguf.F16:
+		for r := r0; r < r1; r++ {
+			row := w.data[r*rb : (r+1)*rb]
+			for t := 0; t < a.t; t++ {
+				out[t*rows+r] = kernels.DotF16(row, a.f16[t*n:(t+1)*n])
+			}
+		}
+	case gguf.BF16:
+		for r := r0; r < r1; r++ {
+			row := w.data[r*rb : (r+1)*rb]
+			for t := 0; t < a.t; t++ {
+				out[t*rows+r] = kernels.DotBF16(row, a.bf16[t*n:(t+1)*n])
+			}
+		}
+	case gguf.Q8_0, gguf.Q1_0, gguf.Q2_0:
+		dot := int8.DotQ8_0
+		if w.typ == gguf.Q1_0 {
+			dot = quant1bit.DotQ1_0
+		} else if w.typ == gguf.Q2_0 {
+			dot = quant1bit.DotQ2_0
+		}
+		xb := a.q8Bytes
+		for r := r0; r < r1; r++ {
+			row := w.data[r*rb : (r+1)*rb]
+			for t := 0; t < a.t; t++ {
+				out[t*rows+r] = dot(row, a.q8[t*xb:(t+1)*xb], n)
+			}
+		}
+	default:
+		// Other types: decode one row at a time into scratch (correct, slow).
+		scratch := make([]float32, n)
+		for r := r0; r < r1; r++ {
+			if err := w.decodeRow(r, scratch); err != nil {
+				return fmt.Errorf("runtime: %w", err)
+			}
+			for t := 0; t < a.t; t++ {
+				out[t*rows+r] = kernels.Dot(scratch, a.f32[t*n:(t+1)*n])
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package runtime
+
+import "math"
+
+// Elementwise operations, written to round like ggml's CPU kernels:
+// float32 arithmetic, with the sums that ggml accumulates in double
+// (RMS norm, L2 norm, softmax) accumulated in float64 here too.
+
+func expf(x float32) float32  { return float32(math.Exp(float64(x))) }
+func sqrtf(x float32) float32 { return float32(math.Sqrt(float64(x))) }
+
+// silu is x·σ(x) computed as x / (1 + e^−x).
+func silu(x float32) float32 { return x / (1 + expf(-x)) }
+
+func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
+
+// softplus is log(1 + e^x), and x itself above 20 (ggml and PyTorch).
+func softplus(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return float32(math.Log(1 + math.Exp(float64(x))))
+}
+
+// rmsNorm writes (x / sqrt(mean(x²) + eps)) ⊙ w into dst; w may be nil.
+// dst may alias x.
+func rmsNorm(dst, x, w []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	mean := float32(sum / float64(len(x)))
+	scale := 1 / sqrtf(mean+eps)
+	if w == nil {
+		for i, v := range x {
+			dst[i] = v * scale
+		}
+		return
+	}
+	for i, v := range x {
+		dst[i] = v * scale * w[i]
+	}
+}
+
+// l2Norm scales x in place to unit L2 norm: x · 1/sqrt(Σx² + eps), the
+// Hugging Face / FLA form (see doc.go for the choice).
+func l2Norm(x []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	scale := 1 / sqrtf(float32(sum)+eps)
+	for i := range x {
+		x[i] *= scale
+	}
+}
+
+// ropeTable fills cos and sin (len RopeDim/2) for position p the way
+// ggml's rope cache does: theta starts at p and is multiplied by
+// base^(−2/n_rot) once per pair, then divided by the pair's frequency factor.
+func (e *Engine) ropeTable(p int32, cos, sin []float32) {
+	theta := float32(p)
+	ff := e.cfg.RopeFreqFactors
+	for i := range cos {
+		t := theta
+		if ff != nil {
+			t /= ff[i]
+		}
+		cos[i] = float32(math.Cos(float64(t)))
+		sin[i] = float32(math.Sin(float64(t)))
+		theta *= e.ropeScale
+	}
+}
+
+// rope rotates the first len(cos)·2 dimensions of one head in place:
+// adjacent pairs (ggml NORM) or dimension i with i+n/2 (NEOX).
+func rope(x, cos, sin []float32, neox bool) {
+	n := len(cos)
+	if neox {
+		for i := 0; i < n; i++ {
+			x0, x1 := x[i], x[i+n]
+			x[i] = x0*cos[i] - x1*sin[i]
+			x[i+n] = x0*sin[i] + x1*cos[i]
+		}
+		return
+	}
+	for i := 0; i < n; i++ {
+		x0, x1 := x[2*i], x[2*i+1]
+		x[2*i] = x0*cos[i] - x1*sin[i]
+		x[2*i+1] = x0*sin[i] + x1*cos[i]
+	}
+}
+
+// argmax returns the index of the largest value, the lowest on ties.
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,288 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/model"
+)
+
+var archs = []model.Arch{model.Llama, model.Qwen2, model.Qwen3, model.Qwen3Next, model.Qwen35}
+
+// TestBatchedEqualsPerToken: Forward on N tokens, in any batch size and on
+// any thread count, gives bit-identical logits to N single-token calls.
+func TestBatchedEqualsPerToken(t *testing.T) {
+	types := []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q1_0, gguf.Q2_0}
+	for _, arch := range archs {
+		for _, typ := range types {
+			if testing.Short() && typ != gguf.F32 && typ != gguf.Q8_0 {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%s", arch, typ), func(t *testing.T) {
+				cfg := tinyConfig(arch)
+				m := randomModel(t, cfg, typ, 1)
+				toks := randomTokens(13, cfg.VocabSize, 2)
+
+				for _, kv := range []bool{false, true} {
+					if kv && typ != gguf.F32 {
+						continue
+					}
+					ref := newEngine(t, m, Options{Threads: 1, Batch: 1, KVF16: kv}).NewState()
+					var want [][]float32
+					for _, tok := range toks {
+						l, err := ref.Forward([]int32{tok})
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = append(want, l)
+					}
+					for _, opt := range []Options{{Threads: 2, Batch: 32}, {Threads: 3, Batch: 5}, {Threads: 1, Batch: 13}} {
+						opt.KVF16 = kv
+						got, err := newEngine(t, m, opt).NewState().ForwardAll(toks)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i := range want {
+							if err := sameBits(got[i], want[i]); err != nil {
+								t.Fatalf("%+v: token %d: %v", opt, i, err)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestStatePrefixClone: continuing a cloned state equals continuing the
+// original, and truncation rolls back exactly (with snapshots on hybrids).
+func TestStateCloneTruncate(t *testing.T) {
+	for _, arch := range archs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			e := newEngine(t, randomModel(t, cfg, gguf.F32, 3), Options{})
+			toks := randomTokens(10, cfg.VocabSize, 4)
+			st := e.NewState()
+			st.SetRollback(4)
+			if _, err := st.Forward(toks[:6]); err != nil {
+				t.Fatal(err)
+			}
+			c := st.Clone()
+			want, err := st.ForwardAll(toks[6:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.ForwardAll(toks[6:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if err := sameBits(got[i], want[i]); err != nil {
+					t.Fatalf("clone, token %d: %v", i, err)
+				}
+			}
+			// Roll back three positions and replay.
+			if err := st.Truncate(7); err != nil {
+				t.Fatal(err)
+			}
+			if st.Len() != 7 {
+				t.Fatalf("Len after Truncate(7) = %d", st.Len())
+			}
+			again, err := st.ForwardAll(toks[7:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range again {
+				if err := sameBits(again[i], want[i+1]); err != nil {
+					t.Fatalf("after truncate, token %d: %v", i, err)
+				}
+			}
+			// Beyond the snapshots a hybrid cannot roll back; a dense model can.
+			err = st.Truncate(2)
+			if cfg.Hybrid() != (err != nil) {
+				t.Fatalf("Truncate(2) on %s: %v", arch, err)
+			}
+			if err := st.Truncate(0); err != nil {
+				t.Fatal(err)
+			}
+			first, err := st.Forward(toks[:1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, _ := e.NewState().Forward(toks[:1])
+			if err := sameBits(first, fresh); err != nil {
+				t.Fatalf("after Truncate(0): %v", err)
+			}
+		})
+	}
+}
+
+// TestRunLayersStages: running the layers stage by stage with an explicit
+// causal mask and positions equals the whole-model forward.
+func TestRunLayersStages(t *testing.T) {
+	for _, arch := range archs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 5), Options{})
+			toks := randomTokens(9, cfg.VocabSize, 6)
+			want, err := e.NewState().ForwardAll(toks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := e.NewState()
+			h := cfg.Hidden
+			var got [][]float32
+			for _, chunk := range [][]int32{toks[:4], toks[4:]} {
+				x := make([]float32, len(chunk)*h)
+				if err := e.Embed(chunk, x); err != nil {
+					t.Fatal(err)
+				}
+				past := st.Len()
+				pos := make([]int32, len(chunk))
+				for i := range pos {
+					pos[i] = int32(past + i)
+				}
+				mask := CausalMask(past, len(chunk))
+				for l := 0; l < e.Layers(); l++ {
+					if err := st.RunLayers(l, l+1, x, pos, mask); err != nil {
+						t.Fatal(err)
+					}
+				}
+				logits := make([]float32, len(chunk)*cfg.VocabSize)
+				if err := st.Head(x, logits); err != nil {
+					t.Fatal(err)
+				}
+				for i := range chunk {
+					got = append(got, logits[i*cfg.VocabSize:(i+1)*cfg.VocabSize])
+				}
+			}
+			for i := range want {
+				if err := sameBits(got[i], want[i]); err != nil {
+					t.Fatalf("token %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestTreeMask: with an explicit mask, a token that does not see a slot is
+// unaffected by what the slot holds. Two sibling drafts verified in one
+// call give the same logits as each verified alone.
+func TestTreeMask(t *testing.T) {
+	cfg := tinyConfig(model.Qwen3)
+	e := newEngine(t, randomModel(t, cfg, gguf.F32, 8), Options{})
+	prompt := randomTokens(5, cfg.VocabSize, 9)
+	base := e.NewState()
+	if _, err := base.Forward(prompt); err != nil {
+		t.Fatal(err)
+	}
+	a, b := int32(10), int32(20)
+	one := func(tok int32) []float32 {
+		st := base.Clone()
+		l, err := st.Forward([]int32{tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	wantA, wantB := one(a), one(b)
+
+	st := base.Clone()
+	past, n := st.Len(), st.Len()+2
+	mask := make([]bool, 2*n)
+	for j := 0; j < past; j++ {
+		mask[j], mask[n+j] = true, true
+	}
+	mask[past] = true     // a sees itself
+	mask[n+past+1] = true // b sees itself, not a
+	x := make([]float32, 2*cfg.Hidden)
+	if err := e.Embed([]int32{a, b}, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RunLayers(0, e.Layers(), x, []int32{int32(past), int32(past)}, mask); err != nil {
+		t.Fatal(err)
+	}
+	logits := make([]float32, 2*cfg.VocabSize)
+	if err := st.Head(x, logits); err != nil {
+		t.Fatal(err)
+	}
+	if err := sameBits(logits[:cfg.VocabSize], wantA); err != nil {
+		t.Fatalf("branch a: %v", err)
+	}
+	if err := sameBits(logits[cfg.VocabSize:], wantB); err != nil {
+		t.Fatalf("branch b: %v", err)
+	}
+}
+
+// TestGreedyMatchesArgmaxOfLogits: Greedy's tokens are the argmaxes of
+// the teacher-forced logits of its own output (speculative acceptance of
+// a perfect draft accepts everything).
+func TestGreedyConsistent(t *testing.T) {
+	for _, arch := range archs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 10), Options{})
+			prompt := randomTokens(4, cfg.VocabSize, 12)
+			ids, err := e.Greedy(context.Background(), prompt, 12)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := e.Logits(context.Background(), append(append([]int32(nil), prompt...), ids[:len(ids)-1]...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				if got := Argmax(rows[len(prompt)-1+i]); got != id {
+					t.Fatalf("step %d: greedy %d, teacher-forced argmax %d", i, id, got)
+				}
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	cfg := tinyConfig(model.Llama)
+	e := newEngine(t, randomModel(t, cfg, gguf.F32, 13), Options{Context: 8})
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"token too large", func() error { _, err := e.Greedy(ctx, []int32{int32(cfg.VocabSize)}, 1); return err }},
+		{"negative token", func() error { _, err := e.NewState().Forward([]int32{-1}); return err }},
+		{"empty prompt", func() error { _, err := e.Greedy(ctx, nil, 4); return err }},
+		{"prompt longer than context", func() error { _, err := e.NewState().Forward(make([]int32, 9)); return err }},
+		{"generation past context", func() error { _, err := e.Greedy(ctx, make([]int32, 4), 6); return err }},
+		{"bad layer range", func() error { return e.NewState().RunLayers(1, 5, make([]float32, cfg.Hidden), nil, nil) }},
+		{"bad mask", func() error { return e.NewState().RunLayers(0, 1, make([]float32, cfg.Hidden), nil, []bool{false}) }},
+	}
+	for _, c := range cases {
+		if err := c.run(); err == nil {
+			t.Errorf("%s: no error", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+	// Exactly at the context limit works.
+	if _, err := e.Greedy(ctx, make([]int32, 4), 5); err != nil {
+		t.Errorf("4+5-1 = 8 positions: %v", err)
+	}
+
+	// A missing tensor is named.
+	m := randomModel(t, cfg, gguf.F32, 14)
+	var kept []*model.Tensor
+	for _, tt := range m.Tensors {
+		if tt.Name != "blk.1.ffn_up.weight" {
+			kept = append(kept, tt)
+		}
+	}
+	m.Tensors = kept
+	m2 := &model.Model{Config: m.Config, Tensors: kept}
+	if _, err := New(m2, Options{}); err == nil {
+		t.Errorf("missing tensor: no error")
+	} else {
+		t.Logf("missing tensor: %v", err)
+	}
+}

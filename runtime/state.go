@@ -1,0 +1,190 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/qnnprep/qnnprep/model"
+)
+
+// State is one sequence's memory: the KV cache of every attention layer and
+// the conv and recurrent state of every Gated DeltaNet layer. A State
+// belongs to one Engine and is used by one goroutine at a time.
+type State struct {
+	e      *Engine
+	layers []layerState
+	// rollback is how many per-token GDN snapshots each DeltaNet layer
+	// keeps (see SetRollback).
+	rollback int
+	scr      scratch
+}
+
+type layerState struct {
+	kind model.LayerKind
+	n    int // positions (tokens) this layer has processed
+
+	// attention: [slot][kv_heads·head_dim], K after norm and rope, V raw
+	k, v []float32
+
+	// DeltaNet: conv holds the raw (pre-conv) projection rows of the last
+	// K−1 tokens, oldest first, [K−1][conv_dim]; ssm is [Hv][Dk][Dv].
+	conv, ssm []float32
+	snaps     []gdnSnap // state after token n, for rollback; oldest first
+}
+
+type gdnSnap struct {
+	n         int
+	conv, ssm []float32
+}
+
+// NewState returns an empty State (position 0).
+func (e *Engine) NewState() *State {
+	s := &State{e: e, layers: make([]layerState, len(e.layers))}
+	c := &e.cfg
+	for i := range s.layers {
+		ls := &s.layers[i]
+		ls.kind = e.layers[i].kind
+		if ls.kind == model.DeltaNet {
+			ls.conv = make([]float32, (c.ConvKernel-1)*c.ConvDim())
+			ls.ssm = make([]float32, c.SSMValueHeads*c.SSMKeyDim*c.SSMValueDim)
+		}
+	}
+	return s
+}
+
+// Len is the number of positions the State holds: the tokens processed so
+// far. After a partial RunLayers the layers may differ; Len reports layer
+// 0's count and LayerLen each layer's.
+func (s *State) Len() int {
+	if len(s.layers) == 0 {
+		return 0
+	}
+	return s.layers[0].n
+}
+
+// LayerLen is the number of positions layer i has processed.
+func (s *State) LayerLen(i int) int { return s.layers[i].n }
+
+// Engine returns the Engine the State belongs to.
+func (s *State) Engine() *Engine { return s.e }
+
+// Clone returns an independent copy of the State.
+func (s *State) Clone() *State {
+	c := &State{e: s.e, layers: make([]layerState, len(s.layers)), rollback: s.rollback}
+	for i, ls := range s.layers {
+		d := &c.layers[i]
+		d.kind, d.n = ls.kind, ls.n
+		d.k = append([]float32(nil), ls.k...)
+		d.v = append([]float32(nil), ls.v...)
+		d.conv = append([]float32(nil), ls.conv...)
+		d.ssm = append([]float32(nil), ls.ssm...)
+		for _, sn := range ls.snaps {
+			d.snaps = append(d.snaps, gdnSnap{sn.n, append([]float32(nil), sn.conv...), append([]float32(nil), sn.ssm...)})
+		}
+	}
+	return c
+}
+
+// Reset empties the State (position 0), keeping its buffers.
+func (s *State) Reset() {
+	for i := range s.layers {
+		ls := &s.layers[i]
+		ls.n = 0
+		ls.k, ls.v = ls.k[:0], ls.v[:0]
+		clear(ls.conv)
+		clear(ls.ssm)
+		ls.snaps = ls.snaps[:0]
+	}
+}
+
+// SetRollback makes every DeltaNet layer keep a copy of its conv and
+// recurrent state after each of the last n tokens it processes, so that
+// Truncate can move back up to n positions on hybrid models (speculative
+// verification, §7.1 of the architecture reference). Attention-only models
+// need no snapshots: their KV cache is truncated in place. Snapshots cost
+// (K−1)·conv_dim + Hv·Dk·Dv floats per layer per token.
+func (s *State) SetRollback(n int) {
+	if n < 0 {
+		n = 0
+	}
+	s.rollback = n
+	for i := range s.layers {
+		ls := &s.layers[i]
+		if len(ls.snaps) > n {
+			ls.snaps = append(ls.snaps[:0], ls.snaps[len(ls.snaps)-n:]...)
+		}
+	}
+}
+
+// Truncate rolls the State back to n positions: attention layers drop the
+// KV entries at slots ≥ n; DeltaNet layers restore the state they had right
+// after token n−1, which must be one of the snapshots kept by SetRollback
+// (or n = 0, or n = the current length).
+func (s *State) Truncate(n int) error {
+	if n < 0 {
+		return fmt.Errorf("runtime: truncate to %d positions", n)
+	}
+	c := &s.e.cfg
+	// Check first so that a failed Truncate changes nothing.
+	for i := range s.layers {
+		ls := &s.layers[i]
+		if n > ls.n {
+			return fmt.Errorf("runtime: truncate to %d positions, but layer %d holds only %d", n, i, ls.n)
+		}
+		if ls.kind == model.DeltaNet && n != ls.n && n != 0 && ls.snap(n) == nil {
+			return fmt.Errorf("runtime: cannot roll DeltaNet layer %d back from %d to %d positions: no snapshot (SetRollback keeps %d)", i, ls.n, n, s.rollback)
+		}
+	}
+	for i := range s.layers {
+		ls := &s.layers[i]
+		if n == ls.n {
+			continue
+		}
+		if ls.kind == model.Attention {
+			kv := c.KVHeads * c.HeadDim
+			ls.k, ls.v = ls.k[:n*kv], ls.v[:n*kv]
+		} else if n == 0 {
+			clear(ls.conv)
+			clear(ls.ssm)
+		} else {
+			sn := ls.snap(n)
+			copy(ls.conv, sn.conv)
+			copy(ls.ssm, sn.ssm)
+		}
+		ls.n = n
+		j := 0
+		for j < len(ls.snaps) && ls.snaps[j].n <= n {
+			j++
+		}
+		ls.snaps = ls.snaps[:j]
+	}
+	return nil
+}
+
+func (ls *layerState) snap(n int) *gdnSnap {
+	for i := range ls.snaps {
+		if ls.snaps[i].n == n {
+			return &ls.snaps[i]
+		}
+	}
+	return nil
+}
+
+// pushSnap records the layer's GDN state after its current token, reusing
+// the oldest snapshot's buffers once keep are held.
+func (ls *layerState) pushSnap(keep int) {
+	if keep <= 0 {
+		return
+	}
+	var sn gdnSnap
+	if len(ls.snaps) >= keep {
+		sn = ls.snaps[0]
+		copy(ls.snaps, ls.snaps[1:])
+		ls.snaps = ls.snaps[:len(ls.snaps)-1]
+	} else {
+		sn = gdnSnap{conv: make([]float32, len(ls.conv)), ssm: make([]float32, len(ls.ssm))}
+	}
+	sn.n = ls.n
+	copy(sn.conv, ls.conv)
+	copy(sn.ssm, ls.ssm)
+	ls.snaps = append(ls.snaps, sn)
+}
