@@ -179,8 +179,10 @@ func decodeFloat32(typ gguf.Type, src []byte, dst []float32) error {
 			dst[i] = float32(int64(le.Uint64(src[8*i:])))
 		}
 	default:
-		// TODO: gguf.Dequantize once the gguf package has it.
-		return fmt.Errorf("cannot convert %v to float32 yet", typ)
+		if !gguf.CanDequantize(typ) {
+			return fmt.Errorf("cannot convert %v to float32", typ)
+		}
+		return gguf.Dequantize(typ, src, dst)
 	}
 	return nil
 }

@@ -1,0 +1,80 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+)
+
+// FuzzHFConfig: any config.json either fails cleanly or gives a valid
+// Config whose GGUF metadata reads back.
+func FuzzHFConfig(f *testing.F) {
+	for _, c := range []*hfCkpt{tinyQwen3(), tinyQwen2(), tinyQwen3Next(), tinyQwen35(), tinyLlama3()} {
+		js, _ := json.Marshal(c.config)
+		f.Add(js)
+	}
+	if b, err := os.ReadFile(storiesDir + "/hf/config.json"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"model_type":"qwen3_next","hidden_size":8,"num_hidden_layers":3,"num_attention_heads":2,` +
+		`"vocab_size":4,"intermediate_size":8,"num_experts":4,"mlp_only_layers":[0,1,2]}`))
+	f.Add([]byte(`{"model_type":"llama","hidden_size":1e9,"num_hidden_layers":-1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := parseHFConfig(data)
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("parseHFConfig returned an invalid config: %v", err)
+		}
+		if ExpectedTensors(cfg) == nil {
+			t.Fatal("no tensors for a valid config")
+		}
+		back, err := ConfigFromGGUF((&Model{Config: cfg}).GGUFMetadata())
+		if err != nil {
+			t.Fatalf("GGUFMetadata does not read back: %v", err)
+		}
+		if back.Hidden != cfg.Hidden || back.Layers != cfg.Layers || len(back.LayerKinds) != len(cfg.LayerKinds) {
+			t.Fatalf("read back %+v from %+v", back, cfg)
+		}
+	})
+}
+
+// FuzzGGUFModel: any GGUF bytes either fail cleanly or give a model whose
+// every tensor can be read.
+func FuzzGGUFModel(f *testing.F) {
+	for _, c := range []*hfCkpt{tinyQwen3(), tinyQwen3Next(), tinyQwen35()} {
+		m, err := Open(c.write(f))
+		if err != nil {
+			f.Fatal(err)
+		}
+		w := &gguf.Writer{Metadata: m.GGUFMetadata()}
+		for _, x := range m.Tensors {
+			w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: x.Name, Dims: x.Dims, Type: x.Type, Data: x})
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			f.Fatal(err)
+		}
+		m.Close()
+		f.Add(buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gf, err := gguf.Parse(bytes.NewReader(data), int64(len(data)), "fuzz.gguf")
+		if err != nil {
+			return
+		}
+		m, err := fromGGUF(gf)
+		if err != nil {
+			return
+		}
+		for _, x := range m.Tensors {
+			if _, err := x.Data(); err != nil {
+				t.Fatalf("%s: %v", x.Name, err)
+			}
+		}
+	})
+}
