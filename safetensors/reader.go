@@ -52,14 +52,19 @@ type file struct {
 }
 
 // Open opens a .safetensors file, a directory holding
-// model.safetensors.index.json and its shards, or a directory holding
-// model.safetensors (or a single *.safetensors file).
+// model.safetensors.index.json and its shards (or that index file itself),
+// or a directory holding model.safetensors (or a single *.safetensors
+// file). Shards are named by weight_map only; they may be symlinks (as in
+// the Hugging Face cache) but their names must be plain file names.
 func Open(path string) (*Model, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	if !fi.IsDir() {
+		if filepath.Base(path) == IndexName {
+			return openSharded(filepath.Dir(path), path)
+		}
 		return openSingle(filepath.Dir(path), path)
 	}
 	index := filepath.Join(path, IndexName)
@@ -249,6 +254,11 @@ func checkShardName(s string) error {
 
 // load opens, maps and parses one file and registers it with m.
 func (m *Model) load(path string) (map[string]string, []TensorInfo, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, nil, fmt.Errorf("safetensors: %w", err)
+	} else if !fi.Mode().IsRegular() { // opening a FIFO would block
+		return nil, nil, &FormatError{File: path, Err: ErrTooShort, Msg: "not a regular file"}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("safetensors: %w", err)
@@ -257,10 +267,6 @@ func (m *Model) load(path string) (map[string]string, []TensorInfo, error) {
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("safetensors: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, &FormatError{File: path, Err: ErrTooShort, Msg: "not a regular file"}
 	}
 	size := fi.Size()
 	if size < 8 {

@@ -217,6 +217,12 @@ func TestSharded(t *testing.T) {
 	}
 	defer s.Close()
 	sameModel(t, m, s)
+	si, err := Open(filepath.Join(dir, IndexName)) // the index file itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, m, si)
+	si.Close()
 	files := map[string]int{}
 	for _, ti := range s.Tensors {
 		files[filepath.Base(ti.File)]++
