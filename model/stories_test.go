@@ -137,3 +137,45 @@ func TestStories260KOrderAndMetadata(t *testing.T) {
 		}
 	}
 }
+
+// Open reads headers only; tensor bytes are produced on demand.
+func BenchmarkOpenHF(b *testing.B) {
+	dir := needFixture(b, storiesDir+"/hf")
+	for b.Loop() {
+		m, err := Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Close()
+	}
+}
+
+func BenchmarkOpenGGUF(b *testing.B) {
+	path := needFixture(b, storiesDir+"/stories260K-llamacpp.gguf")
+	for b.Loop() {
+		m, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Close()
+	}
+}
+
+// BenchmarkPermutedData measures the lazy llama q/k un-permutation of the
+// HF fixture (all q and k tensors per iteration).
+func BenchmarkPermutedData(b *testing.B) {
+	m := mustOpen(b, needFixture(b, storiesDir+"/hf"))
+	var n int64
+	for b.Loop() {
+		for i := range m.Config.Layers {
+			for _, s := range []string{"attn_q.weight", "attn_k.weight"} {
+				d, err := m.Tensor(blk(i, s)).Data()
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += int64(len(d))
+			}
+		}
+	}
+	b.SetBytes(n / int64(b.N))
+}

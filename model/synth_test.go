@@ -107,7 +107,11 @@ func encode(d safetensors.Dtype, vals []float32) []byte {
 }
 
 // write writes config.json and the safetensors into a new directory.
-func (c *hfCkpt) write(t testing.TB) string {
+func (c *hfCkpt) write(t testing.TB) string { return c.writeShards(t, 0) }
+
+// writeShards writes the safetensors as n shards with an index (n > 0),
+// or as one model.safetensors.
+func (c *hfCkpt) writeShards(t testing.TB, n int) string {
 	t.Helper()
 	dir := t.TempDir()
 	js, err := json.MarshalIndent(c.config, "", "  ")
@@ -122,6 +126,12 @@ func (c *hfCkpt) write(t testing.TB) string {
 		w.Tensors = append(w.Tensors, safetensors.WriterTensor{
 			Name: x.name, Dtype: x.dtype, Shape: x.shape, Data: safetensors.Bytes(encode(x.dtype, x.vals)),
 		})
+	}
+	if n > 0 {
+		if err := safetensors.WriteSharded(dir, w, n); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
 	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), w); err != nil {
 		t.Fatal(err)
@@ -513,6 +523,13 @@ func TestQwen35Synthetic(t *testing.T) {
 		t.Errorf("config\n got %+v\nwant %+v", m.Config, want)
 	}
 	checkQwen35(t, m, c)
+
+	// The same checkpoint in three shards with an index.
+	sharded := mustOpen(t, c.writeShards(t, 3))
+	if !equalConfig(sharded.Config, want) {
+		t.Errorf("sharded config\n got %+v\nwant %+v", sharded.Config, want)
+	}
+	checkQwen35(t, sharded, c)
 }
 
 func checkQwen35(t *testing.T, m *Model, c *hfCkpt) {
