@@ -149,6 +149,9 @@ func TestBadInputs(t *testing.T) {
 			drop(ts, "blk.1.attn_k_norm.weight")
 			*ts = append(*ts, NewTensor("blk.0.ffn_gate_exps.weight", []int64{4}, gguf.F32, make([]byte, 16)))
 		}), []string{"m.gguf: 2 problems: missing blk.1.attn_k_norm.weight; unexpected tensor blk.0.ffn_gate_exps.weight"}},
+		{"gguf rope_freqs of the wrong length", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
+			*ts = append(*ts, NewTensor("rope_freqs.weight", []int64{3}, gguf.F32, make([]byte, 12)))
+		}), []string{"m.gguf: 1 problem: rope_freqs.weight has shape [3], expected [4]"}},
 		{"gguf wrong shape", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
 			for i, x := range *ts {
 				if x.Name == "blk.0.ffn_down.weight" {

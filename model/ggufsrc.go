@@ -301,13 +301,15 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 		}
 	}
 	var problems []string
+	skip := map[string]bool{}
 	if ti, ok := f.Tensor("rope_freqs.weight"); ok {
 		if want := []int64{int64(cfg.RopeDim / 2)}; !slices.Equal(ti.Dims, want) {
 			problems = append(problems, fmt.Sprintf("rope_freqs.weight has shape %v, expected %v", ti.Dims, want))
+			skip[ti.Name] = true
 		} else {
 			v, err := ggufTensor(f, ti).Float32()
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: %w", f.Path, err)
 			}
 			cfg.RopeFreqFactors = v
 		}
@@ -317,7 +319,6 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 	}
 
 	byName := make(map[string]*Tensor, len(f.Tensors))
-	skip := map[string]bool{}
 	mtpFrom, mtpTo := cfg.Layers, cfg.Layers
 	if n, _ := f.Metadata.Int(string(cfg.Arch) + ".nextn_predict_layers"); n > 0 {
 		mtpTo += int(n)
@@ -326,7 +327,7 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 		ti := &f.Tensors[i]
 		// MTP blocks after the main stack are a draft head, not part of
 		// this model (the Hugging Face side drops mtp.* likewise).
-		if l, ok := blockIndex(ti.Name); ok && l >= mtpFrom && l < mtpTo {
+		if l, ok := blockIndex(ti.Name); ok && l >= mtpFrom && l < mtpTo || skip[ti.Name] {
 			continue
 		}
 		byName[ti.Name] = ggufTensor(f, ti)
