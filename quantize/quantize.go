@@ -1,0 +1,522 @@
+package quantize
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/int8"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quant1bit"
+)
+
+// Options controls a quantization run.
+type Options struct {
+	Recipe    *Recipe
+	Overrides []Rule
+	// Workers quantize the rows of a tensor in parallel; 0 means all CPUs.
+	Workers int
+	// InFlight bounds how many finished tensors may wait for the writer.
+	// Memory is about (InFlight+1) × the largest output tensor. 0 means 1.
+	InFlight int
+	// Metadata is added to the model's own keys (tokenizer.* for example).
+	Metadata gguf.Metadata
+	// Progress, if set, is called with source bytes done and total.
+	Progress func(done, total int64)
+}
+
+// TensorReport describes one output tensor.
+type TensorReport struct {
+	Name     string  `json:"name"`
+	Dims     []int64 `json:"dims"`
+	Source   string  `json:"source_type"`
+	Type     string  `json:"type"`
+	BPW      float64 `json:"bits_per_weight"`
+	Bytes    int64   `json:"bytes"`
+	RelRMSE  float64 `json:"rel_rmse"`
+	Cosine   float64 `json:"cosine"`
+	Reason   string  `json:"reason"`
+	Fallback bool    `json:"fallback,omitempty"`
+	Copied   bool    `json:"copied,omitempty"`
+}
+
+// Report is the outcome of a run, written as JSON by `quantize --report`.
+type Report struct {
+	Recipe       string         `json:"recipe"`
+	Source       string         `json:"source"`
+	Output       string         `json:"output"`
+	SourceSHA256 string         `json:"source_sha256"`
+	SourceBytes  int64          `json:"source_bytes"`
+	OutputBytes  int64          `json:"output_bytes"`
+	Weights      int64          `json:"weights"`
+	BPW          float64        `json:"bits_per_weight"`
+	Seconds      float64        `json:"seconds"`
+	Tensors      []TensorReport `json:"tensors"`
+	Fallbacks    []string       `json:"fallbacks"`
+}
+
+// Metadata keys qnnprep adds to a qmodel.
+const (
+	KeyRecipe       = "qnnprep.quantization.recipe"
+	KeyOverrides    = "qnnprep.quantization.overrides"
+	KeyInt8         = "qnnprep.quantization.int8_granularity"
+	KeySourceSHA256 = "qnnprep.source.sha256"
+)
+
+// hashPlaceholder reserves the source hash's place in the header; the real
+// hash is only known once every tensor has streamed through, and is then
+// written over it in place (same length).
+var hashPlaceholder = string(make([]byte, 64))
+
+// Plan decides every tensor's encoding without reading tensor data.
+func Plan(m *model.Model, opts Options) ([]Decision, error) {
+	shapes := make([]TensorShape, len(m.Tensors))
+	for i, t := range m.Tensors {
+		shapes[i] = TensorShape{Name: t.Name, Dims: t.Dims, Type: t.Type}
+	}
+	return opts.Recipe.Decide(shapes, opts.Overrides, m.Config.TiedEmbeddings)
+}
+
+// Run quantizes m into the GGUF file out. Nothing is written under out's
+// name unless every tensor succeeded.
+func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report, error) {
+	if opts.Recipe == nil {
+		return nil, errors.New("quantize: no recipe")
+	}
+	decisions, err := Plan(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	inFlight := max(opts.InFlight, 1)
+
+	md := append(gguf.Metadata(nil), m.GGUFMetadata()...)
+	for _, kv := range opts.Metadata {
+		md.Set(kv.Key, kv.Value)
+	}
+	md.Set("general.quantization_version", uint32(2))
+	md.Set("general.file_type", fileType(decisions))
+	md.Set(KeyRecipe, opts.Recipe.Name)
+	var ovs []string
+	for _, o := range opts.Overrides {
+		ovs = append(ovs, o.Pattern+"="+o.Kind.String())
+	}
+	md.Set(KeyOverrides, append([]string{}, ovs...))
+	gran := "none"
+	for _, d := range decisions {
+		if d.Kind.Type == gguf.Q8_0 {
+			gran = "per-block"
+			if d.Kind.PerChannel {
+				gran = "per-channel"
+			}
+			break
+		}
+	}
+	md.Set(KeyInt8, gran)
+	md.Set(KeySourceSHA256, hashPlaceholder)
+
+	rep := &Report{Recipe: opts.Recipe.Name, Source: m.Path, Output: out}
+	var total int64
+	for _, t := range m.Tensors {
+		total += t.Bytes()
+	}
+	rep.SourceBytes = total
+
+	results := make(chan encoded, inFlight)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var prodErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(results)
+		var done int64
+		for i, t := range m.Tensors {
+			if ctx.Err() != nil {
+				prodErr = ctx.Err()
+				return
+			}
+			e, err := encodeTensor(t, decisions[i], workers)
+			if err != nil {
+				prodErr = err
+				return
+			}
+			e.index = i
+			select {
+			case results <- e:
+			case <-ctx.Done():
+				prodErr = ctx.Err()
+				return
+			}
+			done += t.Bytes()
+			if opts.Progress != nil {
+				opts.Progress(done, total)
+			}
+		}
+	}()
+
+	w := &gguf.Writer{Metadata: md}
+	src := sha256.New()
+	reports := make([]TensorReport, len(m.Tensors))
+	for i, t := range m.Tensors {
+		d := decisions[i]
+		w.Tensors = append(w.Tensors, gguf.WriterTensor{
+			Name: t.Name, Dims: t.Dims, Type: d.Kind.Type,
+			Data: writerFunc(func(wr io.Writer) (int64, error) {
+				e, ok := <-results
+				if !ok {
+					if prodErr != nil {
+						return 0, prodErr
+					}
+					return 0, fmt.Errorf("tensor %s: producer stopped early", t.Name)
+				}
+				if e.index != i {
+					return 0, fmt.Errorf("tensor %s: internal ordering error", t.Name)
+				}
+				fingerprintTensor(src, t, e.sourceSum)
+				reports[i] = e.report(t, d)
+				n, err := wr.Write(e.data)
+				return int64(n), err
+			}),
+		})
+	}
+
+	f, err := atomicfile.Create(out)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Abort()
+	n, werr := w.WriteTo(f)
+	cancel()
+	for range results { // let the producer exit if the writer failed
+	}
+	wg.Wait()
+	if prodErr != nil && !errors.Is(prodErr, context.Canceled) {
+		return nil, prodErr
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("write %s: %w", out, werr)
+	}
+	if err := ctxErr(ctx, prodErr); err != nil {
+		return nil, err
+	}
+	sum := hex.EncodeToString(src.Sum(nil))
+	if err := patchPlaceholder(f, sum); err != nil {
+		return nil, fmt.Errorf("write %s: %w", out, err)
+	}
+	if err := f.Commit(); err != nil {
+		return nil, err
+	}
+	rep.SourceSHA256 = sum
+	rep.OutputBytes = n
+	rep.Tensors = reports
+	for _, r := range reports {
+		n := product(r.Dims)
+		rep.Weights += n
+		if r.Fallback {
+			rep.Fallbacks = append(rep.Fallbacks, r.Name+": "+r.Reason)
+		}
+	}
+	var tb int64
+	for _, r := range reports {
+		tb += r.Bytes
+	}
+	if rep.Weights > 0 {
+		rep.BPW = float64(tb*8) / float64(rep.Weights)
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+func ctxErr(ctx context.Context, prodErr error) error {
+	if prodErr != nil {
+		return prodErr
+	}
+	return nil
+}
+
+type writerFunc func(io.Writer) (int64, error)
+
+func (f writerFunc) WriteTo(w io.Writer) (int64, error) { return f(w) }
+
+// fingerprintTensor folds one canonical source tensor into the source hash:
+// name, type, dims and the SHA-256 of its bytes. The same model read from
+// HF safetensors or from its lossless GGUF conversion hashes the same.
+func fingerprintTensor(h io.Writer, t *model.Tensor, dataSum [32]byte) {
+	var b [8]byte
+	io.WriteString(h, t.Name)
+	h.Write([]byte{0})
+	binary.LittleEndian.PutUint32(b[:4], uint32(t.Type))
+	h.Write(b[:4])
+	for _, d := range t.Dims {
+		binary.LittleEndian.PutUint64(b[:], uint64(d))
+		h.Write(b[:])
+	}
+	h.Write(dataSum[:])
+}
+
+func patchPlaceholder(f *atomicfile.File, sum string) error {
+	// The placeholder sits in the header, which is small next to the data;
+	// read it back and find the 64 zero bytes that follow the key.
+	key := []byte(KeySourceSHA256)
+	buf := make([]byte, 1<<20)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		return err
+	}
+	buf = buf[:n]
+	for i := 0; i+len(key) <= len(buf); i++ {
+		if string(buf[i:i+len(key)]) != string(key) {
+			continue
+		}
+		// key, int32 type (8 = string), uint64 length, then the bytes.
+		off := i + len(key) + 4 + 8
+		if off+64 > len(buf) || string(buf[off:off+64]) != hashPlaceholder {
+			continue
+		}
+		_, err := f.WriteAt([]byte(sum), int64(off))
+		return err
+	}
+	return errors.New("source hash placeholder not found in header")
+}
+
+// encoded is one finished tensor.
+type encoded struct {
+	index     int
+	data      []byte
+	sourceSum [32]byte
+	sumSq     float64 // Σ x²
+	sumErr    float64 // Σ (x − y)²
+	sumOut    float64 // Σ y²
+	sumDot    float64 // Σ x·y
+}
+
+func (e *encoded) report(t *model.Tensor, d Decision) TensorReport {
+	r := TensorReport{
+		Name: t.Name, Dims: t.Dims, Source: t.Type.String(), Type: d.Kind.String(),
+		Bytes: int64(len(e.data)), Reason: d.Reason, Fallback: d.Fallback, Copied: d.Copy,
+		BPW: d.Kind.Type.BitsPerWeight(), Cosine: 1,
+	}
+	if e.sumSq > 0 {
+		r.RelRMSE = math.Sqrt(e.sumErr / e.sumSq)
+	}
+	if e.sumSq > 0 && e.sumOut > 0 {
+		r.Cosine = e.sumDot / math.Sqrt(e.sumSq*e.sumOut)
+	} else if e.sumSq != e.sumOut {
+		r.Cosine = 0
+	}
+	return r
+}
+
+// encodeTensor converts one tensor. Rows are independent, so they are
+// spread over workers in contiguous chunks; the bytes do not depend on the
+// split.
+func encodeTensor(t *model.Tensor, d Decision, workers int) (encoded, error) {
+	var e encoded
+	src, err := t.Data()
+	if err != nil {
+		return e, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	if int64(len(src)) != t.Bytes() {
+		return e, fmt.Errorf("tensor %s: %d bytes of data, expected %d", t.Name, len(src), t.Bytes())
+	}
+	e.sourceSum = sha256.Sum256(src)
+	if d.Copy {
+		e.data = append([]byte(nil), src...)
+		var x2 float64
+		if err := forEachRow(t, src, func(row []float32) { x2 += sumSquares(row) }); err != nil {
+			return e, err
+		}
+		e.sumSq, e.sumOut, e.sumDot = x2, x2, x2
+		return e, nil
+	}
+	n := t.Dims[0]
+	rows := t.Rows()
+	srcRow, err := t.Type.RowBytes(n)
+	if err != nil {
+		return e, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	dstRow, err := d.Kind.Type.RowBytes(n)
+	if err != nil {
+		return e, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	e.data = make([]byte, dstRow*rows)
+
+	type partial struct{ x2, err2, y2, xy float64 }
+	chunks := min(int64(workers*4), rows)
+	parts := make([]partial, chunks)
+	errs := make([]error, chunks)
+	var wg sync.WaitGroup
+	next := make(chan int64, chunks)
+	for c := int64(0); c < chunks; c++ {
+		next <- c
+	}
+	close(next)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := make([]float32, n)
+			y := make([]float32, n)
+			for c := range next {
+				lo, hi := rows*c/chunks, rows*(c+1)/chunks
+				var p partial
+				for r := lo; r < hi; r++ {
+					if err := gguf.Dequantize(t.Type, src[r*srcRow:(r+1)*srcRow], x); err != nil {
+						errs[c] = fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
+						break
+					}
+					dst := e.data[r*dstRow : (r+1)*dstRow]
+					encodeRow(d.Kind, x, dst)
+					if err := gguf.Dequantize(d.Kind.Type, dst, y); err != nil {
+						errs[c] = fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
+						break
+					}
+					for i := range x {
+						xv, yv := float64(x[i]), float64(y[i])
+						p.x2 += xv * xv
+						p.y2 += yv * yv
+						p.xy += xv * yv
+						p.err2 += (xv - yv) * (xv - yv)
+					}
+				}
+				parts[c] = p
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return e, err
+		}
+	}
+	// Sum the chunk partials in chunk order so the report is deterministic.
+	for _, p := range parts {
+		e.sumSq += p.x2
+		e.sumErr += p.err2
+		e.sumOut += p.y2
+		e.sumDot += p.xy
+	}
+	return e, nil
+}
+
+func forEachRow(t *model.Tensor, src []byte, f func([]float32)) error {
+	n := t.Dims[0]
+	rb, err := t.Type.RowBytes(n)
+	if err != nil {
+		return fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	x := make([]float32, n)
+	for r := int64(0); r < t.Rows(); r++ {
+		if err := gguf.Dequantize(t.Type, src[r*rb:(r+1)*rb], x); err != nil {
+			return fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
+		}
+		f(x)
+	}
+	return nil
+}
+
+func sumSquares(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// encodeRow writes one row of x in kind k to dst.
+func encodeRow(k Kind, x []float32, dst []byte) {
+	switch k.Type {
+	case gguf.F32:
+		for i, v := range x {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		}
+	case gguf.F16:
+		for i, v := range x {
+			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(v))
+		}
+	case gguf.BF16:
+		for i, v := range x {
+			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToBF16(v))
+		}
+	case gguf.Q8_0:
+		if k.PerChannel {
+			int8.QuantizeRowPerChannel(x, dst)
+		} else {
+			int8.QuantizeRowQ8_0(x, dst)
+		}
+	case gguf.Q1_0:
+		quant1bit.QuantizeRowQ1_0(x, dst)
+	case gguf.Q2_0:
+		quant1bit.QuantizeRowQ2_0(x, dst)
+	default:
+		panic("quantize: encodeRow: unsupported " + k.String()) // Decide only yields encodable kinds
+	}
+}
+
+// fileType is llama.cpp's general.file_type for the dominant matrix type.
+func fileType(ds []Decision) uint32 {
+	count := map[gguf.Type]int{}
+	for _, d := range ds {
+		count[d.Kind.Type]++
+	}
+	switch {
+	case count[gguf.Q1_0] > 0:
+		return 40 // MOSTLY_Q1_0
+	case count[gguf.Q8_0] > 0:
+		return 7
+	case count[gguf.BF16] > 0:
+		return 32
+	case count[gguf.F16] > 0:
+		return 1
+	}
+	return 0
+}
+
+func product(d []int64) int64 {
+	p := int64(1)
+	for _, v := range d {
+		p *= v
+	}
+	return p
+}
+
+// Fingerprint is the source hash a qmodel records (qnnprep.source.sha256):
+// SHA-256 over every canonical tensor's name, type, dims and data hash, in
+// order. It identifies the model, not the file it came in.
+func Fingerprint(m *model.Model) (string, error) {
+	h := sha256.New()
+	for _, t := range m.Tensors {
+		b, err := t.Data()
+		if err != nil {
+			return "", fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		fingerprintTensor(h, t, sha256.Sum256(b))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// SourceFingerprint returns the fingerprint a model stands for: the
+// recorded source hash of a qmodel, or the model's own fingerprint.
+func SourceFingerprint(m *model.Model) (string, error) {
+	if s, ok := m.Metadata.String(KeySourceSHA256); ok && s != "" {
+		return s, nil
+	}
+	return Fingerprint(m)
+}
