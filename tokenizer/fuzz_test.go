@@ -1,0 +1,145 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/qnnprep/qnnprep/gguf"
+)
+
+// fuzzTokenizers are the vocabularies FuzzEncode runs every input through.
+func fuzzTokenizers(f *testing.F) map[string]*Tokenizer {
+	toks := map[string]*Tokenizer{}
+	for _, name := range []string{"qwen2", "qwen35", "llama-spm", "gpt-2"} {
+		toks[name], _ = loadGGUF(f, vocabPath(name))
+	}
+	v, err := FromLlama2c(storiesPath("tok512.bin"), 512)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if toks["tok512"], err = New(v); err != nil {
+		f.Fatal(err)
+	}
+	return toks
+}
+
+// FuzzEncode: no panic, every id valid, and Decode(Encode(s)) gives s back
+// (its NFC form for NFC vocabularies) for valid UTF-8 without U+2581 (SPM
+// cannot tell it from a space); the byte-level BPE vocabularies without
+// NFC give back even invalid UTF-8 byte for byte.
+func FuzzEncode(f *testing.F) {
+	toks := fuzzTokenizers(f)
+	for _, s := range []string{"", " ", "Hello world", "<|im_start|>user\nhi<|im_end|>", "<s>a</s>", "a   b\n\n\tc",
+		"e\u0301 ünï 日本語 🦙", "\xff\xfe broken \xc3", "'s 'LL 123456", "\u2581x", "<0x41>"} {
+		f.Add(s)
+	}
+	if inp, err := os.ReadFile(vocabPath("qwen35") + ".inp"); err == nil {
+		for _, s := range strings.Split(string(inp), "\n__ggml_vocab_test__\n") {
+			f.Add(s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for name, tok := range toks {
+			for _, parse := range []bool{true, false} {
+				ids := tok.EncodeWith(s, true, parse)
+				for _, id := range ids {
+					if err := tok.Validate(id); err != nil {
+						t.Fatalf("%s: %q: %v", name, s, err)
+					}
+				}
+				ids = tok.EncodeWith(s, false, parse)
+				got := tok.Decode(ids)
+				want, ok := expectedDecode(tok, s)
+				if !utf8.ValidString(s) && (tok.v.Model == ModelSPM || tok.pre.nfc) {
+					ok = false
+				}
+				if ok && got != want {
+					t.Fatalf("%s (parseSpecial=%v): Decode(Encode(%q)) = %q, ids %v", name, parse, s, got, ids)
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseLlama2c: arbitrary tokenizer.bin bytes give a vocab or an
+// error, never a panic or a huge allocation.
+func FuzzParseLlama2c(f *testing.F) {
+	if data, err := os.ReadFile(storiesPath("tok512.bin")); err == nil {
+		f.Add(data, uint16(512))
+		f.Add(data[:100], uint16(0))
+	}
+	f.Add([]byte{7, 0, 0, 0}, uint16(3))
+	f.Add([]byte{}, uint16(0))
+	f.Fuzz(func(t *testing.T, data []byte, n uint16) {
+		v, err := parseLlama2c(data, int(n))
+		if err != nil {
+			return
+		}
+		tok, err := New(v)
+		if err != nil {
+			t.Fatalf("parsed vocab rejected by New: %v", err)
+		}
+		tok.Decode(tok.Encode("Once upon a time <s>", true))
+	})
+}
+
+// FuzzParseHF: arbitrary tokenizer.json bytes give a vocab or an error.
+func FuzzParseHF(f *testing.F) {
+	f.Add([]byte(`{"added_tokens":[{"id":3,"content":"<|end|>","special":true}],"normalizer":{"type":"NFC"},
+		"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},
+		"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a","b"]]}}`))
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"Ġ":0},"merges":[]},"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},{"type":"ByteLevel"}]}}`))
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":16777215}},"pre_tokenizer":{"type":"ByteLevel"}}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := parseHF(data, dir)
+		if err != nil {
+			return
+		}
+		tok, err := New(v)
+		if err != nil {
+			t.Fatalf("parsed vocab rejected by New: %v", err)
+		}
+		tok.Decode(tok.Encode("ab 12 <|end|>", true))
+	})
+}
+
+// FuzzFromGGUF: any GGUF the gguf package accepts gives a vocab or an error
+// from FromGGUF, and a vocab it accepts tokenizes without panicking.
+func FuzzFromGGUF(f *testing.F) {
+	for _, v := range []*Vocab{
+		{Model: ModelBPE, Pre: "qwen2", Tokens: []string{"a", "b", "ab", "<|x|>"}, Types: []int32{1, 1, 1, 3}, Merges: []string{"a b"}, BOS: -1, EOS: 3, UNK: -1, PAD: -1},
+		{Model: ModelSPM, Pre: "default", Tokens: []string{"<unk>", "<s>", "</s>", "▁", "a", "▁a", "<0x62>"}, Scores: []float32{0, 0, 0, -1, -2, -0.5, 0},
+			Types: []int32{2, 3, 3, 1, 1, 1, 6}, BOS: 1, EOS: 2, UNK: 0, PAD: -1, AddBOS: true, AddSpacePrefix: true},
+	} {
+		var buf bytes.Buffer
+		w := &gguf.Writer{Metadata: v.GGUFMetadata()}
+		if _, err := w.WriteTo(&buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := gguf.Parse(bytes.NewReader(data), int64(len(data)), "fuzz.gguf")
+		if err != nil {
+			return
+		}
+		v, err := FromGGUF(file.Metadata)
+		if err != nil {
+			return
+		}
+		tok, err := New(v)
+		if err != nil {
+			t.Fatalf("FromGGUF vocab rejected by New: %v", err)
+		}
+		tok.Decode(tok.Encode(" ab b<|x|> ", true))
+	})
+}
+
+// A float32 written as bits, for building llama2.c files in tests.
+func f32le(x float32) []byte { return binary.LittleEndian.AppendUint32(nil, math.Float32bits(x)) }
