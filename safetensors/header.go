@@ -206,7 +206,7 @@ func readTensor(dec *json.Decoder) (TensorInfo, error) {
 			}
 			t.Dtype = Dtype(s)
 			if !t.Dtype.Valid() {
-				return t, errorf(ErrDtype, "unknown dtype %q", s)
+				return t, errorf(ErrDtype, "unknown dtype %q (expected one of %v)", clip(s), Dtypes())
 			}
 		case "shape":
 			if haveShape {
@@ -356,10 +356,7 @@ func describe(tok json.Token) string {
 		}
 		return fmt.Sprintf("%q", string(v))
 	case string:
-		if len(v) > 40 {
-			v = v[:40] + "…"
-		}
-		return fmt.Sprintf("string %q", v)
+		return fmt.Sprintf("string %q", clip(v))
 	case json.Number:
 		return "number " + string(v)
 	case bool:
@@ -375,4 +372,12 @@ func jsonErr(err error) error {
 		return &FormatError{Err: ErrHeader, Msg: "header JSON ends early", Cause: err}
 	}
 	return &FormatError{Err: ErrHeader, Msg: "header is not valid JSON: " + err.Error(), Cause: err}
+}
+
+// clip shortens untrusted strings quoted in error messages.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }
