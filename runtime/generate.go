@@ -144,3 +144,37 @@ func (e *Engine) Logits(ctx context.Context, tokens []int32) ([][]float32, error
 // Argmax returns the index of the largest logit (the lowest on ties, like
 // torch.argmax).
 func Argmax(logits []float32) int32 { return int32(argmax(logits)) }
+
+// Verify is one step of exact greedy speculative decoding (reference
+// §7.1). The State holds the committed tokens; last is the token the
+// model emitted most recently and has not yet processed; draft are the
+// drafter's proposals d_1…d_K. Verify processes [last, d_1…d_K] in one
+// batch, accepts the longest prefix d_1…d_a that greedy decoding would
+// have produced, rolls the State back so that it holds exactly the
+// committed tokens plus last, d_1…d_a, and returns a and the bonus token
+// y_a (the next "last"). The emitted tokens are d_1…d_a, next — the same
+// as a+1 steps of Greedy, bit for bit.
+//
+// On hybrid models the DeltaNet snapshots needed for the rollback are kept
+// for the duration of the call. If processing fails midway the State is
+// left partly advanced; roll it back with Truncate or discard it.
+func (s *State) Verify(last int32, draft []int32) (accepted int, next int32, err error) {
+	n := s.Len()
+	if need := len(draft) + 1; s.e.cfg.Hybrid() && s.rollback < need {
+		old := s.rollback
+		s.SetRollback(need)
+		defer s.SetRollback(old)
+	}
+	rows, err := s.ForwardAll(append([]int32{last}, draft...))
+	if err != nil {
+		return 0, -1, err
+	}
+	a := 0
+	for a < len(draft) && draft[a] == Argmax(rows[a]) {
+		a++
+	}
+	if err := s.Truncate(n + a + 1); err != nil {
+		return 0, -1, err
+	}
+	return a, Argmax(rows[a]), nil
+}

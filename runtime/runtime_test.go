@@ -286,3 +286,63 @@ func TestErrors(t *testing.T) {
 		t.Logf("missing tensor: %v", err)
 	}
 }
+
+// TestSpeculativeEqualsGreedy: decoding with Verify over drafts that are
+// partly right gives exactly Greedy's tokens, on every architecture
+// (rollback of KV and of DeltaNet state included).
+func TestSpeculativeEqualsGreedy(t *testing.T) {
+	for _, arch := range archs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 30), Options{})
+			prompt := randomTokens(5, cfg.VocabSize, 31)
+			const n = 24
+			want, err := e.Greedy(context.Background(), prompt, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := e.NewState()
+			logits, err := st.Forward(prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []int32{Argmax(logits)}
+			accepts := 0
+			for step := 0; len(got) < n; step++ {
+				// Draft K = 1 + step%4 tokens: the true continuation with the
+				// token at index step%5 (if inside the draft) replaced.
+				k := 1 + step%4
+				var draft []int32
+				for i := 0; i < k && len(got)+i < n; i++ {
+					d := want[len(got)+i]
+					if i == step%5 {
+						d = (d + 1) % int32(cfg.VocabSize)
+					}
+					draft = append(draft, d)
+				}
+				if len(draft) == 0 {
+					break
+				}
+				a, next, err := st.Verify(got[len(got)-1], draft)
+				if err != nil {
+					t.Fatal(err)
+				}
+				accepts += a
+				got = append(got, draft[:a]...)
+				got = append(got, next)
+				if st.Len() != len(prompt)+len(got)-1 {
+					t.Fatalf("state holds %d positions, want %d", st.Len(), len(prompt)+len(got)-1)
+				}
+			}
+			got = got[:n]
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("token %d: speculative %d, greedy %d\n%v\n%v", i, got[i], want[i], got, want)
+				}
+			}
+			if accepts == 0 {
+				t.Fatalf("no draft token was ever accepted")
+			}
+		})
+	}
+}
