@@ -128,6 +128,11 @@ func parseHF(data []byte, dir string) (*Vocab, error) {
 		}
 		n = max(n, a.ID+1)
 	}
+	// Padding up to config.json's vocab_size is small in practice; bound it
+	// so that a stray id cannot make millions of "[PADn]" tokens.
+	if defined := int64(len(tj.Model.Vocab) + len(tj.AddedTokens)); n > 2*defined+1<<16 {
+		return nil, fmt.Errorf("%d ids for %d tokens: too many unused ids (vocab_size or a token id too large)", n, defined)
+	}
 	v := &Vocab{
 		Model: ModelBPE, Pre: pre,
 		Tokens: make([]string, n),

@@ -218,6 +218,8 @@ func TestFromHFErrors(t *testing.T) {
 		{"unknown eos", good, "", `{"eos_token":"<none>"}`, `eos_token "<none>" is not a token`},
 		{"bad add_bos", good, "", `{"add_bos_token":"yes"}`, "add_bos_token: want a bool"},
 		{"bad config", good, `{"vocab_size":-5}`, "", "vocab_size -5"},
+		{"huge config", good, `{"vocab_size":16000000}`, "", "too many unused ids"},
+		{"padded", good, `{"vocab_size":60000}`, `{"eos_token":"<|end|>","add_bos_token":false}`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -233,8 +235,11 @@ func TestFromHFErrors(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if v.EOS != 3 || v.Types[3] != TypeControl || v.AddBOS || len(v.Tokens) != 4 {
+				if v.EOS != 3 || v.Types[3] != TypeControl || v.AddBOS || v.Tokens[2] != "ab" {
 					t.Errorf("vocab %+v", v)
+				}
+				if n := len(v.Tokens); n > 4 && (n != 60000 || v.Tokens[n-1] != "[PAD59999]" || v.Types[n-1] != TypeUnused) {
+					t.Errorf("padded vocab: %d tokens, last %q", n, v.Tokens[n-1])
 				}
 				return
 			}
