@@ -67,13 +67,13 @@ func TestTinySPM(t *testing.T) {
 		add, special bool
 		want         []int32
 	}{
-		{"a", false, true, []int32{5}},       // ▁a
-		{"a", true, true, []int32{1, 5}},     // BOS ▁a
-		{"", true, true, []int32{1}},         // llama.cpp: just BOS
-		{"", false, true, nil},               //
-		{"aa", false, true, []int32{5, 4}},   // ▁a a
-		{"b", false, true, []int32{3, 6}},    // ▁ <0x62>
-		{"c", false, true, []int32{3, 0}},    // ▁, no <0x63>: UNK
+		{"a", false, true, []int32{5}},     // ▁a
+		{"a", true, true, []int32{1, 5}},   // BOS ▁a
+		{"", true, true, []int32{1}},       // llama.cpp: just BOS
+		{"", false, true, nil},             //
+		{"aa", false, true, []int32{5, 4}}, // ▁a a
+		{"b", false, true, []int32{3, 6}},  // ▁ <0x62>
+		{"c", false, true, []int32{3, 0}},  // ▁, no <0x63>: UNK
 		{"a</s>a", false, true, []int32{5, 2, 5}},
 		{"a</s>a", false, false, []int32{5, 0, 0, 0, 0, 4}}, // control text is plain text; <, /, s, > have no token or <0xXX>: UNK
 		{"a<x>a", false, false, []int32{5, 7, 5}},           // user-defined tokens are split out even without parse_special
