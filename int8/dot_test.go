@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/gguf"
 )
 
 // sameFloat reports bitwise equality, treating any two NaNs as equal.
@@ -90,8 +90,8 @@ func TestDotQ8_0Extremes(t *testing.T) {
 	}
 }
 
-// TestDotQ8_0Value checks the kernel against a float64 dot product of
-// the encoded values.
+// TestDotQ8_0Value checks the kernel against a float64 dot product of the
+// rows decoded by gguf.Dequantize.
 func TestDotQ8_0Value(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const n = 2048
@@ -102,13 +102,17 @@ func TestDotQ8_0Value(t *testing.T) {
 	w, x := make([]byte, n/32*34), make([]byte, n/32*34)
 	QuantizeRowQ8_0(a, w)
 	QuantizeRowQ8_0(b, x)
+	wf, xf := make([]float32, n), make([]float32, n)
+	if err := gguf.Dequantize(gguf.Q8_0, w, wf); err != nil {
+		t.Fatal(err)
+	}
+	if err := gguf.Dequantize(gguf.Q8_0, x, xf); err != nil {
+		t.Fatal(err)
+	}
 	var want, mag float64
 	for i := range n {
-		blkW, blkX := w[i/32*34:], x[i/32*34:]
-		qw := float64(half.F16ToF32(binary.LittleEndian.Uint16(blkW))) * float64(int8(blkW[2+i%32]))
-		qx := float64(half.F16ToF32(binary.LittleEndian.Uint16(blkX))) * float64(int8(blkX[2+i%32]))
-		want += qw * qx
-		mag += math.Abs(qw * qx)
+		want += float64(wf[i]) * float64(xf[i])
+		mag += math.Abs(float64(wf[i]) * float64(xf[i]))
 	}
 	for _, f := range []func([]byte, []byte, int) float32{dotQ8_0Go, dotQ8_0} {
 		if got := float64(f(w, x, n/32)); math.Abs(got-want) > 1e-6*mag {

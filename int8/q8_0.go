@@ -35,6 +35,24 @@ func rowBytes(name string, n, dstLen int) int {
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
+// absMax is max|x| computed as ggml's MAX(a, fabsf(v)) loop does.
+func absMax(x []float32) float32 {
+	var m float32
+	for _, v := range x {
+		if a := abs32(v); !(m > a) {
+			m = a
+		}
+	}
+	return m
+}
+
+// roundAway is C's roundf (halfway cases away from zero) for |f| < 2⁶²,
+// much faster than math.Round: f ± 0.5 is exact in float64 whenever it
+// matters (|f| ≥ 0.5), and the conversion truncates.
+func roundAway(f float32) int64 {
+	return int64(float64(f) + math.Copysign(0.5, float64(f)))
+}
+
 // QuantizeRowQ8_0 encodes src as Q8_0 blocks into dst, byte for byte as
 // ggml's quantize_row_q8_0_ref: per block d = max|x|/127 in float32,
 // codes roundf(x·(1/d)) (half away from zero) computed with that float32
@@ -45,20 +63,16 @@ func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) 
 func QuantizeRowQ8_0(src []float32, dst []byte) {
 	rowBytes("QuantizeRowQ8_0", len(src), len(dst))
 	for b := 0; b*BlockQ8_0 < len(src); b++ {
-		x := src[b*BlockQ8_0 : (b+1)*BlockQ8_0]
-		y := dst[b*BlockBytesQ8_0 : (b+1)*BlockBytesQ8_0]
-		var amax float32
-		for _, v := range x {
-			amax = max(amax, abs32(v))
-		}
-		d := amax / 127
+		x := (*[BlockQ8_0]float32)(src[b*BlockQ8_0:])
+		y := (*[BlockBytesQ8_0]byte)(dst[b*BlockBytesQ8_0:])
+		d := absMax(x[:]) / 127
 		var id float32
 		if d != 0 {
 			id = 1 / d
 		}
-		binary.LittleEndian.PutUint16(y, half.F32ToF16(d))
+		binary.LittleEndian.PutUint16(y[:], half.F32ToF16(d))
 		for j, v := range x {
-			y[2+j] = byte(int8(math.Round(float64(v * id))))
+			y[2+j] = byte(roundAway(v * id))
 		}
 	}
 }
@@ -73,22 +87,18 @@ func QuantizeRowQ8_0(src []float32, dst []byte) {
 // len(src)/32*34 bytes.
 func QuantizeRowPerChannel(src []float32, dst []byte) float32 {
 	rowBytes("QuantizeRowPerChannel", len(src), len(dst))
-	var amax float32
-	for _, v := range src {
-		amax = max(amax, abs32(v))
-	}
-	h := half.F32ToF16(amax / 127)
+	h := half.F32ToF16(absMax(src) / 127)
 	d := half.F16ToF32(h)
 	for b := 0; b*BlockQ8_0 < len(src); b++ {
 		x := src[b*BlockQ8_0 : (b+1)*BlockQ8_0]
 		y := dst[b*BlockBytesQ8_0 : (b+1)*BlockBytesQ8_0]
 		binary.LittleEndian.PutUint16(y, h)
 		for j, v := range x {
-			var q float64
+			var q int64
 			if d != 0 {
-				q = min(max(math.Round(float64(v/d)), -127), 127)
+				q = min(max(roundAway(v/d), -127), 127)
 			}
-			y[2+j] = byte(int8(q))
+			y[2+j] = byte(q)
 		}
 	}
 	return d

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
 )
 
 // fixture returns a file under shared/fixtures, which sits beside the
@@ -133,6 +135,30 @@ func TestQuantizeZeroRow(t *testing.T) {
 		f(x, y)
 		if !bytes.Equal(y, make([]byte, 68)) {
 			t.Errorf("zero row encodes as %x", y)
+		}
+	}
+}
+
+// TestPerChannelIsQ8_0 decodes per-channel bytes with gguf.Dequantize:
+// every value must be exactly code·d with the returned scale.
+func TestPerChannelIsQ8_0(t *testing.T) {
+	in := goldenInput(t)
+	for r := 0; r < 4; r++ {
+		x := in[r*1024 : (r+1)*1024]
+		y := make([]byte, len(x)/BlockQ8_0*BlockBytesQ8_0)
+		d := QuantizeRowPerChannel(x, y)
+		dec := make([]float32, len(x))
+		if err := gguf.Dequantize(gguf.Q8_0, y, dec); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range dec {
+			q := float32(int8(y[i/BlockQ8_0*BlockBytesQ8_0+2+i%BlockQ8_0]))
+			if v != q*d {
+				t.Fatalf("row %d element %d: decodes to %v, want %v·%v", r, i, v, q, d)
+			}
+			if e := math.Abs(float64(v - x[i])); e > float64(d)/2*(1+1e-6) && math.Abs(float64(q)) != 127 {
+				t.Fatalf("row %d element %d: error %g above d/2", r, i, e)
+			}
 		}
 	}
 }

@@ -95,12 +95,18 @@ loop:
 	VPADDD       X9, X8, X8
 	VCVTDQ2PS    X8, X8
 
-	// t_k = s_k · dx_k
-	MOVWLZX   0(DI), AX
-	VMOVD     AX, X4
-	VPINSRW   $1, 34(DI), X4, X4
-	VPINSRW   $2, 68(DI), X4, X4
-	VPINSRW   $3, 102(DI), X4, X4
+	// t_k = s_k · dx_k; the four fp16 scales are gathered in a GPR.
+	MOVWQZX   0(DI), AX
+	MOVWQZX   34(DI), BX
+	SHLQ      $16, BX
+	ORQ       BX, AX
+	MOVWQZX   68(DI), BX
+	SHLQ      $32, BX
+	ORQ       BX, AX
+	MOVWQZX   102(DI), BX
+	SHLQ      $48, BX
+	ORQ       BX, AX
+	VMOVQ     AX, X4
 	VCVTPH2PS X4, X4
 	VMULPS    X4, X8, X8
 

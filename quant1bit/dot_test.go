@@ -7,7 +7,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/int8"
+	"github.com/qnnprep/qnnprep/gguf"
+
+	"github.com/qnnprep/qnnprep/internal/half"
 )
 
 // sameFloat reports bitwise equality, treating any two NaNs as equal.
@@ -39,17 +41,26 @@ func randomBlocks(r *rand.Rand, nb, size int) []byte {
 	return row
 }
 
-// realistic returns a weight row encoded by enc and Q8_0 activations of
-// random Gaussian values.
+// realistic returns a weight row of Gaussian values encoded by enc, and
+// Q8_0 activations shaped like QuantizeRowQ8_0's output: a positive fp16
+// scale and codes in [−127, 127] with one ±127 per block.
 func realistic(r *rand.Rand, n int, enc func([]float32, []byte), rowBytes int) (w, x []byte) {
-	a, b := make([]float32, n), make([]float32, n)
+	a := make([]float32, n)
 	s := math.Ldexp(1, r.IntN(20)-10)
 	for i := range a {
-		a[i], b[i] = float32(r.NormFloat64()*s), float32(r.NormFloat64())
+		a[i] = float32(r.NormFloat64() * s)
 	}
-	w, x = make([]byte, rowBytes), make([]byte, n/32*34)
+	w = make([]byte, rowBytes)
 	enc(a, w)
-	int8.QuantizeRowQ8_0(b, x)
+	x = make([]byte, n/blockQ8_0*blockBytesQ8_0)
+	for b := range n / blockQ8_0 {
+		blk := x[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
+		binary.LittleEndian.PutUint16(blk, half.F32ToF16(float32(math.Abs(r.NormFloat64())+1e-3)/127))
+		for j := 2; j < blockBytesQ8_0; j++ {
+			blk[j] = byte(int8(max(-127, min(127, math.Round(r.NormFloat64()*40)))))
+		}
+		blk[2+r.IntN(blockQ8_0)] = byte(int8(127 - 254*r.IntN(2)))
+	}
 	return w, x
 }
 
@@ -114,5 +125,39 @@ func TestDotChecks(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// TestDotValue compares the kernels with a float64 dot product of the
+// rows decoded by gguf.Dequantize.
+func TestDotValue(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, k := range []struct {
+		typ   gguf.Type
+		enc   func([]float32, []byte)
+		block int
+		dot   func(w, x []byte, n int) float32
+	}{
+		{gguf.Q1_0, QuantizeRowQ1_0, BlockQ1_0, DotQ1_0},
+		{gguf.Q2_0, QuantizeRowQ2_0, BlockQ2_0, DotQ2_0},
+	} {
+		for _, n := range []int{128, 2048, 5632} {
+			w, x := realistic(r, n, k.enc, n/k.block*18)
+			wf, xf := make([]float32, n), make([]float32, n)
+			if err := gguf.Dequantize(k.typ, w, wf); err != nil {
+				t.Fatal(err)
+			}
+			if err := gguf.Dequantize(gguf.Q8_0, x, xf); err != nil {
+				t.Fatal(err)
+			}
+			var want, mag float64
+			for i := range wf {
+				want += float64(wf[i]) * float64(xf[i])
+				mag += math.Abs(float64(wf[i]) * float64(xf[i]))
+			}
+			if got := float64(k.dot(w, x, n)); math.Abs(got-want) > 1e-5*mag {
+				t.Errorf("%s n=%d: got %v, want %v", k.typ, n, got, want)
+			}
+		}
 	}
 }

@@ -61,3 +61,10 @@ func QuantizeRowQ1_0(src []float32, dst []byte) {
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// roundAway is C's roundf (halfway cases away from zero) for |f| < 2⁶²,
+// much faster than math.Round: f ± 0.5 is exact in float64 whenever it
+// matters (|f| ≥ 0.5), and the conversion truncates.
+func roundAway(f float32) int64 {
+	return int64(float64(f) + math.Copysign(0.5, float64(f)))
+}

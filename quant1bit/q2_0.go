@@ -3,6 +3,7 @@ package quant1bit
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/qnnprep/qnnprep/internal/half"
 )
@@ -21,7 +22,9 @@ func QuantizeRowQ2_0Ref(src []float32, dst []byte) {
 		y := dst[b*BlockBytesQ2_0 : (b+1)*BlockBytesQ2_0]
 		var amax float32
 		for _, v := range x {
-			amax = max(amax, abs32(v))
+			if a := abs32(v); !(amax > a) {
+				amax = a
+			}
 		}
 		var id float32
 		if amax != 0 {
@@ -31,7 +34,7 @@ func QuantizeRowQ2_0Ref(src []float32, dst []byte) {
 		for i := range BlockQ2_0 / 4 {
 			var codes byte
 			for j, v := range x[4*i : 4*i+4] {
-				q := int(math.Round(float64(v*id))) + 1
+				q := roundAway(v*id) + 1
 				codes |= byte(min(max(q, 0), 3)) << (2 * j)
 			}
 			y[2+i] = codes
@@ -157,21 +160,26 @@ type q2Search struct {
 }
 
 func (q *q2Search) init(x []float32) {
+	// Sort keys: the float64 bits of |x| (monotonic for non-negative
+	// values) with the sign in the lowest bit, which a float32 widened to
+	// float64 never uses. Ties in |x| put positive values first.
+	var keys [BlockQ2_0]uint64
 	q.n, q.syy = 0, 0
 	for _, v := range x {
 		q.syy += float64(v) * float64(v)
 		if v == 0 {
 			continue
 		}
-		a, neg := float64(abs32(v)), v < 0
-		// Insertion sort by |x| then sign; 64 elements, no allocation.
-		j := q.n
-		for j > 0 && (q.ax[j-1] > a || q.ax[j-1] == a && q.neg[j-1] && !neg) {
-			q.ax[j], q.neg[j] = q.ax[j-1], q.neg[j-1]
-			j--
+		k := math.Float64bits(float64(abs32(v)))
+		if v < 0 {
+			k |= 1
 		}
-		q.ax[j], q.neg[j] = a, neg
+		keys[q.n] = k
 		q.n++
+	}
+	slices.Sort(keys[:q.n])
+	for i, k := range keys[:q.n] {
+		q.ax[i], q.neg[i] = math.Float64frombits(k&^1), k&1 != 0
 	}
 }
 
@@ -201,18 +209,26 @@ func (q *q2Search) sweep(negD bool) {
 		if ia < q.n {
 			hi = 2 * q.ax[ia] / 3
 		}
-		if ib < q.n {
-			hi = min(hi, 2*q.ax[ib])
+		if ib < q.n && 2*q.ax[ib] < hi {
+			hi = 2 * q.ax[ib]
 		}
-		if scc > 0 && hi > lo {
-			v := min(max(sxc/scc, lo), hi)
+		// The parabola's vertex, syy − sxc²/scc, bounds the interval's
+		// error from below; most intervals cannot beat the best so far and
+		// are skipped without a division.
+		if scc > 0 && hi > lo && (q.syy-q.best.err)*scc < sxc*sxc {
+			v := sxc / scc
+			if v < lo {
+				v = lo
+			} else if v > hi {
+				v = hi
+			}
 			a, b := f16Bracket(v)
 			q.try(a, negD, sxc, scc)
 			if b != a {
 				q.try(b, negD, sxc, scc)
 			}
 		}
-		if math.IsInf(hi, 1) {
+		if hi > math.MaxFloat64 {
 			return
 		}
 		for ib < q.n && 2*q.ax[ib] == hi {

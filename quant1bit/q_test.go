@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
 )
 
 // fixture returns a file under shared/fixtures, which sits beside the
@@ -121,23 +123,28 @@ func bruteQ2(x []float32) float64 {
 	return best
 }
 
-// storedQ2Error is the squared error of an encoded block, computed from
-// its stored scale with each element's best code; the codes themselves
-// are checked to be those best codes.
+// storedQ2Error decodes an encoded block with gguf.Dequantize, checks
+// that every element got its best code for the stored scale, and returns
+// the squared error.
 func storedQ2Error(t *testing.T, x []float32, y []byte) float64 {
 	t.Helper()
+	dec := make([]float32, len(x))
+	if err := gguf.Dequantize(gguf.Q2_0, y, dec); err != nil {
+		t.Fatal(err)
+	}
 	h := binary.LittleEndian.Uint16(y)
 	d := q2Candidate{h: h &^ 0x8000, neg: h&0x8000 != 0}.d()
+	var e float64
 	for j, v := range x {
-		if got, want := int(y[2+j/4]>>(2*(j%4))&3)-1, q2Code(float64(v), d); got != want {
-			r1 := float64(v) - float64(got)*d
-			r2 := float64(v) - float64(want)*d
-			if r1*r1 != r2*r2 {
-				t.Fatalf("element %d: code %d, best for d=%g is %d", j, got, d, want)
+		r := float64(v) - float64(dec[j])
+		for c := -1.0; c <= 2; c++ {
+			if o := float64(v) - c*d; o*o < r*r {
+				t.Fatalf("element %d: decodes to %v, but %v·%v is closer to %v", j, dec[j], c, d, v)
 			}
 		}
+		e += r * r
 	}
-	return q2Error(x, d)
+	return e
 }
 
 func randomBlock(r *rand.Rand, n int) []float32 {
@@ -242,5 +249,61 @@ func TestQuantizeRowQ2_0Deterministic(t *testing.T) {
 	}
 	if !bytes.Equal(a, b) {
 		t.Error("same blocks, different bytes")
+	}
+}
+
+// rowError is Σ(x − decoded)² for an encoded Q2_0 row, decoded by
+// gguf.Dequantize.
+func rowError(t *testing.T, x []float32, y []byte) float64 {
+	t.Helper()
+	dec := make([]float32, len(x))
+	if err := gguf.Dequantize(gguf.Q2_0, y, dec); err != nil {
+		t.Fatal(err)
+	}
+	var e float64
+	for i, v := range x {
+		r := float64(v) - float64(dec[i])
+		e += r * r
+	}
+	return e
+}
+
+// rowRMSE is the relative RMS error of an encoded Q2_0 row.
+func rowRMSE(t *testing.T, x []float32, y []byte) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(rowError(t, x, y) / s)
+}
+
+func TestQuantizeRowQ2_0BeatsReference(t *testing.T) {
+	in := goldenInput(t)
+	ref := make([]byte, len(in)/BlockQ2_0*BlockBytesQ2_0)
+	got := make([]byte, len(ref))
+	QuantizeRowQ2_0Ref(in, ref)
+	QuantizeRowQ2_0(in, got)
+	// golden_summary.txt: rel_rmse=0.70644 for ggml's reference encoder.
+	refRMSE, gotRMSE := rowRMSE(t, in, ref), rowRMSE(t, in, got)
+	if math.Abs(refRMSE-0.70644) > 5e-6 {
+		t.Errorf("reference rel-RMSE %.5f, golden summary says 0.70644", refRMSE)
+	}
+	t.Logf("golden rows: rel-RMSE reference %.4f, search %.4f", refRMSE, gotRMSE)
+	if gotRMSE >= refRMSE*0.75 {
+		t.Errorf("search rel-RMSE %.4f is not clearly below the reference's %.4f", gotRMSE, refRMSE)
+	}
+
+	r := rand.New(rand.NewPCG(21, 22))
+	for row := range 200 {
+		x := make([]float32, 0, 4*BlockQ2_0)
+		for range 4 {
+			x = append(x, randomBlock(r, BlockQ2_0)...)
+		}
+		ref, got := make([]byte, 4*BlockBytesQ2_0), make([]byte, 4*BlockBytesQ2_0)
+		QuantizeRowQ2_0Ref(x, ref)
+		QuantizeRowQ2_0(x, got)
+		if a, b := rowRMSE(t, x, got), rowRMSE(t, x, ref); a > b*(1+1e-12) {
+			t.Errorf("random row %d: rel-RMSE %g above the reference's %g", row, a, b)
+		}
 	}
 }
