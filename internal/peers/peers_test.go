@@ -1,0 +1,259 @@
+package peers
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fixture returns a file under shared/fixtures, which sits beside the
+// repository both here and in CI.
+func fixture(t *testing.T, rel string) string {
+	t.Helper()
+	src, err := srcDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(src, "..", "..", "..", "shared", "fixtures", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("fixture missing: %v", err)
+	}
+	return p
+}
+
+func stories260K(t *testing.T) string {
+	return fixture(t, "stories260K/stories260K-llamacpp.gguf")
+}
+
+// goldenIDs reads the llama2.c greedy ids that follow BOS in stories260K.
+func goldenIDs(t *testing.T) []int32 {
+	t.Helper()
+	b, err := os.ReadFile(fixture(t, "stories260K/greedy_ids_from_bos_first64.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int32
+	for _, f := range strings.Fields(string(b)) {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, int32(v))
+	}
+	if len(ids) != 64 {
+		t.Fatalf("golden ids: got %d, want 64", len(ids))
+	}
+	return ids
+}
+
+func TestLlamaGreedyStories260K(t *testing.T) {
+	Need(t, NodeLlamaCpp)
+	want := goldenIDs(t)[:60]
+	got, err := LlamaGreedy(stories260K(t), []int32{1}, 60, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("greedy id %d: llama.cpp %d, llama2.c %d\nllama.cpp %v\nllama2.c  %v", i, got[i], want[i], got, want)
+		}
+	}
+}
+
+func TestLlamaGreedyFromPrompt(t *testing.T) {
+	Need(t, NodeLlamaCpp)
+	// The fixture README: llama.cpp with BOS + "Once upon a time"
+	// (1 403 407 261 378) continues with the same ids as llama2.c.
+	golden := goldenIDs(t)
+	got, err := LlamaGreedy(stories260K(t), append([]int32{1}, golden[:4]...), 20, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range got {
+		if id != golden[4+i] {
+			t.Fatalf("id %d after the prompt: got %d, want %d", i, id, golden[4+i])
+		}
+	}
+}
+
+func TestLlamaLogitsTeacherForced(t *testing.T) {
+	Need(t, NodeLlamaCpp)
+	golden := goldenIDs(t)
+	ids := append([]int32{1}, golden[:31]...)
+	rows, err := LlamaLogits(stories260K(t), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(ids) {
+		t.Fatalf("got %d rows, want %d", len(rows), len(ids))
+	}
+	for i, row := range rows {
+		if len(row) != 512 {
+			t.Fatalf("row %d: %d logits, want 512 (the vocabulary)", i, len(row))
+		}
+		best := 0
+		var spread float32
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+			if v < spread {
+				spread = v
+			}
+		}
+		// Greedy decoding from BOS is teacher forcing on its own output.
+		if int32(best) != golden[i] {
+			t.Errorf("position %d: argmax %d, want the greedy id %d", i, best, golden[i])
+		}
+		if row[best] != 0 {
+			t.Errorf("position %d: max logit %g, want 0 (rows are shifted by their maximum)", i, row[best])
+		}
+		if spread > -1 {
+			t.Errorf("position %d: all logits within %g of the maximum: not logits", i, spread)
+		}
+	}
+}
+
+func TestLlamaLoads(t *testing.T) {
+	Need(t, NodeLlamaCpp)
+	if err := LlamaLoads(stories260K(t)); err != nil {
+		t.Fatal(err)
+	}
+	// A GGUF cut inside its data section. (A file cut inside its header
+	// makes node-llama-cpp 3.21.1 wait forever, so that is not tried.)
+	b, err := os.ReadFile(stories260K(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "truncated.gguf")
+	if err := os.WriteFile(bad, b[:20000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = LlamaLoads(bad)
+	if err == nil {
+		t.Fatal("llama.cpp loaded a truncated GGUF")
+	}
+	if !strings.Contains(err.Error(), bad) {
+		t.Errorf("error does not name the file: %v", err)
+	}
+}
+
+func TestGGUFTensorsStories260K(t *testing.T) {
+	Need(t, HFGGUF)
+	ts, err := GGUFTensors(stories260K(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 48 {
+		t.Fatalf("got %d tensors, want 48", len(ts))
+	}
+	byName := map[string]GGUFTensor{}
+	for _, x := range ts {
+		if x.Type != 0 {
+			t.Errorf("%s: type %d, want 0 (F32)", x.Name, x.Type)
+		}
+		byName[x.Name] = x
+	}
+	for name, dims := range map[string][]int64{
+		"token_embd.weight":      {64, 512},
+		"output.weight":          {64, 512},
+		"blk.0.attn_k.weight":    {64, 32},
+		"blk.4.ffn_down.weight":  {172, 64},
+		"blk.2.attn_norm.weight": {64},
+	} {
+		x, ok := byName[name]
+		if !ok {
+			t.Errorf("no tensor %s", name)
+			continue
+		}
+		if len(x.Dims) != len(dims) || x.Dims[0] != dims[0] || (len(dims) > 1 && x.Dims[1] != dims[1]) {
+			t.Errorf("%s: dims %v, want %v", name, x.Dims, dims)
+		}
+	}
+}
+
+// tinyONNX builds a MatMul+Add+Relu model with python3-onnx's helpers.
+const tinyONNX = `
+import sys, onnx
+from onnx import helper, TensorProto
+W = helper.make_tensor("W", TensorProto.FLOAT, [4, 3], [0.5] * 12)
+B = helper.make_tensor("B", TensorProto.FLOAT, [3], [0.1, -0.2, 0.3])
+nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]),
+         helper.make_node("Add", ["m", "B"], ["a"]),
+         helper.make_node("Relu", ["a"], ["y"])]
+g = helper.make_graph(nodes, "tiny",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [W, B])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+m.ir_version = 8
+if sys.argv[2] == "dangling":
+    m.graph.node[1].input[0] = "nowhere"   # Add reads a tensor nothing produces
+onnx.save(m, sys.argv[1])
+`
+
+func TestONNXCheck(t *testing.T) {
+	Need(t, PythonONNX)
+	dir := t.TempDir()
+	write := func(name, variant string) string {
+		p := filepath.Join(dir, name)
+		if out, err := exec.Command(Python, "-c", tinyONNX, p, variant).CombinedOutput(); err != nil {
+			t.Fatalf("python3-onnx could not build %s: %v\n%s", name, err, out)
+		}
+		return p
+	}
+	good := write("good.onnx", "good")
+	if err := ONNXCheck(good); err != nil {
+		t.Fatalf("valid model rejected: %v", err)
+	}
+
+	dangling := write("dangling.onnx", "dangling")
+	if err := ONNXCheck(dangling); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Errorf("model with a dangling input: got %v, want an error naming it", err)
+	}
+
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated.onnx")
+	if err := os.WriteFile(truncated, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ONNXCheck(truncated); err == nil {
+		t.Error("truncated model accepted")
+	}
+	if err := ONNXCheck(filepath.Join(dir, "absent.onnx")); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+func TestORTLibrary(t *testing.T) {
+	Need(t, ONNXRuntimeNode)
+	p, err := ORTLibrary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() < 10<<20 || filepath.Base(p) != "libonnxruntime.so.1" {
+		t.Errorf("%s (%d bytes) does not look like the ONNX Runtime library", p, st.Size())
+	}
+}
+
+func TestCheckMissing(t *testing.T) {
+	t.Setenv(EnvDir, t.TempDir())
+	for _, w := range []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode} {
+		err := Check(w)
+		if err == nil || !strings.Contains(err.Error(), "peer "+w+" not installed") {
+			t.Errorf("Check(%s) with an empty peers dir: %v", w, err)
+		}
+	}
+	if err := Check("no-such-peer"); err == nil {
+		t.Error("unknown peer accepted")
+	}
+}
