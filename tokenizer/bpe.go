@@ -189,13 +189,20 @@ func merge(syms []symbol, q *bigramQueue, word string, pair func(l, r *symbol, a
 
 // encodeBPE appends the ids of one text fragment (no special tokens in it).
 func (t *Tokenizer) encodeBPE(dst []int32, text string, st *state) []int32 {
-	pre := t.pre
-	if pre.nfc {
+	for _, w := range t.pre.split(text, st) {
+		dst = t.bpeWord(dst, w, st)
+	}
+	return dst
+}
+
+// split normalises text and cuts it into words (raw text, not byte-level).
+func (p *preTokenizer) split(text string, st *state) []string {
+	if p.nfc {
 		text = nfc(text)
 	}
 	words := append(st.words[:0], text)
-	for i, s := range pre.stages {
-		if i == pre.byteLevelAt {
+	for i, s := range p.stages {
+		if i == p.byteLevelAt {
 			for j, w := range words {
 				words[j] = byteLevel(w)
 			}
@@ -206,17 +213,14 @@ func (t *Tokenizer) encodeBPE(dst []int32, text string, st *state) []int32 {
 		}
 		words, st.words2 = next, words
 	}
-	if pre.byteLevelAt < len(pre.stages) {
+	if p.byteLevelAt < len(p.stages) {
 		// Stages after the byte-level mapping split mapped text: map back.
 		for j, w := range words {
 			words[j] = string(appendUnByteLevel(nil, w))
 		}
 	}
 	st.words = words
-	for _, w := range words {
-		dst = t.bpeWord(dst, w, st)
-	}
-	return dst
+	return words
 }
 
 // bpeWord merges one word by merge rank and appends its ids. The word is

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ type Tokenizer struct {
 	charIDs  [256]int32             // BPE: token of each byte's byte-level character, -1 if absent
 	byteIDs  [256]int32             // SPM: <0xXX> tokens, -1 if absent
 	special  []int32                // control, user-defined and unknown tokens, longest text first
+	eog      map[int32]bool         // end-of-generation tokens
 	pre      *preTokenizer          // BPE only
 	cache    wordCache              // BPE word → ids
 	states   sync.Pool
@@ -65,6 +67,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 	sort.SliceStable(t.special, func(a, b int) bool {
 		return len(v.Tokens[t.special[a]]) > len(v.Tokens[t.special[b]])
 	})
+	t.eog = eogTokens(v, t.ids)
 	if v.Model == ModelBPE {
 		t.pre = preTokenizers[v.Pre]
 		for b := range t.charIDs {
@@ -101,6 +104,45 @@ func New(v *Vocab) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// eogTexts are the texts of tokens llama.cpp treats as ending generation
+// (besides EOS and the EOT/EOM ids of the GGUF): chat-turn ends of the
+// common templates.
+var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+	"<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<|return|>", "<|call|>", "<end_of_utterance>"}
+
+func eogTokens(v *Vocab, ids map[string]int32) map[int32]bool {
+	eog := map[int32]bool{}
+	if v.EOS >= 0 {
+		eog[v.EOS] = true
+	}
+	for _, k := range []string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		if id, ok := v.Extra.Int(k); ok && id >= 0 && id < int64(len(v.Tokens)) {
+			eog[int32(id)] = true
+		}
+	}
+	for _, s := range eogTexts {
+		if id, ok := ids[s]; ok {
+			eog[id] = true
+		}
+	}
+	return eog
+}
+
+// IsEOG reports whether generation should stop at id: EOS, the GGUF's EOT
+// and EOM tokens, and tokens such as <|im_end|>, <|endoftext|> and
+// <|eot_id|>, as llama.cpp's llama_vocab_is_eog decides.
+func (t *Tokenizer) IsEOG(id int32) bool { return t.eog[id] }
+
+// EOG lists the end-of-generation ids in increasing order.
+func (t *Tokenizer) EOG() []int32 {
+	out := make([]int32, 0, len(t.eog))
+	for id := range t.eog {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Vocab returns the vocabulary (read-only).

@@ -220,3 +220,23 @@ func TestFromLlama2cErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestEOG(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want []int32
+	}{
+		{"qwen2", []int32{151643, 151645}},     // <|endoftext|> (EOS), <|im_end|> (§8.4)
+		{"llama-bpe", []int32{128001, 128009}}, // <|end_of_text|> (EOS), <|eot_id|>
+		{"llama-spm", []int32{2}},
+	} {
+		tok, _ := loadGGUF(t, vocabPath(c.name))
+		if got := tok.EOG(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: EOG = %v, want %v", c.name, got, c.want)
+		}
+	}
+	tok, _ := loadGGUF(t, vocabPath("qwen2"))
+	if !tok.IsEOG(151645) || tok.IsEOG(151644) {
+		t.Error("IsEOG")
+	}
+}
