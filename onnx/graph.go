@@ -43,11 +43,40 @@ func (d DataType) String() string { return pb.TensorProto_DataType(d).String() }
 
 // Initializer is a constant tensor. Data holds the raw little-endian
 // elements; it is referenced, not copied, until the model is written.
+// A lazy initializer has no Data but a Load function that produces the
+// bytes when the model is written, so a writer with external data holds
+// one tensor at a time however large the model is.
 type Initializer struct {
 	Name  string
 	Type  DataType
 	Shape []int64
 	Data  []byte
+	Load  func() ([]byte, error)
+}
+
+// Bytes is the initializer's size from its type and shape.
+func (in *Initializer) Bytes() int64 {
+	n := int64(in.Type.Size())
+	for _, d := range in.Shape {
+		n *= d
+	}
+	return n
+}
+
+// bytes returns the initializer's data, loading it if it is lazy, and
+// checks its length.
+func (in *Initializer) bytes() ([]byte, error) {
+	b := in.Data
+	if in.Load != nil {
+		var err error
+		if b, err = in.Load(); err != nil {
+			return nil, fmt.Errorf("initializer %s: %w", in.Name, err)
+		}
+	}
+	if int64(len(b)) != in.Bytes() {
+		return nil, fmt.Errorf("initializer %s: %d bytes for shape %v of %s", in.Name, len(b), in.Shape, in.Type)
+	}
+	return b, nil
 }
 
 // Value is a typed, fixed-shape graph input or output.
@@ -104,7 +133,15 @@ func (g *Graph) Init(name string, t DataType, shape []int64, data []byte) string
 		panic(fmt.Sprintf("onnx: initializer %s: %d bytes for shape %v of %s", name, len(data), shape, t))
 	}
 	g.claim(name)
-	g.Inits = append(g.Inits, Initializer{name, t, shape, data})
+	g.Inits = append(g.Inits, Initializer{Name: name, Type: t, Shape: shape, Data: data})
+	return name
+}
+
+// LazyInit adds an initializer whose bytes load produces when the model is
+// written (once per write), and returns its name.
+func (g *Graph) LazyInit(name string, t DataType, shape []int64, load func() ([]byte, error)) string {
+	g.claim(name)
+	g.Inits = append(g.Inits, Initializer{Name: name, Type: t, Shape: shape, Load: load})
 	return name
 }
 
@@ -158,8 +195,8 @@ func (g *Graph) Named(name, op string, inputs []string, attrs ...Attr) string {
 // InitBytes is the total size of the initializers.
 func (g *Graph) InitBytes() int64 {
 	var n int64
-	for _, in := range g.Inits {
-		n += int64(len(in.Data))
+	for i := range g.Inits {
+		n += g.Inits[i].Bytes()
 	}
 	return n
 }

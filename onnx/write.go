@@ -57,27 +57,38 @@ func (g *Graph) WriteFile(path string, opts WriteOptions) error {
 		defer data.Abort()
 		bw := bufio.NewWriterSize(data, 1<<20)
 		var off int64
-		for i, in := range g.Inits {
+		for i := range g.Inits {
 			t := m.Graph.Initializer[i]
+			b, err := g.Inits[i].bytes()
+			if err != nil {
+				return fmt.Errorf("onnx: %s: %w", path, err)
+			}
 			pad := (externalAlign - off%externalAlign) % externalAlign
 			if _, err := bw.Write(make([]byte, pad)); err != nil {
 				return fmt.Errorf("write %s: %w", dataPath, err)
 			}
 			off += pad
-			if _, err := bw.Write(in.Data); err != nil {
+			if _, err := bw.Write(b); err != nil {
 				return fmt.Errorf("write %s: %w", dataPath, err)
 			}
-			t.RawData = nil
 			t.DataLocation = pb.TensorProto_EXTERNAL
 			t.ExternalData = []*pb.StringStringEntryProto{
 				{Key: "location", Value: filepath.Base(dataPath)},
 				{Key: "offset", Value: strconv.FormatInt(off, 10)},
-				{Key: "length", Value: strconv.Itoa(len(in.Data))},
+				{Key: "length", Value: strconv.Itoa(len(b))},
 			}
-			off += int64(len(in.Data))
+			off += int64(len(b))
 		}
 		if err := bw.Flush(); err != nil {
 			return fmt.Errorf("write %s: %w", dataPath, err)
+		}
+	} else {
+		for i := range g.Inits {
+			b, err := g.Inits[i].bytes()
+			if err != nil {
+				return fmt.Errorf("onnx: %s: %w", path, err)
+			}
+			m.Graph.Initializer[i].RawData = b
 		}
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
@@ -106,7 +117,7 @@ func (g *Graph) proto(opts WriteOptions) *pb.ModelProto {
 	gp := &pb.GraphProto{Name: g.Name, Node: g.Nodes}
 	for _, in := range g.Inits {
 		gp.Initializer = append(gp.Initializer, &pb.TensorProto{
-			Name: in.Name, DataType: int32(in.Type), Dims: in.Shape, RawData: in.Data,
+			Name: in.Name, DataType: int32(in.Type), Dims: in.Shape,
 		})
 	}
 	for _, v := range g.Inputs {
@@ -152,4 +163,3 @@ func Read(path string) (*pb.ModelProto, error) {
 	}
 	return m, nil
 }
-

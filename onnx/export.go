@@ -1,0 +1,67 @@
+package onnx
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// ExportOptions control Export.
+type ExportOptions struct {
+	Options
+	IRVersion int64 // 0 means 8
+	// External forces initializers into NAME.onnx.data even below 2 GiB.
+	External bool
+	Producer string // producer_name, e.g. "qnnprep"
+	Version  string // producer_version
+}
+
+// Export writes every graph of plan p for model m into dir:
+// <graph>.onnx (with <graph>.onnx.data when the weights are external) and
+// <graph>.encodings.json. Each file appears under its name only when
+// complete; the same inputs give byte-identical files. progress, if set,
+// is called before each graph. It returns the paths written.
+func Export(m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progress func(i, n int, graph string)) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	var paths []string
+	for i := range p.Graphs {
+		pg := &p.Graphs[i]
+		if progress != nil {
+			progress(i, len(p.Graphs), pg.Name)
+		}
+		g, enc, err := BuildStage(m, p, pg, opts.Options)
+		if err != nil {
+			return paths, err
+		}
+		base := filepath.Join(dir, pg.Name)
+		wo := WriteOptions{
+			IRVersion: opts.IRVersion, Opset: opts.Opset, External: opts.External,
+			Producer: opts.Producer, Version: opts.Version,
+			Metadata: [][2]string{
+				{"qnnprep.graph", pg.Name},
+				{"qnnprep.stage", strconv.Itoa(pg.Stage)},
+				{"qnnprep.ar", strconv.Itoa(pg.AR)},
+				{"qnnprep.cl", strconv.Itoa(pg.CL)},
+				{"qnnprep.model", p.Model.Name},
+			},
+		}
+		if err := g.WriteFile(base+".onnx", wo); err != nil {
+			return paths, err
+		}
+		paths = append(paths, base+".onnx")
+		if _, err := os.Stat(base + ".onnx.data"); err == nil {
+			paths = append(paths, base+".onnx.data")
+		}
+		if err := enc.WriteFile(base + ".encodings.json"); err != nil {
+			return paths, err
+		}
+		paths = append(paths, base+".encodings.json")
+	}
+	return paths, nil
+}

@@ -1,0 +1,250 @@
+package onnx
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/model"
+)
+
+// Container is the integer width Q1_0 and Q2_0 codes are declared in.
+// QNN has no 1- or 2-bit datatype (qnn-genie.md §3); both containers hold
+// the codes exactly: Q1_0 codes ±1 and Q2_0 codes −1…2 with the block's
+// scale d.
+type Container int
+
+const (
+	Container4Bit Container = 4 // default: symmetric 4-bit, offset −8
+	Container8Bit Container = 8 // symmetric 8-bit, offset −128
+)
+
+// ParseContainer parses "4bit" or "8bit".
+func ParseContainer(s string) (Container, error) {
+	switch s {
+	case "4bit", "4":
+		return Container4Bit, nil
+	case "8bit", "8":
+		return Container8Bit, nil
+	}
+	return 0, fmt.Errorf("container %q, want 4bit or 8bit", s)
+}
+
+// blockScale reads a block's fp16 scale and refuses what no encoding can
+// express: a negative or non-finite scale.
+func blockScale(t *model.Tensor, b []byte, row, blk int) (float32, error) {
+	d := half.F16ToF32(binary.LittleEndian.Uint16(b))
+	if d < 0 || math.IsNaN(float64(d)) || math.IsInf(float64(d), 0) {
+		return 0, fmt.Errorf("tensor %q: row %d block %d: scale %v, want finite and ≥ 0", t.Name, row, blk, d)
+	}
+	return d, nil
+}
+
+// ParamEncoding returns the QNN encoding whose scales reproduce the
+// integer codes of t exactly, or nil for types that are exported as plain
+// floats (F32, F16, BF16 and the other ggml types).
+//
+//   - Q8_0 whose blocks in every row share one scale (the int8 recipe):
+//     PER_CHANNEL, 8-bit symmetric, the row scale per output channel.
+//   - other Q8_0: PER_BLOCK, block 32, 8-bit symmetric.
+//   - Q1_0 (block 128) and Q2_0 (block 64): PER_BLOCK in the container's
+//     width, symmetric, the block scale d.
+//
+// A block whose scale is 0 holds only zeros; it gets scale 1 (every
+// encoding scale must be positive) and its codes become 0.
+func ParamEncoding(t *model.Tensor, c Container) (*Encoding, error) {
+	var bs, bw int
+	switch t.Type {
+	case gguf.Q8_0:
+		bs, bw = 32, 8
+	case gguf.Q1_0:
+		bs, bw = 128, int(c)
+	case gguf.Q2_0:
+		bs, bw = 64, int(c)
+	default:
+		return nil, nil
+	}
+	if c != Container4Bit && c != Container8Bit {
+		return nil, fmt.Errorf("onnx: container %d bits, want 4 or 8", c)
+	}
+	cols, rows := t.Dims[0], t.Rows()
+	if len(t.Dims) != 2 || cols%int64(bs) != 0 {
+		return nil, fmt.Errorf("onnx: tensor %q: dims %v are not a matrix of whole %d-element blocks", t.Name, t.Dims, bs)
+	}
+	data, err := t.Data()
+	if err != nil {
+		return nil, fmt.Errorf("onnx: tensor %q: %w", t.Name, err)
+	}
+	if int64(len(data)) != t.Bytes() {
+		return nil, fmt.Errorf("onnx: tensor %q: %d bytes, want %d", t.Name, len(data), t.Bytes())
+	}
+	nb := int(cols) / bs
+	blockBytes := int(t.Type.BlockBytes())
+	scales := make([]float32, 0, int(rows)*nb)
+	perChannel := t.Type == gguf.Q8_0
+	for r := 0; r < int(rows); r++ {
+		row := data[r*nb*blockBytes : (r+1)*nb*blockBytes]
+		for j := 0; j < nb; j++ {
+			d, err := blockScale(t, row[j*blockBytes:], r, j)
+			if err != nil {
+				return nil, fmt.Errorf("onnx: %w", err)
+			}
+			if d == 0 {
+				d = 1
+			}
+			scales = append(scales, d)
+			if j > 0 && binary.LittleEndian.Uint16(row[j*blockBytes:]) != binary.LittleEndian.Uint16(row) {
+				perChannel = false
+			}
+		}
+	}
+	e := &Encoding{Name: t.Name, DType: "INT", EncType: PerBlock, IsSym: true, BW: bw, BlockSize: bs}
+	if perChannel {
+		e.EncType, e.BlockSize = PerChannel, 0
+		ch := make([]float32, rows)
+		for r := range ch {
+			ch[r] = scales[r*nb]
+		}
+		scales = ch
+	}
+	e.Scale = scales
+	e.Offset = make([]int64, len(scales))
+	for i := range e.Offset {
+		e.Offset[i] = -1 << (bw - 1)
+	}
+	return e, nil
+}
+
+// Codes returns the signed integer codes of row r of a Q8_0, Q1_0 or
+// Q2_0 tensor, read straight from its bits: Q8_0 the int8s, Q1_0 +1 for
+// a set bit and −1 for a clear one, Q2_0 the 2-bit field minus 1. A block
+// whose scale is 0 reads as codes 0, the values it holds.
+func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
+	cols := int(t.Dims[0])
+	rb, err := t.Type.RowBytes(int64(cols))
+	if err != nil {
+		return fmt.Errorf("onnx: tensor %q: %w", t.Name, err)
+	}
+	row := data[r*int(rb) : (r+1)*int(rb)]
+	bb, bs := int(t.Type.BlockBytes()), int(t.Type.BlockSize())
+	for j := 0; j < cols/bs; j++ {
+		blk := row[j*bb : (j+1)*bb]
+		out := dst[j*bs : (j+1)*bs]
+		zero := binary.LittleEndian.Uint16(blk)&0x7fff == 0
+		for i := range out {
+			var q int8
+			switch t.Type {
+			case gguf.Q8_0:
+				q = int8(blk[2+i])
+			case gguf.Q1_0:
+				q = -1
+				if blk[2+i/8]>>(i%8)&1 == 1 {
+					q = 1
+				}
+			case gguf.Q2_0:
+				q = int8(blk[2+i/4]>>(2*(i%4))&3) - 1
+			default:
+				return fmt.Errorf("onnx: tensor %q: no integer codes in %s", t.Name, t.Type)
+			}
+			if zero {
+				q = 0
+			}
+			out[i] = q
+		}
+	}
+	return nil
+}
+
+// matrixBytes dequantizes the ggml matrix t ({in, out}: out rows of in
+// values) into ONNX MatMul layout [in, out] as little-endian float32. With
+// enc set, every value is re-quantized with its encoding and must give
+// the code stored in t's bits (the round trip), so what is written is
+// proven to carry the qmodel's integers.
+//
+// Without transpose the rows stay in ggml order ([out, in]: the embedding
+// table that Gather indexes).
+func matrixBytes(t *model.Tensor, enc *Encoding, transpose bool) ([]byte, error) {
+	in, out := int(t.Dims[0]), int(t.Rows())
+	data, err := t.Data()
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	rb, err := t.Type.RowBytes(int64(in))
+	if err != nil || int64(len(data)) != rb*int64(out) {
+		return nil, fmt.Errorf("tensor %q: %d bytes for %d rows of %d %s values", t.Name, len(data), out, in, t.Type)
+	}
+	dst := make([]byte, 4*in*out)
+	const tile = 64
+	buf := make([]float32, tile*in)
+	codes := make([]int8, in)
+	for r0 := 0; r0 < out; r0 += tile {
+		n := min(tile, out-r0)
+		for i := 0; i < n; i++ {
+			r := r0 + i
+			row := buf[i*in : (i+1)*in]
+			if err := gguf.Dequantize(t.Type, data[int64(r)*rb:int64(r+1)*rb], row); err != nil {
+				return nil, fmt.Errorf("tensor %q: row %d: %w", t.Name, r, err)
+			}
+			if enc != nil {
+				if err := roundTrip(t, enc, data, r, row, codes); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if !transpose {
+			o := dst[4*r0*in:]
+			for i, v := range buf[:n*in] {
+				binary.LittleEndian.PutUint32(o[4*i:], math.Float32bits(v))
+			}
+			continue
+		}
+		for c := 0; c < in; c++ {
+			o := dst[4*(c*out+r0):]
+			for i := 0; i < n; i++ {
+				binary.LittleEndian.PutUint32(o[4*i:], math.Float32bits(buf[i*in+c]))
+			}
+		}
+	}
+	return dst, nil
+}
+
+// roundTrip checks row r: re-quantizing each value with enc gives the
+// tensor's code.
+func roundTrip(t *model.Tensor, enc *Encoding, data []byte, r int, vals []float32, codes []int8) error {
+	if err := Codes(t, data, r, codes); err != nil {
+		return err
+	}
+	in := len(vals)
+	for c, v := range vals {
+		si := r
+		if enc.EncType == PerBlock {
+			si = r*(in/enc.BlockSize) + c/enc.BlockSize
+		}
+		if got := enc.Code(v, si); got != int64(codes[c]) {
+			return fmt.Errorf("tensor %q: row %d column %d: value %v re-quantizes to %d with scale %v, the qmodel holds %d",
+				t.Name, r, c, v, got, enc.Scale[si], codes[c])
+		}
+	}
+	return nil
+}
+
+// rowsBytes dequantizes t as stored (rows of Dims[0] values, ggml memory
+// order) into little-endian float32: vectors, the embedding table for
+// Gather, the conv kernel.
+func rowsBytes(t *model.Tensor) ([]byte, error) {
+	vals, err := t.Float32()
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	return f32Bytes(vals), nil
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
