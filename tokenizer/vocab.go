@@ -1,11 +1,3 @@
-// Package tokenizer turns text into token ids and back for the vocabularies
-// qnnprep handles: SentencePiece-style vocabularies ("llama": llama.cpp's
-// llm_tokenizer_spm) and GPT-2 byte-level BPE ("gpt2": Qwen2/2.5/3, Qwen3.5,
-// Llama 3, GPT-2 and relatives). A Vocab is independent of any file format;
-// FromGGUF, FromHF and FromLlama2c build one, GGUFMetadata writes one.
-//
-// Encoding follows llama.cpp's llama_tokenize so that ids agree with
-// llama.cpp and with the Hugging Face tokenizers it is tested against.
 package tokenizer
 
 import (
