@@ -16,19 +16,20 @@ const (
 
 // DotQ1_0 returns the dot product of a Q1_0 weight row w and a Q8_0
 // activation row x of n elements, n a multiple of 128. Each Q1_0 block
-// pairs with four activation blocks. The order is that of llama.cpp's
-// ggml_vec_dot_q1_0_q8_0_generic, with every operation rounded to float32
-// (no fused multiply-add):
+// pairs with four activation blocks (as in llama.cpp's CPU backend). The
+// summation order is fixed, with every operation rounded to float32 (no
+// fused multiply-add):
 //
-//	sum := float32(0)
-//	for each Q1_0 block b, in order:
-//		acc := float32(0)
-//		for k := 0..3:  s := Σ ±x.q[j] over activation block 4b+k   (exact, int32)
-//		                acc += float32(s) · x.d
-//		sum += w.d · acc
+//	l[0..7] := +0
+//	for each activation block i, in order (Q1_0 block b = i/4):
+//		s := Σ ±x.q[j] over block i                  (exact, int32)
+//		l[i%8] += float32(s) · (w[b].d · x[i].d)     (the fp16 product is exact)
+//	result := ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7))
 //
-// The assembly version computes exactly the same float32 operations, so
-// the result depends only on (w, x, n). It panics if w or x is too short.
+// Eight lanes over whole activation blocks are what the AVX2 kernel
+// accumulates without a horizontal reduction per block; it computes
+// exactly these float32 operations, so the result depends only on
+// (w, x, n). It panics if w or x is too short.
 func DotQ1_0(w, x []byte, n int) float32 {
 	nb := checkDot("DotQ1_0", w, x, n, BlockQ1_0, BlockBytesQ1_0)
 	if nb == 0 {
@@ -39,8 +40,9 @@ func DotQ1_0(w, x []byte, n int) float32 {
 
 // DotQ2_0 returns the dot product of a Q2_0 weight row w and a Q8_0
 // activation row x of n elements, n a multiple of 64. Each Q2_0 block
-// pairs with two activation blocks; codes q count as q−1. The order
-// mirrors DotQ1_0 (and llama.cpp's generic Q2_0 kernel):
+// pairs with two activation blocks; codes q count as q−1. The order is
+// that of llama.cpp's generic Q1_0 kernel, applied to Q2_0 (this kernel
+// only serves the output head, so the per-block reduction costs little):
 //
 //	sum := float32(0)
 //	for each Q2_0 block b, in order:
@@ -77,12 +79,13 @@ var (
 func f16At(b []byte) float32 { return half.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
 func dotQ1_0Go(w, x []byte, nb int) float32 {
-	var sum float32
+	var l [8]float32
 	for b := range nb {
 		wb := w[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
-		var acc float32
+		d0 := f16At(wb)
 		for k := range 4 {
-			xb := x[(4*b+k)*blockBytesQ8_0 : (4*b+k+1)*blockBytesQ8_0]
+			i := 4*b + k
+			xb := x[i*blockBytesQ8_0 : (i+1)*blockBytesQ8_0]
 			bits := wb[2+4*k : 6+4*k]
 			// Σ ±q = 2·Σ_{bit set} q − Σ q
 			var set, all int32
@@ -91,11 +94,16 @@ func dotQ1_0Go(w, x []byte, nb int) float32 {
 				all += q
 				set += q & -int32(bits[j/8]>>(j%8)&1)
 			}
-			acc += float32(float32(2*set-all) * f16At(xb))
+			l[i%8] += float32(float32(2*set-all) * (d0 * f16At(xb)))
 		}
-		sum += float32(f16At(wb) * acc)
 	}
-	return sum
+	return sum8(&l)
+}
+
+// sum8 combines eight partial sums in the order the AVX2 kernels use.
+func sum8(l *[8]float32) float32 {
+	r0, r1, r2, r3 := l[0]+l[4], l[1]+l[5], l[2]+l[6], l[3]+l[7]
+	return (r0 + r2) + (r1 + r3)
 }
 
 func dotQ2_0Go(w, x []byte, nb int) float32 {

@@ -10,19 +10,43 @@ func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		dotQ1_0 = dotQ1_0AVX2
 		dotQ2_0 = dotQ2_0AVX2
+		dotQ1_0Acts = dotQ1_0ActsAVX2
 	}
 }
 
 func dotQ1_0AVX2(w, x []byte, nb int) float32 {
-	return dotQ1_0Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb)
+	// Pairs of blocks in place; an odd last block from zero-padded copies.
+	var tw [2 * BlockBytesQ1_0]byte
+	var tx [8 * blockBytesQ8_0]byte
+	var pw, px unsafe.Pointer
+	if nb%2 == 1 {
+		b := nb - 1
+		copy(tw[:], w[b*BlockBytesQ1_0:nb*BlockBytesQ1_0])
+		copy(tx[:], x[4*b*blockBytesQ8_0:4*nb*blockBytesQ8_0])
+		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
+	}
+	return dotQ1_0Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb/2, pw, px)
 }
 
 func dotQ2_0AVX2(w, x []byte, nb int) float32 {
 	return dotQ2_0Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb)
 }
 
+func dotQ1_0ActsAVX2(w []byte, a *Acts, nb int) float32 {
+	var tw [2 * BlockBytesQ1_0]byte
+	var pw unsafe.Pointer
+	if nb%2 == 1 {
+		copy(tw[:], w[(nb-1)*BlockBytesQ1_0:nb*BlockBytesQ1_0])
+		pw = unsafe.Pointer(&tw)
+	}
+	return dotQ1_0ActsAsm(unsafe.Pointer(&w[0]), unsafe.Pointer(&a.codes[0]), unsafe.Pointer(&a.d[0]), unsafe.Pointer(&a.sum[0]), nb/2, pw)
+}
+
 //go:noescape
-func dotQ1_0Asm(w, x unsafe.Pointer, nb int) float32
+func dotQ1_0ActsAsm(w, codes, d, sum unsafe.Pointer, npairs int, tw unsafe.Pointer) float32
+
+//go:noescape
+func dotQ1_0Asm(w, x unsafe.Pointer, npairs int, tw, tx unsafe.Pointer) float32
 
 //go:noescape
 func dotQ2_0Asm(w, x unsafe.Pointer, nb int) float32

@@ -68,72 +68,193 @@ GLOBL q2xshuf<>(SB), RODATA|NOPTR, $32
 	VPSUBW       Y1, Y0, Y0   \
 	VPMADDWD     Y15, Y0, dst
 
-// func dotQ1_0Asm(w, x unsafe.Pointer, nb int) float32
+DATA q1perm<>+0(SB)/8, $0x0000000000000000
+DATA q1perm<>+8(SB)/8, $0x0000000000000000
+DATA q1perm<>+16(SB)/8, $0x0000000100000001
+DATA q1perm<>+24(SB)/8, $0x0000000100000001
+GLOBL q1perm<>(SB), RODATA|NOPTR, $32
+
+// Q1SUMS4 reduces the four sub-block vectors Y8..Y11 to [s0 s1 s2 s3] in dst.
+#define Q1SUMS4(dst) \
+	VPHADDD      Y9, Y8, Y8   \
+	VPHADDD      Y11, Y10, Y10 \
+	VPHADDD      Y10, Y8, Y8  \
+	VEXTRACTI128 $1, Y8, X9   \
+	VPADDD       X9, X8, dst
+
+// Q1PAIR adds the eight activation blocks of the Q1_0 blocks at SI, SI+18
+// (activations at DI) to the lanes in Y7: l[i] += s_i · (d0·d1_i).
+#define Q1PAIR \
+	Q1SUB(2(SI), 2(DI), Y8)      \
+	Q1SUB(6(SI), 36(DI), Y9)     \
+	Q1SUB(10(SI), 70(DI), Y10)   \
+	Q1SUB(14(SI), 104(DI), Y11)  \
+	Q1SUMS4(X3)                  \
+	Q1SUB(20(SI), 138(DI), Y8)   \
+	Q1SUB(24(SI), 172(DI), Y9)   \
+	Q1SUB(28(SI), 206(DI), Y10)  \
+	Q1SUB(32(SI), 240(DI), Y11)  \
+	Q1SUMS4(X8)                  \
+	VINSERTI128 $1, X8, Y3, Y3   \
+	VCVTDQ2PS   Y3, Y3           \
+	MOVWQZX     0(DI), AX        \
+	MOVWQZX     34(DI), BX       \
+	SHLQ        $16, BX          \
+	ORQ         BX, AX           \
+	MOVWQZX     68(DI), BX       \
+	SHLQ        $32, BX          \
+	ORQ         BX, AX           \
+	MOVWQZX     102(DI), BX      \
+	SHLQ        $48, BX          \
+	ORQ         BX, AX           \
+	MOVWQZX     136(DI), DX      \
+	MOVWQZX     170(DI), BX      \
+	SHLQ        $16, BX          \
+	ORQ         BX, DX           \
+	MOVWQZX     204(DI), BX      \
+	SHLQ        $32, BX          \
+	ORQ         BX, DX           \
+	MOVWQZX     238(DI), BX      \
+	SHLQ        $48, BX          \
+	ORQ         BX, DX           \
+	VMOVQ       AX, X4           \
+	VPINSRQ     $1, DX, X4, X4   \
+	VCVTPH2PS   X4, Y4           \
+	MOVWLZX     0(SI), AX        \
+	MOVWLZX     18(SI), BX       \
+	SHLL        $16, BX          \
+	ORL         BX, AX           \
+	VMOVD       AX, X5           \
+	VCVTPH2PS   X5, X5           \
+	VPERMPS     Y5, Y6, Y5       \
+	VMULPS      Y5, Y4, Y4       \
+	VMULPS      Y4, Y3, Y3       \
+	VADDPS      Y3, Y7, Y7
+
+// SUM8 combines the lanes of Y7 as sum8 does, into X0.
+#define SUM8 \
+	VEXTRACTF128 $1, Y7, X1 \
+	VADDPS       X1, X7, X0 \
+	VMOVHLPS     X0, X0, X1 \
+	VADDPS       X1, X0, X0 \
+	VMOVSHDUP    X0, X1     \
+	VADDSS       X1, X0, X0
+
+// func dotQ1_0Asm(w, x unsafe.Pointer, npairs int, tw, tx unsafe.Pointer) float32
 //
-// Same float32 operations, in the same order, as dotQ1_0Go.
-TEXT ·dotQ1_0Asm(SB), NOSPLIT, $0-28
+// Same float32 operations, in the same order, as dotQ1_0Go: pairs of
+// Q1_0 blocks in place, then an odd last block from the zero-padded
+// copies tw (36 bytes) and tx (272 bytes), whose padding adds +0 to lanes
+// that can never be −0.
+TEXT ·dotQ1_0Asm(SB), NOSPLIT, $0-44
 	MOVQ    w+0(FP), SI
 	MOVQ    x+8(FP), DI
-	MOVQ    nb+16(FP), CX
+	MOVQ    npairs+16(FP), CX
 	VMOVDQU q1shuf<>(SB), Y12
 	VMOVDQU q1bit<>(SB), Y13
 	VMOVDQU ones8<>(SB), Y14
 	VMOVDQU ones16<>(SB), Y15
-	VXORPS  X6, X6, X6        // sum
+	VMOVDQU q1perm<>(SB), Y6
+	VXORPS  Y7, Y7, Y7
+	TESTQ   CX, CX
+	JE      tail
 
 loop:
-	Q1SUB(2(SI), 2(DI), Y8)
-	Q1SUB(6(SI), 36(DI), Y9)
-	Q1SUB(10(SI), 70(DI), Y10)
-	Q1SUB(14(SI), 104(DI), Y11)
-
-	// [s0 s1 s2 s3], exact.
-	VPHADDD      Y9, Y8, Y8
-	VPHADDD      Y11, Y10, Y10
-	VPHADDD      Y10, Y8, Y8
-	VEXTRACTI128 $1, Y8, X9
-	VPADDD       X9, X8, X8
-	VCVTDQ2PS    X8, X8
-
-	// t_k = s_k · dx_k; the four fp16 scales are gathered in a GPR.
-	MOVWQZX   0(DI), AX
-	MOVWQZX   34(DI), BX
-	SHLQ      $16, BX
-	ORQ       BX, AX
-	MOVWQZX   68(DI), BX
-	SHLQ      $32, BX
-	ORQ       BX, AX
-	MOVWQZX   102(DI), BX
-	SHLQ      $48, BX
-	ORQ       BX, AX
-	VMOVQ     AX, X4
-	VCVTPH2PS X4, X4
-	VMULPS    X4, X8, X8
-
-	// acc = ((0 + t0) + t1) + t2) + t3
-	VXORPS    X5, X5, X5
-	VADDSS    X8, X5, X5
-	VMOVSHDUP X8, X9
-	VADDSS    X9, X5, X5
-	VMOVHLPS  X8, X8, X9
-	VADDSS    X9, X5, X5
-	VPSHUFD   $3, X8, X9
-	VADDSS    X9, X5, X5
-
-	// sum += dw · acc
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X4
-	VCVTPH2PS X4, X4
-	VMULSS    X5, X4, X4
-	VADDSS    X4, X6, X6
-
-	ADDQ $18, SI
-	ADDQ $136, DI
+	Q1PAIR
+	ADDQ $36, SI
+	ADDQ $272, DI
 	DECQ CX
 	JNZ  loop
 
+tail:
+	MOVQ  tw+24(FP), SI
+	TESTQ SI, SI
+	JE    reduce
+	MOVQ  tx+32(FP), DI
+	Q1PAIR
+
+reduce:
+	SUM8
 	VZEROUPPER
-	VMOVSS X6, ret+24(FP)
+	VMOVSS X0, ret+40(FP)
+	RET
+
+// Q1SUBACTS computes the int32 partial sums of Σ_{bit set} x for one
+// sub-block whose codes are in memory at xq.
+#define Q1SUBACTS(bits, xq, dst) \
+	VPBROADCASTD bits, Y0     \
+	VPSHUFB      Y12, Y0, Y0  \
+	VPAND        Y13, Y0, Y0  \
+	VPMINUB      Y14, Y0, Y0  \
+	VPMADDUBSW   xq, Y0, Y0   \
+	VPMADDWD     Y15, Y0, dst
+
+// Q1PAIRACTS is Q1PAIR with the codes at DI (32 per block), the scales as
+// float32 at R8 and the code sums at R9.
+#define Q1PAIRACTS \
+	Q1SUBACTS(2(SI), 0(DI), Y8)      \
+	Q1SUBACTS(6(SI), 32(DI), Y9)     \
+	Q1SUBACTS(10(SI), 64(DI), Y10)   \
+	Q1SUBACTS(14(SI), 96(DI), Y11)   \
+	Q1SUMS4(X3)                      \
+	Q1SUBACTS(20(SI), 128(DI), Y8)   \
+	Q1SUBACTS(24(SI), 160(DI), Y9)   \
+	Q1SUBACTS(28(SI), 192(DI), Y10)  \
+	Q1SUBACTS(32(SI), 224(DI), Y11)  \
+	Q1SUMS4(X8)                      \
+	VINSERTI128 $1, X8, Y3, Y3       \
+	VPSLLD      $1, Y3, Y3           \
+	VPSUBD      0(R9), Y3, Y3        \
+	VCVTDQ2PS   Y3, Y3               \
+	MOVWLZX     0(SI), AX            \
+	MOVWLZX     18(SI), BX           \
+	SHLL        $16, BX              \
+	ORL         BX, AX               \
+	VMOVD       AX, X5               \
+	VCVTPH2PS   X5, X5               \
+	VPERMPS     Y5, Y6, Y5           \
+	VMULPS      0(R8), Y5, Y4        \
+	VMULPS      Y4, Y3, Y3           \
+	VADDPS      Y3, Y7, Y7
+
+// func dotQ1_0ActsAsm(w, codes, d, sum unsafe.Pointer, npairs int, tw unsafe.Pointer) float32
+//
+// dotQ1_0Asm with the activation scales and code sums precomputed (the
+// arrays are zero-padded to whole pairs): the same float32 operations.
+TEXT ·dotQ1_0ActsAsm(SB), NOSPLIT, $0-52
+	MOVQ    w+0(FP), SI
+	MOVQ    codes+8(FP), DI
+	MOVQ    d+16(FP), R8
+	MOVQ    sum+24(FP), R9
+	MOVQ    npairs+32(FP), CX
+	VMOVDQU q1shuf<>(SB), Y12
+	VMOVDQU q1bit<>(SB), Y13
+	VMOVDQU ones8<>(SB), Y14
+	VMOVDQU ones16<>(SB), Y15
+	VMOVDQU q1perm<>(SB), Y6
+	VXORPS  Y7, Y7, Y7
+	TESTQ   CX, CX
+	JE      actstail
+
+actsloop:
+	Q1PAIRACTS
+	ADDQ $36, SI
+	ADDQ $256, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ  actsloop
+
+actstail:
+	MOVQ  tw+40(FP), SI
+	TESTQ SI, SI
+	JE    actsreduce
+	Q1PAIRACTS
+
+actsreduce:
+	SUM8
+	VZEROUPPER
+	VMOVSS X0, ret+48(FP)
 	RET
 
 // Q2SUB computes the int32 partial sums of Σ(q−1)·x for one sub-block:

@@ -161,3 +161,26 @@ func TestDotValue(t *testing.T) {
 		}
 	}
 }
+
+func TestDotActsMatchesDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	var a Acts
+	for iter := range 2000 {
+		nb := 1 + iter%13
+		n := nb * BlockQ1_0
+		var w, x []byte
+		if iter%2 == 0 {
+			w, x = randomBlocks(r, nb, BlockBytesQ1_0), randomBlocks(r, n/32, 34)
+		} else {
+			w, x = realistic(r, n, QuantizeRowQ1_0, nb*BlockBytesQ1_0)
+		}
+		a.Set(x, n)
+		if got, want := DotQ1_0Acts(w, &a), dotQ1_0Go(w, x, nb); !sameFloat(got, want) {
+			t.Fatalf("iteration %d: Acts %v (%#08x), Go %v (%#08x)", iter, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+	a.Set(nil, 0)
+	if DotQ1_0Acts(nil, &a) != 0 {
+		t.Error("empty row must give 0")
+	}
+}

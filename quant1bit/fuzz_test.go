@@ -58,3 +58,25 @@ func FuzzQuantizeRowQ2_0(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDotQ1_0Acts checks the prepared-activation kernel against the Go
+// kernel on arbitrary bytes.
+func FuzzDotQ1_0Acts(f *testing.F) {
+	f.Add([]byte{2}, bytes.Repeat([]byte{0x80, 0x01, 0x7f}, 300))
+	f.Fuzz(func(t *testing.T, nb []byte, data []byte) {
+		if len(nb) == 0 {
+			return
+		}
+		n := 1 + int(nb[0])%7
+		wb, xb := n*BlockBytesQ1_0, n*4*34
+		if len(data) < wb+xb {
+			return
+		}
+		w, x := data[:wb], data[wb:wb+xb]
+		var a Acts
+		a.Set(x, n*BlockQ1_0)
+		if got, want := DotQ1_0Acts(w, &a), dotQ1_0Go(w, x, n); !sameFloat(got, want) {
+			t.Fatalf("%d blocks: %v (%#08x), Go %v (%#08x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	})
+}

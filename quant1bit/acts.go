@@ -1,0 +1,73 @@
+package quant1bit
+
+import (
+	"encoding/binary"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// Acts is a Q8_0 activation row unpacked once for dot products with many
+// weight rows: the codes of each block without their scales, the scales
+// as float32, and the sum of each block's codes. DotQ1_0Acts(w, a) is
+// bit for bit DotQ1_0(w, x, n); it only skips work that does not depend
+// on the weights.
+type Acts struct {
+	n     int
+	raw   []byte    // the Q8_0 row (for the Go kernels)
+	codes []byte    // 32 codes per block, contiguous
+	d     []float32 // block scales
+	sum   []int32   // Σ codes per block
+}
+
+// Set unpacks the Q8_0 activation row x of n elements (n a multiple of
+// 32), reusing a's memory. x is copied. It panics if x is too short.
+func (a *Acts) Set(x []byte, n int) {
+	if n < 0 || n%blockQ8_0 != 0 || len(x) < n/blockQ8_0*blockBytesQ8_0 {
+		panic("quant1bit: Acts.Set: bad row length")
+	}
+	nb := n / blockQ8_0
+	a.n = n
+	a.raw = append(a.raw[:0], x[:nb*blockBytesQ8_0]...)
+	// Zero-padded to a whole number of 8-block groups, which the AVX2
+	// kernel reads as two Q1_0 blocks at a time.
+	np := (nb + 7) &^ 7
+	a.codes = grow(a.codes, np*blockQ8_0)
+	a.d = grow(a.d, np)
+	a.sum = grow(a.sum, np)
+	clear(a.codes[nb*blockQ8_0:])
+	clear(a.d[nb:])
+	clear(a.sum[nb:])
+	for b := range nb {
+		blk := a.raw[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
+		a.d[b] = half.F16ToF32(binary.LittleEndian.Uint16(blk))
+		copy(a.codes[b*blockQ8_0:], blk[2:])
+		var s int32
+		for _, c := range blk[2:] {
+			s += int32(int8(c))
+		}
+		a.sum[b] = s
+	}
+}
+
+// Len is the number of elements of the row.
+func (a *Acts) Len() int { return a.n }
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// DotQ1_0Acts returns DotQ1_0(w, x, a.Len()) for the row x that a was
+// Set from, bit for bit, faster when one activation row meets many
+// weight rows.
+func DotQ1_0Acts(w []byte, a *Acts) float32 {
+	nb := checkDot("DotQ1_0Acts", w, a.raw, a.n, BlockQ1_0, BlockBytesQ1_0)
+	if nb == 0 {
+		return 0
+	}
+	return dotQ1_0Acts(w, a, nb)
+}
+
+var dotQ1_0Acts = func(w []byte, a *Acts, nb int) float32 { return dotQ1_0Go(w, a.raw, nb) }
