@@ -150,6 +150,7 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	if a.cols != w.cols {
 		return fmt.Errorf("runtime: tensor %q: input has %d columns, want %d", w.name, a.cols, w.cols)
 	}
+	e.observe(w, a) // calibration statistics (observe.go); no-op unless observed
 	k := w.kind()
 	if k == actQ8 && w.cols%32 != 0 {
 		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 32", w.name, w.cols)
