@@ -1,0 +1,377 @@
+package qnnpack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// Bundle file names.
+const (
+	GenieConfigName   = "genie_config.json"
+	HTPExtConfigName  = "htp_backend_ext_config.json"
+	TokenizerName     = "tokenizer.json"
+	BundlePlanName    = "plan.json"
+	BundleDraftSubdir = "draft"
+)
+
+// DraftModel is an already built draft model for the spd dialog: its plan,
+// hyper-parameters and context binaries in stage order.
+type DraftModel struct {
+	Plan            *shard.Plan
+	Config          model.Config
+	ContextBinaries []string
+}
+
+// BuildOptions say what to build and where.
+type BuildOptions struct {
+	SDK    *SDK // nil only with DryRun (commands then use ${QNN_SDK_ROOT})
+	Plan   *shard.Plan
+	Config model.Config // BOS/EOS and rope theta for genie_config.json
+	// Graphs holds the exported files of every graph in the plan, by graph
+	// name.
+	Graphs map[string]GraphFiles
+	OutDir string // the bundle directory (replaced atomically)
+	// WorkDir keeps DLCs, compile configs, context binaries, logs and the
+	// cache between builds; "" means OutDir + ".work".
+	WorkDir  string
+	SoC      string // target chip (LookupSoC)
+	OptLevel int    // HTP graph optimization "O"; 0 means 3
+
+	Tokenizer      string          // HF tokenizer.json to copy into the bundle ("" leaves it out)
+	Recipe         json.RawMessage // quantization recipe, recorded in the manifest
+	QnnprepVersion string
+	// ForecastPrefix is a Genie KV cache file holding the ssd-q1 forecast
+	// prefix; "" writes a zero placeholder of the right shape.
+	ForecastPrefix string
+	KVBits         int // KV cache bits for the placeholder prefix; 0 means 8
+	RopeScaling    map[string]any
+	Draft          *DraftModel // spd only
+
+	DryRun   bool          // print the commands, write every file the SDK does not produce
+	Parallel int           // SDK jobs at once; 0 means 2
+	Timeout  time.Duration // per SDK job; 0 means none
+	Force    bool          // ignore the cache
+	Log      io.Writer     // progress and, for dry runs, the commands; nil for none
+}
+
+// Result is what Build did.
+type Result struct {
+	Jobs     []Job
+	Runs     []JobResult // nil for dry runs
+	Stages   []StagePaths
+	Bundle   string
+	Manifest *Manifest
+}
+
+// Build compiles every stage of the plan with the SDK and writes the Genie
+// bundle:
+//
+//  1. per stage, the compile configs (HTP backend-extension JSON with
+//     soc_model, dsp_arch, vtcm_mb, O and weight sharing; the outer
+//     --config_file) in the work directory;
+//  2. the SDK jobs of PlanJobs, in parallel, cached by input hash;
+//  3. the bundle, built in a temporary directory and renamed into place:
+//     genie_config.json (validated), htp_backend_ext_config.json, plan.json,
+//     tokenizer.json, the context binaries in stage order, the ssd-q1
+//     forecast prefix, and manifest.json.
+//
+// Cancelling ctx kills every running tool and leaves neither a bundle nor
+// a half-written output.
+func Build(ctx context.Context, o BuildOptions) (*Result, error) {
+	p := o.Plan
+	if p == nil {
+		return nil, errors.New("qnnpack: build: no plan")
+	}
+	if o.OutDir == "" {
+		return nil, errors.New("qnnpack: build: no output directory")
+	}
+	soc, err := LookupSoC(o.SoC)
+	if err != nil {
+		return nil, err
+	}
+	if o.OptLevel == 0 {
+		o.OptLevel = DefaultOptLevel
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = filepath.Clean(o.OutDir) + ".work"
+	}
+	for i := range p.Stages {
+		if st := &p.Stages[i]; st.OneBit() && p.VTCMMB < shard.MinVTCMOneBit {
+			return nil, fmt.Errorf("qnnpack: stage %d holds %s weights but vtcm_mb is %d; 1-bit stages are built with vtcm_mb ≥ %d (re-plan with --vtcm-mb %d)",
+				i+1, st.WeightType, p.VTCMMB, shard.MinVTCMOneBit, shard.MinVTCMOneBit)
+		}
+	}
+	sdk := o.SDK
+	if sdk == nil {
+		if !o.DryRun {
+			return nil, ErrNoSDK
+		}
+		sdk = DryRunSDK()
+	}
+	jobs, stages, err := PlanJobs(sdk, p, o.Graphs, o.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Jobs: jobs, Stages: stages, Bundle: o.OutDir}
+
+	for i, sp := range stages {
+		inner, err := CompileExtConfig(p.Stages[i].Graphs, p.VTCMMB, o.OptLevel, soc)
+		if err != nil {
+			return nil, err
+		}
+		outer, err := CtxGenConfig(sdk.ExtensionsLib, sp.HTPConfig)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(sp.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		for _, f := range []struct {
+			path string
+			data []byte
+		}{{sp.HTPConfig, inner}, {sp.CtxConfig, outer}} {
+			if err := writeIfChanged(f.path, f.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	if o.DryRun {
+		if o.Log != nil {
+			for i := range jobs {
+				fmt.Fprintln(o.Log, jobs[i].Command())
+			}
+		}
+	} else {
+		res.Runs, err = RunJobs(ctx, jobs, RunOptions{
+			Parallel: o.Parallel, Timeout: o.Timeout, SDKVersion: sdk.Version, Force: o.Force, Log: o.Log,
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("qnnpack: build interrupted: %w", err)
+	}
+	res.Manifest, err = writeBundle(ctx, o, sdk, soc, stages)
+	return res, err
+}
+
+// writeIfChanged writes data to path atomically unless path already holds
+// exactly data (keeping its timestamp for people reading the work dir).
+func writeIfChanged(path string, data []byte) error {
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
+		return nil
+	}
+	return atomicfile.WriteFile(path, data)
+}
+
+func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages []StagePaths) (*Manifest, error) {
+	p := o.Plan
+	d, err := atomicfile.CreateDir(o.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Abort()
+	put := func(name string, data []byte) error {
+		return os.WriteFile(filepath.Join(d.Path, name), data, 0o644)
+	}
+	m := &Manifest{
+		Qnnprep: o.QnnprepVersion,
+		SDK:     ManifestSDK{Version: sdk.Version, Source: sdk.VersionSource},
+		SoC:     soc.Name,
+		Plan:    BundlePlanName,
+		Recipe:  o.Recipe,
+		DryRun:  o.DryRun,
+	}
+	if m.Qnnprep == "" {
+		m.Qnnprep = "(unknown)"
+	}
+
+	var ctxBins []string
+	for _, sp := range stages {
+		name := filepath.Base(sp.Binary)
+		ctxBins = append(ctxBins, name)
+		if o.DryRun {
+			continue
+		}
+		if err := linkOrCopy(ctx, sp.Binary, filepath.Join(d.Path, name)); err != nil {
+			return nil, err
+		}
+	}
+	gopts := GenieOptions{
+		Target: EngineModel{Plan: p, Config: o.Config, CtxBins: ctxBins, RopeScaling: o.RopeScaling},
+	}
+	if o.Draft != nil {
+		dm := &EngineModel{Plan: o.Draft.Plan, Config: o.Draft.Config}
+		if err := os.Mkdir(filepath.Join(d.Path, BundleDraftSubdir), 0o755); err != nil {
+			return nil, err
+		}
+		for _, b := range o.Draft.ContextBinaries {
+			rel := BundleDraftSubdir + "/" + filepath.Base(b)
+			if err := copyFile(ctx, b, filepath.Join(d.Path, filepath.FromSlash(rel))); err != nil {
+				return nil, fmt.Errorf("qnnpack: draft context binary: %w", err)
+			}
+			dm.CtxBins = append(dm.CtxBins, rel)
+		}
+		gopts.Draft = dm
+	}
+	genie, err := GenieConfig(gopts)
+	if err != nil {
+		return nil, err
+	}
+	ext, err := RuntimeExtConfig(soc)
+	if err != nil {
+		return nil, err
+	}
+	planJSON, err := shard.Encode(p)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{GenieConfigName, genie}, {HTPExtConfigName, ext}, {BundlePlanName, planJSON}} {
+		if err := put(f.name, f.data); err != nil {
+			return nil, err
+		}
+	}
+	if o.Tokenizer != "" {
+		if err := copyFile(ctx, o.Tokenizer, filepath.Join(d.Path, TokenizerName)); err != nil {
+			return nil, fmt.Errorf("qnnpack: tokenizer: %w", err)
+		}
+	} else {
+		m.Notes = append(m.Notes, "tokenizer.json not included: copy the model's Hugging Face tokenizer.json into the bundle")
+	}
+	if p.Dialog.Type == shard.SSD {
+		note, err := writeForecastPrefix(o, d.Path)
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			m.Notes = append(m.Notes, note)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("qnnpack: build interrupted: %w", err)
+	}
+	if err := WriteManifest(d.Path, m); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("qnnpack: build interrupted: %w", err)
+	}
+	return m, d.Commit()
+}
+
+// writeForecastPrefix puts the ssd-q1 forecast prefix at
+// <forecast-prefix-name>/kv-cache.primary.qnn-htp, copying the given file
+// (checked against the plan) or writing a placeholder; it returns a
+// manifest note for the placeholder.
+func writeForecastPrefix(o BuildOptions, bundle string) (string, error) {
+	p := o.Plan
+	name := p.Dialog.ForecastPrefixName
+	if name == "" || !filepath.IsLocal(name) {
+		return "", fmt.Errorf("qnnpack: ssd-q1 forecast-prefix-name %q must be a relative directory inside the bundle", name)
+	}
+	bits := o.KVBits
+	if bits == 0 {
+		bits = 8
+	}
+	spec, err := ForecastPrefixSpec(p, bits)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(bundle, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, ForecastPrefixFile)
+	if o.ForecastPrefix != "" {
+		f, err := os.Open(o.ForecastPrefix)
+		if err != nil {
+			return "", fmt.Errorf("qnnpack: forecast prefix: %w", err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return "", err
+		}
+		got, err := ReadCacheSpec(f, fi.Size(), o.ForecastPrefix)
+		if err != nil {
+			return "", err
+		}
+		if got.NumTensors != spec.NumTensors || got.NHeads != spec.NHeads || got.EmbedDim != spec.EmbedDim || got.UpdateSize != spec.UpdateSize {
+			return "", fmt.Errorf("qnnpack: forecast prefix %s holds %d tensors × %d heads × %d dims × %d positions; the plan needs %d × %d × %d × %d",
+				o.ForecastPrefix, got.NumTensors, got.NHeads, got.EmbedDim, got.UpdateSize, spec.NumTensors, spec.NHeads, spec.EmbedDim, spec.UpdateSize)
+		}
+		return "", copyFile(context.Background(), o.ForecastPrefix, dst)
+	}
+	f, err := os.Create(dst)
+	if err != nil {
+		return "", err
+	}
+	if err := WritePlaceholderCache(f, spec); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/%s is a zero placeholder with the right shape (%d positions), not a computed forecast prefix: SSD drafts will be poor until a real prefix is supplied",
+		name, ForecastPrefixFile, spec.UpdateSize), nil
+}
+
+// linkOrCopy hard-links src to dst (context binaries are large), or copies
+// it when linking is not possible. Only for files in the work directory,
+// which the runner replaces by rename and never rewrites in place.
+func linkOrCopy(ctx context.Context, src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	return copyFile(ctx, src, dst)
+}
+
+func copyFile(ctx context.Context, src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4<<20)
+	for {
+		if err := ctx.Err(); err != nil {
+			out.Close()
+			return err
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			if _, err := out.Write(buf[:n]); err != nil {
+				out.Close()
+				return fmt.Errorf("copy %s: %w", src, err)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return fmt.Errorf("copy %s: %w", src, rerr)
+		}
+	}
+	return out.Close()
+}

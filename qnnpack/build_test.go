@@ -1,0 +1,425 @@
+package qnnpack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+type buildEnv struct {
+	sdk   *SDK
+	plan  *shard.Plan
+	files map[string]GraphFiles
+	in    string // exported graphs
+	out   string // bundle
+	calls string // fake SDK call log
+}
+
+func newBuildEnv(t *testing.T, opts shard.Options) *buildEnv {
+	t.Helper()
+	root := fakeSDK(t)
+	sdk, err := FindSDK(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &buildEnv{sdk: sdk, in: t.TempDir(), out: filepath.Join(t.TempDir(), "bundle")}
+	e.plan = testPlan(t, testConfig(4), "tiny", opts)
+	e.files = writeGraphs(t, e.plan, e.in)
+	e.calls = filepath.Join(t.TempDir(), "calls.jsonl")
+	t.Setenv("FAKESDK_CALLS", e.calls)
+	return e
+}
+
+func (e *buildEnv) options() BuildOptions {
+	return BuildOptions{
+		SDK: e.sdk, Plan: e.plan, Config: testConfig(4), Graphs: e.files, OutDir: e.out,
+		SoC: "8elite", QnnprepVersion: "test", Recipe: json.RawMessage(`{"weights":"Q1_0"}`),
+	}
+}
+
+func TestBuildRunsEveryJobThenCaches(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	tok := filepath.Join(e.in, "tokenizer.json")
+	os.WriteFile(tok, []byte(`{"model":{"type":"BPE"}}`), 0o644)
+	o := e.options()
+	o.Tokenizer = tok
+	res, err := Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every job ran once: a converter per graph, a context job per stage.
+	got := calls(t, e.calls)
+	if want := len(e.plan.Graphs) + len(e.plan.Stages); len(got) != want {
+		t.Fatalf("%d tool runs, want %d", len(got), want)
+	}
+	for _, c := range got {
+		switch c.Tool {
+		case ToolConverter:
+			g := graphOf(c)
+			f, ok := e.files[g]
+			if !ok {
+				t.Fatalf("converter run for unknown graph %q", g)
+			}
+			onnxAbs, _ := filepath.Abs(f.ONNX)
+			encAbs, _ := filepath.Abs(f.Encodings)
+			if flag(c.Args, "--input_network") != onnxAbs || flag(c.Args, "--quantization_overrides") != encAbs {
+				t.Errorf("%s: converter args %q", g, c.Args)
+			}
+			// input_ids only on the first stage keeps its int32 dtype.
+			keep := c.Args[slices.Index(c.Args, "--preserve_io_datatype")+1:]
+			if strings.HasSuffix(g, "_01_of_02") != slices.Equal(keep, []string{"input_ids"}) {
+				t.Errorf("%s: --preserve_io_datatype %q", g, keep)
+			}
+		case ToolCtxGen:
+			if filepath.Base(flag(c.Args, "--backend")) != LibHtp || filepath.Base(flag(c.Args, "--model")) != LibModelDlc {
+				t.Errorf("ctxgen backend/model %q", c.Args)
+			}
+			// All AR variants of the stage in one context, in variant order.
+			var stage *shard.Stage
+			for i := range e.plan.Stages {
+				if ContextBinaryName(e.plan, i) == flag(c.Args, "--binary_file") {
+					stage = &e.plan.Stages[i]
+				}
+			}
+			if stage == nil {
+				t.Fatalf("ctxgen for unknown binary %q", flag(c.Args, "--binary_file"))
+			}
+			var dlcGraphs []string
+			for _, d := range strings.Split(flag(c.Args, "--dlc_path"), ",") {
+				dlcGraphs = append(dlcGraphs, strings.TrimSuffix(filepath.Base(d), ".dlc"))
+			}
+			if !slices.Equal(dlcGraphs, stage.Graphs) {
+				t.Errorf("stage %d: --dlc_path graphs %v, want %v", stage.Index, dlcGraphs, stage.Graphs)
+			}
+			for _, f := range []string{"--output_dir", "--config_file"} {
+				if flag(c.Args, f) == "" {
+					t.Errorf("ctxgen without %s", f)
+				}
+			}
+		default:
+			t.Errorf("unexpected tool %q", c.Tool)
+		}
+	}
+
+	// The bundle: verified, context binaries in stage order, the fake SDK's
+	// header in each, built for the chosen SoC with the plan's vtcm_mb.
+	m, err := VerifyBundle(e.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recipe bytes.Buffer
+	json.Compact(&recipe, m.Recipe)
+	if m.SDK.Version != "2.40.0.251030" || m.SDK.Source != "sdk.yaml" || m.Qnnprep != "test" || recipe.String() != `{"weights":"Q1_0"}` {
+		t.Errorf("manifest %+v", m)
+	}
+	var genie struct {
+		Dialog struct {
+			Engine struct {
+				Model struct {
+					Binary struct {
+						CtxBins []string `json:"ctx-bins"`
+					}
+				}
+			}
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(e.out, GenieConfigName))
+	if err := json.Unmarshal(b, &genie); err != nil {
+		t.Fatal(err)
+	}
+	bins := genie.Dialog.Engine.Model.Binary.CtxBins
+	if !slices.Equal(bins, []string{"tiny_01_of_02.bin", "tiny_02_of_02.bin"}) {
+		t.Errorf("ctx-bins %v", bins)
+	}
+	for i, name := range bins {
+		data, err := os.ReadFile(filepath.Join(e.out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var desc struct {
+			Graphs   []string
+			SoCModel int    `json:"soc_model"`
+			DSPArch  string `json:"dsp_arch"`
+			VTCM     int    `json:"vtcm_mb"`
+		}
+		if !bytes.HasPrefix(data, []byte("FAKECTX1\n")) || json.Unmarshal(data[9:], &desc) != nil {
+			t.Fatalf("%s is not the fake SDK's context binary", name)
+		}
+		if !slices.Equal(desc.Graphs, e.plan.Stages[i].Graphs) || desc.SoCModel != 69 || desc.DSPArch != "v79" || desc.VTCM != e.plan.VTCMMB {
+			t.Errorf("%s: %+v", name, desc)
+		}
+	}
+	if tb, _ := os.ReadFile(filepath.Join(e.out, TokenizerName)); string(tb) != `{"model":{"type":"BPE"}}` {
+		t.Errorf("tokenizer not copied: %q", tb)
+	}
+	if len(res.Runs) != len(res.Jobs) {
+		t.Errorf("%d results for %d jobs", len(res.Runs), len(res.Jobs))
+	}
+	manifest1, _ := os.ReadFile(filepath.Join(e.out, ManifestName))
+
+	// Unchanged inputs: nothing runs, and the bundle is byte-identical.
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(t, e.calls); len(got) != 0 {
+		t.Fatalf("second build ran %d tools: %v", len(got), got)
+	}
+	if manifest2, _ := os.ReadFile(filepath.Join(e.out, ManifestName)); !bytes.Equal(manifest1, manifest2) {
+		t.Error("rebuilding unchanged inputs changed the manifest")
+	}
+
+	// Touch one graph of stage 2: only its converter and stage 2's context
+	// job run again.
+	g := e.plan.Stages[1].Graphs[0]
+	writeGraph(t, e.in, &e.plan.Graphs[slices.IndexFunc(e.plan.Graphs, func(x shard.Graph) bool { return x.Name == g })], "v2")
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	got = calls(t, e.calls)
+	var ran []string
+	for _, c := range got {
+		ran = append(ran, c.Tool+" "+graphOf(c))
+	}
+	want := []string{ToolConverter + " " + g, ToolCtxGen + " tiny_02_of_02"}
+	if !slices.Equal(ran, want) {
+		t.Errorf("after touching %s ran %v, want %v", g, ran, want)
+	}
+	if _, err := VerifyBundle(e.out); err != nil {
+		t.Fatal(err)
+	}
+
+	// A context binary changed behind the cache's back is rebuilt.
+	bin := res.Stages[0].Binary
+	os.WriteFile(bin, []byte("FAKECTX1\ncorrupt"), 0o644)
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(t, e.calls); len(got) != 1 || got[0].Tool != ToolCtxGen {
+		t.Errorf("after corrupting %s ran %v", bin, got)
+	}
+}
+
+func TestBuildToolFailure(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	t.Setenv("FAKESDK_FAIL", ToolCtxGen+":tiny_02_of_02")
+	t.Setenv("FAKESDK_FAIL_CODE", "7")
+	_, err := Build(context.Background(), e.options())
+	var te *ToolError
+	if !errors.As(err, &te) {
+		t.Fatalf("error %v is not a ToolError", err)
+	}
+	if te.Stage != 1 || te.Tool != ToolCtxGen || te.ExitCode != 7 {
+		t.Errorf("ToolError %+v", te)
+	}
+	log, rerr := os.ReadFile(te.Log)
+	if rerr != nil || !bytes.Contains(log, []byte("injected failure")) || !bytes.Contains(log, []byte("--binary_file tiny_02_of_02")) {
+		t.Errorf("log %s: %v\n%s", te.Log, rerr, log)
+	}
+	msg := err.Error()
+	for _, want := range []string{"stage 2", ToolCtxGen, "exit code 7", te.Log, "injected failure", "err 1002"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not mention %q:\n%s", want, msg)
+		}
+	}
+	if _, err := os.Stat(e.out); !os.IsNotExist(err) {
+		t.Errorf("a failed build left a bundle at %s", e.out)
+	}
+	// Stage 1 is cached; a fixed tool only reruns stage 2's context job.
+	os.Unsetenv("FAKESDK_FAIL")
+	calls(t, e.calls)
+	if _, err := Build(context.Background(), e.options()); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(t, e.calls); len(got) != 1 || graphOf(got[0]) != "tiny_02_of_02" {
+		t.Errorf("after fixing the tool ran %v", got)
+	}
+}
+
+func TestBuildConverterRejectsBadInput(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	g := e.plan.Graphs[0].Name
+	os.WriteFile(e.files[g].Encodings, []byte("{not json"), 0o644)
+	_, err := Build(context.Background(), e.options())
+	var te *ToolError
+	if !errors.As(err, &te) || te.Tool != ToolConverter || te.Graph != g || te.ExitCode != 2 {
+		t.Fatalf("error %v", err)
+	}
+	if !strings.Contains(err.Error(), "quantization overrides") {
+		t.Errorf("error does not carry the tool's message: %v", err)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestBuildCancelKillsToolsAndLeavesNothing(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	pids := t.TempDir()
+	t.Setenv("FAKESDK_SLEEP", "60s")
+	t.Setenv("FAKESDK_SPAWN", "1")
+	t.Setenv("FAKESDK_PIDS", pids)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := e.options()
+	o.WorkDir = filepath.Join(t.TempDir(), "work")
+	errc := make(chan error, 1)
+	go func() { _, err := Build(ctx, o); errc <- err }()
+
+	// Two tools (the default parallelism) each with a child.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ents, _ := os.ReadDir(pids)
+		if len(ents) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools did not start: %d pid files", len(ents))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Build after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Build did not return after cancel")
+	}
+	ents, _ := os.ReadDir(pids)
+	for _, ent := range ents {
+		pid, _ := strconv.Atoi(ent.Name())
+		for i := 0; alive(pid) && i < 100; i++ {
+			time.Sleep(10 * time.Millisecond) // init reaps re-parented children
+		}
+		if alive(pid) {
+			t.Errorf("process %d still running after cancel", pid)
+		}
+	}
+	if _, err := os.Stat(e.out); !os.IsNotExist(err) {
+		t.Errorf("interrupted build left %s", e.out)
+	}
+	// No temporary run directory and no output: the DLCs were half-written
+	// in the temp dirs only.
+	filepath.WalkDir(o.WorkDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.Contains(d.Name(), ".tmp-") {
+			t.Errorf("left temporary %s", p)
+		}
+		if strings.HasSuffix(p, ".dlc") || strings.HasSuffix(p, ".bin") {
+			t.Errorf("left output %s", p)
+		}
+		return nil
+	})
+	entries, _ := os.ReadDir(filepath.Dir(e.out))
+	for _, ent := range entries {
+		if atomicfile.IsTemp(ent.Name()) {
+			t.Errorf("left temporary bundle %s", ent.Name())
+		}
+	}
+}
+
+func TestBuildTimeout(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	t.Setenv("FAKESDK_SLEEP", "30s")
+	o := e.options()
+	o.Timeout = 300 * time.Millisecond
+	start := time.Now()
+	_, err := Build(context.Background(), o)
+	var te *ToolError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("error %v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("timeout took %s", time.Since(start))
+	}
+}
+
+func TestDryRunWithoutSDK(t *testing.T) {
+	p := testPlan(t, testConfig(4), "tiny", shard.Options{})
+	in := t.TempDir()
+	files := writeGraphs(t, p, in)
+	out := filepath.Join(t.TempDir(), "bundle")
+	var log bytes.Buffer
+	res, err := Build(context.Background(), BuildOptions{
+		Plan: p, Config: testConfig(4), Graphs: files, OutDir: out, SoC: "sm8650", DryRun: true, Log: &log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != len(res.Jobs) {
+		t.Fatalf("%d command lines for %d jobs", len(lines), len(res.Jobs))
+	}
+	for i, l := range lines {
+		if l != res.Jobs[i].Command() {
+			t.Errorf("line %d: %s\nwant %s", i, l, res.Jobs[i].Command())
+		}
+		if !strings.HasPrefix(l, `"${QNN_SDK_ROOT}"/bin/x86_64-linux-clang/`) {
+			t.Errorf("line %d does not start with the SDK variable: %s", i, l)
+		}
+	}
+	// The compile configs exist for the SDK to use later.
+	for _, sp := range res.Stages {
+		var inner struct {
+			Devices []struct {
+				SoCModel int    `json:"soc_model"`
+				DSPArch  string `json:"dsp_arch"`
+			}
+		}
+		b, err := os.ReadFile(sp.HTPConfig)
+		if err != nil || json.Unmarshal(b, &inner) != nil || inner.Devices[0].SoCModel != 57 || inner.Devices[0].DSPArch != "v75" {
+			t.Errorf("%s: %v %s", sp.HTPConfig, err, b)
+		}
+	}
+	m, err := VerifyBundle(out)
+	if err == nil || !m.DryRun || !strings.Contains(err.Error(), "dry-run") {
+		t.Errorf("verify of a dry-run bundle: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, GenieConfigName)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestBuildRefusesSmallVTCMForOneBit(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	e.plan = testPlan(t, testConfig(4), "tiny", shard.Options{LayerTypes: oneBitTypes(), VTCMMB: 4})
+	_, err := Build(context.Background(), e.options())
+	if err == nil || !strings.Contains(err.Error(), "vtcm_mb") {
+		t.Fatalf("error %v", err)
+	}
+	if got := calls(t, e.calls); len(got) != 0 {
+		t.Errorf("ran %d tools", len(got))
+	}
+}
+
+func TestBuildMissingGraphFiles(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	delete(e.files, e.plan.Graphs[3].Name)
+	_, err := Build(context.Background(), e.options())
+	if err == nil || !strings.Contains(err.Error(), e.plan.Graphs[3].Name) {
+		t.Fatalf("error %v", err)
+	}
+}

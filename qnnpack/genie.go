@@ -1,0 +1,226 @@
+package qnnpack
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// ordered is a JSON object that keeps its key order, so genie_config.json
+// reads like Genie's examples and is byte-identical run to run.
+type ordered []field
+
+type field struct {
+	K string
+	V any
+}
+
+func (o ordered) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.K)
+		v, err := json.Marshal(f.V)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.K, err)
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// EngineModel is one model a Genie engine runs: its plan, its
+// hyper-parameters and its context binaries as bundle-relative paths in
+// stage order.
+type EngineModel struct {
+	Plan    *shard.Plan
+	Config  model.Config
+	CtxBins []string
+	// RopeScaling is Genie's positional-encoding.rope-scaling object
+	// (rope-type, factor, low-freq-factor, …). model.Config keeps only
+	// Llama 3's per-dimension factors, not the parameters Genie wants, so a
+	// model with RopeFreqFactors must supply it.
+	RopeScaling map[string]any
+}
+
+// GenieOptions are the bundle-level settings of genie_config.json.
+type GenieOptions struct {
+	Target     EngineModel
+	Draft      *EngineModel // the draft engine, for spd
+	Tokenizer  string       // bundle-relative path; "tokenizer.json" if empty
+	Extensions string       // bundle-relative HTP extensions JSON; "htp_backend_ext_config.json" if empty
+	NThreads   int          // engine n-threads; 0 means 3 (AI Hub's value)
+	// LadeUpdateMode is lade's update-mode (the plan does not carry it);
+	// "" means ALWAYS_FWD_ONE.
+	LadeUpdateMode string
+}
+
+// GenieConfig builds genie_config.json for the plan's dialog and checks it
+// against Genie's key lists (ValidateGenieConfig) before returning it.
+//
+// From the plan: dialog type and block, context.size, n-vocab, kv-dim
+// (head_dim), rope-dim and the ctx-bins order; from the model config:
+// bos/eos tokens and rope-theta. The QnnHtp block uses AI Hub's values
+// (use-mmap true, spill-fill-bufsize 0, mmap-budget 0, poll true, cpu-mask
+// 0xe0, allow-async-init false) and the sampler is greedy, which is what
+// qnnprep's golden verification compares against.
+func GenieConfig(o GenieOptions) ([]byte, error) {
+	p := o.Target.Plan
+	if p == nil {
+		return nil, fmt.Errorf("qnnpack: genie config: no plan")
+	}
+	if o.Tokenizer == "" {
+		o.Tokenizer = "tokenizer.json"
+	}
+	if o.Extensions == "" {
+		o.Extensions = "htp_backend_ext_config.json"
+	}
+	if o.NThreads == 0 {
+		o.NThreads = 3
+	}
+	cfg := &o.Target.Config
+	if cfg.BOS < 0 || cfg.EOS < 0 {
+		return nil, fmt.Errorf("qnnpack: genie config: model %s has no BOS (%d) or EOS (%d) token id; Genie needs both in context", p.Model.Name, cfg.BOS, cfg.EOS)
+	}
+	context := ordered{
+		{"version", 1},
+		{"bos-token", cfg.BOS},
+		{"eos-token", cfg.EOS},
+		{"size", p.ContextSize},
+		{"n-vocab", p.Model.Vocab},
+	}
+	if o.Draft != nil {
+		context = append(context, field{"draft-n-vocab", o.Draft.Plan.Model.Vocab})
+	}
+
+	target, err := engine(&o.Target, o, "")
+	if err != nil {
+		return nil, err
+	}
+	var engines any = target
+	d := p.Dialog
+	switch d.Type {
+	case shard.SPD:
+		if o.Draft == nil || o.Draft.Plan == nil {
+			return nil, fmt.Errorf("qnnpack: genie config: dialog spd needs a draft model (its plan and context binaries)")
+		}
+		draft, err := engine(o.Draft, o, "draft")
+		if err != nil {
+			return nil, err
+		}
+		target = append(target, field{"role", "target"})
+		engines = []ordered{draft, target}
+	case shard.Eaglet:
+		return nil, fmt.Errorf("qnnpack: genie config: eaglet bundles need an embedding LUT, draft-n-vocab and a draft-token-map, which qnnprep does not produce yet")
+	default:
+		if o.Draft != nil {
+			return nil, fmt.Errorf("qnnpack: genie config: a draft model was given but dialog %s does not use one", d.Type)
+		}
+	}
+
+	dialog := ordered{
+		{"version", 1},
+		{"type", string(d.Type)},
+		{"context", context},
+		{"sampler", ordered{{"version", 1}, {"seed", 42}, {"greedy", true}}},
+		{"tokenizer", ordered{{"version", 1}, {"path", o.Tokenizer}}},
+		{"engine", engines},
+	}
+	switch d.Type {
+	case shard.SSD:
+		dialog = append(dialog, field{"ssd-q1", ordered{
+			{"version", 1},
+			{"ssd-version", 1},
+			{"forecast-token-count", d.ForecastTokenCount},
+			{"branches", d.Branches},
+			{"forecast-prefix", d.ForecastPrefix},
+			{"forecast-prefix-name", d.ForecastPrefixName},
+		}})
+	case shard.SPD:
+		dialog = append(dialog, field{"spd", ordered{{"version", 1}, {"draft-len", d.DraftLen}}})
+	case shard.LADE:
+		mode := o.LadeUpdateMode
+		if mode == "" {
+			mode = "ALWAYS_FWD_ONE"
+		}
+		dialog = append(dialog, field{"lade", ordered{{"version", 1}, {"update-mode", mode},
+			{"window", d.Window}, {"ngram", d.NGram}, {"gcap", d.GCap}}})
+	}
+	b, err := json.MarshalIndent(ordered{{"dialog", dialog}}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("qnnpack: genie config: %w", err)
+	}
+	b = append(b, '\n')
+	if err := ValidateGenieConfig(b); err != nil {
+		return nil, fmt.Errorf("qnnpack: generated %w", err)
+	}
+	return b, nil
+}
+
+// engine is one dialog.engine object.
+func engine(m *EngineModel, o GenieOptions, role string) (ordered, error) {
+	p := m.Plan
+	if len(m.CtxBins) != len(p.Stages) {
+		return nil, fmt.Errorf("qnnpack: genie config: model %s has %d stages but %d context binaries", p.Model.Name, len(p.Stages), len(m.CtxBins))
+	}
+	htp := ordered{
+		{"version", 1},
+		{"spill-fill-bufsize", 0},
+		{"use-mmap", true},
+		{"mmap-budget", 0},
+		{"poll", true},
+		{"cpu-mask", "0xe0"},
+		{"kv-dim", p.Model.HeadDim},
+		{"allow-async-init", false},
+	}
+	var pos ordered
+	switch p.Positional {
+	case shard.Rope:
+		if m.Config.RopeTheta <= 0 {
+			return nil, fmt.Errorf("qnnpack: genie config: model %s uses RoPE but its rope theta is %g", p.Model.Name, m.Config.RopeTheta)
+		}
+		pos = ordered{{"type", "rope"}, {"rope-dim", p.RopeDim}, {"rope-theta", m.Config.RopeTheta}}
+		if len(m.Config.RopeFreqFactors) > 0 {
+			if m.RopeScaling == nil {
+				return nil, fmt.Errorf("qnnpack: genie config: model %s scales RoPE frequencies (Llama 3 rope_freqs); give the rope-scaling parameters (rope-type, factor, low-freq-factor, high-freq-factor, original-max-position-embeddings)", p.Model.Name)
+			}
+			var rs ordered
+			for _, k := range sortedKeys(m.RopeScaling) {
+				rs = append(rs, field{k, m.RopeScaling[k]})
+			}
+			pos = append(pos, field{"rope-scaling", rs})
+		}
+	case shard.Absolute:
+		pos = ordered{{"type", "absolute"}}
+	default:
+		return nil, fmt.Errorf("qnnpack: genie config: unknown positional encoding %q", p.Positional)
+	}
+	e := ordered{{"version", 1}, {"n-threads", o.NThreads}}
+	if role == "draft" {
+		e = append(e, field{"role", role})
+	}
+	e = append(e,
+		field{"backend", ordered{
+			{"version", 1},
+			{"type", "QnnHtp"},
+			{"QnnHtp", htp},
+			{"extensions", o.Extensions},
+		}},
+		field{"model", ordered{
+			{"version", 1},
+			{"type", "binary"},
+			{"binary", ordered{{"version", 1}, {"ctx-bins", m.CtxBins}}},
+			{"positional-encoding", pos},
+		}},
+	)
+	return e, nil
+}

@@ -1,0 +1,215 @@
+package qnnpack
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+var (
+	fakeOnce sync.Once
+	fakeBin  string
+	fakeErr  error
+	fakeDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fakeDir != "" {
+		os.RemoveAll(fakeDir)
+	}
+	os.Exit(code)
+}
+
+// fakeTool builds testdata/fakesdk once per test binary.
+func fakeTool(t *testing.T) string {
+	t.Helper()
+	fakeOnce.Do(func() {
+		fakeDir, fakeErr = os.MkdirTemp("", "qnnpack-fakesdk-")
+		if fakeErr != nil {
+			return
+		}
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = "/usr/local/go/bin/go"
+		}
+		fakeBin = filepath.Join(fakeDir, "fakesdk")
+		out, err := exec.Command(gobin, "build", "-o", fakeBin, "./testdata/fakesdk").CombinedOutput()
+		if err != nil {
+			fakeErr = fmt.Errorf("build fake SDK: %v\n%s", err, out)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
+	return fakeBin
+}
+
+// fakeSDK lays out an SDK root with the fake tools and placeholder
+// libraries, like a QAIRT zip's x86-64 Linux part.
+func fakeSDK(t *testing.T) string {
+	t.Helper()
+	bin := fakeTool(t)
+	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
+	for _, d := range []string{HostBinDir, HostLibDir} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tool := range []string{ToolConverter, ToolCtxGen} {
+		if err := os.Symlink(bin, filepath.Join(root, HostBinDir, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, lib := range []string{LibHtp, LibHtpExtensions, LibModelDlc} {
+		if err := os.WriteFile(filepath.Join(root, HostLibDir, lib), []byte("\x7fELF fake "+lib), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yaml, err := os.ReadFile("testdata/fakesdk/sdk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "sdk.yaml"), yaml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// testConfig is a small llama-like model.
+func testConfig(layers int) model.Config {
+	c := model.Config{
+		Arch: model.Llama, VocabSize: 320, Hidden: 64, Layers: layers, FFN: 128,
+		Heads: 4, KVHeads: 2, HeadDim: 16, ContextLength: 256,
+		RMSEps: 1e-5, RopeTheta: 500000, RopeDim: 16, BOS: 1, EOS: 2,
+	}
+	c.LayerKinds = make([]model.LayerKind, layers)
+	return c
+}
+
+func testPlan(t *testing.T, cfg model.Config, name string, opts shard.Options) *shard.Plan {
+	t.Helper()
+	sizes := make([]int64, cfg.Layers)
+	for i := range sizes {
+		sizes[i] = 1 << 20
+	}
+	if opts.Stages == 0 && opts.LayersPerStage == 0 {
+		opts.Stages = 2
+	}
+	if opts.AR == nil {
+		opts.AR, opts.CL = []int{16, 1}, []int{128}
+	}
+	p, err := shard.NewPlan(cfg, sizes, 1<<20, 1<<20, name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// writeGraph writes a small ONNX model with g's inputs and outputs and an
+// encodings file; salt changes the bytes.
+func writeGraph(t *testing.T, dir string, g *shard.Graph, salt string) GraphFiles {
+	t.Helper()
+	og := onnx.NewGraph(g.Name)
+	var first string
+	for _, in := range g.Inputs {
+		typ := onnx.Float
+		if in.DType == "int32" {
+			typ = onnx.Int32
+		}
+		n := og.Input(in.Name, typ, in.Shape...)
+		if first == "" {
+			first = n
+		}
+	}
+	for _, out := range g.Outputs {
+		og.Output(out.Name, onnx.Float, out.Shape...)
+		og.Node("Identity", []string{first}, []string{out.Name})
+	}
+	f := GraphFiles{ONNX: filepath.Join(dir, g.Name+".onnx"), Encodings: filepath.Join(dir, g.Name+".encodings")}
+	if err := og.WriteFile(f.ONNX, onnx.WriteOptions{Producer: "qnnpack-test", Version: salt}); err != nil {
+		t.Fatal(err)
+	}
+	act := map[string]any{}
+	for _, list := range [][]shard.Tensor{g.Inputs, g.Outputs} {
+		for _, tn := range list {
+			if tn.Encoding != "" {
+				act[tn.Name] = []map[string]any{{"bitwidth": 16, "dtype": "int", "is_symmetric": "False", "min": -8.0, "max": 8.0, "offset": -32768, "scale": 16.0 / 65535}}
+			}
+		}
+	}
+	enc, _ := json.Marshal(map[string]any{"version": "0.6.1", "activation_encodings": act, "param_encodings": map[string]any{}, "salt": salt})
+	if err := os.WriteFile(f.Encodings, enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func writeGraphs(t *testing.T, p *shard.Plan, dir string) map[string]GraphFiles {
+	t.Helper()
+	files := map[string]GraphFiles{}
+	for i := range p.Graphs {
+		files[p.Graphs[i].Name] = writeGraph(t, dir, &p.Graphs[i], "v1")
+	}
+	return files
+}
+
+type call struct {
+	Tool string   `json:"tool"`
+	Args []string `json:"args"`
+}
+
+// calls reads the fake SDK's invocation log and truncates it.
+func calls(t *testing.T, path string) []call {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []call
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var c call
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	os.Remove(path)
+	return out
+}
+
+// flag returns the value after name in args.
+func flag(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+func graphOf(c call) string {
+	if c.Tool == ToolConverter {
+		return strings.TrimSuffix(filepath.Base(flag(c.Args, "--output_path")), ".dlc")
+	}
+	return flag(c.Args, "--binary_file")
+}
+
+func oneBitTypes() []gguf.Type { return []gguf.Type{gguf.Q1_0} }

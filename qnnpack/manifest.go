@@ -1,0 +1,224 @@
+package qnnpack
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+)
+
+// ManifestName is the bundle's manifest file.
+const ManifestName = "manifest.json"
+
+// ManifestVersion is the manifest format version.
+const ManifestVersion = 1
+
+// Manifest describes a bundle: what made it and the SHA-256 of every file.
+// Its last field, manifest_sha256, is the SHA-256 of the manifest file
+// itself with that field's 64 hex digits replaced by zeros, so a changed
+// byte anywhere in the manifest is detected too.
+type Manifest struct {
+	Version int         `json:"version"`
+	Qnnprep string      `json:"qnnprep"`
+	SDK     ManifestSDK `json:"sdk"`
+	SoC     string      `json:"soc"`
+	Plan    string      `json:"plan"` // the plan.json copy in the bundle
+	// Recipe is the quantization recipe the weights were made with, as
+	// the caller gave it.
+	Recipe json.RawMessage `json:"recipe,omitempty"`
+	// DryRun marks a bundle written without the SDK: no context binaries.
+	DryRun bool           `json:"dry_run,omitempty"`
+	Notes  []string       `json:"notes,omitempty"`
+	Files  []ManifestFile `json:"files"` // sorted by path; every file but the manifest
+	Self   string         `json:"manifest_sha256"`
+}
+
+// ManifestSDK names the SDK that built the context binaries.
+type ManifestSDK struct {
+	Version string `json:"version"`
+	Source  string `json:"version_source"`
+}
+
+// ManifestFile is one bundle file.
+type ManifestFile struct {
+	Path   string `json:"path"` // slash-separated, relative to the bundle
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+const selfKey = `"manifest_sha256": "`
+
+var zeroHash = strings.Repeat("0", 64)
+
+// WriteManifest hashes every file under dir (except the manifest) into m
+// and writes dir/manifest.json.
+func WriteManifest(dir string, m *Manifest) error {
+	files, err := listFiles(dir)
+	if err != nil {
+		return err
+	}
+	m.Version = ManifestVersion
+	m.Files = m.Files[:0]
+	for _, rel := range files {
+		if rel == ManifestName {
+			continue
+		}
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		h, err := hashFile(p)
+		if err != nil {
+			return err
+		}
+		m.Files = append(m.Files, ManifestFile{Path: rel, Size: fi.Size(), SHA256: h})
+	}
+	m.Self = zeroHash
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	sum := sha256.Sum256(b)
+	i := bytes.LastIndex(b, []byte(selfKey+zeroHash))
+	copy(b[i+len(selfKey):], hex.EncodeToString(sum[:]))
+	m.Self = hex.EncodeToString(sum[:])
+	return atomicfile.WriteFile(filepath.Join(dir, ManifestName), b)
+}
+
+// listFiles returns every regular file under dir, slash-separated and
+// sorted; anything else (symlinks, devices) is an error.
+func listFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("bundle %s: %s is not a regular file", dir, rel)
+		}
+		files = append(files, filepath.ToSlash(rel))
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+// ParseManifest decodes a manifest and checks its self hash and fields.
+func ParseManifest(b []byte, name string) (*Manifest, error) {
+	i := bytes.LastIndex(b, []byte(selfKey))
+	if i < 0 || len(b) < i+len(selfKey)+64 {
+		return nil, fmt.Errorf("qnnpack: %s: no manifest_sha256 field", name)
+	}
+	got := string(b[i+len(selfKey) : i+len(selfKey)+64])
+	zeroed := bytes.Clone(b)
+	copy(zeroed[i+len(selfKey):], zeroHash)
+	sum := sha256.Sum256(zeroed)
+	if want := hex.EncodeToString(sum[:]); got != want {
+		return nil, fmt.Errorf("qnnpack: %s: manifest changed since it was written (manifest_sha256 %.16s…, content hashes to %.16s…)", name, got, want)
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("qnnpack: %s: %w", name, err)
+	}
+	if m.Version != ManifestVersion {
+		return nil, fmt.Errorf("qnnpack: %s: manifest version %d, want %d", name, m.Version, ManifestVersion)
+	}
+	seen := map[string]bool{}
+	for _, f := range m.Files {
+		if f.Path == "" || f.Path != path.Clean(f.Path) || path.IsAbs(f.Path) || strings.HasPrefix(f.Path, "../") || f.Path == ".." || f.Path == ManifestName {
+			return nil, fmt.Errorf("qnnpack: %s: bad file path %q", name, f.Path)
+		}
+		if seen[f.Path] {
+			return nil, fmt.Errorf("qnnpack: %s: file %q listed twice", name, f.Path)
+		}
+		seen[f.Path] = true
+		if len(f.SHA256) != 64 {
+			return nil, fmt.Errorf("qnnpack: %s: file %q: sha256 %q is not 64 hex digits", name, f.Path, f.SHA256)
+		}
+		if _, err := hex.DecodeString(f.SHA256); err != nil {
+			return nil, fmt.Errorf("qnnpack: %s: file %q: sha256 %q is not hex", name, f.Path, f.SHA256)
+		}
+		if f.Size < 0 {
+			return nil, fmt.Errorf("qnnpack: %s: file %q: negative size", name, f.Path)
+		}
+	}
+	return &m, nil
+}
+
+// VerifyBundle re-checks a bundle against its manifest: the manifest's own
+// hash, every listed file's size and SHA-256, and no missing or extra
+// files. All problems are reported together.
+func VerifyBundle(dir string) (*Manifest, error) {
+	mp := filepath.Join(dir, ManifestName)
+	b, err := os.ReadFile(mp)
+	if err != nil {
+		return nil, fmt.Errorf("qnnpack: bundle %s: %w", dir, err)
+	}
+	m, err := ParseManifest(b, mp)
+	if err != nil {
+		return nil, err
+	}
+	files, err := listFiles(dir)
+	if err != nil {
+		return m, fmt.Errorf("qnnpack: %w", err)
+	}
+	present := map[string]bool{}
+	for _, f := range files {
+		present[f] = true
+	}
+	var problems []string
+	for _, f := range m.Files {
+		if !present[f.Path] {
+			problems = append(problems, fmt.Sprintf("%s: missing", f.Path))
+			continue
+		}
+		delete(present, f.Path)
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		fi, err := os.Stat(p)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", f.Path, err))
+			continue
+		}
+		if fi.Size() != f.Size {
+			problems = append(problems, fmt.Sprintf("%s: %d bytes, manifest says %d", f.Path, fi.Size(), f.Size))
+			continue
+		}
+		h, err := hashFile(p)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", f.Path, err))
+		} else if h != f.SHA256 {
+			problems = append(problems, fmt.Sprintf("%s: SHA-256 %.16s…, manifest says %.16s…", f.Path, h, f.SHA256))
+		}
+	}
+	delete(present, ManifestName)
+	for _, f := range sortedKeys(present) {
+		problems = append(problems, fmt.Sprintf("%s: not in the manifest", f))
+	}
+	if m.DryRun {
+		problems = append(problems, "dry-run bundle: the SDK did not run, so the context binaries are missing")
+	}
+	if len(problems) > 0 {
+		return m, fmt.Errorf("qnnpack: bundle %s does not match its manifest:\n  %s", dir, strings.Join(problems, "\n  "))
+	}
+	return m, nil
+}
