@@ -41,6 +41,9 @@
 //	other types          one weight row at a time decoded by
 //	                     gguf.Dequantize into scratch, float32 dot (slow)
 //
+// Options.KVF16 switches attention to llama.cpp's F16-KV flash-attention
+// arithmetic (see Options); by default attention is float32.
+//
 // Sums that ggml accumulates in double (RMS norm, L2 norm, softmax) are
 // accumulated in float64; everything else is float32. RoPE angles are
 // built like ggml's rope cache (theta multiplied by base^(−2/n_rot) per

@@ -281,6 +281,11 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 		for hh := 0; hh < nh; hh++ {
 			qv := qs[(i*nh+hh)*d : (i*nh+hh+1)*d]
 			kh := hh / group
+			o := att[(i*nh+hh)*d : (i*nh+hh+1)*d]
+			if e.kvF16 {
+				flashF16(qv, ls.k, ls.v, kvDim, kh*d, row, last, scale, o)
+				continue
+			}
 			mx := float32(math.Inf(-1))
 			for j := 0; j <= last; j++ {
 				if row != nil && !row[j] {
@@ -302,16 +307,11 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 				sum += float64(p)
 			}
 			inv := float32(1 / sum)
-			o := att[(i*nh+hh)*d : (i*nh+hh+1)*d]
 			for j := 0; j <= last; j++ {
 				if row != nil && !row[j] {
 					continue
 				}
-				p := scores[j] * inv
-				if e.kvF16 {
-					p = half.F16ToF32(half.F32ToF16(p))
-				}
-				kernels.Axpy(p, ls.v[j*kvDim+kh*d:j*kvDim+(kh+1)*d], o)
+				kernels.Axpy(scores[j]*inv, ls.v[j*kvDim+kh*d:j*kvDim+(kh+1)*d], o)
 			}
 		}
 	}
@@ -323,6 +323,46 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	sc.mid.reset(att, t, nh*d)
 	return e.matmul(l.wo, &sc.mid, grow(&sc.proj, t*c.Hidden))
 }
+
+// flashF16 is one (token, head) of attention the way llama.cpp's CPU flash
+// attention computes it over an F16 KV cache: one pass over the slots with
+// an online softmax, the running output held in binary16 (each update
+// y = f16(y·ms) or f16(y + v·vs) with a fused multiply-add), the running sum
+// in float32, and a final division. k and v hold f16-rounded values; q is
+// f16-rounded too.
+func flashF16(q, k, v []float32, stride, off int, row []bool, last int, scale float32, o []float32) {
+	d := len(o)
+	m := float32(math.Inf(-1))
+	var sum float32
+	clear(o)
+	for j := 0; j <= last; j++ {
+		if row != nil && !row[j] {
+			continue
+		}
+		s := kernels.Dot(q, k[j*stride+off:j*stride+off+d]) * scale
+		ms, vs := float32(1), float32(1)
+		if s > m {
+			ms = expf(m - s)
+			m = s
+			for x := range o {
+				o[x] = f16round(o[x] * ms)
+			}
+		} else {
+			vs = expf(s - m)
+		}
+		vj := v[j*stride+off : j*stride+off+d]
+		for x := range o {
+			o[x] = f16round(float32(math.FMA(float64(vj[x]), float64(vs), float64(o[x]))))
+		}
+		sum = sum*ms + vs
+	}
+	inv := 1 / sum
+	for x := range o {
+		o[x] *= inv
+	}
+}
+
+func f16round(x float32) float32 { return half.F16ToF32(half.F32ToF16(x)) }
 
 // roundF16 rounds x to binary16 values in place.
 func roundF16(x []float32) {
