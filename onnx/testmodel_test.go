@@ -70,6 +70,10 @@ func randomModel(t testing.TB, cfg model.Config, seed uint64) *model.Model {
 				vals[i] = -float32(math.Exp(rng.Float64()*2 - 1))
 			case strings.HasSuffix(name, ".bias"), strings.HasSuffix(name, "ssm_conv1d.weight"):
 				vals[i] = 0.5 * float32(rng.NormFloat64())
+			case name == "token_embd.weight" && cfg.TiedEmbeddings:
+				// Small, so the residual does not make every token predict
+				// itself through the tied head.
+				vals[i] = 0.05 * float32(rng.NormFloat64())
 			case name == "token_embd.weight":
 				vals[i] = float32(rng.NormFloat64())
 			default:

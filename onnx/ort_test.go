@@ -1,0 +1,339 @@
+package onnx
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+var (
+	ortOnce sync.Once
+	ortErr  error
+)
+
+// needORT loads ONNX Runtime from the onnxruntime-node peer once.
+func needORT(t *testing.T) {
+	t.Helper()
+	peers.Need(t, peers.ONNXRuntimeNode)
+	lib, err := peers.ORTLibrary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ortOnce.Do(func() {
+		ort.SetSharedLibraryPath(lib)
+		ortErr = ort.InitializeEnvironment()
+	})
+	if ortErr != nil {
+		t.Fatalf("onnxruntime %s: %v", lib, ortErr)
+	}
+}
+
+// ortMasked is what a test mask holds for "do not attend": exp of it
+// underflows to 0, as the runtime's boolean mask excludes the slot.
+const ortMasked = -1e4
+
+// ortStager runs exported stage graphs with ONNX Runtime and keeps the
+// state the way Genie's KV manager does: every past_*_out is appended to
+// (KV) or replaces (conv, ssm) what the next call gets as past_*_in.
+type ortStager struct {
+	t        *testing.T
+	cfg      model.Config
+	plan     *shard.Plan
+	dir      string
+	sessions map[string]*ort.DynamicAdvancedSession
+	n        int                  // positions processed
+	keys     map[int][][]float32  // layer → position → [nkv][D]
+	values   map[int][][]float32  // layer → position → [nkv][D]
+	state    map[string][]float32 // past_conv/ssm by _in name
+}
+
+func newORTStager(t *testing.T, cfg model.Config, p *shard.Plan, dir string) *ortStager {
+	return &ortStager{t: t, cfg: cfg, plan: p, dir: dir, sessions: map[string]*ort.DynamicAdvancedSession{},
+		keys: map[int][][]float32{}, values: map[int][][]float32{}, state: map[string][]float32{}}
+}
+
+func (s *ortStager) close() {
+	for _, ss := range s.sessions {
+		ss.Destroy()
+	}
+}
+
+func (s *ortStager) session(g *shard.Graph) *ort.DynamicAdvancedSession {
+	if ss, ok := s.sessions[g.Name]; ok {
+		return ss
+	}
+	var in, out []string
+	for _, t := range g.Inputs {
+		in = append(in, t.Name)
+	}
+	for _, t := range g.Outputs {
+		out = append(out, t.Name)
+	}
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer opts.Destroy()
+	opts.SetIntraOpNumThreads(1)
+	opts.SetInterOpNumThreads(1)
+	ss, err := ort.NewDynamicAdvancedSession(filepath.Join(s.dir, g.Name+".onnx"), in, out, opts)
+	if err != nil {
+		s.t.Fatalf("%s: %v", g.Name, err)
+	}
+	s.sessions[g.Name] = ss
+	return ss
+}
+
+// ropeInputs are the [AR, R/2] cos and sin rows for positions n…n+AR−1,
+// built like the runtime's (and ggml's) rope cache.
+func ropeInputs(c *model.Config, n, ar int) (cos, sin []float32) {
+	h := c.RopeDim / 2
+	scale := float32(math.Pow(float64(float32(c.RopeTheta)), float64(float32(-2)/float32(c.RopeDim))))
+	for i := 0; i < ar; i++ {
+		theta := float32(n + i)
+		for j := 0; j < h; j++ {
+			th := theta
+			if c.RopeFreqFactors != nil {
+				th /= c.RopeFreqFactors[j]
+			}
+			cos = append(cos, float32(math.Cos(float64(th))))
+			sin = append(sin, float32(math.Sin(float64(th))))
+			theta *= scale
+		}
+	}
+	return cos, sin
+}
+
+// run feeds the AR tokens to every stage of variant (ar, cl) in turn and
+// returns each stage's main output (hidden states, then logits).
+func (s *ortStager) run(tokens []int32, cl int) [][]float32 {
+	t, c := s.t, &s.cfg
+	ar := len(tokens)
+	past := cl - ar
+	if s.n+ar > cl {
+		t.Fatalf("%d positions do not fit CL %d", s.n+ar, cl)
+	}
+	cos, sin := ropeInputs(c, s.n, ar)
+	mask := make([]float32, ar*cl)
+	for i := 0; i < ar; i++ {
+		for j := 0; j < cl; j++ {
+			ok := j < s.n || (j >= past && j-past <= i)
+			if !ok {
+				mask[i*cl+j] = ortMasked
+			}
+		}
+	}
+	var hidden []float32
+	var outs [][]float32
+	nkv, d := c.KVHeads, c.HeadDim
+	for st := range s.plan.Stages {
+		g := s.plan.Graph(st, ar, cl)
+		if g == nil {
+			t.Fatalf("no graph for stage %d ar %d cl %d", st, ar, cl)
+		}
+		var inputs []ort.Value
+		for _, in := range g.Inputs {
+			var data []float32
+			var l int
+			switch {
+			case in.Name == shard.InputIDs:
+				v, err := ort.NewTensor(ort.NewShape(in.Shape...), append([]int32(nil), tokens...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inputs = append(inputs, v)
+				continue
+			case in.Name == shard.AttentionMask:
+				data = mask
+			case in.Name == shard.PositionIDsCos:
+				data = cos
+			case in.Name == shard.PositionIDsSin:
+				data = sin
+			case in.Name == shard.HiddenStates(st-1):
+				data = hidden
+			case sscan(in.Name, "past_key_%d_in", &l):
+				data = make([]float32, nkv*d*past)
+				for j, kv := range s.keys[l] {
+					for h := 0; h < nkv; h++ {
+						for e := 0; e < d; e++ {
+							data[(h*d+e)*past+j] = kv[h*d+e]
+						}
+					}
+				}
+			case sscan(in.Name, "past_value_%d_in", &l):
+				data = make([]float32, nkv*past*d)
+				for j, kv := range s.values[l] {
+					for h := 0; h < nkv; h++ {
+						copy(data[(h*past+j)*d:(h*past+j+1)*d], kv[h*d:(h+1)*d])
+					}
+				}
+			default:
+				n := int64(1)
+				for _, x := range in.Shape {
+					n *= x
+				}
+				data = s.state[in.Name]
+				if data == nil {
+					data = make([]float32, n)
+				}
+			}
+			v, err := ort.NewTensor(ort.NewShape(in.Shape...), append([]float32(nil), data...))
+			if err != nil {
+				t.Fatalf("%s: %s: %v", g.Name, in.Name, err)
+			}
+			inputs = append(inputs, v)
+		}
+		outputs := make([]ort.Value, len(g.Outputs))
+		if err := s.session(g).Run(inputs, outputs); err != nil {
+			t.Fatalf("%s: %v", g.Name, err)
+		}
+		for i, o := range g.Outputs {
+			data := append([]float32(nil), outputs[i].(*ort.Tensor[float32]).GetData()...)
+			var l int
+			switch {
+			case i == 0:
+				hidden = data
+				outs = append(outs, data)
+			case sscan(o.Name, "past_key_%d_out", &l):
+				for j := 0; j < ar; j++ {
+					kv := make([]float32, nkv*d)
+					for h := 0; h < nkv; h++ {
+						for e := 0; e < d; e++ {
+							kv[h*d+e] = data[(h*d+e)*ar+j]
+						}
+					}
+					s.keys[l] = append(s.keys[l], kv)
+				}
+			case sscan(o.Name, "past_value_%d_out", &l):
+				for j := 0; j < ar; j++ {
+					kv := make([]float32, nkv*d)
+					for h := 0; h < nkv; h++ {
+						copy(kv[h*d:(h+1)*d], data[(h*ar+j)*d:(h*ar+j+1)*d])
+					}
+					s.values[l] = append(s.values[l], kv)
+				}
+			default: // conv and ssm state: the output is the next input
+				s.state[o.Name[:len(o.Name)-len("out")]+"in"] = data
+			}
+			outputs[i].Destroy()
+		}
+		for _, v := range inputs {
+			v.Destroy()
+		}
+	}
+	s.n += ar
+	return outs
+}
+
+func sscan(s, format string, l *int) bool {
+	var rest string
+	n, _ := fmt.Sscanf(s+" x", format+" %s", l, &rest)
+	return n == 2
+}
+
+// runtimeStages runs the same tokens through the runtime layer range by
+// layer range and returns each stage's output, like ortStager.run.
+func runtimeStages(t *testing.T, st *runtime.State, p *shard.Plan, tokens []int32) [][]float32 {
+	e := st.Engine()
+	x := make([]float32, len(tokens)*e.Hidden())
+	if err := e.Embed(tokens, x); err != nil {
+		t.Fatal(err)
+	}
+	var outs [][]float32
+	for _, s := range p.Stages {
+		if err := st.RunLayers(s.FirstLayer, s.LastLayer+1, x, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if s.Head {
+			logits := make([]float32, len(tokens)*e.VocabSize())
+			if err := st.Head(x, logits); err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, logits)
+		} else {
+			outs = append(outs, append([]float32(nil), x...))
+		}
+	}
+	return outs
+}
+
+func maxAbsDiff(a, b []float32) (float64, int) {
+	if len(a) != len(b) {
+		return math.Inf(1), -1
+	}
+	var m float64
+	at := -1
+	for i := range a {
+		if d := math.Abs(float64(a[i]) - float64(b[i])); d > m || math.IsNaN(d) {
+			m, at = d, i
+		}
+	}
+	return m, at
+}
+
+// TestORTMatchesRuntime exports two-stage float32 plans (AR 4 for the
+// prompt, AR 1 for decoding) of every architecture, runs them with ONNX
+// Runtime, carrying KV and Gated DeltaNet state between calls like
+// Genie, and compares every stage's output with the Go runtime's output
+// for the same layers (1e-4 absolute); the chained ORT stages must give
+// the runtime's 16 greedy tokens.
+func TestORTMatchesRuntime(t *testing.T) {
+	needORT(t)
+	const prompt, steps, cl = 4, 16, 32
+	for _, arch := range archs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			m := randomModel(t, cfg, 11)
+			p := testPlan(t, m, 2, []int{prompt, 1}, cl)
+			dir := t.TempDir()
+			if _, err := Export(m, p, dir, ExportOptions{}, nil); err != nil {
+				t.Fatal(err)
+			}
+			e, err := runtime.New(m, runtime.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks := []int32{1, 17, 42, 5}
+			want, err := e.Greedy(context.Background(), toks, steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os := newORTStager(t, cfg, p, dir)
+			defer os.close()
+			rs := e.NewState()
+			var got []int32
+			var worst float64
+			in := toks
+			for step := 0; step < steps; step++ {
+				o := os.run(in, cl)
+				r := runtimeStages(t, rs, p, in)
+				for i := range o {
+					d, at := maxAbsDiff(o[i], r[i])
+					worst = max(worst, d)
+					if d > 1e-4 {
+						t.Fatalf("step %d stage %d: ORT and runtime differ by %g at %d (%v vs %v)", step, i, d, at, o[i][at], r[i][at])
+					}
+				}
+				logits := o[len(o)-1]
+				v := cfg.VocabSize
+				next := runtime.Argmax(logits[len(logits)-v:])
+				got = append(got, next)
+				in = []int32{next}
+			}
+			t.Logf("max |ORT − runtime| over %d calls and all stage outputs: %.3g; greedy %v", steps, worst, got)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("ORT greedy %v, runtime greedy %v", got, want)
+			}
+		})
+	}
+}
