@@ -21,6 +21,7 @@ const (
 	actF16                 // F16 weights: activations rounded to binary16
 	actBF16                // BF16 weights: activations rounded to bfloat16
 	actQ8                  // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
+	actQ1                  // Q1_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
 )
 
 // matrix is a weight in its stored type: rows of cols elements, ggml
@@ -76,7 +77,9 @@ func (m *matrix) kind() actKind {
 		return actF16
 	case gguf.BF16:
 		return actBF16
-	case gguf.Q8_0, gguf.Q1_0, gguf.Q2_0:
+	case gguf.Q1_0:
+		return actQ1
+	case gguf.Q8_0, gguf.Q2_0:
 		return actQ8
 	}
 	return actF32
@@ -100,12 +103,13 @@ type acts struct {
 	bf16    []uint16
 	q8      []byte
 	q8Bytes int // bytes per row of q8
-	have    [4]bool
+	q1      []quant1bit.Acts
+	have    [5]bool
 }
 
 func (a *acts) reset(x []float32, t, cols int) {
 	a.t, a.cols, a.f32 = t, cols, x[:t*cols]
-	a.have = [4]bool{actF32: true}
+	a.have = [5]bool{actF32: true}
 }
 
 func (a *acts) prepare(k actKind) {
@@ -130,6 +134,15 @@ func (a *acts) prepare(k actKind) {
 		for t := 0; t < a.t; t++ {
 			int8.QuantizeRowQ8_0(a.f32[t*a.cols:(t+1)*a.cols], a.q8[t*rb:(t+1)*rb])
 		}
+	case actQ1:
+		a.prepare(actQ8)
+		if cap(a.q1) < a.t {
+			a.q1 = append(a.q1[:cap(a.q1)], make([]quant1bit.Acts, a.t-cap(a.q1))...)
+		}
+		a.q1 = a.q1[:a.t]
+		for t := range a.q1 {
+			a.q1[t].Set(a.q8[t*a.q8Bytes:(t+1)*a.q8Bytes], a.cols)
+		}
 	}
 	a.have[k] = true
 }
@@ -152,7 +165,7 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	}
 	e.observe(w, a) // calibration statistics (observe.go); no-op unless observed
 	k := w.kind()
-	if k == actQ8 && w.cols%32 != 0 {
+	if (k == actQ8 || k == actQ1) && w.cols%32 != 0 {
 		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 32", w.name, w.cols)
 	}
 	a.prepare(k)
@@ -208,11 +221,16 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 				out[t*rows+r] = kernels.DotBF16(row, a.bf16[t*n:(t+1)*n])
 			}
 		}
-	case gguf.Q8_0, gguf.Q1_0, gguf.Q2_0:
+	case gguf.Q1_0:
+		for r := r0; r < r1; r++ {
+			row := w.data[r*rb : (r+1)*rb]
+			for t := 0; t < a.t; t++ {
+				out[t*rows+r] = quant1bit.DotQ1_0Acts(row, &a.q1[t])
+			}
+		}
+	case gguf.Q8_0, gguf.Q2_0:
 		dot := int8.DotQ8_0
-		if w.typ == gguf.Q1_0 {
-			dot = quant1bit.DotQ1_0
-		} else if w.typ == gguf.Q2_0 {
+		if w.typ == gguf.Q2_0 {
 			dot = quant1bit.DotQ2_0
 		}
 		xb := a.q8Bytes
