@@ -28,6 +28,20 @@ func BenchmarkDotQ1_0(b *testing.B) {
 	}
 }
 
+func BenchmarkDotQ1_0Acts(b *testing.B) {
+	for _, n := range []int{2048, 5632} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			var a Acts
+			benchDot(b, n, QuantizeRowQ1_0, BlockQ1_0, BlockBytesQ1_0, func(w, x []byte, nb int) float32 {
+				if a.Len() == 0 {
+					a.Set(x, nb*BlockQ1_0)
+				}
+				return DotQ1_0Acts(w, &a)
+			})
+		})
+	}
+}
+
 func BenchmarkDotQ2_0(b *testing.B) {
 	for _, n := range []int{2048, 5632} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) { benchDot(b, n, QuantizeRowQ2_0Ref, BlockQ2_0, BlockBytesQ2_0, dotQ2_0) })

@@ -127,8 +127,11 @@ func q2Code(x, d float64) int {
 func q2Error(x []float32, d float64) float64 {
 	var e float64
 	for _, v := range x {
-		r := float64(v) - float64(q2Code(float64(v), d))*d
-		e += r * r
+		// Explicit conversions keep each product rounded on its own: Go may
+		// otherwise fuse a*b+c, and the chosen scale must not depend on
+		// the build.
+		r := float64(v) - float64(float64(q2Code(float64(v), d))*d)
+		e += float64(r * r)
 	}
 	return e
 }
@@ -166,7 +169,7 @@ func (q *q2Search) init(x []float32) {
 	var keys [BlockQ2_0]uint64
 	q.n, q.syy = 0, 0
 	for _, v := range x {
-		q.syy += float64(v) * float64(v)
+		q.syy += float64(float64(v) * float64(v))
 		if v == 0 {
 			continue
 		}
@@ -215,7 +218,7 @@ func (q *q2Search) sweep(negD bool) {
 		// The parabola's vertex, syy − sxc²/scc, bounds the interval's
 		// error from below; most intervals cannot beat the best so far and
 		// are skipped without a division.
-		if scc > 0 && hi > lo && (q.syy-q.best.err)*scc < sxc*sxc {
+		if scc > 0 && hi > lo && float64((q.syy-q.best.err)*scc) < float64(sxc*sxc) {
 			v := sxc / scc
 			if v < lo {
 				v = lo
@@ -261,7 +264,7 @@ func (q *q2Search) try(h uint16, neg bool, sxc, scc float64) {
 		return
 	}
 	s := float64(half.F16ToF32(h))
-	if e := q.syy - 2*s*sxc + s*s*scc; e < q.best.err {
+	if e := q.syy - float64(2*s*sxc) + float64(float64(s*s)*scc); e < q.best.err {
 		q.best = q2Candidate{h: h, neg: neg, err: e}
 	}
 }
