@@ -32,14 +32,15 @@ func ParseContainer(s string) (Container, error) {
 	return 0, fmt.Errorf("container %q, want 4bit or 8bit", s)
 }
 
-// blockScale reads a block's fp16 scale and refuses what no encoding can
-// express: a negative or non-finite scale.
+// blockScale reads a block's fp16 scale as the positive encoding scale
+// |d| and refuses a non-finite one. (Q2_0's MSE scale search may pick a
+// negative d; its codes are then negated, see Codes.)
 func blockScale(t *model.Tensor, b []byte, row, blk int) (float32, error) {
 	d := half.F16ToF32(binary.LittleEndian.Uint16(b))
-	if d < 0 || math.IsNaN(float64(d)) || math.IsInf(float64(d), 0) {
-		return 0, fmt.Errorf("tensor %q: row %d block %d: scale %v, want finite and ≥ 0", t.Name, row, blk, d)
+	if math.IsNaN(float64(d)) || math.IsInf(float64(d), 0) {
+		return 0, fmt.Errorf("tensor %q: row %d block %d: scale %v, want a finite number", t.Name, row, blk, d)
 	}
-	return d, nil
+	return float32(math.Abs(float64(d))), nil
 }
 
 // ParamEncoding returns the QNN encoding whose scales reproduce the
@@ -118,9 +119,11 @@ func ParamEncoding(t *model.Tensor, c Container) (*Encoding, error) {
 }
 
 // Codes returns the signed integer codes of row r of a Q8_0, Q1_0 or
-// Q2_0 tensor, read straight from its bits: Q8_0 the int8s, Q1_0 +1 for
-// a set bit and −1 for a clear one, Q2_0 the 2-bit field minus 1. A block
-// whose scale is 0 reads as codes 0, the values it holds.
+// Q2_0 tensor on the positive scale |d| of their block, read straight
+// from its bits: Q8_0 the int8s, Q1_0 +1 for a set bit and −1 for a clear
+// one, Q2_0 the 2-bit field minus 1; negated in a block whose d is
+// negative, so code × |d| is always the value. A block whose scale is 0
+// reads as codes 0, the values it holds.
 func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
 	cols := int(t.Dims[0])
 	rb, err := t.Type.RowBytes(int64(cols))
@@ -132,7 +135,8 @@ func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
 	for j := 0; j < cols/bs; j++ {
 		blk := row[j*bb : (j+1)*bb]
 		out := dst[j*bs : (j+1)*bs]
-		zero := binary.LittleEndian.Uint16(blk)&0x7fff == 0
+		bits := binary.LittleEndian.Uint16(blk)
+		zero, neg := bits&0x7fff == 0, bits&0x8000 != 0
 		for i := range out {
 			var q int8
 			switch t.Type {
@@ -150,6 +154,8 @@ func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
 			}
 			if zero {
 				q = 0
+			} else if neg {
+				q = -q
 			}
 			out[i] = q
 		}
