@@ -1,0 +1,50 @@
+package sparse
+
+import (
+	"fmt"
+
+	"github.com/qnnprep/qnnprep/model"
+)
+
+// MeasureEffective sets each reported tensor's Effective sparsity: the
+// fraction of its values that are exactly zero in artifact (the variant
+// as written, usually quantized). It reads one tensor at a time.
+func (r *Report) MeasureEffective(artifact *model.Model) error {
+	for i := range r.Tensors {
+		tr := &r.Tensors[i]
+		t := artifact.Tensor(tr.Name)
+		if t == nil {
+			return fmt.Errorf("sparse: %s: tensor %s missing from the artifact", artifact.Path, tr.Name)
+		}
+		w, err := t.Float32()
+		if err != nil {
+			return fmt.Errorf("sparse: %s: %w", artifact.Path, err)
+		}
+		var z int64
+		for _, x := range w {
+			if x == 0 {
+				z++
+			}
+		}
+		f := float64(z) / float64(len(w))
+		tr.Effective = &f
+	}
+	return nil
+}
+
+// EffectiveSparsity is the fraction of exact zeros over the reported
+// tensors after MeasureEffective, or -1 before.
+func (r *Report) EffectiveSparsity() float64 {
+	var z, n float64
+	for _, t := range r.Tensors {
+		if t.Effective == nil {
+			return -1
+		}
+		z += *t.Effective * float64(t.Elements)
+		n += float64(t.Elements)
+	}
+	if n == 0 {
+		return 0
+	}
+	return z / n
+}
