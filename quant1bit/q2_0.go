@@ -156,6 +156,8 @@ func q2Encode(x []float32, c q2Candidate, y []byte) {
 // the best candidate so far.
 type q2Search struct {
 	ax   [BlockQ2_0]float64 // |x| ascending, zeros dropped
+	ax2  [BlockQ2_0]float64 // 2|x|: where code ±1 gives way to 0
+	ax3  [BlockQ2_0]float64 // 2|x|/3: where code 2 gives way to 1
 	neg  [BlockQ2_0]bool    // x < 0 for the same element
 	n    int
 	syy  float64 // Σx²
@@ -182,7 +184,8 @@ func (q *q2Search) init(x []float32) {
 	}
 	slices.Sort(keys[:q.n])
 	for i, k := range keys[:q.n] {
-		q.ax[i], q.neg[i] = math.Float64frombits(k&^1), k&1 != 0
+		a := math.Float64frombits(k &^ 1)
+		q.ax[i], q.ax2[i], q.ax3[i], q.neg[i] = a, 2*a, 2*a/3, k&1 != 0
 	}
 }
 
@@ -210,10 +213,10 @@ func (q *q2Search) sweep(negD bool) {
 	for {
 		hi := math.Inf(1)
 		if ia < q.n {
-			hi = 2 * q.ax[ia] / 3
+			hi = q.ax3[ia]
 		}
-		if ib < q.n && 2*q.ax[ib] < hi {
-			hi = 2 * q.ax[ib]
+		if ib < q.n && q.ax2[ib] < hi {
+			hi = q.ax2[ib]
 		}
 		// The parabola's vertex, syy − sxc²/scc, bounds the interval's
 		// error from below; most intervals cannot beat the best so far and
@@ -234,12 +237,12 @@ func (q *q2Search) sweep(negD bool) {
 		if hi > math.MaxFloat64 {
 			return
 		}
-		for ib < q.n && 2*q.ax[ib] == hi {
+		for ib < q.n && q.ax2[ib] == hi {
 			sxc -= q.ax[ib]
 			scc--
 			ib++
 		}
-		for ia < q.n && 2*q.ax[ia]/3 == hi {
+		for ia < q.n && q.ax3[ia] == hi {
 			sxc -= q.ax[ia]
 			scc -= 3
 			ia = q.nextA(ia+1, negD)
@@ -270,16 +273,21 @@ func (q *q2Search) try(h uint16, neg bool, sxc, scc float64) {
 }
 
 // f16Bracket returns the largest and smallest fp16 bit patterns whose
-// values are ≤ v and ≥ v (v ≥ 0; above the fp16 range hi is Inf).
+// values are ≤ v and ≥ v (v ≥ 0; above the fp16 range hi is Inf). The
+// floor comes from truncating v's binary expansion to fp16 precision.
 func f16Bracket(v float64) (lo, hi uint16) {
-	h := half.F32ToF16(float32(v)) // one of the two, even after double rounding
-	f := float64(half.F16ToF32(h))
+	var h uint16
 	switch {
-	case f == v:
-		return h, h
-	case f > v:
-		return h - 1, h
+	case v >= 65504:
+		return 0x7bff, f16Inf
+	case v < 0x1p-14: // subnormal fp16 range: multiples of 2⁻²⁴
+		h = uint16(v * 0x1p24)
 	default:
-		return h, h + 1
+		b := math.Float64bits(v)
+		h = uint16(int(b>>52)-1023+15)<<10 | uint16(b>>42)&0x3ff
 	}
+	if float64(half.F16ToF32(h)) == v {
+		return h, h
+	}
+	return h, h + 1
 }

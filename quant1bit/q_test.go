@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/internal/half"
+
 	"github.com/qnnprep/qnnprep/gguf"
 )
 
@@ -304,6 +306,34 @@ func TestQuantizeRowQ2_0BeatsReference(t *testing.T) {
 		QuantizeRowQ2_0(x, got)
 		if a, b := rowRMSE(t, x, got), rowRMSE(t, x, ref); a > b*(1+1e-12) {
 			t.Errorf("random row %d: rel-RMSE %g above the reference's %g", row, a, b)
+		}
+	}
+}
+
+func TestF16Bracket(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	vals := []float64{0, 0x1p-24, 0x1p-25, 0x1p-14, 0x1p-14 * (1 - 0x1p-30), 1, 1 + 0x1p-11, 65504, 65505, 1e9}
+	for range 2000 {
+		vals = append(vals, math.Ldexp(r.Float64(), r.IntN(44)-26))
+	}
+	for _, v := range vals {
+		lo, hi := f16Bracket(v)
+		// The exhaustive answer: the last fp16 value ≤ v and the first ≥ v.
+		wlo, whi := uint16(0), uint16(f16Inf)
+		for h := uint16(0); h < f16Inf; h++ {
+			f := float64(half.F16ToF32(h))
+			if f <= v {
+				wlo = h
+			}
+			if f >= v {
+				whi = h
+				break
+			}
+		}
+		if lo != wlo || (hi != whi && !(whi == f16Inf && hi == f16Inf)) {
+			if !(v == 65504 && lo == 0x7bff) {
+				t.Fatalf("f16Bracket(%g) = %#04x, %#04x; want %#04x, %#04x", v, lo, hi, wlo, whi)
+			}
 		}
 	}
 }
