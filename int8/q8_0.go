@@ -83,11 +83,14 @@ func QuantizeRowQ8_0(src []float32, dst []byte) {
 // fp16 d, clamped to ±127, so decoding the bytes gives exactly code·d both
 // in ggml (every Q8_0 block carries the same d) and in QNN's per-channel
 // INT8 encoding with scale d and offset 0. An all-zero row gets d = 0 and
-// zero codes. len(src) must be a multiple of 32 and dst must hold
+// zero codes; a scale beyond the fp16 range is stored as 65504. len(src) must be a multiple of 32 and dst must hold
 // len(src)/32*34 bytes.
 func QuantizeRowPerChannel(src []float32, dst []byte) float32 {
 	rowBytes("QuantizeRowPerChannel", len(src), len(dst))
 	h := half.F32ToF16(absMax(src) / 127)
+	if h == 0x7c00 { // beyond fp16: saturate rather than store Inf
+		h = 0x7bff
+	}
 	d := half.F16ToF32(h)
 	for b := 0; b*BlockQ8_0 < len(src); b++ {
 		x := src[b*BlockQ8_0 : (b+1)*BlockQ8_0]

@@ -162,3 +162,15 @@ func TestPerChannelIsQ8_0(t *testing.T) {
 		}
 	}
 }
+
+func TestPerChannelHugeRow(t *testing.T) {
+	x := make([]float32, 32)
+	x[0], x[1] = 1e10, -5e9
+	y := make([]byte, 34)
+	if d := QuantizeRowPerChannel(x, y); d != 65504 {
+		t.Fatalf("scale %v, want 65504", d)
+	}
+	if int8(y[2]) != 127 || int8(y[3]) != -127 {
+		t.Errorf("codes %d %d, want 127 -127 (saturated)", int8(y[2]), int8(y[3]))
+	}
+}

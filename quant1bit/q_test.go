@@ -10,9 +10,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/internal/half"
-
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/half"
 )
 
 // fixture returns a file under shared/fixtures, which sits beside the
