@@ -66,21 +66,44 @@ func Read(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Parse(b, path)
+}
+
+// Parse decodes and validates a golden file's bytes; name is used in
+// errors.
+func Parse(b []byte, name string) (*File, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("golden: %s: %w", path, err)
+		return nil, fmt.Errorf("golden: %s: %w", name, err)
 	}
 	if f.Version != Version {
-		return nil, fmt.Errorf("golden: %s: format version %d, this qnnprep reads version %d", path, f.Version, Version)
+		return nil, fmt.Errorf("golden: %s: format version %d, this qnnprep reads version %d", name, f.Version, Version)
+	}
+	if f.Model.SHA256 == "" {
+		return nil, fmt.Errorf("golden: %s: no model fingerprint (model.sha256)", name)
 	}
 	for i, p := range f.Prompts {
 		if len(p.IDs) == 0 {
-			return nil, fmt.Errorf("golden: %s: prompt %d (%s) has no ids", path, i, p.Name)
+			return nil, fmt.Errorf("golden: %s: prompt %d (%s) has no ids", name, i, p.Name)
 		}
 		if len(p.TopK) != 0 && len(p.TopK) != len(p.Expected) {
-			return nil, fmt.Errorf("golden: %s: prompt %d (%s): %d top-k steps for %d expected tokens", path, i, p.Name, len(p.TopK), len(p.Expected))
+			return nil, fmt.Errorf("golden: %s: prompt %d (%s): %d top-k steps for %d expected tokens", name, i, p.Name, len(p.TopK), len(p.Expected))
+		}
+		for _, ids := range [][]int32{p.IDs, p.Expected} {
+			for _, id := range ids {
+				if id < 0 {
+					return nil, fmt.Errorf("golden: %s: prompt %d (%s): negative token id %d", name, i, p.Name, id)
+				}
+			}
+		}
+		for s, top := range p.TopK {
+			for _, l := range top {
+				if l.ID < 0 {
+					return nil, fmt.Errorf("golden: %s: prompt %d (%s), step %d: negative top-k id %d", name, i, p.Name, s, l.ID)
+				}
+			}
 		}
 	}
 	return &f, nil
