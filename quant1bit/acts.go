@@ -10,7 +10,7 @@ import (
 // weight rows: the codes of each block without their scales, the scales
 // as float32, and the sum of each block's codes. DotQ1_0Acts(w, a) is
 // bit for bit DotQ1_0(w, x, n); it only skips work that does not depend
-// on the weights.
+// on the weights. DotQ2_0Acts is the same for DotQ2_0.
 type Acts struct {
 	n     int
 	raw   []byte    // the Q8_0 row (for the Go kernels)
@@ -29,7 +29,7 @@ func (a *Acts) Set(x []byte, n int) {
 	a.n = n
 	a.raw = append(a.raw[:0], x[:nb*blockBytesQ8_0]...)
 	// Zero-padded to a whole number of 8-block groups, which the AVX2
-	// kernel reads as two Q1_0 blocks at a time.
+	// kernels read as two Q1_0 or four Q2_0 blocks at a time.
 	np := (nb + 7) &^ 7
 	a.codes = grow(a.codes, np*blockQ8_0)
 	a.d = grow(a.d, np)
@@ -71,3 +71,15 @@ func DotQ1_0Acts(w []byte, a *Acts) float32 {
 }
 
 var dotQ1_0Acts = func(w []byte, a *Acts, nb int) float32 { return dotQ1_0Go(w, a.raw, nb) }
+
+// DotQ2_0Acts returns DotQ2_0(w, x, a.Len()) for the row x that a was
+// Set from, bit for bit.
+func DotQ2_0Acts(w []byte, a *Acts) float32 {
+	nb := checkDot("DotQ2_0Acts", w, a.raw, a.n, BlockQ2_0, BlockBytesQ2_0)
+	if nb == 0 {
+		return 0
+	}
+	return dotQ2_0Acts(w, a, nb)
+}
+
+var dotQ2_0Acts = func(w []byte, a *Acts, nb int) float32 { return dotQ2_0Go(w, a.raw, nb) }

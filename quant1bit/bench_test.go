@@ -29,14 +29,23 @@ func BenchmarkDotQ1_0(b *testing.B) {
 }
 
 func BenchmarkDotQ1_0Acts(b *testing.B) {
+	benchActs(b, QuantizeRowQ1_0, BlockQ1_0, DotQ1_0Acts)
+}
+
+func BenchmarkDotQ2_0Acts(b *testing.B) {
+	benchActs(b, QuantizeRowQ2_0, BlockQ2_0, DotQ2_0Acts)
+}
+
+// benchActs is benchDot for a kernel taking activations prepared once.
+func benchActs(b *testing.B, enc func([]float32, []byte), block int, dot func([]byte, *Acts) float32) {
 	for _, n := range []int{2048, 5632} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			var a Acts
-			benchDot(b, n, QuantizeRowQ1_0, BlockQ1_0, BlockBytesQ1_0, func(w, x []byte, nb int) float32 {
+			benchDot(b, n, enc, block, 18, func(w, x []byte, nb int) float32 {
 				if a.Len() == 0 {
-					a.Set(x, nb*BlockQ1_0)
+					a.Set(x, nb*block)
 				}
-				return DotQ1_0Acts(w, &a)
+				return dot(w, &a)
 			})
 		})
 	}

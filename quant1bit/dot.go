@@ -40,16 +40,14 @@ func DotQ1_0(w, x []byte, n int) float32 {
 
 // DotQ2_0 returns the dot product of a Q2_0 weight row w and a Q8_0
 // activation row x of n elements, n a multiple of 64. Each Q2_0 block
-// pairs with two activation blocks; codes q count as q−1. The order is
-// that of llama.cpp's generic Q1_0 kernel, applied to Q2_0 (this kernel
-// only serves the output head, so the per-block reduction costs little):
+// pairs with two activation blocks; codes q count as q−1. The summation
+// order is DotQ1_0's:
 //
-//	sum := float32(0)
-//	for each Q2_0 block b, in order:
-//		acc := float32(0)
-//		for k := 0..1:  s := Σ (q[j]−1)·x.q[j] over activation block 2b+k   (exact)
-//		                acc += float32(s) · x.d
-//		sum += w.d · acc
+//	l[0..7] := +0
+//	for each activation block i, in order (Q2_0 block b = i/2):
+//		s := Σ (q[j]−1)·x.q[j] over block i           (exact, int32)
+//		l[i%8] += float32(s) · (w[b].d · x[i].d)
+//	result := ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7))
 func DotQ2_0(w, x []byte, n int) float32 {
 	nb := checkDot("DotQ2_0", w, x, n, BlockQ2_0, BlockBytesQ2_0)
 	if nb == 0 {
@@ -107,20 +105,20 @@ func sum8(l *[8]float32) float32 {
 }
 
 func dotQ2_0Go(w, x []byte, nb int) float32 {
-	var sum float32
+	var l [8]float32
 	for b := range nb {
 		wb := w[b*BlockBytesQ2_0 : (b+1)*BlockBytesQ2_0]
-		var acc float32
+		d0 := f16At(wb)
 		for k := range 2 {
-			xb := x[(2*b+k)*blockBytesQ8_0 : (2*b+k+1)*blockBytesQ8_0]
+			i := 2*b + k
+			xb := x[i*blockBytesQ8_0 : (i+1)*blockBytesQ8_0]
 			codes := wb[2+8*k : 10+8*k]
 			var s int32
 			for j, v := range xb[2:] {
 				s += (int32(codes[j/4]>>(2*(j%4))&3) - 1) * int32(int8(v))
 			}
-			acc += float32(float32(s) * f16At(xb))
+			l[i%8] += float32(float32(s) * (d0 * f16At(xb)))
 		}
-		sum += float32(f16At(wb) * acc)
 	}
-	return sum
+	return sum8(&l)
 }

@@ -11,6 +11,7 @@ func init() {
 		dotQ1_0 = dotQ1_0AVX2
 		dotQ2_0 = dotQ2_0AVX2
 		dotQ1_0Acts = dotQ1_0ActsAVX2
+		dotQ2_0Acts = dotQ2_0ActsAVX2
 	}
 }
 
@@ -29,8 +30,31 @@ func dotQ1_0AVX2(w, x []byte, nb int) float32 {
 }
 
 func dotQ2_0AVX2(w, x []byte, nb int) float32 {
-	return dotQ2_0Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb)
+	// Groups of four blocks in place; the last 1–3 from zero-padded copies.
+	var tw [4 * BlockBytesQ2_0]byte
+	var tx [8 * blockBytesQ8_0]byte
+	var pw, px unsafe.Pointer
+	if r := nb % 4; r != 0 {
+		b := nb - r
+		copy(tw[:], w[b*BlockBytesQ2_0:nb*BlockBytesQ2_0])
+		copy(tx[:], x[2*b*blockBytesQ8_0:2*nb*blockBytesQ8_0])
+		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
+	}
+	return dotQ2_0Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb/4, pw, px)
 }
+
+func dotQ2_0ActsAVX2(w []byte, a *Acts, nb int) float32 {
+	var tw [4 * BlockBytesQ2_0]byte
+	var pw unsafe.Pointer
+	if r := nb % 4; r != 0 {
+		copy(tw[:], w[(nb-r)*BlockBytesQ2_0:nb*BlockBytesQ2_0])
+		pw = unsafe.Pointer(&tw)
+	}
+	return dotQ2_0ActsAsm(unsafe.Pointer(&w[0]), unsafe.Pointer(&a.codes[0]), unsafe.Pointer(&a.d[0]), unsafe.Pointer(&a.sum[0]), nb/4, pw)
+}
+
+//go:noescape
+func dotQ2_0ActsAsm(w, codes, d, sum unsafe.Pointer, ngroups int, tw unsafe.Pointer) float32
 
 func dotQ1_0ActsAVX2(w []byte, a *Acts, nb int) float32 {
 	var tw [2 * BlockBytesQ1_0]byte
@@ -49,4 +73,4 @@ func dotQ1_0ActsAsm(w, codes, d, sum unsafe.Pointer, npairs int, tw unsafe.Point
 func dotQ1_0Asm(w, x unsafe.Pointer, npairs int, tw, tx unsafe.Pointer) float32
 
 //go:noescape
-func dotQ2_0Asm(w, x unsafe.Pointer, nb int) float32
+func dotQ2_0Asm(w, x unsafe.Pointer, ngroups int, tw, tx unsafe.Pointer) float32

@@ -271,55 +271,174 @@ actsreduce:
 	VPSUBW       Y1, Y0, Y0   \
 	VPMADDWD     Y15, Y0, dst
 
-// func dotQ2_0Asm(w, x unsafe.Pointer, nb int) float32
+DATA q2perm<>+0(SB)/8, $0x0000000000000000
+DATA q2perm<>+8(SB)/8, $0x0000000100000001
+DATA q2perm<>+16(SB)/8, $0x0000000200000002
+DATA q2perm<>+24(SB)/8, $0x0000000300000003
+GLOBL q2perm<>(SB), RODATA|NOPTR, $32
+
+// Q2SUMS reduces the sub-blocks of the Q2_0 blocks at SI+bo and SI+bo+18
+// (activation codes at DI+xo, spaced by step) to [s0 s1 s2 s3] in dst,
+// computing each sub-block with SUB.
+#define Q2SUMS(SUB, bo, xo, step, dst) \
+	SUB(bo+2(SI), xo(DI), Y8)              \
+	SUB(bo+10(SI), xo+step(DI), Y9)        \
+	VPHADDD      Y9, Y8, Y8                \
+	SUB(bo+20(SI), xo+2*step(DI), Y9)      \
+	SUB(bo+28(SI), xo+3*step(DI), Y4)      \
+	VPHADDD      Y4, Y9, Y9                \
+	VPHADDD      Y9, Y8, Y8                \
+	VEXTRACTI128 $1, Y8, X9                \
+	VPADDD       X9, X8, dst
+
+// Q2D0 loads the scales of the four Q2_0 blocks at SI, each repeated for
+// its two activation blocks, into Y5.
+#define Q2D0 \
+	MOVWQZX   0(SI), AX    \
+	MOVWQZX   18(SI), BX   \
+	SHLQ      $16, BX      \
+	ORQ       BX, AX       \
+	MOVWQZX   36(SI), BX   \
+	SHLQ      $32, BX      \
+	ORQ       BX, AX       \
+	MOVWQZX   54(SI), BX   \
+	SHLQ      $48, BX      \
+	ORQ       BX, AX       \
+	VMOVQ     AX, X5       \
+	VCVTPH2PS X5, X5       \
+	VPERMPS   Y5, Y6, Y5
+
+// Q2GROUP adds the eight activation blocks of the four Q2_0 blocks at SI
+// (activations at DI) to the lanes in Y7: l[i] += s_i · (d0·d1_i).
+#define Q2GROUP \
+	Q2SUMS(Q2SUB, 0, 2, 34, X3)     \
+	Q2SUMS(Q2SUB, 36, 138, 34, X8)  \
+	VINSERTI128 $1, X8, Y3, Y3      \
+	VCVTDQ2PS   Y3, Y3              \
+	MOVWQZX     0(DI), AX           \
+	MOVWQZX     34(DI), BX          \
+	SHLQ        $16, BX             \
+	ORQ         BX, AX              \
+	MOVWQZX     68(DI), BX          \
+	SHLQ        $32, BX             \
+	ORQ         BX, AX              \
+	MOVWQZX     102(DI), BX         \
+	SHLQ        $48, BX             \
+	ORQ         BX, AX              \
+	MOVWQZX     136(DI), DX         \
+	MOVWQZX     170(DI), BX         \
+	SHLQ        $16, BX             \
+	ORQ         BX, DX              \
+	MOVWQZX     204(DI), BX         \
+	SHLQ        $32, BX             \
+	ORQ         BX, DX              \
+	MOVWQZX     238(DI), BX         \
+	SHLQ        $48, BX             \
+	ORQ         BX, DX              \
+	VMOVQ       AX, X4              \
+	VPINSRQ     $1, DX, X4, X4      \
+	VCVTPH2PS   X4, Y4              \
+	Q2D0                            \
+	VMULPS      Y5, Y4, Y4          \
+	VMULPS      Y4, Y3, Y3          \
+	VADDPS      Y3, Y7, Y7
+
+#define Q2CONSTS \
+	VMOVDQU q2shuf<>(SB), Y10   \
+	VMOVDQU q2shift<>(SB), Y11  \
+	VMOVDQU q2mask<>(SB), Y12   \
+	VMOVDQU q2xshuf<>(SB), Y13  \
+	VMOVDQU ones8<>(SB), Y14    \
+	VMOVDQU ones16<>(SB), Y15   \
+	VMOVDQU q2perm<>(SB), Y6    \
+	VXORPS  Y7, Y7, Y7
+
+// func dotQ2_0Asm(w, x unsafe.Pointer, ngroups int, tw, tx unsafe.Pointer) float32
 //
-// Same float32 operations, in the same order, as dotQ2_0Go.
-TEXT ·dotQ2_0Asm(SB), NOSPLIT, $0-28
-	MOVQ    w+0(FP), SI
-	MOVQ    x+8(FP), DI
-	MOVQ    nb+16(FP), CX
-	VMOVDQU q2shuf<>(SB), Y10
-	VMOVDQU q2shift<>(SB), Y11
-	VMOVDQU q2mask<>(SB), Y12
-	VMOVDQU q2xshuf<>(SB), Y13
-	VMOVDQU ones8<>(SB), Y14
-	VMOVDQU ones16<>(SB), Y15
-	VXORPS  X6, X6, X6        // sum
+// Same float32 operations, in the same order, as dotQ2_0Go: groups of
+// four Q2_0 blocks in place, then the last 1–3 blocks from the zero-padded
+// copies tw (72 bytes) and tx (272 bytes).
+TEXT ·dotQ2_0Asm(SB), NOSPLIT, $0-44
+	MOVQ  w+0(FP), SI
+	MOVQ  x+8(FP), DI
+	MOVQ  ngroups+16(FP), CX
+	Q2CONSTS
+	TESTQ CX, CX
+	JE    tail
 
 loop:
-	Q2SUB(2(SI), 2(DI), Y8)
-	Q2SUB(10(SI), 36(DI), Y9)
-
-	// [s0 s1 s0 s1], exact.
-	VPHADDD      Y9, Y8, Y8
-	VPHADDD      Y8, Y8, Y8
-	VEXTRACTI128 $1, Y8, X9
-	VPADDD       X9, X8, X8
-	VCVTDQ2PS    X8, X8
-
-	MOVWLZX   0(DI), AX
-	VMOVD     AX, X4
-	VPINSRW   $1, 34(DI), X4, X4
-	VCVTPH2PS X4, X4
-	VMULPS    X4, X8, X8
-
-	// acc = (0 + t0) + t1
-	VXORPS    X5, X5, X5
-	VADDSS    X8, X5, X5
-	VMOVSHDUP X8, X9
-	VADDSS    X9, X5, X5
-
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X4
-	VCVTPH2PS X4, X4
-	VMULSS    X5, X4, X4
-	VADDSS    X4, X6, X6
-
-	ADDQ $18, SI
-	ADDQ $68, DI
+	Q2GROUP
+	ADDQ $72, SI
+	ADDQ $272, DI
 	DECQ CX
 	JNZ  loop
 
+tail:
+	MOVQ  tw+24(FP), SI
+	TESTQ SI, SI
+	JE    reduce
+	MOVQ  tx+32(FP), DI
+	Q2GROUP
+
+reduce:
+	SUM8
 	VZEROUPPER
-	VMOVSS X6, ret+24(FP)
+	VMOVSS X0, ret+40(FP)
+	RET
+
+// Q2SUBACTS computes the int32 partial sums of Σ q·x for one sub-block
+// whose codes are in memory at xq.
+#define Q2SUBACTS(codes, xq, dst) \
+	VPBROADCASTQ codes, Y0    \
+	VPSHUFB      Y10, Y0, Y0  \
+	VPSRLVD      Y11, Y0, Y0  \
+	VPAND        Y12, Y0, Y0  \
+	VMOVDQU      xq, Y1       \
+	VPSHUFB      Y13, Y1, Y2  \
+	VPMADDUBSW   Y2, Y0, Y0   \
+	VPMADDWD     Y15, Y0, dst
+
+// Q2GROUPACTS is Q2GROUP with the codes at DI (32 per block), the scales
+// as float32 at R8 and the code sums at R9.
+#define Q2GROUPACTS \
+	Q2SUMS(Q2SUBACTS, 0, 0, 32, X3)    \
+	Q2SUMS(Q2SUBACTS, 36, 128, 32, X8) \
+	VINSERTI128 $1, X8, Y3, Y3         \
+	VPSUBD      0(R9), Y3, Y3          \
+	VCVTDQ2PS   Y3, Y3                 \
+	Q2D0                               \
+	VMULPS      0(R8), Y5, Y4          \
+	VMULPS      Y4, Y3, Y3             \
+	VADDPS      Y3, Y7, Y7
+
+// func dotQ2_0ActsAsm(w, codes, d, sum unsafe.Pointer, ngroups int, tw unsafe.Pointer) float32
+TEXT ·dotQ2_0ActsAsm(SB), NOSPLIT, $0-52
+	MOVQ  w+0(FP), SI
+	MOVQ  codes+8(FP), DI
+	MOVQ  d+16(FP), R8
+	MOVQ  sum+24(FP), R9
+	MOVQ  ngroups+32(FP), CX
+	Q2CONSTS
+	TESTQ CX, CX
+	JE    actstail
+
+actsloop:
+	Q2GROUPACTS
+	ADDQ $72, SI
+	ADDQ $256, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ  actsloop
+
+actstail:
+	MOVQ  tw+40(FP), SI
+	TESTQ SI, SI
+	JE    actsreduce
+	Q2GROUPACTS
+
+actsreduce:
+	SUM8
+	VZEROUPPER
+	VMOVSS X0, ret+48(FP)
 	RET

@@ -165,22 +165,33 @@ func TestDotValue(t *testing.T) {
 func TestDotActsMatchesDot(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
 	var a Acts
-	for iter := range 2000 {
-		nb := 1 + iter%13
-		n := nb * BlockQ1_0
-		var w, x []byte
-		if iter%2 == 0 {
-			w, x = randomBlocks(r, nb, BlockBytesQ1_0), randomBlocks(r, n/32, 34)
-		} else {
-			w, x = realistic(r, n, QuantizeRowQ1_0, nb*BlockBytesQ1_0)
+	for _, k := range []struct {
+		name      string
+		acts      func([]byte, *Acts) float32
+		ref       func([]byte, []byte, int) float32
+		block     int
+		quantizer func([]float32, []byte)
+	}{
+		{"Q1_0", DotQ1_0Acts, dotQ1_0Go, BlockQ1_0, QuantizeRowQ1_0},
+		{"Q2_0", DotQ2_0Acts, dotQ2_0Go, BlockQ2_0, QuantizeRowQ2_0Ref},
+	} {
+		for iter := range 2000 {
+			nb := 1 + iter%13
+			n := nb * k.block
+			var w, x []byte
+			if iter%2 == 0 {
+				w, x = randomBlocks(r, nb, 18), randomBlocks(r, n/32, 34)
+			} else {
+				w, x = realistic(r, n, k.quantizer, nb*18)
+			}
+			a.Set(x, n)
+			if got, want := k.acts(w, &a), k.ref(w, x, nb); !sameFloat(got, want) {
+				t.Fatalf("%s iteration %d: Acts %v (%#08x), Go %v (%#08x)", k.name, iter, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
 		}
-		a.Set(x, n)
-		if got, want := DotQ1_0Acts(w, &a), dotQ1_0Go(w, x, nb); !sameFloat(got, want) {
-			t.Fatalf("iteration %d: Acts %v (%#08x), Go %v (%#08x)", iter, got, math.Float32bits(got), want, math.Float32bits(want))
+		a.Set(nil, 0)
+		if k.acts(nil, &a) != 0 {
+			t.Errorf("%s: empty row must give 0", k.name)
 		}
-	}
-	a.Set(nil, 0)
-	if DotQ1_0Acts(nil, &a) != 0 {
-		t.Error("empty row must give 0")
 	}
 }

@@ -59,24 +59,30 @@ func FuzzQuantizeRowQ2_0(f *testing.F) {
 	})
 }
 
-// FuzzDotQ1_0Acts checks the prepared-activation kernel against the Go
-// kernel on arbitrary bytes.
-func FuzzDotQ1_0Acts(f *testing.F) {
+// FuzzDotActs checks the prepared-activation kernels against the Go
+// kernels on arbitrary bytes.
+func FuzzDotActs(f *testing.F) {
 	f.Add([]byte{2}, bytes.Repeat([]byte{0x80, 0x01, 0x7f}, 300))
 	f.Fuzz(func(t *testing.T, nb []byte, data []byte) {
 		if len(nb) == 0 {
 			return
 		}
-		n := 1 + int(nb[0])%7
-		wb, xb := n*BlockBytesQ1_0, n*4*34
-		if len(data) < wb+xb {
-			return
-		}
-		w, x := data[:wb], data[wb:wb+xb]
-		var a Acts
-		a.Set(x, n*BlockQ1_0)
-		if got, want := DotQ1_0Acts(w, &a), dotQ1_0Go(w, x, n); !sameFloat(got, want) {
-			t.Fatalf("%d blocks: %v (%#08x), Go %v (%#08x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+		for _, k := range []struct {
+			acts  func([]byte, *Acts) float32
+			ref   func([]byte, []byte, int) float32
+			block int
+		}{{DotQ1_0Acts, dotQ1_0Go, BlockQ1_0}, {DotQ2_0Acts, dotQ2_0Go, BlockQ2_0}} {
+			n := 1 + int(nb[0])%9
+			wb, xb := n*18, n*k.block/32*34
+			if len(data) < wb+xb {
+				continue
+			}
+			w, x := data[:wb], data[wb:wb+xb]
+			var a Acts
+			a.Set(x, n*k.block)
+			if got, want := k.acts(w, &a), k.ref(w, x, n); !sameFloat(got, want) {
+				t.Fatalf("%d blocks of %d: %v (%#08x), Go %v (%#08x)", n, k.block, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
 		}
 	})
 }
