@@ -45,7 +45,7 @@ type key struct {
 
 func req(name string, k kind, sub ...key) key { return key{name: name, req: true, kind: k, keys: sub} }
 func opt(name string, k kind, sub ...key) key { return key{name: name, kind: k, keys: sub} }
-func enum(k key, values ...string) key      { k.enum = values; return k }
+func enum(k key, values ...string) key        { k.enum = values; return k }
 
 var (
 	version = req("version", kUint)
