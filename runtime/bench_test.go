@@ -141,3 +141,36 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrefill measures prompt processing (64 tokens in batches of 32)
+// in tokens/s, on the same models as BenchmarkDecode.
+func BenchmarkPrefill(b *testing.B) {
+	sizes := []bool{false}
+	if os.Getenv("QNNPREP_BENCH_700M") != "" {
+		sizes = append(sizes, true)
+	}
+	prompt := randomTokens(64, 512, 3)
+	for _, big := range sizes {
+		name := "small"
+		if big {
+			name = "700M"
+		}
+		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q1_0} {
+			b.Run(name+"/"+typ.String(), func(b *testing.B) {
+				e, err := New(fastRandomModel(b, benchLlama(big), typ), Options{Context: 512})
+				if err != nil {
+					b.Fatal(err)
+				}
+				st := e.NewState()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					st.Reset()
+					if _, err := st.Forward(prompt); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
