@@ -3,6 +3,7 @@ package sparse
 import (
 	"fmt"
 
+	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 )
 
@@ -47,4 +48,27 @@ func (r *Report) EffectiveSparsity() float64 {
 		return 0
 	}
 	return z / n
+}
+
+// Metadata keys a sparse variant's qmodel carries.
+const (
+	KeyPattern   = "qnnprep.sparsity.pattern"
+	KeySelection = "qnnprep.sparsity.selection"
+	KeyTarget    = "qnnprep.sparsity.target"
+	KeyAchieved  = "qnnprep.sparsity.achieved"
+	KeyRemoved   = "qnnprep.sparsity.structure_removed"
+)
+
+// Metadata returns the qnnprep.sparsity.* keys describing the variant.
+func (r *Report) Metadata() gguf.Metadata {
+	md := gguf.Metadata{
+		{Key: KeyPattern, Value: r.Pattern},
+		{Key: KeySelection, Value: r.Method},
+		{Key: KeyTarget, Value: float32(r.Target)},
+		{Key: KeyAchieved, Value: float32(r.Sparsity)},
+	}
+	if r.Removed != nil {
+		md = append(md, gguf.KV{Key: KeyRemoved, Value: float32(r.StructureSparsity)})
+	}
+	return md
 }
