@@ -25,7 +25,8 @@
 // pos, mask) runs layers [a, b) with explicit RoPE positions and an
 // explicit attention mask over the cache slots, and State.Head applies
 // the final norm and output projection. Forward is exactly Embed, one
-// RunLayers over all layers and Head.
+// RunLayers over all layers and Head. State.KV and State.DeltaNet expose
+// each layer's cache and recurrent state for checking I/O surfaces.
 //
 // # Arithmetic
 //

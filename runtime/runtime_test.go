@@ -346,3 +346,47 @@ func TestSpeculativeEqualsGreedy(t *testing.T) {
 		})
 	}
 }
+
+// TestStateAccessors: KV grows by one row per token in attention layers;
+// a DeltaNet conv state holds exactly the last K−1 raw qkv rows.
+func TestStateAccessors(t *testing.T) {
+	cfg := tinyConfig(model.Qwen35)
+	e := newEngine(t, randomModel(t, cfg, gguf.F32, 50), Options{})
+	st := e.NewState()
+	toks := randomTokens(6, cfg.VocabSize, 51)
+	if _, err := st.Forward(toks); err != nil {
+		t.Fatal(err)
+	}
+	kvDim := cfg.KVHeads * cfg.HeadDim
+	for i, kind := range cfg.LayerKinds {
+		k, v := st.KV(i)
+		conv, ssm := st.DeltaNet(i)
+		if kind == model.Attention {
+			if len(k) != 6*kvDim || len(v) != 6*kvDim || conv != nil || ssm != nil {
+				t.Errorf("layer %d: len k %d v %d, conv %d ssm %d", i, len(k), len(v), len(conv), len(ssm))
+			}
+			continue
+		}
+		if k != nil || len(conv) != (cfg.ConvKernel-1)*cfg.ConvDim() || len(ssm) != cfg.SSMValueHeads*cfg.SSMKeyDim*cfg.SSMValueDim {
+			t.Errorf("layer %d: len k %d, conv %d, ssm %d", i, len(k), len(conv), len(ssm))
+		}
+	}
+	// The newest conv row of layer 0 is attn_qkv applied to the normed
+	// embedding of the last token.
+	x := make([]float32, cfg.Hidden)
+	if err := e.Embed(toks[5:], x); err != nil {
+		t.Fatal(err)
+	}
+	l := &e.layers[0]
+	rmsNorm(x, x, l.attnNorm, cfg.RMSEps)
+	var in acts
+	in.reset(x, 1, cfg.Hidden)
+	want := make([]float32, cfg.ConvDim())
+	if err := e.matmul(l.wqkv, &in, want); err != nil {
+		t.Fatal(err)
+	}
+	conv, _ := st.DeltaNet(0)
+	if err := sameBits(conv[(cfg.ConvKernel-2)*cfg.ConvDim():], want); err != nil {
+		t.Fatalf("newest conv row: %v", err)
+	}
+}

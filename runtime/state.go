@@ -188,3 +188,23 @@ func (ls *layerState) pushSnap(keep int) {
 	copy(sn.ssm, ls.ssm)
 	ls.snaps = append(ls.snaps, sn)
 }
+
+// KV returns attention layer i's cache, Len(i) positions of
+// KVHeads·HeadDim values each: K after the q/k norm and RoPE, V as
+// projected (binary16-rounded with Options.KVF16). The slices alias the
+// State: read them, do not keep them across calls that advance it. Both
+// are nil for a DeltaNet layer.
+func (s *State) KV(i int) (k, v []float32) {
+	ls := &s.layers[i]
+	return ls.k, ls.v
+}
+
+// DeltaNet returns DeltaNet layer i's state: conv, the raw projection
+// rows of the last K−1 tokens, oldest first, [K−1][conv_dim] (the
+// transpose of the plan's past_conv surface [conv_dim, K−1]); and ssm,
+// the recurrent state [Hv][Dk][Dv] (the plan's past_ssm). The slices alias
+// the State. Both are nil for an attention layer.
+func (s *State) DeltaNet(i int) (conv, ssm []float32) {
+	ls := &s.layers[i]
+	return ls.conv, ls.ssm
+}
