@@ -10,7 +10,8 @@ import (
 // weight rows: the codes of each block without their scales, the scales
 // as float32, and the sum of each block's codes. DotQ1_0Acts(w, a) is
 // bit for bit DotQ1_0(w, x, n); it only skips work that does not depend
-// on the weights. DotQ2_0Acts is the same for DotQ2_0.
+// on the weights. DotQ2_0Acts is the same for DotQ2_0. Goroutines may
+// share an Acts while none of them calls Set.
 type Acts struct {
 	n     int
 	raw   []byte    // the Q8_0 row (for the Go kernels)
