@@ -75,7 +75,7 @@ func compareOne(ctx context.Context, path string, g *golden.File, threads int) (
 		return nil, err
 	}
 	defer m.Close()
-	row := &compareRow{Model: path, WeightBytes: weightBytes(m)}
+	row := &compareRow{Model: path, WeightBytes: modelWeightBytes(m)}
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		row.FileBytes = st.Size()
 	}
@@ -99,7 +99,7 @@ func compareOne(ctx context.Context, path string, g *golden.File, threads int) (
 	if total > 0 {
 		row.Zeros = float64(zeros) / float64(total)
 	}
-	if row.Quality, err = verifySummary(ctx, m, g, threads, &row.Degenerate, path); err != nil {
+	if row.Quality, err = verifyVariant(ctx, m, g, threads, &row.Degenerate, path); err != nil {
 		return nil, err
 	}
 	return row, nil
@@ -116,7 +116,7 @@ func printCompare(w io.Writer, goldenPath string, rows []compareRow) {
 			pat = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\t%d/%d\t%d\t\n", r.Model, pat, r.Zeros, s.Top1, s.MatchFraction,
-			float64(s.Matched)/float64(max(s.Prompts, 1)), cosineText(s.Cosine), s.Degenerate, s.Prompts, r.WeightBytes)
+			float64(s.Matched)/float64(max(s.Prompts, 1)), cosineCell(s.Cosine), s.Degenerate, s.Prompts, r.WeightBytes)
 	}
 	tw.Flush()
 	for _, r := range rows {

@@ -18,9 +18,9 @@ import (
 	"github.com/qnnprep/qnnprep/sparse"
 )
 
-// defaultPrompts are used for the golden comparison when neither --golden
+// sparsifyDefaultPrompts are used for the golden comparison when neither --golden
 // nor --prompts is given (and the model has a tokenizer).
-var defaultPrompts = []string{"Once upon a time", "The little dog", "One day, a girl named", "Tom had a big"}
+var sparsifyDefaultPrompts = []string{"Once upon a time", "The little dog", "One day, a girl named", "Tom had a big"}
 
 // sparsifyResult is the JSON report of `qnnprep sparsify`.
 type sparsifyResult struct {
@@ -170,7 +170,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			if opt.Activations, err = calibrate(ctx, dense, prompts); err != nil {
+			if opt.Activations, err = calibrateWanda(ctx, dense, prompts); err != nil {
 				return err
 			}
 		}
@@ -200,8 +200,8 @@ func init() {
 			return err
 		}
 		res.Effective = v.Report.EffectiveSparsity()
-		res.WeightBytes = weightBytes(qv)
-		if res.Quality, err = verifySummary(ctx, qv, g, *threads, &res.Degenerate, "variant"); err != nil {
+		res.WeightBytes = modelWeightBytes(qv)
+		if res.Quality, err = verifyVariant(ctx, qv, g, *threads, &res.Degenerate, "variant"); err != nil {
 			return err
 		}
 
@@ -231,8 +231,8 @@ func init() {
 					return err
 				}
 				defer qp.Close()
-				pr.WeightBytes = weightBytes(qp)
-				if pr.Quality, err = verifySummary(ctx, qp, g, *threads, &res.Degenerate, "pruned"); err != nil {
+				pr.WeightBytes = modelWeightBytes(qp)
+				if pr.Quality, err = verifyVariant(ctx, qp, g, *threads, &res.Degenerate, "pruned"); err != nil {
 					return err
 				}
 			} else if pr.WeightBytes, err = plannedBytes(pm, qopt); err != nil {
@@ -268,7 +268,7 @@ func promptEncoder(m *model.Model, path string) func(string) ([]int32, error) {
 	return func(s string) ([]int32, error) { return tok.Encode(s, true), nil }
 }
 
-// sparsifyPrompts reads --prompts, or falls back to defaultPrompts (or BOS
+// sparsifyPrompts reads --prompts, or falls back to sparsifyDefaultPrompts (or BOS
 // alone without a tokenizer).
 func sparsifyPrompts(path string, encode func(string) ([]int32, error), bos int) ([]golden.Prompt, error) {
 	if path != "" {
@@ -285,7 +285,7 @@ func sparsifyPrompts(path string, encode func(string) ([]int32, error), bos int)
 		return []golden.Prompt{{Name: "bos", IDs: []int32{int32(bos)}}}, nil
 	}
 	var ps []golden.Prompt
-	for i, text := range defaultPrompts {
+	for i, text := range sparsifyDefaultPrompts {
 		ids, err := encode(text)
 		if err != nil {
 			return nil, err
@@ -297,7 +297,7 @@ func sparsifyPrompts(path string, encode func(string) ([]int32, error), bos int)
 
 // calibrate runs the prompts through e and returns the input-column norms
 // of every matrix product.
-func calibrate(ctx context.Context, e *runtime.Engine, prompts []golden.Prompt) (sparse.Activations, error) {
+func calibrateWanda(ctx context.Context, e *runtime.Engine, prompts []golden.Prompt) (sparse.Activations, error) {
 	rec := sparse.NewActivationRecorder()
 	stop := e.Observe(rec.Observe)
 	defer stop()
@@ -315,7 +315,7 @@ func calibrate(ctx context.Context, e *runtime.Engine, prompts []golden.Prompt) 
 
 // verifySummary decodes g's prompts with m and summarises the comparison;
 // degenerations are appended to degen with the label.
-func verifySummary(ctx context.Context, m *model.Model, g *golden.File, threads int, degen *[]string, label string) (*golden.Summary, error) {
+func verifyVariant(ctx context.Context, m *model.Model, g *golden.File, threads int, degen *[]string, label string) (*golden.Summary, error) {
 	e, err := runtime.New(m, runtime.Options{Threads: threads})
 	if err != nil {
 		return nil, err
@@ -351,11 +351,11 @@ func denseBaseline(ctx context.Context, m *model.Model, qopt quantize.Options, g
 	}
 	defer qd.Close()
 	var ignore []string
-	return verifySummary(ctx, qd, g, threads, &ignore, "dense")
+	return verifyVariant(ctx, qd, g, threads, &ignore, "dense")
 }
 
 // weightBytes is the total size of m's tensors.
-func weightBytes(m *model.Model) int64 {
+func modelWeightBytes(m *model.Model) int64 {
 	var n int64
 	for _, t := range m.Tensors {
 		n += t.Bytes()
@@ -419,7 +419,7 @@ func printSparsify(w io.Writer, r *sparsifyResult) {
 			return
 		}
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.1f\t%s\t%d/%d\t\n", name, s.Top1, s.MatchFraction,
-			float64(s.Matched)/float64(max(s.Prompts, 1)), cosineText(s.Cosine), s.Degenerate, s.Prompts)
+			float64(s.Matched)/float64(max(s.Prompts, 1)), cosineCell(s.Cosine), s.Degenerate, s.Prompts)
 	}
 	row("dense+"+r.Recipe, r.Baseline)
 	row("variant", r.Quality)
@@ -432,7 +432,7 @@ func printSparsify(w io.Writer, r *sparsifyResult) {
 	}
 }
 
-func cosineText(c *float64) string {
+func cosineCell(c *float64) string {
 	if c == nil {
 		return "-"
 	}
