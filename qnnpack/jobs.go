@@ -228,3 +228,36 @@ func graphByName(p *shard.Plan, name string) *shard.Graph {
 	}
 	return nil
 }
+
+// GraphFileSuffixes are the names FindGraphFiles looks for beside
+// <graph>.onnx, in order.
+var GraphFileSuffixes = []string{".encodings", ".encodings.json"}
+
+// FindGraphFiles finds every graph of p in dir as <graph>.onnx with its
+// encodings <graph>.encodings (or <graph>.encodings.json), and lists every
+// graph whose files are missing.
+func FindGraphFiles(p *shard.Plan, dir string) (map[string]GraphFiles, error) {
+	files := map[string]GraphFiles{}
+	var missing []string
+	for _, g := range p.Graphs {
+		f := GraphFiles{ONNX: filepath.Join(dir, g.Name+".onnx")}
+		for _, s := range GraphFileSuffixes {
+			if p := filepath.Join(dir, g.Name+s); fileExists(p) {
+				f.Encodings = p
+				break
+			}
+		}
+		switch {
+		case !fileExists(f.ONNX):
+			missing = append(missing, f.ONNX)
+		case f.Encodings == "":
+			missing = append(missing, filepath.Join(dir, g.Name+GraphFileSuffixes[0]))
+		default:
+			files[g.Name] = f
+		}
+	}
+	if len(missing) > 0 {
+		return files, fmt.Errorf("qnnpack: %d exported graph file(s) missing in %s:\n  %s", len(missing), dir, strings.Join(missing, "\n  "))
+	}
+	return files, nil
+}

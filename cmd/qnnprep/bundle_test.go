@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// fakeSDKRoot builds qnnpack's fake SDK tools into an SDK layout.
+func fakeSDKRoot(t *testing.T) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
+	bin := filepath.Join(root, qnnpack.HostBinDir)
+	lib := filepath.Join(root, qnnpack.HostLibDir)
+	os.MkdirAll(bin, 0o755)
+	os.MkdirAll(lib, 0o755)
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go"
+	}
+	tool := filepath.Join(bin, qnnpack.ToolConverter)
+	if out, err := exec.Command(gobin, "build", "-o", tool, "../../qnnpack/testdata/fakesdk").CombinedOutput(); err != nil {
+		t.Fatalf("build fake SDK: %v\n%s", err, out)
+	}
+	if err := os.Link(tool, filepath.Join(bin, qnnpack.ToolCtxGen)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{qnnpack.LibHtp, qnnpack.LibHtpExtensions} {
+		os.WriteFile(filepath.Join(lib, l), []byte("fake "+l), 0o644)
+	}
+	return root
+}
+
+func TestBundleBuildAndVerifyCommands(t *testing.T) {
+	if _, err := os.Stat(storiesGGUF); err != nil {
+		t.Skipf("fixture: %v", err)
+	}
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.json")
+	if code := run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", planPath}); code != 0 {
+		t.Fatalf("plan exit %d", code)
+	}
+	p, err := shard.ReadPlan(planPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphs := filepath.Join(dir, "graphs")
+	os.Mkdir(graphs, 0o755)
+	for _, g := range p.Graphs {
+		og := onnx.NewGraph(g.Name)
+		in := og.Input(g.Inputs[0].Name, onnx.Float, g.Inputs[0].Shape...)
+		for _, o := range g.Outputs {
+			og.Output(o.Name, onnx.Float, o.Shape...)
+			og.Node("Identity", []string{in}, []string{o.Name})
+		}
+		if err := og.WriteFile(filepath.Join(graphs, g.Name+".onnx"), onnx.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(graphs, g.Name+".encodings"), []byte(`{"activation_encodings":{},"param_encodings":{}}`), 0o644)
+	}
+	out := filepath.Join(dir, "bundle")
+	t.Setenv("QNN_SDK_ROOT", fakeSDKRoot(t))
+	args := []string{"bundle", "build", "--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--out", out, "--soc", "8gen3"}
+	if code := run(args); code != 0 {
+		t.Fatalf("bundle build exit %d", code)
+	}
+	if code := run([]string{"bundle", "verify", out}); code != 0 {
+		t.Fatalf("bundle verify exit %d", code)
+	}
+
+	// genie_config.json carries stories260K's facts (fixtures README):
+	// BOS 1, EOS 2, vocab 512, head size 8 (rope-dim 4), theta 10000, and
+	// the plan's CL 128.
+	var g struct {
+		Dialog struct {
+			Context struct {
+				BOS    int `json:"bos-token"`
+				EOS    int `json:"eos-token"`
+				Size   int `json:"size"`
+				NVocab int `json:"n-vocab"`
+			}
+			Engine struct {
+				Model struct {
+					Binary struct {
+						CtxBins []string `json:"ctx-bins"`
+					}
+					Pos struct {
+						RopeDim   int     `json:"rope-dim"`
+						RopeTheta float64 `json:"rope-theta"`
+					} `json:"positional-encoding"`
+				}
+			}
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(out, qnnpack.GenieConfigName))
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	c := g.Dialog.Context
+	pos := g.Dialog.Engine.Model.Pos
+	if c.BOS != 1 || c.EOS != 2 || c.NVocab != 512 || c.Size != 128 || pos.RopeDim != 4 || pos.RopeTheta != 10000 {
+		t.Errorf("genie config %s", b)
+	}
+	if bins := g.Dialog.Engine.Model.Binary.CtxBins; len(bins) != 2 || bins[0] != "llama_01_of_02.bin" || bins[1] != "llama_02_of_02.bin" {
+		t.Errorf("ctx-bins %v", bins)
+	}
+
+	// A flipped byte makes verify fail with exit 1.
+	bin := filepath.Join(out, "llama_02_of_02.bin")
+	data, _ := os.ReadFile(bin)
+	data[len(data)/2] ^= 4
+	os.WriteFile(bin, data, 0o644)
+	if code := run([]string{"bundle", "verify", out}); code != 1 {
+		t.Errorf("verify of a changed bundle: exit %d, want 1", code)
+	}
+	if code := run([]string{"bundle", "frobnicate"}); code != 2 {
+		t.Errorf("unknown subcommand: exit %d, want 2", code)
+	}
+}
