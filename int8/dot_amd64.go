@@ -9,6 +9,7 @@ import (
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		dotQ8_0 = dotQ8_0AVX2
+		quantizeQ8_0 = quantizeQ8_0AVX2
 	}
 }
 
@@ -18,3 +19,20 @@ func dotQ8_0AVX2(w, x []byte, nb int) float32 {
 
 //go:noescape
 func dotQ8_0Asm(w, x unsafe.Pointer, nb int) float32
+
+// quantizeQ8_0AVX2 encodes blocks in assembly until one holds a NaN or
+// ±Inf, which the Go encoder takes (ggml's sequential max treats NaN in a
+// way a vector max does not).
+func quantizeQ8_0AVX2(src []float32, dst []byte) {
+	nb := len(src) / BlockQ8_0
+	for b := 0; b < nb; {
+		b += quantizeQ8_0Asm(unsafe.Pointer(&src[b*BlockQ8_0]), unsafe.Pointer(&dst[b*BlockBytesQ8_0]), nb-b)
+		if b < nb {
+			quantizeBlockQ8_0((*[BlockQ8_0]float32)(src[b*BlockQ8_0:]), (*[BlockBytesQ8_0]byte)(dst[b*BlockBytesQ8_0:]))
+			b++
+		}
+	}
+}
+
+//go:noescape
+func quantizeQ8_0Asm(x, y unsafe.Pointer, nb int) int

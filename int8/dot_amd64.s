@@ -127,3 +127,116 @@ done:
 	VZEROUPPER
 	VMOVSS X7, ret+24(FP)
 	RET
+
+DATA q8perm<>+0(SB)/8, $0x0000000400000000
+DATA q8perm<>+8(SB)/8, $0x0000000500000001
+DATA q8perm<>+16(SB)/8, $0x0000000600000002
+DATA q8perm<>+24(SB)/8, $0x0000000700000003
+GLOBL q8perm<>(SB), RODATA|NOPTR, $32
+
+DATA q8const<>+0(SB)/4, $0x7fffffff  // |x| mask
+DATA q8const<>+4(SB)/4, $0x7f800000  // +Inf bits
+DATA q8const<>+8(SB)/4, $0x3f000000  // 0.5
+DATA q8const<>+12(SB)/4, $0x3f800000 // 1.0
+DATA q8const<>+16(SB)/4, $0x80000000 // sign bit
+DATA q8const<>+20(SB)/4, $0x42fe0000 // 127.0
+GLOBL q8const<>(SB), RODATA|NOPTR, $24
+
+// Q8ROUND turns t (in T) into roundf(t) as int32 in R: trunc(t), plus
+// ±1 when the dropped fraction is at least one half (exact in float32).
+#define Q8ROUND(T, R) \
+	VMULPS    Y9, T, T       \
+	VROUNDPS  $3, T, R       \
+	VSUBPS    R, T, Y8       \
+	VANDPS    Y15, Y8, Y8    \
+	VCMPPS    $13, Y13, Y8, Y8 \
+	VANDPS    Y11, T, T      \
+	VORPS     Y12, T, T      \
+	VANDPS    Y8, T, T       \
+	VADDPS    T, R, R        \
+	VCVTPS2DQ R, R
+
+// func quantizeQ8_0Asm(x, y unsafe.Pointer, nb int) int
+//
+// quantizeBlockQ8_0 for up to nb blocks: the same float32 max, division
+// and products, roundf, and fp16 rounding (VCVTPS2PH, nearest-even).
+// Returns the number of blocks encoded; it stops before a block holding
+// a NaN or ±Inf.
+TEXT ·quantizeQ8_0Asm(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), SI
+	MOVQ         y+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	XORQ         AX, AX
+	VBROADCASTSS q8const<>+0(SB), Y15
+	VBROADCASTSS q8const<>+4(SB), Y14
+	VBROADCASTSS q8const<>+8(SB), Y13
+	VBROADCASTSS q8const<>+12(SB), Y12
+	VBROADCASTSS q8const<>+16(SB), Y11
+	VMOVDQU      q8perm<>(SB), Y10
+
+qloop:
+	CMPQ AX, CX
+	JAE  qdone
+
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VANDPS  Y15, Y0, Y4
+	VANDPS  Y15, Y1, Y5
+	VANDPS  Y15, Y2, Y6
+	VANDPS  Y15, Y3, Y7
+
+	// All finite: |x| bits below those of +Inf.
+	VPCMPGTD  Y4, Y14, Y8
+	VPCMPGTD  Y5, Y14, Y9
+	VPAND     Y9, Y8, Y8
+	VPCMPGTD  Y6, Y14, Y9
+	VPAND     Y9, Y8, Y8
+	VPCMPGTD  Y7, Y14, Y9
+	VPAND     Y9, Y8, Y8
+	VMOVMSKPS Y8, BX
+	CMPL      BX, $0xff
+	JNE       qdone
+
+	// amax, d = amax/127, stored as fp16.
+	VMAXPS       Y5, Y4, Y4
+	VMAXPS       Y7, Y6, Y6
+	VMAXPS       Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VMAXPS       X5, X4, X4
+	VPERMILPS    $0x4e, X4, X5
+	VMAXPS       X5, X4, X4
+	VPERMILPS    $0xb1, X4, X5
+	VMAXPS       X5, X4, X4
+	VDIVSS       q8const<>+20(SB), X4, X4
+	VCVTPS2PH    $0, X4, X5
+	VMOVD        X5, BX
+	MOVW         BX, 0(DI)
+
+	// id = d != 0 ? 1/d : 0
+	VDIVSS       X4, X12, X9
+	VXORPS       X5, X5, X5
+	VCMPSS       $4, X5, X4, X5
+	VANDPS       X5, X9, X9
+	VBROADCASTSS X9, Y9
+
+	Q8ROUND(Y0, Y4)
+	Q8ROUND(Y1, Y5)
+	Q8ROUND(Y2, Y6)
+	Q8ROUND(Y3, Y7)
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y4, Y4
+	VPERMD    Y4, Y10, Y4
+	VMOVDQU   Y4, 2(DI)
+
+	ADDQ $128, SI
+	ADDQ $34, DI
+	INCQ AX
+	JMP  qloop
+
+qdone:
+	VZEROUPPER
+	MOVQ AX, ret+24(FP)
+	RET

@@ -62,18 +62,29 @@ func roundAway(f float32) int64 {
 // len(src) must be a multiple of 32 and dst must hold len(src)/32*34 bytes.
 func QuantizeRowQ8_0(src []float32, dst []byte) {
 	rowBytes("QuantizeRowQ8_0", len(src), len(dst))
+	if len(src) > 0 {
+		quantizeQ8_0(src, dst)
+	}
+}
+
+// quantizeQ8_0 is the encoder chosen at init; the arguments are checked.
+var quantizeQ8_0 = quantizeQ8_0Go
+
+func quantizeQ8_0Go(src []float32, dst []byte) {
 	for b := 0; b*BlockQ8_0 < len(src); b++ {
-		x := (*[BlockQ8_0]float32)(src[b*BlockQ8_0:])
-		y := (*[BlockBytesQ8_0]byte)(dst[b*BlockBytesQ8_0:])
-		d := absMax(x[:]) / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
-		binary.LittleEndian.PutUint16(y[:], half.F32ToF16(d))
-		for j, v := range x {
-			y[2+j] = byte(roundAway(v * id))
-		}
+		quantizeBlockQ8_0((*[BlockQ8_0]float32)(src[b*BlockQ8_0:]), (*[BlockBytesQ8_0]byte)(dst[b*BlockBytesQ8_0:]))
+	}
+}
+
+func quantizeBlockQ8_0(x *[BlockQ8_0]float32, y *[BlockBytesQ8_0]byte) {
+	d := absMax(x[:]) / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	binary.LittleEndian.PutUint16(y[:], half.F32ToF16(d))
+	for j, v := range x {
+		y[2+j] = byte(roundAway(v * id))
 	}
 }
 

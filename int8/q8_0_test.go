@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -172,5 +173,34 @@ func TestPerChannelHugeRow(t *testing.T) {
 	}
 	if int8(y[2]) != 127 || int8(y[3]) != -127 {
 		t.Errorf("codes %d %d, want 127 -127 (saturated)", int8(y[2]), int8(y[3]))
+	}
+}
+
+func TestQuantizeRowQ8_0AsmMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1e-40, 6e-8, 65504 * 127, 3e38, -3e38,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for iter := range 3000 {
+		nb := 1 + iter%9
+		x := make([]float32, nb*BlockQ8_0)
+		s := math.Ldexp(1, r.IntN(60)-40)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * s)
+			switch r.IntN(40) {
+			case 0:
+				x[i] = special[r.IntN(len(special))]
+			case 1: // exact halves after scaling: amax 127 gives d = 1
+				x[i] = float32(r.IntN(254)-127) + 0.5
+			}
+		}
+		if iter%3 == 0 {
+			x[0] = 127
+		}
+		got, want := make([]byte, nb*BlockBytesQ8_0), make([]byte, nb*BlockBytesQ8_0)
+		QuantizeRowQ8_0(x, got)
+		quantizeQ8_0Go(x, want)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("iteration %d: %x\nGo:          %x\ninput %v", iter, got, want, x)
+		}
 	}
 }
