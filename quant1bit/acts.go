@@ -42,9 +42,13 @@ func (a *Acts) Set(x []byte, n int) {
 		blk := a.raw[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
 		a.d[b] = half.F16ToF32(binary.LittleEndian.Uint16(blk))
 		copy(a.codes[b*blockQ8_0:], blk[2:])
+		// Σ codes, eight at a time: bias each byte to unsigned (c+128),
+		// add byte pairs, then the four 16-bit sums by one multiply.
 		var s int32
-		for _, c := range blk[2:] {
-			s += int32(int8(c))
+		for i := 2; i < blockBytesQ8_0; i += 8 {
+			v := binary.LittleEndian.Uint64(blk[i:]) ^ 0x8080808080808080
+			v = v&0x00ff00ff00ff00ff + v>>8&0x00ff00ff00ff00ff
+			s += int32(v*0x0001000100010001>>48) - 8*128
 		}
 		a.sum[b] = s
 	}
