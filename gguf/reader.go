@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/qnnprep/qnnprep/internal/mmapfile"
 )
 
 // File is an open GGUF file: its header, metadata and tensor table. The
@@ -44,11 +46,11 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	size := st.Size()
-	if m, err := mmapFile(fd, size); err == nil {
+	if m, err := mmapfile.Map(fd, size); err == nil {
 		fd.Close()
 		f, err := Parse(bytes.NewReader(m), size, path)
 		if err != nil {
-			munmap(m)
+			mmapfile.Unmap(m)
 			return nil, err
 		}
 		f.mapped = m
@@ -72,7 +74,7 @@ func (f *File) Close() error {
 	f.closed = true
 	var err error
 	if f.mapped != nil {
-		err = munmap(f.mapped)
+		err = mmapfile.Unmap(f.mapped)
 		f.mapped = nil
 	}
 	if f.file != nil {

@@ -354,7 +354,8 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 func ggufTensor(f *gguf.File, ti *gguf.TensorInfo) *Tensor {
 	return &Tensor{
 		Name: ti.Name, Dims: slices.Clone(ti.Dims), Type: ti.Type,
-		load: func() ([]byte, error) { return f.Data(ti) },
+		mapped: true,
+		load:   func() ([]byte, error) { return f.Data(ti) },
 	}
 }
 

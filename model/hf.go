@@ -104,7 +104,7 @@ func fromHF(dir string, cfg Config, st *safetensors.Model) (*Model, error) {
 		for k, s := range ti.Shape {
 			dims[len(dims)-1-k] = s
 		}
-		t := &Tensor{Dims: dims, src: name, load: func() ([]byte, error) { return st.Data(name) }}
+		t := &Tensor{Dims: dims, src: name, mapped: true, load: func() ([]byte, error) { return st.Data(name) }}
 		var ok bool
 		if t.Type, ok = hfType(ti.Dtype); !ok {
 			t.bad = fmt.Sprintf("dtype %s not supported (want F32, F16 or BF16)", ti.Dtype)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/internal/mmapfile"
 )
 
 // Tensor is one canonical tensor: a llama.cpp GGUF name, ggml dims and
@@ -19,9 +20,10 @@ type Tensor struct {
 	Dims []int64   // ggml ne order (Dims[0] = row length)
 	Type gguf.Type // type of the bytes Data returns
 
-	load func() ([]byte, error)
-	src  string // where the bytes come from, for messages ("" = Name)
-	bad  string // why the source cannot be used (reported by Open)
+	load   func() ([]byte, error)
+	mapped bool   // load returns a view of a file mapping (no transform)
+	src    string // where the bytes come from, for messages ("" = Name)
+	bad    string // why the source cannot be used (reported by Open)
 }
 
 // NewTensor returns an in-memory tensor over data (not copied).
@@ -134,6 +136,19 @@ func (t *Tensor) Float32() ([]float32, error) {
 		return nil, fmt.Errorf("model: tensor %s: %w", t.where(), err)
 	}
 	return out, nil
+}
+
+// Release gives the pages behind a tensor read straight from a mapped
+// file back to the kernel; they are read from the file again if the tensor
+// is used later. Streaming commands call it after each tensor so their
+// resident set stays bounded by what they hold, not by the model size.
+func (t *Tensor) Release() {
+	if !t.mapped {
+		return
+	}
+	if b, err := t.load(); err == nil {
+		mmapfile.Release(b)
+	}
 }
 
 // WriteTo writes Data to w; it lets a Tensor be a gguf.WriterTensor's Data.

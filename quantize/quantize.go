@@ -336,6 +336,9 @@ func encodeTensor(t *model.Tensor, d Decision, workers int) (encoded, error) {
 	if int64(len(src)) != t.Bytes() {
 		return e, fmt.Errorf("tensor %s: %d bytes of data, expected %d", t.Name, len(src), t.Bytes())
 	}
+	// The source pages are not needed again: keep the resident set bounded
+	// by the tensors in flight, not by the model.
+	defer t.Release()
 	e.sourceSum = sha256.Sum256(src)
 	if d.Copy {
 		e.data = append([]byte(nil), src...)

@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/qnnprep/qnnprep/internal/mmapfile"
 )
 
 // IndexName is the file name of a sharded model's index.
@@ -275,7 +277,7 @@ func (m *Model) load(path string) (map[string]string, []TensorInfo, error) {
 	}
 	fl := &file{path: path, f: f}
 	if useMmap {
-		if data, err := mmap(f, size); err == nil {
+		if data, err := mmapfile.Map(f, size); err == nil {
 			fl.data, fl.f = data, nil
 			f.Close()
 		}
@@ -318,7 +320,7 @@ func (fl *file) readAt(dst []byte, off int64) error {
 
 func (fl *file) close() error {
 	if fl.data != nil {
-		err := munmap(fl.data)
+		err := mmapfile.Unmap(fl.data)
 		fl.data = nil
 		return err
 	}

@@ -1,0 +1,74 @@
+// Package mmapfile maps model files read-only and lets streaming readers
+// give pages back once they are done with them, so reading a model larger
+// than memory keeps a bounded resident set.
+package mmapfile
+
+import (
+	"os"
+	"sync"
+	"unsafe"
+)
+
+var (
+	mu      sync.Mutex
+	regions = map[uintptr]uintptr{} // start → end of every live mapping
+)
+
+// Map maps the first size bytes of f read-only. On failure the caller
+// falls back to ReadAt.
+func Map(f *os.File, size int64) ([]byte, error) {
+	if size <= 0 || int64(int(size)) != size {
+		return nil, os.ErrInvalid
+	}
+	b, err := mmap(f, int(size))
+	if err != nil {
+		return nil, err
+	}
+	start := uintptr(unsafe.Pointer(&b[0]))
+	mu.Lock()
+	regions[start] = start + uintptr(len(b))
+	mu.Unlock()
+	return b, nil
+}
+
+// Unmap releases a mapping made by Map.
+func Unmap(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	mu.Lock()
+	delete(regions, uintptr(unsafe.Pointer(&b[0])))
+	mu.Unlock()
+	return munmap(b)
+}
+
+// Release tells the kernel that the pages wholly inside b will not be
+// needed soon; they leave the resident set and are read again from the
+// file if touched later. Slices that are not inside a mapping made by Map
+// (heap copies, transformed tensors) are left alone.
+func Release(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	lo := uintptr(unsafe.Pointer(&b[0]))
+	hi := lo + uintptr(len(b))
+	mu.Lock()
+	inside := false
+	for s, e := range regions {
+		if lo >= s && hi <= e {
+			inside = true
+			break
+		}
+	}
+	mu.Unlock()
+	if !inside {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	alo := (lo + page - 1) &^ (page - 1)
+	ahi := hi &^ (page - 1)
+	if ahi <= alo {
+		return
+	}
+	dontNeed(b[alo-lo : ahi-lo])
+}

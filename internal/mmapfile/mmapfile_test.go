@@ -1,0 +1,36 @@
+package mmapfile
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestReleaseKeepsContents(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	want := bytes.Repeat([]byte("qnnprep!"), 64<<10) // 512 KiB
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := Map(f, int64(len(want)))
+	if err != nil {
+		t.Skip("no mmap here:", err)
+	}
+	defer Unmap(b)
+	Release(b[100 : len(b)-100])
+	if !bytes.Equal(b, want) {
+		t.Fatal("contents changed after Release")
+	}
+	// A heap slice is not a mapping: Release must not touch it.
+	heap := append([]byte(nil), want...)
+	Release(heap)
+	if !bytes.Equal(heap, want) {
+		t.Fatal("Release changed a heap slice")
+	}
+}
