@@ -236,14 +236,33 @@ func TestBuildToolFailure(t *testing.T) {
 	if _, err := os.Stat(e.out); !os.IsNotExist(err) {
 		t.Errorf("a failed build left a bundle at %s", e.out)
 	}
-	// Stage 1 is cached; a fixed tool only reruns stage 2's context job.
+	// After the tool is fixed, exactly the jobs without outputs run: what
+	// finished before the failure is cached (after a failure no new job
+	// starts, so how far the other stage got depends on scheduling).
+	res, _ := Build(context.Background(), BuildOptions{SDK: e.sdk, Plan: e.plan, Config: testConfig(4), Graphs: e.files, OutDir: e.out, SoC: "8elite", DryRun: true})
+	var want []string
+	for _, j := range res.Jobs {
+		if _, err := os.Stat(j.Outputs[0]); err != nil {
+			want = append(want, j.Tool+" "+strings.TrimSuffix(filepath.Base(j.Outputs[0]), filepath.Ext(j.Outputs[0])))
+		}
+	}
+	if !slices.Contains(want, ToolCtxGen+" tiny_02_of_02") {
+		t.Fatalf("failed job's output exists")
+	}
+	os.RemoveAll(e.out) // the dry run wrote a bundle
 	os.Unsetenv("FAKESDK_FAIL")
 	calls(t, e.calls)
 	if _, err := Build(context.Background(), e.options()); err != nil {
 		t.Fatal(err)
 	}
-	if got := calls(t, e.calls); len(got) != 1 || graphOf(got[0]) != "tiny_02_of_02" {
-		t.Errorf("after fixing the tool ran %v", got)
+	var ran []string
+	for _, c := range calls(t, e.calls) {
+		ran = append(ran, c.Tool+" "+graphOf(c))
+	}
+	slices.Sort(ran)
+	slices.Sort(want)
+	if !slices.Equal(ran, want) {
+		t.Errorf("after fixing the tool ran %v, want %v", ran, want)
 	}
 }
 
@@ -259,6 +278,29 @@ func TestBuildConverterRejectsBadInput(t *testing.T) {
 	if !strings.Contains(err.Error(), "quantization overrides") {
 		t.Errorf("error does not carry the tool's message: %v", err)
 	}
+}
+
+// groupMembers lists the live (non-zombie) processes in process group pgid.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -315,6 +357,10 @@ func TestBuildCancelKillsToolsAndLeavesNothing(t *testing.T) {
 		if alive(pid) {
 			t.Errorf("process %d still running after cancel", pid)
 		}
+		// The tools lead their own process groups; nothing may be left in them.
+		if m := groupMembers(pid); len(m) > 0 {
+			t.Errorf("process group %d still has %v", pid, m)
+		}
 	}
 	if _, err := os.Stat(e.out); !os.IsNotExist(err) {
 		t.Errorf("interrupted build left %s", e.out)
@@ -338,6 +384,33 @@ func TestBuildCancelKillsToolsAndLeavesNothing(t *testing.T) {
 		if atomicfile.IsTemp(ent.Name()) {
 			t.Errorf("left temporary bundle %s", ent.Name())
 		}
+	}
+}
+
+func TestBuildSPDBundle(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{Dialog: shard.Dialog{Type: shard.SPD, DraftLen: 3}})
+	draftCfg := testConfig(1)
+	draftPlan := testPlan(t, draftCfg, "draft", shard.Options{Stages: 1})
+	bin := filepath.Join(t.TempDir(), "draft_01_of_01.bin")
+	os.WriteFile(bin, []byte("draft context"), 0o644)
+	o := e.options()
+	if _, err := Build(context.Background(), o); err == nil || !strings.Contains(err.Error(), "draft model") {
+		t.Fatalf("spd without a draft: %v", err)
+	}
+	o.Draft = &DraftModel{Plan: draftPlan, Config: draftCfg, ContextBinaries: []string{bin}}
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	m, err := VerifyBundle(e.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(m.Files, func(f ManifestFile) bool { return f.Path == "draft/draft_01_of_01.bin" }) {
+		t.Errorf("draft binary not in the bundle: %+v", m.Files)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.out, GenieConfigName))
+	if err := ValidateGenieConfig(b); err != nil || !bytes.Contains(b, []byte(`"draft/draft_01_of_01.bin"`)) {
+		t.Errorf("genie config %v\n%s", err, b)
 	}
 }
 

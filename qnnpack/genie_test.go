@@ -58,6 +58,12 @@ type genieDoc struct {
 		SPD *struct {
 			DraftLen int `json:"draft-len"`
 		} `json:"spd"`
+		LADE *struct {
+			UpdateMode string `json:"update-mode"`
+			Window     int    `json:"window"`
+			NGram      int    `json:"ngram"`
+			GCap       int    `json:"gcap"`
+		} `json:"lade"`
 	} `json:"dialog"`
 }
 
@@ -78,6 +84,7 @@ func TestGenieConfigMatchesPlan(t *testing.T) {
 		{"basic", shard.Dialog{Type: shard.Basic}, []int{16, 1}},
 		{"ssd-q1", ssd, []int{32, 1}}, // 7 nodes × 3 = 21 tokens per step
 		{"spd", shard.Dialog{Type: shard.SPD, DraftLen: 4}, []int{16, 1}},
+		{"lade", shard.Dialog{Type: shard.LADE, Window: 2, NGram: 3, GCap: 2}, []int{16, 1}}, // (2+2)×2 = 8 per step
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testPlan(t, cfg, "m", shard.Options{Stages: 3, AR: tc.ar, CL: []int{128, 256}, Dialog: tc.dialog, ContextSize: 200})
@@ -133,6 +140,9 @@ func TestGenieConfigMatchesPlan(t *testing.T) {
 			}
 			if (d.SSD != nil) != (tc.dialog.Type == shard.SSD) {
 				t.Fatalf("ssd-q1 block %+v", d.SSD)
+			}
+			if (d.LADE != nil) != (tc.dialog.Type == shard.LADE) || d.LADE != nil && (d.LADE.Window != 2 || d.LADE.NGram != 3 || d.LADE.GCap != 2 || d.LADE.UpdateMode != "ALWAYS_FWD_ONE") {
+				t.Errorf("lade block %+v", d.LADE)
 			}
 			if d.SSD != nil && (d.SSD.ForecastTokenCount != 3 || !slices.Equal(d.SSD.Branches, []int{2, 2}) || d.SSD.ForecastPrefix != 8 || d.SSD.ForecastPrefixName != "ssd_prefix") {
 				t.Errorf("ssd-q1 %+v", d.SSD)

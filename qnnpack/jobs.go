@@ -93,7 +93,7 @@ func ContextBinaryName(p *shard.Plan, index int) string {
 
 func stagePaths(p *shard.Plan, work string, index int) StagePaths {
 	name := ContextBinaryName(p, index)
-	dir := filepath.Join(work, fmt.Sprintf("stage_%0*d", len(fmt.Sprint(len(p.Stages)))+1, index+1))
+	dir := filepath.Join(work, fmt.Sprintf("stage_%0*d", max(2, len(fmt.Sprint(len(p.Stages)))), index+1))
 	return StagePaths{
 		Dir:        dir,
 		HTPConfig:  filepath.Join(dir, "htp_backend_ext.json"),

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -109,13 +111,18 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	var sdk *qnnpack.SDK
-	if sdk, err = qnnpack.FindSDK(*sdkDir); err != nil && !*dry {
+	if sdk, err = qnnpack.FindSDK(*sdkDir); err != nil && !(*dry && errors.Is(err, qnnpack.ErrNoSDK)) {
 		return err
+	}
+	// Progress goes to stderr; a dry run's commands to stdout, for a shell.
+	log := io.Writer(os.Stderr)
+	if *dry {
+		log = os.Stdout
 	}
 	res, err := qnnpack.Build(ctx, qnnpack.BuildOptions{
 		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: *work, SoC: *soc,
 		Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
-		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: os.Stderr,
+		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: log,
 	})
 	if err != nil {
 		return err
