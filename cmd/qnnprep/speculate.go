@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/runtime"
+)
+
+// speculateResult is what `speculate --json` prints.
+type speculateResult struct {
+	Model               string            `json:"model"`
+	Drafter             string            `json:"drafter"` // "draft MODEL" or "eagle3 HEAD"
+	K                   int               `json:"k"`
+	Prompt              []int32           `json:"prompt_ids"`
+	Generated           []int32           `json:"ids"`
+	EqualsGreedy        bool              `json:"equals_greedy"`
+	Stats               runtime.SpecStats `json:"stats"`
+	AcceptanceLength    float64           `json:"acceptance_length"` // mean draft tokens accepted per window
+	TokensPerWindow     float64           `json:"tokens_per_window"`
+	TargetCallsPerToken float64           `json:"target_calls_per_token"`
+	GreedySeconds       float64           `json:"greedy_seconds"`
+	GreedyTokensPerSec  float64           `json:"greedy_tokens_per_s"`
+	SpecTokensPerSec    float64           `json:"speculative_tokens_per_s"`
+}
+
+func init() {
+	c := &command{
+		Name:    "speculate",
+		Usage:   "qnnprep speculate MODEL (--draft MODEL | --eagle3 HEAD.gguf) [-k K] (--prompt TEXT | --ids 1,2,3 | --prompt-file FILE) [-n N] [--json] [--ctx N] [-t THREADS]",
+		Summary: "decode with a draft model or EAGLE-3 head (exact greedy acceptance) and compare with plain greedy",
+	}
+	c.Run = func(ctx context.Context, args []string) error {
+		fs := newFlags(c)
+		draftPath := fs.String("draft", "", "draft model sharing the target's vocabulary")
+		eaglePath := fs.String("eagle3", "", "EAGLE-3 draft head (GGUF, architecture eagle3)")
+		k := fs.IntP("k", "k", 4, "draft tokens per window")
+		prompt := fs.String("prompt", "", "prompt text, tokenized with the model's tokenizer")
+		idsFlag := fs.String("ids", "", "prompt as comma-separated token ids")
+		promptFile := fs.String("prompt-file", "", "prompt from a file (text, or \"ids: 1 2 3\")")
+		n := fs.IntP("n", "n", 64, "tokens to generate")
+		asJSON := fs.Bool("json", false, "print a JSON report")
+		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
+		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return usageError("want one MODEL (the target)")
+		}
+		if (*draftPath == "") == (*eaglePath == "") {
+			return usageError("give exactly one of --draft and --eagle3")
+		}
+		given := 0
+		for _, s := range []string{*prompt, *idsFlag, *promptFile} {
+			if s != "" {
+				given++
+			}
+		}
+		if given != 1 {
+			return usageError("give exactly one of --prompt, --ids and --prompt-file")
+		}
+		if *k < 1 || *n < 1 {
+			return usageError("-k %d, -n %d: want at least 1", *k, *n)
+		}
+		path := fs.Arg(0)
+		m, err := model.Open(path)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		tok, tokErr := loadTokenizer(m, path)
+		var ids []int32
+		switch {
+		case *idsFlag != "":
+			if ids, err = parseIDs(*idsFlag); err != nil {
+				return usageError("--ids: %v", err)
+			}
+		case *prompt != "":
+			if tokErr != nil {
+				return fmt.Errorf("--prompt needs the model's tokenizer (use --ids): %w", tokErr)
+			}
+			if ids = tok.Encode(*prompt, true); len(ids) == 0 {
+				return usageError("--prompt %q encodes to no tokens", *prompt)
+			}
+		default:
+			ps, err := readPrompts("", *promptFile, tok)
+			if err != nil {
+				return err
+			}
+			ids = ps[0].IDs
+		}
+		opt := runtime.Options{Threads: *threads, Context: *ctxLen}
+		target, err := runtime.New(m, opt)
+		if err != nil {
+			return err
+		}
+		res := &speculateResult{Model: path, K: *k, Prompt: ids}
+		var mkDrafter func() (runtime.Drafter, error)
+		if *draftPath != "" {
+			dm, err := model.Open(*draftPath)
+			if err != nil {
+				return err
+			}
+			defer dm.Close()
+			de, err := runtime.New(dm, opt)
+			if err != nil {
+				return err
+			}
+			res.Drafter = "draft " + *draftPath
+			mkDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(target, de) }
+		} else {
+			h, err := runtime.LoadEagle3(target, *eaglePath)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			res.Drafter = "eagle3 " + *eaglePath
+			mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
+		}
+
+		// Plain greedy, timed after the prompt's pass like the speculative run.
+		if len(ids)+*n-1 > target.ContextLength() {
+			return fmt.Errorf("prompt of %d tokens plus %d generated exceed the context length %d (see --ctx)", len(ids), *n, target.ContextLength())
+		}
+		var want []int32
+		var t1 time.Time
+		err = target.NewState().Generate(ctx, ids, *n, func(s runtime.Step) bool {
+			if s.Index == 0 {
+				t1 = time.Now()
+			}
+			want = append(want, s.Token)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		res.GreedySeconds = time.Since(t1).Seconds()
+		d, err := mkDrafter()
+		if err != nil {
+			return err
+		}
+		got, st, err := target.Speculate(ctx, d, ids, *n, *k)
+		if err != nil {
+			return err
+		}
+		res.Generated, res.Stats = got, st
+		res.EqualsGreedy = len(got) == len(want)
+		for i := range want {
+			if res.EqualsGreedy && got[i] != want[i] {
+				res.EqualsGreedy = false
+			}
+		}
+		res.AcceptanceLength, res.TokensPerWindow, res.TargetCallsPerToken = st.AcceptanceLength(), st.TokensPerWindow(), st.TargetCallsPerToken()
+		if res.GreedySeconds > 0 {
+			res.GreedyTokensPerSec = float64(*n-1) / res.GreedySeconds
+		}
+		if st.Seconds > 0 {
+			res.SpecTokensPerSec = float64(*n-1) / st.Seconds
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(res); err != nil {
+				return err
+			}
+		} else {
+			if tok != nil {
+				fmt.Println(tok.Decode(got))
+			} else {
+				fmt.Println(joinIDs(got))
+			}
+			fmt.Fprintf(os.Stderr, "%s, K=%d: acceptance length %.2f of %d (%.2f tokens per target call), %.3f target calls per token\n",
+				res.Drafter, *k, res.AcceptanceLength, *k, res.TokensPerWindow, res.TargetCallsPerToken)
+			fmt.Fprintf(os.Stderr, "greedy %.1f tokens/s, speculative %.1f tokens/s (%d tokens after the first); equal to greedy: %v\n",
+				res.GreedyTokensPerSec, res.SpecTokensPerSec, *n-1, res.EqualsGreedy)
+		}
+		if !res.EqualsGreedy {
+			return fmt.Errorf("speculative output differs from greedy decoding: a runtime bug")
+		}
+		return nil
+	}
+	register(c)
+}

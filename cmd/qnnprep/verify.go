@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// stagedDecoder decodes through a shard plan's stages; nil until the
+// runtime's staged executor is wired in.
+var stagedDecoder func(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error)
+
+func init() {
+	c := &command{
+		Name:    "verify",
+		Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration] [--json] [--report FILE] [--ctx N] [-t THREADS]",
+		Summary: "decode an artifact against a golden file: exact match, first divergence, top-1, cosine, degeneration",
+	}
+	c.Run = func(ctx context.Context, args []string) error {
+		fs := newFlags(c)
+		goldenPath := fs.String("golden", "", "golden file recorded from the artifact's source model (qnnprep golden record)")
+		planPath := fs.String("plan", "", "also decode through this shard plan's stages")
+		minMatch := fs.Float64("min-match", 0, "fail when a prompt's exact-match fraction is below F (1: every token)")
+		minTop1 := fs.Float64("min-top1", 0, "fail when a prompt's teacher-forced top-1 agreement is below F")
+		minCos := fs.Float64("min-cosine", 0, "fail when a prompt's mean logit cosine over the golden's top-k is below F")
+		failDegen := fs.Bool("fail-on-degeneration", false, "fail when an output collapses into a repeated token or short cycle the golden does not have")
+		asJSON := fs.Bool("json", false, "print the JSON report instead of the table")
+		reportPath := fs.String("report", "", "also write the JSON report to FILE")
+		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
+		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return usageError("want one ARTIFACT (a qmodel or any model qnnprep opens)")
+		}
+		if *goldenPath == "" {
+			return usageError("--golden is required")
+		}
+		crit := golden.Criteria{MinMatch: *minMatch, MinTop1: *minTop1, MinCosine: *minCos, FailOnDegeneration: *failDegen}
+		for name, v := range map[string]float64{"--min-match": *minMatch, "--min-top1": *minTop1, "--min-cosine": *minCos} {
+			if !(v >= 0 && v <= 1) {
+				return usageError("%s %v: want a fraction in [0, 1]", name, v)
+			}
+		}
+		g, err := golden.Read(*goldenPath)
+		if err != nil {
+			return err
+		}
+		path := fs.Arg(0)
+		m, err := model.Open(path)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		sha, err := quantize.SourceFingerprint(m)
+		if err != nil {
+			return fmt.Errorf("%s: fingerprint: %w", path, err)
+		}
+		if err := g.CheckModel(sha); err != nil {
+			return fmt.Errorf("%s against %s: %w", path, *goldenPath, err)
+		}
+		e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen})
+		if err != nil {
+			return err
+		}
+		decoders := []struct {
+			name string
+			d    golden.Decoder
+		}{{"whole", golden.EngineDecoder(e)}}
+		if *planPath != "" {
+			p, err := shard.ReadPlan(*planPath)
+			if err != nil {
+				return err
+			}
+			if p.Model.Layers != m.Config.Layers || p.Model.Hidden != m.Config.Hidden || p.Model.Vocab != m.Config.VocabSize {
+				return fmt.Errorf("%s: plan is for a model of %d layers, hidden %d, vocabulary %d; %s has %d, %d, %d",
+					*planPath, p.Model.Layers, p.Model.Hidden, p.Model.Vocab, path, m.Config.Layers, m.Config.Hidden, m.Config.VocabSize)
+			}
+			if stagedDecoder == nil {
+				return fmt.Errorf("--plan: this build has no staged executor to decode %s through its plan", path)
+			}
+			d, err := stagedDecoder(e, p)
+			if err != nil {
+				return err
+			}
+			decoders = append(decoders, struct {
+				name string
+				d    golden.Decoder
+			}{"plan " + *planPath, d})
+		}
+		var reports []*golden.Report
+		pass := true
+		for _, dc := range decoders {
+			r, err := golden.Verify(ctx, dc.d, g, crit)
+			if err != nil {
+				return fmt.Errorf("%s (%s): %w", path, dc.name, err)
+			}
+			r.Golden, r.Artifact, r.Decoder = *goldenPath, path, dc.name
+			reports = append(reports, r)
+			pass = pass && r.Pass
+		}
+		var js []byte
+		if *asJSON || *reportPath != "" {
+			var v any = reports[0]
+			if len(reports) > 1 {
+				v = reports
+			}
+			if js, err = json.MarshalIndent(v, "", "  "); err != nil {
+				return err
+			}
+			js = append(js, '\n')
+		}
+		if *reportPath != "" {
+			if err := atomicfile.WriteFile(*reportPath, js); err != nil {
+				return err
+			}
+		}
+		if *asJSON {
+			os.Stdout.Write(js)
+		} else {
+			for i, r := range reports {
+				if i > 0 {
+					fmt.Println()
+				}
+				fmt.Printf("%s (%s) against %s\n\n", path, r.Decoder, *goldenPath)
+				if err := r.Table(os.Stdout); err != nil {
+					return err
+				}
+			}
+		}
+		if !pass {
+			return exitError{1}
+		}
+		return nil
+	}
+	register(c)
+}
