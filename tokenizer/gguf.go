@@ -28,7 +28,9 @@ const (
 // absent take llama.cpp's defaults (SPM: BOS 1, EOS 2, UNK 0, add BOS and
 // a space prefix; BPE: BOS = EOS = 11). A special-token id outside the
 // vocabulary (such as 0xFFFFFFFF for "none") keeps the default, as in
-// llama.cpp. Other tokenizer.* keys are kept in Vocab.Extra.
+// llama.cpp. Other tokenizer.* keys are kept in Vocab.Extra. For a model
+// named Phi-3 (general.name) the special tokens get RStrip, as llama.cpp
+// sets it.
 func FromGGUF(md gguf.Metadata) (*Vocab, error) {
 	v := &Vocab{}
 	var ok bool
@@ -110,10 +112,34 @@ func FromGGUF(md gguf.Metadata) (*Vocab, error) {
 			v.Extra = append(v.Extra, kv)
 		}
 	}
+	if name, _ := md.String("general.name"); strings.Contains(strings.ToLower(name), "phi-3") ||
+		strings.Contains(strings.ToLower(name), "phi3") {
+		v.RStrip = phi3RStrip(v)
+	}
 	if err := v.validate(); err != nil {
 		return nil, fmt.Errorf("gguf vocab: %w", err)
 	}
 	return v, nil
+}
+
+// phi3RStrip gives the tokens llama.cpp marks rstrip for models named
+// Phi-3 (as their HF tokenizer does): every special token and </s>, except
+// <unk>, <s> and <|endoftext|>.
+func phi3RStrip(v *Vocab) []int32 {
+	ids := make(map[string]int32, len(v.Tokens))
+	for i, s := range v.Tokens {
+		ids[s] = int32(i)
+	}
+	var out []int32
+	for i, typ := range llamaCppTypes(v, ids) {
+		s := v.Tokens[i]
+		switch {
+		case s == "<unk>" || s == "<s>" || s == "<|endoftext|>":
+		case typ == TypeControl || typ == TypeUserDefined || typ == TypeUnknown || s == "</s>":
+			out = append(out, int32(i))
+		}
+	}
+	return out
 }
 
 func ownKey(k string) bool {

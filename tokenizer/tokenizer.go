@@ -19,6 +19,9 @@ type Tokenizer struct {
 	strRanks map[mergeKey]int32     // BPE merges whose sides are not both tokens
 	charIDs  [256]int32             // BPE: token of each byte's byte-level character, -1 if absent
 	byteIDs  [256]int32             // SPM: <0xXX> tokens, -1 if absent
+	types    []int32                // token types as llama.cpp uses them (see llamaCppTypes)
+	lstrip   map[int32]bool         // special tokens that take the whitespace before them
+	rstrip   map[int32]bool         // ... and after them
 	special  []int32                // control, user-defined and unknown tokens, longest text first
 	eog      map[int32]bool         // end-of-generation tokens
 	pre      *preTokenizer          // BPE only
@@ -56,8 +59,10 @@ func New(v *Vocab) (*Tokenizer, error) {
 			t.byteIDs[i] = id
 		}
 	}
+	t.types = llamaCppTypes(v, t.ids)
+	t.lstrip, t.rstrip = idSet(v.LStrip), idSet(v.RStrip)
 	for i, s := range v.Tokens {
-		switch v.Type(int32(i)) {
+		switch t.types[i] {
 		case TypeControl, TypeUserDefined, TypeUnknown:
 			if s != "" {
 				t.special = append(t.special, int32(i))
@@ -127,7 +132,72 @@ func eogTokens(v *Vocab, ids map[string]int32) map[int32]bool {
 			eog[id] = true
 		}
 	}
+	if _, ok := v.Extra.Get("tokenizer.ggml.eot_token_id"); !ok {
+		for _, s := range roleTexts[0].texts {
+			if id, ok := ids[s]; ok {
+				eog[id] = true
+			}
+		}
+	}
 	return eog
+}
+
+// roleTexts are the texts by which llama.cpp recognises the EOT, EOM and
+// fill-in-the-middle tokens when the GGUF does not give their ids.
+var roleTexts = []struct {
+	key   string
+	texts []string
+}{
+	{"tokenizer.ggml.eot_token_id", []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+		"<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>"}},
+	{"tokenizer.ggml.eom_token_id", []string{"<|eom_id|>"}},
+	{"tokenizer.ggml.fim_pre_token_id", []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>"}},
+	{"tokenizer.ggml.fim_suf_token_id", []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>"}},
+	{"tokenizer.ggml.fim_mid_token_id", []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>"}},
+	{"tokenizer.ggml.fim_pad_token_id", []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>"}},
+	{"tokenizer.ggml.fim_rep_token_id", []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}},
+	{"tokenizer.ggml.fim_sep_token_id", []string{"<|file_sep|>"}},
+}
+
+// llamaCppTypes returns the token types llama.cpp works with: the vocab's,
+// except that tokens it recognises by their text as EOT, EOM, FIM or
+// end-of-generation tokens are control tokens whatever their stored type
+// ("this is probably a bug in the model", as llama.cpp warns). This decides
+// which texts parse_special=false leaves alone.
+func llamaCppTypes(v *Vocab, ids map[string]int32) []int32 {
+	types := make([]int32, len(v.Tokens))
+	if v.Types != nil {
+		copy(types, v.Types)
+	} else {
+		for i := range types {
+			types[i] = TypeNormal
+		}
+	}
+	control := func(texts []string) {
+		for _, s := range texts {
+			if id, ok := ids[s]; ok {
+				types[id] = TypeControl
+			}
+		}
+	}
+	for _, r := range roleTexts {
+		if _, ok := v.Extra.Get(r.key); !ok {
+			control(r.texts)
+		}
+	}
+	control(eogTexts)
+	return types
+}
+
+func idSet(ids []int32) map[int32]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	m := make(map[int32]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
 }
 
 // IsEOG reports whether generation should stop at id: EOS, the GGUF's EOT
@@ -178,14 +248,18 @@ type fragment struct {
 	id   int32
 }
 
+// cSpace is C's isspace, which llama.cpp's lstrip/rstrip use.
+const cSpace = " \t\n\v\f\r"
+
 // partition splits text at special tokens, longest token first, each
 // occurrence left to right, as llama.cpp's tokenizer_st_partition does.
 // Without parseSpecial only user-defined tokens are split out (control and
-// unknown tokens are then plain text).
+// unknown tokens are then plain text). A token with lstrip/rstrip also
+// takes the whitespace before/after it.
 func (t *Tokenizer) partition(text string, parseSpecial bool, st *state) []fragment {
 	frags := append(st.frags[:0], fragment{text: text, id: -1})
 	for _, id := range t.special {
-		if !parseSpecial && t.v.Type(id) != TypeUserDefined {
+		if !parseSpecial && t.types[id] != TypeUserDefined {
 			continue
 		}
 		tok := t.v.Tokens[id]
@@ -211,11 +285,18 @@ func (t *Tokenizer) partition(text string, parseSpecial bool, st *state) []fragm
 				if k < 0 {
 					break
 				}
-				if k > 0 {
-					out = append(out, fragment{text: rest[:k], id: -1})
+				left := rest[:k]
+				if t.lstrip[id] {
+					left = strings.TrimRight(left, cSpace)
+				}
+				if left != "" {
+					out = append(out, fragment{text: left, id: -1})
 				}
 				out = append(out, fragment{id: id})
 				rest = rest[k+len(tok):]
+				if t.rstrip[id] {
+					rest = strings.TrimLeft(rest, cSpace)
+				}
 			}
 			if rest != "" {
 				out = append(out, fragment{text: rest, id: -1})
@@ -285,7 +366,7 @@ func (t *Tokenizer) Piece(id int32) string {
 
 func (t *Tokenizer) appendPiece(dst []byte, id int32) []byte {
 	s := t.v.Tokens[id]
-	switch t.v.Type(id) {
+	switch t.types[id] {
 	case TypeControl, TypeUserDefined, TypeUnknown:
 		return append(dst, s...)
 	case TypeUnused:
@@ -319,7 +400,7 @@ func (t *Tokenizer) Decode(ids []int32) string {
 		}
 		n := len(buf)
 		buf = t.appendPiece(buf, id)
-		switch t.v.Type(id) {
+		switch t.types[id] {
 		case TypeControl, TypeUserDefined, TypeUnknown:
 			strip = t.v.Model == ModelSPM && t.v.AddSpacePrefix
 		case TypeUnused:

@@ -39,6 +39,12 @@ type Vocab struct {
 	AddBOS, AddEOS bool
 	AddSpacePrefix bool // SPM: prepend ▁ to the text (and after each special token), like SentencePiece
 
+	// LStrip and RStrip list tokens that, matched in the text as special
+	// tokens, also take the whitespace before (LStrip) or after (RStrip)
+	// them: Hugging Face's added-token lstrip/rstrip, which llama.cpp sets
+	// by model name (Phi-3). GGUF does not store them.
+	LStrip, RStrip []int32
+
 	// Extra holds the other tokenizer.* GGUF keys (chat template, EOT id,
 	// ...) so that FromGGUF followed by GGUFMetadata keeps them.
 	Extra gguf.Metadata
@@ -87,6 +93,13 @@ func (v *Vocab) validate() error {
 	}{{"BOS", v.BOS}, {"EOS", v.EOS}, {"UNK", v.UNK}, {"PAD", v.PAD}} {
 		if s.id < -1 || int(s.id) >= n {
 			return fmt.Errorf("tokenizer: %s id %d out of range [-1, %d)", s.name, s.id, n)
+		}
+	}
+	for _, ids := range [][]int32{v.LStrip, v.RStrip} {
+		for _, id := range ids {
+			if id < 0 || int(id) >= n {
+				return fmt.Errorf("tokenizer: lstrip/rstrip token id %d out of range [0, %d)", id, n)
+			}
 		}
 	}
 	if v.AddBOS && v.BOS < 0 {

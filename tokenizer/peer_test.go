@@ -1,0 +1,130 @@
+package tokenizer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qnnprep/qnnprep/internal/peers"
+	"golang.org/x/text/unicode/norm"
+)
+
+// llamaTokenize tokenizes texts with llama.cpp through node-llama-cpp
+// (llama_tokenize with add_special=false), with parse_special false and true.
+func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [][]int32) {
+	t.Helper()
+	nm, err := peers.NodeModules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := json.Marshal(map[string]any{"node_modules": nm, "model": model, "texts": texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "testdata/llamacpp_tokenize.mjs")
+	cmd.Stdin = bytes.NewReader(req)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node llamacpp_tokenize.mjs %s: %v\n%s", model, err, stderr.String())
+	}
+	var reply struct{ Plain, Special [][]int32 }
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if s, ok := strings.CutPrefix(l, "QNNPREP-RESULT "); ok {
+			if err := json.Unmarshal([]byte(s), &reply); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(reply.Plain) != len(texts) || len(reply.Special) != len(texts) {
+		t.Fatalf("llama.cpp gave %d/%d results for %d texts\n%s", len(reply.Plain), len(reply.Special), len(texts), stderr.String())
+	}
+	return reply.Plain, reply.Special
+}
+
+// peerTexts are the fixture's test strings and generated ones mixing
+// letters, digits, punctuation, whitespace runs, contractions, marks, CJK,
+// emoji and special-token text.
+func peerTexts(name string, specials []string) []string {
+	var texts []string
+	if inp, err := os.ReadFile(vocabPath(name) + ".inp"); err == nil {
+		texts = strings.Split(strings.TrimSuffix(string(inp), "\n__ggml_vocab_test__\n"), "\n__ggml_vocab_test__\n")
+	}
+	pool := []string{"Hello", "world", " the", "I", "'s", "'LL", "'ve", "don't", "123", "4567890", "3.14", " ", "  ", "   ",
+		"\n", "\n\n", "\t", " \n ", "\r\n", "!", "?!", "...", "(", ")", "=>", "{", "}", "--", "«", "»", "—", "é", "e\u0301",
+		"ñ", "ü", "Ω", "Ж", "日本語", "中文", "한국어", "🦙", "👍🏽", "\u00a0", "\u3000", "\u2581", "x", "ab", "<", ">", "|", "_",
+		"\"", "`", "#", "$", "%", "²", "½", "٣", "ǅ", "ß", "İ", "ﬁ"}
+	pool = append(pool, specials...)
+	r := rand.New(rand.NewSource(int64(len(name))))
+	for range 200 {
+		var b strings.Builder
+		for range 1 + r.Intn(12) {
+			b.WriteString(pool[r.Intn(len(pool))])
+		}
+		texts = append(texts, b.String())
+	}
+	return texts
+}
+
+// Our ids equal llama.cpp's for every fixture vocabulary, with and without
+// special-token parsing, except where the package documents a deliberate
+// difference (NFC for qwen2/mpt: non-NFC texts are left out there).
+func TestLlamaCppPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs node once per vocabulary")
+	}
+	peers.Need(t, peers.NodeLlamaCpp)
+	names := append([]string{}, fixtureVocabs...)
+	for _, name := range append(names, "stories260K") {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := vocabPath(name)
+			if name == "stories260K" {
+				path = storiesPath("stories260K-llamacpp.gguf")
+			}
+			tok, _ := loadGGUF(t, path)
+			var specials []string
+			for _, id := range tok.special {
+				if len(specials) < 12 {
+					specials = append(specials, tok.v.Tokens[id])
+				}
+			}
+			var texts []string
+			for _, s := range peerTexts(name, specials) {
+				if tok.v.Model == ModelBPE && tok.pre.nfc && !norm.NFC.IsNormalString(s) {
+					continue
+				}
+				texts = append(texts, s)
+			}
+			plain, parsed := llamaTokenize(t, path, texts)
+			for _, special := range []bool{false, true} {
+				want := plain
+				if special {
+					want = parsed
+				}
+				bad := 0
+				for i, s := range texts {
+					got := tok.EncodeWith(s, false, special)
+					if !slices.Equal(got, want[i]) {
+						if bad++; bad <= 5 {
+							t.Errorf("parse_special=%v %q:\n ours     %v %q\n llama.cpp %v %q", special, s, got, pieces(tok, got), want[i], pieces(tok, want[i]))
+						}
+					}
+				}
+				if bad > 0 {
+					t.Errorf("parse_special=%v: %d of %d texts differ", special, bad, len(texts))
+				}
+			}
+		})
+	}
+}
