@@ -135,7 +135,25 @@ func init() {
 			return err
 		}
 
-		// The golden: given, or recorded from the dense model.
+		if method == sparse.Wanda {
+			data, err := os.ReadFile(*calib)
+			if err != nil {
+				return err
+			}
+			prompts, err := golden.ParsePrompts(data, *calib, encode)
+			if err != nil {
+				return err
+			}
+			if opt.Activations, err = calibrateWanda(ctx, dense, prompts); err != nil {
+				return err
+			}
+		}
+		v, err := sparse.Apply(m, opt)
+		if err != nil {
+			return err
+		}
+		// The golden: given, or recorded from the dense model (after
+		// Apply, so that a bad pattern fails before any decoding).
 		var g *golden.File
 		if *goldenPath != "" {
 			if g, err = golden.Read(*goldenPath); err != nil {
@@ -161,23 +179,6 @@ func init() {
 			}
 		}
 
-		if method == sparse.Wanda {
-			data, err := os.ReadFile(*calib)
-			if err != nil {
-				return err
-			}
-			prompts, err := golden.ParsePrompts(data, *calib, encode)
-			if err != nil {
-				return err
-			}
-			if opt.Activations, err = calibrateWanda(ctx, dense, prompts); err != nil {
-				return err
-			}
-		}
-		v, err := sparse.Apply(m, opt)
-		if err != nil {
-			return err
-		}
 		res := &sparsifyResult{Source: in, Output: out, Recipe: recipe.Name, Sparsity: v.Report, Golden: *goldenPath}
 		if res.Golden == "" {
 			res.Golden = "recorded from " + in
