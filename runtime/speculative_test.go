@@ -420,3 +420,108 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// bigramTarget is a target whose layers add nothing to the residual
+// stream (attention, DeltaNet and MLP output projections zero), so its
+// next token is a function of the current token's embedding alone.
+func bigramTarget(t testing.TB, cfg model.Config) *model.Model {
+	src := randomModel(t, cfg, gguf.F32, 50)
+	var ts []*model.Tensor
+	for _, tt := range src.Tensors {
+		for _, suf := range []string{"attn_output.weight", "ffn_down.weight", "ssm_out.weight"} {
+			if len(tt.Name) > len(suf) && tt.Name[len(tt.Name)-len(suf):] == suf {
+				tt = model.NewTensor(tt.Name, tt.Dims, gguf.F32, make([]byte, 4*tt.Elements()))
+			}
+		}
+		ts = append(ts, tt)
+	}
+	m, err := model.New(cfg, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// distilledEagle3 is an EAGLE-3 head that reproduces bigramTarget: fc and
+// hidden_norm are zero and the residual is normed first, so g drops out;
+// q = k = 5·norm(embedding) makes every head attend to its own token;
+// v and o copy the normed embedding into the residual; the MLP adds zero;
+// norm and lm_head are the target's. Its proposals are what the target
+// would say, so acceptance is high — reached only if the head's
+// attention, RoPE, KV cache and row alignment work as §7.2 describes.
+func distilledEagle3(t testing.TB, target *Engine, tm *model.Model) *Eagle3 {
+	tc := target.Config()
+	H := tc.Hidden
+	cfg := Eagle3Config{Hidden: H, FFN: 128, Heads: 4, KVHeads: 4, HeadDim: H / 4, DraftVocab: tc.VocabSize,
+		TargetHidden: H, ExtractLayers: DefaultExtractLayers(tc.Layers), RMSEps: tc.RMSEps, RopeTheta: 10000, NormBeforeResidual: true}
+	f32 := func(name string, dims []int64, v []float32) *model.Tensor {
+		return model.NewTensor(name, dims, gguf.F32, encode(t, gguf.F32, v, int(dims[0])))
+	}
+	fill := func(n int, v float32) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	// [I | 0] scaled: rows H, cols 2H.
+	sel := func(scale float32) []float32 {
+		m := make([]float32, H*2*H)
+		for r := 0; r < H; r++ {
+			m[r*2*H+r] = scale
+		}
+		return m
+	}
+	eye := make([]float32, H*H)
+	for r := 0; r < H; r++ {
+		eye[r*H+r] = 1
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	rnd := func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = 0.1 * float32(rng.NormFloat64())
+		}
+		return out
+	}
+	outNorm, _ := tm.Tensor("output_norm.weight").Float32()
+	head := tm.Tensor("output.weight")
+	ts := []*model.Tensor{
+		f32(e3FC, []int64{int64(3 * H), int64(H)}, make([]float32, 3*H*H)),
+		f32(e3InNorm, []int64{int64(H)}, fill(H, 1)),
+		f32(e3HidNorm, []int64{int64(H)}, make([]float32, H)),
+		f32(e3Q, []int64{int64(2 * H), int64(H)}, sel(5)),
+		f32(e3K, []int64{int64(2 * H), int64(H)}, sel(5)),
+		f32(e3V, []int64{int64(2 * H), int64(H)}, sel(1)),
+		f32(e3O, []int64{int64(H), int64(H)}, eye),
+		f32(e3PostNorm, []int64{int64(H)}, fill(H, 1)),
+		f32(e3Gate, []int64{int64(H), 128}, rnd(128*H)),
+		f32(e3Up, []int64{int64(H), 128}, rnd(128*H)),
+		f32(e3Down, []int64{128, int64(H)}, make([]float32, 128*H)),
+		f32(e3Norm, []int64{int64(H)}, outNorm),
+		model.NewTensor(e3Head, head.Dims, head.Type, must(head.Data())),
+	}
+	return must(NewEagle3(target, cfg, ts))
+}
+
+// TestEagle3SelfDistilled: a head built to reproduce its target proposes
+// what the target says (high acceptance), and the output is greedy's.
+func TestEagle3SelfDistilled(t *testing.T) {
+	for _, arch := range specArchs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			cfg.ContextLength = 160
+			cfg.TiedEmbeddings = false
+			tm := bigramTarget(t, cfg)
+			target := newEngine(t, tm, Options{})
+			head := distilledEagle3(t, target, tm)
+			all := checkSpec(t, target, specPrompts(cfg.VocabSize)[:4], 128, func() Drafter { return head.Drafter() })
+			logStats(t, "distilled eagle3", all)
+			for k, st := range all {
+				if st.AcceptanceRate() < 0.9 {
+					t.Errorf("K=%d: acceptance rate %.2f, want ≥ 0.9", k+1, st.AcceptanceRate())
+				}
+			}
+		})
+	}
+}
