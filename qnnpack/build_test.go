@@ -496,3 +496,96 @@ func TestBuildMissingGraphFiles(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestPlanJobsCommandLines pins the exact command lines of a two-stage,
+// two-variant plan to the flags documented on PlanJobs (qnn-genie.md §2).
+func TestPlanJobsCommandLines(t *testing.T) {
+	p := testPlan(t, testConfig(4), "tiny", shard.Options{})
+	sdk := &SDK{
+		Converter:     "/sdk/bin/x86_64-linux-clang/qairt-converter",
+		CtxGen:        "/sdk/bin/x86_64-linux-clang/qnn-context-binary-generator",
+		HtpLib:        "/sdk/lib/x86_64-linux-clang/libQnnHtp.so",
+		ExtensionsLib: "/sdk/lib/x86_64-linux-clang/libQnnHtpNetRunExtensions.so",
+		ModelDlcLib:   "/sdk/lib/x86_64-linux-clang/libQnnModelDlc.so",
+	}
+	graphs := map[string]GraphFiles{}
+	for _, g := range p.Graphs {
+		graphs[g.Name] = GraphFiles{ONNX: "/in/" + g.Name + ".onnx", Encodings: "/in/" + g.Name + ".encodings"}
+	}
+	jobs, stages, err := PlanJobs(sdk, p, graphs, "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := func(g, stage, keep string) string {
+		s := "/sdk/bin/x86_64-linux-clang/qairt-converter --input_network /in/" + g + ".onnx --output_path /w/" + stage + "/." + g + ".tmp-run/" + g + ".dlc --quantization_overrides /in/" + g + ".encodings"
+		if keep != "" {
+			s += " --preserve_io_datatype " + keep
+		}
+		return s
+	}
+	ctx := func(stage, bin, a, b string) string {
+		return "/sdk/bin/x86_64-linux-clang/qnn-context-binary-generator --backend /sdk/lib/x86_64-linux-clang/libQnnHtp.so --model /sdk/lib/x86_64-linux-clang/libQnnModelDlc.so" +
+			" --dlc_path /w/" + stage + "/" + a + ".dlc,/w/" + stage + "/" + b + ".dlc --binary_file " + bin +
+			" --output_dir /w/" + stage + "/." + bin + ".tmp-run --config_file /w/" + stage + "/ctxgen_config.json"
+	}
+	want := []string{
+		conv("tiny_ar16_cl128_01_of_02", "stage_01", "input_ids"),
+		conv("tiny_ar1_cl128_01_of_02", "stage_01", "input_ids"),
+		ctx("stage_01", "tiny_01_of_02", "tiny_ar16_cl128_01_of_02", "tiny_ar1_cl128_01_of_02"),
+		conv("tiny_ar16_cl128_02_of_02", "stage_02", ""),
+		conv("tiny_ar1_cl128_02_of_02", "stage_02", ""),
+		ctx("stage_02", "tiny_02_of_02", "tiny_ar16_cl128_02_of_02", "tiny_ar1_cl128_02_of_02"),
+	}
+	if len(jobs) != len(want) {
+		t.Fatalf("%d jobs, want %d", len(jobs), len(want))
+	}
+	for i, j := range jobs {
+		if got := j.Command(); got != want[i] {
+			t.Errorf("job %d:\n got %s\nwant %s", i, got, want[i])
+		}
+	}
+	if !slices.Equal(jobs[2].Deps, []int{0, 1}) || !slices.Equal(jobs[5].Deps, []int{3, 4}) || len(jobs[0].Deps) != 0 {
+		t.Errorf("deps %v %v", jobs[2].Deps, jobs[5].Deps)
+	}
+	if jobs[2].Outputs[0] != "/w/stage_01/tiny_01_of_02.bin" || stages[1].Binary != "/w/stage_02/tiny_02_of_02.bin" {
+		t.Errorf("outputs %v, stage %+v", jobs[2].Outputs, stages[1])
+	}
+	if !slices.Equal(jobs[2].Inputs, []string{"/w/stage_01/tiny_ar16_cl128_01_of_02.dlc", "/w/stage_01/tiny_ar1_cl128_01_of_02.dlc", "/w/stage_01/ctxgen_config.json", "/w/stage_01/htp_backend_ext.json"}) {
+		t.Errorf("ctxgen inputs %v", jobs[2].Inputs)
+	}
+
+	// Compile configs: two levels, inner with the stage's graphs.
+	inner, _ := CompileExtConfig(p.Stages[0].Graphs, 8, 3, SoCs[2])
+	const wantInner = `{
+  "graphs": [
+    {
+      "graph_names": [
+        "tiny_ar16_cl128_01_of_02",
+        "tiny_ar1_cl128_01_of_02"
+      ],
+      "vtcm_mb": 8,
+      "O": 3
+    }
+  ],
+  "devices": [
+    {
+      "soc_model": 69,
+      "dsp_arch": "v79"
+    }
+  ],
+  "context": {
+    "weight_sharing_enabled": true
+  }
+}
+`
+	if string(inner) != wantInner {
+		t.Errorf("inner config:\n%s", inner)
+	}
+	outer, _ := CtxGenConfig(sdk.ExtensionsLib, stages[0].HTPConfig)
+	var o struct {
+		BackendExtensions map[string]string `json:"backend_extensions"`
+	}
+	if json.Unmarshal(outer, &o) != nil || o.BackendExtensions["shared_library_path"] != sdk.ExtensionsLib || o.BackendExtensions["config_file_path"] != "/w/stage_01/htp_backend_ext.json" {
+		t.Errorf("outer config %s", outer)
+	}
+}

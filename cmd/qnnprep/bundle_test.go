@@ -5,7 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/qnnpack"
@@ -37,11 +41,14 @@ func fakeSDKRoot(t *testing.T) string {
 	return root
 }
 
-func TestBundleBuildAndVerifyCommands(t *testing.T) {
+// storiesBundleInputs plans stories260K in two stages and writes a small
+// ONNX graph and encodings per graph; it returns the plan file and the
+// graphs directory.
+func storiesBundleInputs(t *testing.T, dir string) (string, string) {
+	t.Helper()
 	if _, err := os.Stat(storiesGGUF); err != nil {
 		t.Skipf("fixture: %v", err)
 	}
-	dir := t.TempDir()
 	planPath := filepath.Join(dir, "plan.json")
 	if code := run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", planPath}); code != 0 {
 		t.Fatalf("plan exit %d", code)
@@ -64,6 +71,12 @@ func TestBundleBuildAndVerifyCommands(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(graphs, g.Name+".encodings"), []byte(`{"activation_encodings":{},"param_encodings":{}}`), 0o644)
 	}
+	return planPath, graphs
+}
+
+func TestBundleBuildAndVerifyCommands(t *testing.T) {
+	dir := t.TempDir()
+	planPath, graphs := storiesBundleInputs(t, dir)
 	out := filepath.Join(dir, "bundle")
 	t.Setenv("QNN_SDK_ROOT", fakeSDKRoot(t))
 	args := []string{"bundle", "build", "--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--out", out, "--soc", "8gen3"}
@@ -122,4 +135,85 @@ func TestBundleBuildAndVerifyCommands(t *testing.T) {
 	if code := run([]string{"bundle", "frobnicate"}); code != 2 {
 		t.Errorf("unknown subcommand: exit %d, want 2", code)
 	}
+}
+
+// TestHelperQnnprep is not a test: TestBundleBuildInterrupted runs the test
+// binary as qnnprep through it, so a real SIGINT reaches main's handler.
+func TestHelperQnnprep(t *testing.T) {
+	args := os.Getenv("QNNPREP_HELPER_ARGS")
+	if args == "" {
+		t.Skip("helper process only")
+	}
+	var list []string
+	if err := json.Unmarshal([]byte(args), &list); err != nil {
+		t.Fatal(err)
+	}
+	os.Exit(run(list))
+}
+
+func TestBundleBuildInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	planPath, graphs := storiesBundleInputs(t, dir)
+	out := filepath.Join(dir, "bundle")
+	pids := filepath.Join(dir, "pids")
+	os.Mkdir(pids, 0o755)
+	args := []string{"bundle", "build", "--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--out", out, "--soc", "8elite"}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
+	argsJSON, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(),
+		"QNNPREP_HELPER_ARGS="+string(argsJSON),
+		"QNN_SDK_ROOT="+fakeSDKRoot(t),
+		"FAKESDK_SLEEP=60s", "FAKESDK_SPAWN=1", "FAKESDK_PIDS="+pids)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if ents, _ := os.ReadDir(pids); len(ents) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("tools did not start; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("qnnprep did not exit after SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130; stderr:\n%s", code, stderr.String())
+	}
+	ents, _ := os.ReadDir(pids)
+	for _, e := range ents {
+		pid, _ := strconv.Atoi(e.Name())
+		gone := false
+		for i := 0; i < 200 && !gone; i++ {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			gone = err != nil || strings.Contains(string(b[strings.LastIndexByte(string(b), ')'):]), ") Z ")
+			if !gone {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if !gone {
+			t.Errorf("process %d survived SIGINT", pid)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("interrupted build left %s", out)
+	}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && (strings.Contains(d.Name(), ".tmp-") || strings.HasSuffix(p, ".dlc") || strings.HasSuffix(p, ".bin")) {
+			t.Errorf("interrupted build left %s", p)
+		}
+		return nil
+	})
 }
