@@ -1,3 +1,5 @@
+//go:build !purego
+
 #include "textflag.h"
 
 // func dotQ8_0Asm(w, x unsafe.Pointer, nb int) float32

@@ -5,7 +5,9 @@
 // and the per-channel INT8 encoding QNN uses. DotQ8_0 is the dot product
 // llama.cpp's CPU backend computes for Q8_0 weights.
 //
-// Decoding lives in gguf.Dequantize.
+// Decoding lives in gguf.Dequantize. On amd64 with AVX2 and F16C the dot
+// kernel and QuantizeRowQ8_0 are assembly, bit-identical to the Go
+// versions; the build tag purego selects the Go versions everywhere.
 package int8
 
 import (

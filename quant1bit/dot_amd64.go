@@ -1,3 +1,5 @@
+//go:build !purego
+
 package quant1bit
 
 import (

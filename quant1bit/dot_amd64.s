@@ -1,3 +1,5 @@
+//go:build !purego
+
 #include "textflag.h"
 
 // Byte j of a Q1_0 sub-block's 32 sign bits lives in byte j/8, bit j%8.

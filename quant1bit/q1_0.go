@@ -3,7 +3,9 @@
 // with Q8_0 activations the way llama.cpp's CPU backend does.
 //
 // Decoding lives in gguf.Dequantize; this package only produces blocks
-// and consumes them in the dot kernels.
+// and consumes them in the dot kernels. On amd64 with AVX2 and F16C the
+// kernels are assembly, bit-identical to the Go versions; the build tag
+// purego selects the Go versions everywhere.
 package quant1bit
 
 import (

@@ -18,7 +18,7 @@
 //
 // This is the order 4 AVX2 accumulators of 8 lanes produce naturally.
 // Results that are NaN are NaN in both versions, possibly with different
-// payloads.
+// payloads. The build tag purego selects the Go versions everywhere.
 //
 // As in llama.cpp's CPU backend, activations meet F16 weights rounded to
 // F16 and BF16 weights rounded to BF16 (see RoundF16, RoundBF16); DotF16

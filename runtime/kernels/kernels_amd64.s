@@ -1,3 +1,5 @@
+//go:build !purego
+
 #include "textflag.h"
 
 // The dot products keep the 32 partial sums of the package's order in
