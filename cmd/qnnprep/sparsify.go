@@ -38,11 +38,14 @@ type sparsifyResult struct {
 }
 
 type prunedResult struct {
-	Output      string          `json:"output,omitempty"` // only with --prune
-	Config      model.Config    `json:"config"`
-	WeightBytes int64           `json:"weight_bytes"`
-	SavedBytes  int64           `json:"saved_bytes"` // weight bytes removing the structured zeros saves
-	Quality     *golden.Summary `json:"quality,omitempty"`
+	Output      string       `json:"output,omitempty"` // only with --prune
+	Config      model.Config `json:"config"`
+	WeightBytes int64        `json:"weight_bytes"`
+	SavedBytes  int64        `json:"saved_bytes"` // weight bytes removing the structured zeros saves
+	// Fallbacks lists pruned tensors whose new row length does not fit the
+	// recipe's block and so take a wider type (they can cost bytes).
+	Fallbacks []string        `json:"fallbacks,omitempty"`
+	Quality   *golden.Summary `json:"quality,omitempty"`
 }
 
 func init() {
@@ -220,6 +223,15 @@ func init() {
 				return err
 			}
 			pr := &prunedResult{Config: pm.Config}
+			ds, err := quantize.Plan(pm, qopt)
+			if err != nil {
+				return err
+			}
+			for _, d := range ds {
+				if d.Fallback {
+					pr.Fallbacks = append(pr.Fallbacks, d.Name+": "+d.Reason)
+				}
+			}
 			if *prune {
 				pr.Output = strings.TrimSuffix(out, filepath.Ext(out)) + ".pruned.gguf"
 				popt := qopt
@@ -411,6 +423,9 @@ func printSparsify(w io.Writer, r *sparsifyResult) {
 		fmt.Fprintf(w, "pruned model %s: hidden %d, heads %d, ffn %d, layers %d; %d weight bytes, %d saved (%.1f%%)\n",
 			where, p.Config.Hidden, p.Config.Heads, p.Config.FFN, p.Config.Layers, p.WeightBytes, p.SavedBytes,
 			100*float64(p.SavedBytes)/float64(max(r.WeightBytes, 1)))
+		if len(p.Fallbacks) > 0 {
+			fmt.Fprintf(w, "note: %d pruned tensors take a wider type, e.g. %s\n", len(p.Fallbacks), p.Fallbacks[0])
+		}
 	}
 	fmt.Fprintf(w, "\nquality against %s:\n", r.Golden)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
