@@ -111,13 +111,15 @@ type Criteria struct {
 
 // Report is the outcome of Verify: JSON for CI, Table for people.
 type Report struct {
-	Golden   string         `json:"golden,omitempty"`
-	Artifact string         `json:"artifact,omitempty"`
-	Decoder  string         `json:"decoder,omitempty"` // "whole", "plan …"
-	Prompts  []PromptReport `json:"prompts"`
-	Summary  Summary        `json:"summary"`
-	Failures []string       `json:"failures"`
-	Pass     bool           `json:"pass"`
+	Golden   string `json:"golden,omitempty"`
+	Artifact string `json:"artifact,omitempty"`
+	Decoder  string `json:"decoder,omitempty"` // "whole", "plan …", "speculative …"
+	// Speculative holds acceptance statistics when the decoder is a SpecDecoder.
+	Speculative *SpecReport    `json:"speculative,omitempty"`
+	Prompts     []PromptReport `json:"prompts"`
+	Summary     Summary        `json:"summary"`
+	Failures    []string       `json:"failures"`
+	Pass        bool           `json:"pass"`
 }
 
 // Summary aggregates a Report over its prompts.
@@ -227,8 +229,30 @@ func Verify(ctx context.Context, d Decoder, f *File, c Criteria) (*Report, error
 		v := cosSum / float64(cosN)
 		s.Cosine = &v
 	}
+	if sd, ok := d.(*SpecDecoder); ok {
+		r.Speculative = sd.report()
+	}
 	r.Pass = len(r.Failures) == 0
 	return r, nil
+}
+
+// CompareOutputs adds a failure to r for every prompt whose output differs
+// from ref's (same golden file): speculative or staged decoding must give
+// exactly the whole-model greedy tokens.
+func (r *Report) CompareOutputs(ref *Report) {
+	for i := range r.Prompts {
+		if i >= len(ref.Prompts) {
+			break
+		}
+		a, b := r.Prompts[i].Got, ref.Prompts[i].Got
+		for j := range a {
+			if j >= len(b) || a[j] != b[j] {
+				r.Failures = append(r.Failures, fmt.Sprintf("prompt %s: %s output differs from %s at step %d", r.Prompts[i].Name, r.Decoder, ref.Decoder, j))
+				break
+			}
+		}
+	}
+	r.Pass = len(r.Failures) == 0
 }
 
 func verifyPrompt(ctx context.Context, d Decoder, p *Prompt, th Thresholds) (*PromptReport, error) {
@@ -331,6 +355,10 @@ func (r *Report) Table(w io.Writer) error {
 	fmt.Fprintf(tw, "all\t%d\t%d\t%d/%d exact\t%.3f\t%s\t%d degenerate\n", s.Tokens, s.Matched, s.ExactPrompts, s.Prompts, s.Top1, fmtCos(s.Cosine), s.Degenerate)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if sp := r.Speculative; sp != nil {
+		fmt.Fprintf(w, "\nspeculative, K=%d: acceptance length %.2f of %d (%.2f tokens per target call, %.3f target calls per token), %d/%d proposals accepted\n",
+			sp.K, sp.AcceptanceLength, sp.K, sp.TokensPerWindow, sp.TargetCallsPerToken, sp.Accepted, sp.Proposed)
 	}
 	for _, p := range r.Prompts {
 		if d := p.Divergence; d != nil {

@@ -279,3 +279,41 @@ func sameIDs(a, b []int32) error {
 	}
 	return nil
 }
+
+// TestVerifySpeculative: verification through speculative decoding (the
+// model drafting for itself, and a smaller draft) matches the golden and
+// the whole-model output, and reports acceptance; a differing output is
+// caught by CompareOutputs.
+func TestVerifySpeculative(t *testing.T) {
+	m := randomModel(t, tinyConfig(model.Qwen3, 128), 7)
+	f := record(t, m, prompts(3, 128, 8), 40, 4)
+	e := engine(t, m)
+	whole := verify(t, m, f, strict)
+	dcfg := tinyConfig(model.Qwen3, 128)
+	dcfg.Layers, dcfg.LayerKinds = 1, []model.LayerKind{model.Attention}
+	small := engine(t, randomModel(t, dcfg, 8))
+	for _, tc := range []struct {
+		draft *runtime.Engine
+		all   bool
+	}{{e, true}, {small, false}} {
+		sd := SpeculativeDecoder(e, func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, tc.draft) }, 3)
+		r, err := Verify(ctx, sd, f, strict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Decoder, whole.Decoder = "speculative", "whole"
+		r.CompareOutputs(whole)
+		sp := r.Speculative
+		if !r.Pass || sp == nil || sp.K != 3 || sp.Windows == 0 || (tc.all && sp.Accepted != sp.Proposed) {
+			t.Fatalf("speculative verification: %v, %+v", r.Failures, sp)
+		}
+	}
+	bad := *whole
+	bad.Prompts = append([]PromptReport(nil), whole.Prompts...)
+	bad.Prompts[1].Got = append([]int32{whole.Prompts[1].Got[0] + 1}, whole.Prompts[1].Got[1:]...)
+	bad.Decoder = "plan"
+	bad.CompareOutputs(whole)
+	if bad.Pass || !strings.Contains(strings.Join(bad.Failures, ""), "plan output differs from whole at step 0") {
+		t.Fatalf("CompareOutputs: %v", bad.Failures)
+	}
+}

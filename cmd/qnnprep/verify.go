@@ -21,13 +21,16 @@ var stagedDecoder func(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error)
 func init() {
 	c := &command{
 		Name:    "verify",
-		Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration] [--json] [--report FILE] [--ctx N] [-t THREADS]",
+		Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--draft MODEL | --eagle3 HEAD.gguf] [-k K] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration] [--json] [--report FILE] [--ctx N] [-t THREADS]",
 		Summary: "decode an artifact against a golden file: exact match, first divergence, top-1, cosine, degeneration",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
 		goldenPath := fs.String("golden", "", "golden file recorded from the artifact's source model (qnnprep golden record)")
 		planPath := fs.String("plan", "", "also decode through this shard plan's stages")
+		draftPath := fs.String("draft", "", "also decode speculatively with this draft model (must equal the whole-model output)")
+		eaglePath := fs.String("eagle3", "", "also decode speculatively with this EAGLE-3 head (GGUF)")
+		k := fs.IntP("k", "k", 4, "draft tokens per window with --draft or --eagle3")
 		minMatch := fs.Float64("min-match", 0, "fail when a prompt's exact-match fraction is below F (1: every token)")
 		minTop1 := fs.Float64("min-top1", 0, "fail when a prompt's teacher-forced top-1 agreement is below F")
 		minCos := fs.Float64("min-cosine", 0, "fail when a prompt's mean logit cosine over the golden's top-k is below F")
@@ -44,6 +47,12 @@ func init() {
 		}
 		if *goldenPath == "" {
 			return usageError("--golden is required")
+		}
+		if *draftPath != "" && *eaglePath != "" {
+			return usageError("give at most one of --draft and --eagle3")
+		}
+		if *k < 1 {
+			return usageError("-k %d: want at least 1", *k)
 		}
 		crit := golden.Criteria{MinMatch: *minMatch, MinTop1: *minTop1, MinCosine: *minCos, FailOnDegeneration: *failDegen}
 		for name, v := range map[string]float64{"--min-match": *minMatch, "--min-top1": *minTop1, "--min-cosine": *minCos} {
@@ -97,14 +106,50 @@ func init() {
 				d    golden.Decoder
 			}{"plan " + *planPath, d})
 		}
+		if *draftPath != "" || *eaglePath != "" {
+			var mk func() (runtime.Drafter, error)
+			name := ""
+			if *draftPath != "" {
+				dm, err := model.Open(*draftPath)
+				if err != nil {
+					return err
+				}
+				defer dm.Close()
+				de, err := runtime.New(dm, runtime.Options{Threads: *threads, Context: *ctxLen})
+				if err != nil {
+					return err
+				}
+				if _, err := runtime.NewDraftModel(e, de); err != nil {
+					return err
+				}
+				mk = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
+				name = "draft " + *draftPath
+			} else {
+				h, err := runtime.LoadEagle3(e, *eaglePath)
+				if err != nil {
+					return err
+				}
+				defer h.Close()
+				mk = func() (runtime.Drafter, error) { return h.Drafter(), nil }
+				name = "eagle3 " + *eaglePath
+			}
+			decoders = append(decoders, struct {
+				name string
+				d    golden.Decoder
+			}{fmt.Sprintf("speculative K=%d, %s", *k, name), golden.SpeculativeDecoder(e, mk, *k)})
+		}
 		var reports []*golden.Report
 		pass := true
-		for _, dc := range decoders {
+		for i, dc := range decoders {
 			r, err := golden.Verify(ctx, dc.d, g, crit)
 			if err != nil {
 				return fmt.Errorf("%s (%s): %w", path, dc.name, err)
 			}
 			r.Golden, r.Artifact, r.Decoder = *goldenPath, path, dc.name
+			if i > 0 {
+				// Staged and speculative decoding must give the whole model's tokens.
+				r.CompareOutputs(reports[0])
+			}
 			reports = append(reports, r)
 			pass = pass && r.Pass
 		}

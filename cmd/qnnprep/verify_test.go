@@ -110,6 +110,23 @@ func TestGoldenVerifyCommands(t *testing.T) {
 	if b, _ := os.ReadFile(report); string(b) != out {
 		t.Fatalf("--report differs from --json output")
 	}
+	// Speculatively, with the F32 source drafting for its q8_0 qmodel: two
+	// reports, the second with acceptance statistics and the same tokens.
+	out = captureStdout(t, func() {
+		code = run([]string{"verify", q8, "--golden", g, "--json", "--draft", storiesGGUF, "-k", "3"})
+	})
+	var rs []golden.Report
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if code != 0 || len(rs) != 2 || rs[1].Speculative == nil || rs[1].Speculative.Windows == 0 || !rs[1].Pass {
+		t.Fatalf("verify --draft: exit %d, %s", code, out)
+	}
+	for i := range rs[0].Prompts {
+		if itoa(int32(len(rs[0].Prompts[i].Got))) != itoa(int32(len(rs[1].Prompts[i].Got))) || rs[0].Prompts[i].Match != rs[1].Prompts[i].Match {
+			t.Fatalf("speculative and whole reports differ on prompt %d", i)
+		}
+	}
 	exact := r.Summary.ExactPrompts == r.Summary.Prompts
 	captureStdout(t, func() { code = run([]string{"verify", q8, "--golden", g, "--min-match", "1"}) })
 	if (code == 0) != exact {
