@@ -46,6 +46,9 @@ type BuildOptions struct {
 	WorkDir  string
 	SoC      string // target chip (LookupSoC)
 	OptLevel int    // HTP graph optimization "O"; 0 means 3
+	// ConverterArgs are extra qairt-converter arguments for every graph,
+	// e.g. --float_bitwidth 16 (see PlanJobs).
+	ConverterArgs []string
 
 	Tokenizer      string          // HF tokenizer.json to copy into the bundle ("" leaves it out)
 	Recipe         json.RawMessage // quantization recipe, recorded in the manifest
@@ -118,7 +121,7 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 		}
 		sdk = DryRunSDK()
 	}
-	jobs, stages, err := PlanJobs(sdk, p, o.Graphs, o.WorkDir)
+	jobs, stages, err := PlanJobs(sdk, p, o.Graphs, o.WorkDir, o.ConverterArgs...)
 	if err != nil {
 		return nil, err
 	}

@@ -589,3 +589,35 @@ func TestPlanJobsCommandLines(t *testing.T) {
 		t.Errorf("outer config %s", outer)
 	}
 }
+
+func TestBuildConverterArgs(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	o := e.options()
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	calls(t, e.calls)
+	// Extra converter flags reach every conversion and invalidate the cache.
+	o.ConverterArgs = []string{"--float_bitwidth", "16", "--target_backend", "HTP"}
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	got := calls(t, e.calls)
+	if len(got) != len(e.plan.Graphs)+len(e.plan.Stages) {
+		t.Fatalf("%d runs after changing converter flags", len(got))
+	}
+	for _, c := range got {
+		if c.Tool == ToolConverter && (flag(c.Args, "--float_bitwidth") != "16" || flag(c.Args, "--target_backend") != "HTP") {
+			t.Errorf("converter args %q", c.Args)
+		}
+	}
+	// The fake converter rejects a bad value, as the real one would.
+	o.ConverterArgs = []string{"--target_backend", "htp"}
+	if _, err := Build(context.Background(), o); err == nil || !strings.Contains(err.Error(), "upper case") {
+		t.Errorf("lower-case backend: %v", err)
+	}
+	o.ConverterArgs = []string{"--output_path=x.dlc"}
+	if _, err := Build(context.Background(), o); err == nil || !strings.Contains(err.Error(), "sets it itself") {
+		t.Errorf("conflicting flag: %v", err)
+	}
+}

@@ -36,10 +36,11 @@
 // Sources are in reference/qnn-genie.md (§1.1 key lists, §1.4 cache file,
 // §2 tools). The SDK version comes from the root's sdk.yaml ("version:"
 // line, read the same way by onnxruntime's QNN build), else from the root
-// directory's name (qairt/2.40.0.251030). Not confirmed by a public source:
-// that the DLC's file name becomes the graph name in the context binary,
-// and that converting with --quantization_overrides needs no qairt-quantizer
-// pass for fully specified encodings. The placeholder forecast prefix has
+// directory's name (qairt/2.40.0.251030). From public build scripts rather
+// than Qualcomm's documentation: that the DLC's file name becomes the graph
+// name in the context binary, and that a DLC converted with
+// --quantization_overrides goes to the context binary generator without a
+// qairt-quantizer pass. The placeholder forecast prefix has
 // the shape Genie checks but zero contents.
 //
 // The SDK cannot be installed where qnnprep is developed: the tests run

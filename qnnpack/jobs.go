@@ -120,10 +120,25 @@ func stagePaths(p *shard.Plan, work string, index int) StagePaths {
 // libQnnModelDlc.so (when the SDK has it), --dlc_path with the stage's DLCs
 // comma-separated (one context, shared weights), --binary_file,
 // --output_dir and --config_file (outer JSON → HTP backend-extension JSON).
-func PlanJobs(sdk *SDK, p *shard.Plan, graphs map[string]GraphFiles, work string) ([]Job, []StagePaths, error) {
+//
+// converterArgs are passed to every qairt-converter run after the
+// overrides (for example --float_bitwidth 16 --target_backend HTP, which
+// public LLM build scripts use); they may not repeat the flags set here.
+//
+// That the DLC's file name becomes the graph's name follows a public QAIRT
+// build script ("graph names derive from DLC filenames"), not Qualcomm's
+// documentation.
+func PlanJobs(sdk *SDK, p *shard.Plan, graphs map[string]GraphFiles, work string, converterArgs ...string) ([]Job, []StagePaths, error) {
 	work, err := filepath.Abs(work)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, a := range converterArgs {
+		name, _, _ := strings.Cut(a, "=")
+		switch name {
+		case "--input_network", "-i", "--output_path", "-o", "--quantization_overrides", "--preserve_io_datatype":
+			return nil, nil, fmt.Errorf("qnnpack: extra converter argument %s: qnnprep sets it itself", a)
+		}
 	}
 	for name := range graphs {
 		if graphByName(p, name) == nil {
@@ -163,6 +178,7 @@ func PlanJobs(sdk *SDK, p *shard.Plan, graphs map[string]GraphFiles, work string
 				"--output_path", filepath.Join(tmp, gname+".dlc"),
 				"--quantization_overrides", encPath,
 			}
+			args = append(args, converterArgs...)
 			if keep := preservedIO(g); len(keep) > 0 {
 				// nargs list: must come last.
 				args = append(args, "--preserve_io_datatype")

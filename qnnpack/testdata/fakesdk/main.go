@@ -2,7 +2,8 @@
 // tests. One binary, installed under each tool's name, dispatches on
 // argv[0]:
 //
-//	qairt-converter               --input_network X.onnx --output_path Y.dlc [--quantization_overrides E.json] [--preserve_io_datatype NAME...]
+//	qairt-converter               --input_network X.onnx --output_path Y.dlc [--quantization_overrides E.json]
+//	                              [--float_bitwidth 16|32] [--target_backend HTP] [--preserve_io_datatype NAME...]
 //	qnn-context-binary-generator  --backend libQnnHtp.so [--model libQnnModelDlc.so] --dlc_path A.dlc[,B.dlc...]
 //	                              --binary_file NAME --output_dir DIR --config_file CFG.json
 //
@@ -151,9 +152,15 @@ func sum(b []byte) string {
 }
 
 func converter(args []string) error {
-	f, err := parse(args, []string{"--input_network", "--output_path", "--quantization_overrides"}, []string{"--preserve_io_datatype"})
+	f, err := parse(args, []string{"--input_network", "--output_path", "--quantization_overrides", "--float_bitwidth", "--target_backend"}, []string{"--preserve_io_datatype"})
 	if err != nil {
 		return err
+	}
+	if v, ok := f["--float_bitwidth"]; ok && v[0] != "16" && v[0] != "32" {
+		return fmt.Errorf("--float_bitwidth %s: want 16 or 32", v[0])
+	}
+	if v, ok := f["--target_backend"]; ok && !slices.Contains([]string{"HTP", "CPU", "GPU", "AIC"}, v[0]) {
+		return fmt.Errorf("--target_backend %s: want HTP, CPU, GPU or AIC (upper case)", v[0])
 	}
 	if err := need(f, "--input_network", "--output_path"); err != nil {
 		return err
@@ -178,6 +185,11 @@ func converter(args []string) error {
 		io[v.GetName()] = true
 	}
 	desc := map[string]any{"onnx_sha256": sum(raw)}
+	for _, k := range []string{"--float_bitwidth", "--target_backend"} {
+		if v, ok := f[k]; ok {
+			desc[k] = v[0]
+		}
+	}
 	if enc, ok := f["--quantization_overrides"]; ok {
 		b, err := readNonEmpty(enc[0], "quantization overrides")
 		if err != nil {
