@@ -41,8 +41,10 @@
 // llama.cpp itself does not round-trip in these cases: its SPM detokenize
 // removes only the first leading space, so "a</s>b" (parse_special) comes
 // back as "a</s> b"; its BPE detokenize applies clean_spaces for most
-// pre-tokenizers (gpt-2, mpt, starcoder, falcon, refact, ...; qwen2 and
-// deepseek-coder are among those without it), dropping the space in " ?",
-// " !", " .", " ," and before contractions like " 's"; and invalid UTF-8
-// comes back as U+FFFD. Decode does none of this.
+// pre-tokenizers (measured: gpt-2, llama-bpe, mpt, starcoder, refact,
+// falcon; not qwen2, qwen35 or deepseek-coder), dropping the space in
+// " ?", " !", " .", " ," and before contractions like " 've"; and invalid
+// UTF-8 comes back as U+FFFD. Decode does none of this; for qwen2, qwen35
+// and deepseek-coder it equals llama_detokenize with special tokens
+// rendered (checked against llama.cpp in the peer test).
 package tokenizer

@@ -18,7 +18,7 @@ import (
 
 // llamaTokenize tokenizes texts with llama.cpp through node-llama-cpp
 // (llama_tokenize with add_special=false), with parse_special false and true.
-func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [][]int32) {
+func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [][]int32, text []string) {
 	t.Helper()
 	nm, err := peers.NodeModules()
 	if err != nil {
@@ -38,7 +38,10 @@ func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("node llamacpp_tokenize.mjs %s: %v\n%s", model, err, stderr.String())
 	}
-	var reply struct{ Plain, Special [][]int32 }
+	var reply struct {
+		Plain, Special [][]int32
+		Text           []string
+	}
 	for _, l := range strings.Split(stdout.String(), "\n") {
 		if s, ok := strings.CutPrefix(l, "QNNPREP-RESULT "); ok {
 			if err := json.Unmarshal([]byte(s), &reply); err != nil {
@@ -49,7 +52,7 @@ func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [
 	if len(reply.Plain) != len(texts) || len(reply.Special) != len(texts) {
 		t.Fatalf("llama.cpp gave %d/%d results for %d texts\n%s", len(reply.Plain), len(reply.Special), len(texts), stderr.String())
 	}
-	return reply.Plain, reply.Special
+	return reply.Plain, reply.Special, reply.Text
 }
 
 // peerTexts are the fixture's test strings and generated ones mixing
@@ -106,7 +109,17 @@ func TestLlamaCppPeer(t *testing.T) {
 				}
 				texts = append(texts, s)
 			}
-			plain, parsed := llamaTokenize(t, path, texts)
+			plain, parsed, detok := llamaTokenize(t, path, texts)
+			// Decode is llama_detokenize (special tokens rendered) where
+			// llama.cpp neither cleans up spaces nor strips SPM prefixes
+			// (see the package doc for the others).
+			if name == "qwen2" || name == "qwen35" || name == "deepseek-coder" {
+				for i, ids := range parsed {
+					if got := tok.Decode(ids); got != detok[i] {
+						t.Errorf("Decode(%v) = %q, llama_detokenize %q", ids, got, detok[i])
+					}
+				}
+			}
 			for _, special := range []bool{false, true} {
 				want := plain
 				if special {

@@ -1,7 +1,7 @@
 // Tokenizes texts with llama.cpp (node-llama-cpp, vocab only) for the
 // tokenizer package's peer test.
 // Request on stdin: {"node_modules": dir, "model": path, "texts": [...]}
-// Reply line: QNNPREP-RESULT {"plain": [[...], ...], "special": [[...], ...]}
+// Reply line: QNNPREP-RESULT {"plain": [[...], ...], "special": [[...], ...], "text": [...]}
 // (parse_special false and true; no BOS/EOS added).
 import {readFileSync} from "node:fs";
 import {join} from "node:path";
@@ -33,4 +33,6 @@ const llama = await getLlama({gpu: false, build: "never", progressLogs: false, l
 const model = await llama.loadModel({modelPath: req.model, gpuLayers: 0, vocabOnly: true});
 const plain = req.texts.map((t) => model.tokenize(t, false));
 const special = req.texts.map((t) => model.tokenize(t, true));
-process.stdout.write("QNNPREP-RESULT " + JSON.stringify({plain, special}) + "\n", () => process.exit(0));
+// llama_detokenize of the parse_special ids, special tokens rendered.
+const text = special.map((ids) => model.detokenize(ids, true));
+process.stdout.write("QNNPREP-RESULT " + JSON.stringify({plain, special, text}) + "\n", () => process.exit(0));
