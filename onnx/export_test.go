@@ -14,11 +14,12 @@ import (
 var archs = []model.Arch{model.Llama, model.Qwen2, model.Qwen3, model.Qwen3Next, model.Qwen35}
 
 // TestExportChecker exports every graph of two-stage plans (a prompt AR,
-// AR 1, and an AR-c variant) of every architecture and runs the ONNX
-// checker with full_check (shape inference in strict mode) on each.
+// AR 1, and an AR-c variant) of every architecture, alternately inline
+// and with external data, and runs the ONNX checker with full_check
+// (shape inference in strict mode) on each.
 func TestExportChecker(t *testing.T) {
 	peers.Need(t, peers.PythonONNX)
-	for _, arch := range archs {
+	for i, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
 			m := randomModel(t, tinyConfig(arch), 1)
 			p, err := shard.NewPlan(m.Config, make([]int64, m.Config.Layers), 0, 0, "tiny_"+string(arch),
@@ -27,7 +28,7 @@ func TestExportChecker(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			paths, err := Export(m, p, dir, ExportOptions{}, nil)
+			paths, err := Export(m, p, dir, ExportOptions{External: i%2 == 0}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

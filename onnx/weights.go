@@ -132,32 +132,36 @@ func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
 	}
 	row := data[r*int(rb) : (r+1)*int(rb)]
 	bb, bs := int(t.Type.BlockBytes()), int(t.Type.BlockSize())
+	if t.Type != gguf.Q8_0 && t.Type != gguf.Q1_0 && t.Type != gguf.Q2_0 {
+		return fmt.Errorf("onnx: tensor %q: no integer codes in %s", t.Name, t.Type)
+	}
 	for j := 0; j < cols/bs; j++ {
 		blk := row[j*bb : (j+1)*bb]
 		out := dst[j*bs : (j+1)*bs]
 		bits := binary.LittleEndian.Uint16(blk)
-		zero, neg := bits&0x7fff == 0, bits&0x8000 != 0
-		for i := range out {
-			var q int8
-			switch t.Type {
-			case gguf.Q8_0:
-				q = int8(blk[2+i])
-			case gguf.Q1_0:
-				q = -1
-				if blk[2+i/8]>>(i%8)&1 == 1 {
-					q = 1
-				}
-			case gguf.Q2_0:
-				q = int8(blk[2+i/4]>>(2*(i%4))&3) - 1
-			default:
-				return fmt.Errorf("onnx: tensor %q: no integer codes in %s", t.Name, t.Type)
+		if bits&0x7fff == 0 {
+			clear(out)
+			continue
+		}
+		qs := blk[2:]
+		switch t.Type {
+		case gguf.Q8_0:
+			for i := range out {
+				out[i] = int8(qs[i])
 			}
-			if zero {
-				q = 0
-			} else if neg {
-				q = -q
+		case gguf.Q1_0:
+			for i := range out {
+				out[i] = int8(qs[i/8]>>(i%8)&1)*2 - 1
 			}
-			out[i] = q
+		case gguf.Q2_0:
+			for i := range out {
+				out[i] = int8(qs[i/4]>>(2*(i%4))&3) - 1
+			}
+		}
+		if bits&0x8000 != 0 {
+			for i := range out {
+				out[i] = -out[i]
+			}
 		}
 	}
 	return nil
@@ -223,14 +227,23 @@ func roundTrip(t *model.Tensor, enc *Encoding, data []byte, r int, vals []float3
 		return err
 	}
 	in := len(vals)
-	for c, v := range vals {
+	bs := in
+	if enc.EncType == PerBlock {
+		bs = enc.BlockSize
+	}
+	for c0 := 0; c0 < in; c0 += bs {
 		si := r
 		if enc.EncType == PerBlock {
-			si = r*(in/enc.BlockSize) + c/enc.BlockSize
+			si = r*(in/bs) + c0/bs
 		}
-		if got := enc.Code(v, si); got != int64(codes[c]) {
-			return fmt.Errorf("tensor %q: row %d column %d: value %v re-quantizes to %d with scale %v, the qmodel holds %d",
-				t.Name, r, c, v, got, enc.Scale[si], codes[c])
+		s, off, top := enc.Scale[si], enc.Offset[si], int64(1)<<enc.BW-1
+		for c := c0; c < c0+bs; c++ {
+			q := int64(math.Round(float64(vals[c]/s))) - off
+			q = max(0, min(q, top)) + off
+			if q != int64(codes[c]) {
+				return fmt.Errorf("tensor %q: row %d column %d: value %v re-quantizes to %d with scale %v, the qmodel holds %d",
+					t.Name, r, c, vals[c], q, s, codes[c])
+			}
 		}
 	}
 	return nil

@@ -30,6 +30,12 @@ type WriteOptions struct {
 // file: protobuf messages cannot exceed 2 GiB, and the graph needs room.
 const MaxInline = 2<<30 - 64<<20
 
+// MinExternal is the size below which an initializer stays inline even
+// with external data (onnx's own external-data helper uses the same
+// threshold): shape inference must read the Reshape, Split and Slice
+// constants, and cannot read them from an external file.
+const MinExternal = 1024
+
 // externalAlign keeps every external tensor page-aligned so readers can
 // map it, as the ONNX spec recommends.
 const externalAlign = 4096
@@ -62,6 +68,10 @@ func (g *Graph) WriteFile(path string, opts WriteOptions) error {
 			b, err := g.Inits[i].bytes()
 			if err != nil {
 				return fmt.Errorf("onnx: %s: %w", path, err)
+			}
+			if len(b) < MinExternal {
+				t.RawData = b
+				continue
 			}
 			pad := (externalAlign - off%externalAlign) % externalAlign
 			if _, err := bw.Write(make([]byte, pad)); err != nil {
