@@ -27,6 +27,11 @@ type Options struct {
 	// they are in the default set (see the package doc).
 	Targets []Target
 	Method  Method
+	// Align, for channel and neuron patterns, removes more structures when
+	// needed so that the pruned width (hidden or ffn) is a multiple of
+	// Align (at least Align): 32 keeps Q8_0 rows, 128 keeps Q1_0 rows. The
+	// achieved sparsity is then at least the target.
+	Align int
 	// Activations are required for Wanda.
 	Activations Activations
 }
@@ -133,6 +138,9 @@ func Apply(m *model.Model, opt Options) (*Variant, error) {
 	}
 	if p.Kind != NM && opt.Sparsity == 0 && len(opt.Targets) == 0 {
 		return nil, fmt.Errorf("sparse: pattern %s needs a sparsity", p)
+	}
+	if opt.Align < 0 || opt.Align > 1 && p.Kind != Channel && p.Kind != Neuron {
+		return nil, fmt.Errorf("sparse: alignment %d applies to channel and neuron patterns only", opt.Align)
 	}
 	if opt.Method == Wanda && len(opt.Activations) == 0 {
 		return nil, errors.New("sparse: wanda selection needs activations (calibration prompts)")
@@ -352,6 +360,20 @@ func count(s float64, n int) int {
 	return min(max(int(math.Round(s*float64(n))), 0), n-1)
 }
 
+// alignedCount is count with the kept width n − k rounded down to a
+// multiple of align, but not below align (0 or 1: no rounding).
+func alignedCount(s float64, n, align int, what string) (int, error) {
+	k := count(s, n)
+	if align <= 1 {
+		return k, nil
+	}
+	if n < align {
+		return 0, fmt.Errorf("cannot align %d %s to multiples of %d", n, what, align)
+	}
+	kept := max((n-k)/align*align, align)
+	return n - kept, nil
+}
+
 func (v *Variant) planChannels(opt Options) error {
 	h := v.src.Config.Hidden
 	score := make([]float64, h)
@@ -382,7 +404,10 @@ func (v *Variant) planChannels(opt Options) error {
 		}
 		touched = append(touched, t)
 	}
-	k := count(opt.Sparsity, h)
+	k, err := alignedCount(opt.Sparsity, h, opt.Align, "hidden channels")
+	if err != nil {
+		return err
+	}
 	chans := lowest(score, k)
 	v.removed.Channels = chans
 	v.Report.StructureSparsity = float64(len(chans)) / float64(h)
@@ -478,7 +503,10 @@ func (v *Variant) planHeads(opt Options) error {
 
 func (v *Variant) planNeurons(opt Options) error {
 	c := &v.src.Config
-	k := count(opt.Sparsity, c.FFN)
+	k, err := alignedCount(opt.Sparsity, c.FFN, opt.Align, "ffn units")
+	if err != nil {
+		return err
+	}
 	v.Report.StructureSparsity = float64(k) / float64(c.FFN)
 	v.removed.Neurons = make([][]int, c.Layers)
 	for i := 0; i < c.Layers; i++ {

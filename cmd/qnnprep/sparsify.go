@@ -52,7 +52,7 @@ func init() {
 	c := &command{
 		Name: "sparsify",
 		Usage: "qnnprep sparsify MODEL OUT --pattern 2:4|N:M|blockB|channel|head|neuron|layer [--sparsity S] [--target 'PATTERN=S']... " +
-			"[--select magnitude|wanda --calib FILE] [--recipe R] [--prune] [--golden FILE | --prompts FILE [--save-golden FILE]] [--steps N] [--report FILE] [--json]",
+			"[--align N] [--select magnitude|wanda --calib FILE] [--recipe R] [--prune] [--golden FILE | --prompts FILE [--save-golden FILE]] [--steps N] [--report FILE] [--json]",
 		Summary: "write a structured-zero dense variant (and with --prune the smaller model) and measure its quality against the dense model",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -60,6 +60,7 @@ func init() {
 		patFlag := fs.String("pattern", "", "sparsity pattern: N:M (2:4, 4:8, …), blockB (block32), channel, head, neuron or layer")
 		sparsity := fs.Float64("sparsity", 0, "target sparsity in [0, 1) (N:M: must equal 1 − N/M; default 1 − N/M)")
 		targets := fs.StringArray("target", nil, "per-tensor sparsity PATTERN=S for N:M and block patterns, e.g. 'blk.*.ffn_*=0.5'; repeatable, first match wins")
+		align := fs.Int("align", 0, "channel/neuron: remove more so the pruned width is a multiple of N (32 for Q8_0 rows, 128 for Q1_0)")
 		sel := fs.String("select", "magnitude", "selection: magnitude (|w|) or wanda (|w|·‖x‖ over --calib prompts)")
 		calib := fs.String("calib", "", "calibration prompts for wanda: one per line, text or 'ids: 1 2 3'")
 		recipeName := fs.String("recipe", "keep", "quantization recipe for the written variant: "+fmt.Sprint(quantize.RecipeNames()))
@@ -101,7 +102,7 @@ func init() {
 		if *prune && !pat.Structural() {
 			return usageError("--prune needs a channel, head, neuron or layer pattern, not %s", pat)
 		}
-		opt := sparse.Options{Pattern: pat, Sparsity: *sparsity, Method: method}
+		opt := sparse.Options{Pattern: pat, Sparsity: *sparsity, Method: method, Align: *align}
 		for _, s := range *targets {
 			tg, err := sparse.ParseTarget(s)
 			if err != nil {
