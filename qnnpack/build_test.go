@@ -621,3 +621,17 @@ func TestBuildConverterArgs(t *testing.T) {
 		t.Errorf("conflicting flag: %v", err)
 	}
 }
+
+// BenchmarkHashFile measures the cache's cost per input byte: every build
+// hashes every ONNX, encodings, DLC and context binary once.
+func BenchmarkHashFile(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "x")
+	data := bytes.Repeat([]byte("qnnprep "), 8<<20) // 64 MiB
+	os.WriteFile(p, data, 0o644)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := hashFile(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

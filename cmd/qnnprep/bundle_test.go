@@ -78,7 +78,16 @@ func TestBundleBuildAndVerifyCommands(t *testing.T) {
 	dir := t.TempDir()
 	planPath, graphs := storiesBundleInputs(t, dir)
 	out := filepath.Join(dir, "bundle")
-	t.Setenv("QNN_SDK_ROOT", fakeSDKRoot(t))
+	root := fakeSDKRoot(t)
+	t.Setenv("QNN_SDK_ROOT", root)
+	for _, a := range [][]string{{"sdk"}, {"sdk", "--json"}, {"sdk", "--qnn-sdk", root}} {
+		if code := run(a); code != 0 {
+			t.Errorf("%v: exit %d", a, code)
+		}
+	}
+	if code := run([]string{"sdk", "--qnn-sdk", filepath.Join(dir, "nope")}); code != 1 {
+		t.Errorf("sdk with a missing root: exit %d, want 1", code)
+	}
 	args := []string{"bundle", "build", "--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--out", out, "--soc", "8gen3"}
 	if code := run(args); code != 0 {
 		t.Fatalf("bundle build exit %d", code)
