@@ -7,7 +7,9 @@ import (
 
 // LlamaGreedy evaluates promptIDs with llama.cpp (node-llama-cpp's prebuilt
 // CPU build, v0.4.0) and returns the next n greedy tokens. The ids are used
-// as given: no tokenization and no BOS is added. threads ≤ 0 means 1.
+// as given: no tokenization and no BOS is added. Generation does not stop
+// at an end-of-generation token: exactly n ids come back, so fixed-length
+// comparisons hold whatever the model emits. threads ≤ 0 means 1.
 func LlamaGreedy(ggufPath string, promptIDs []int32, n int, threads int) ([]int32, error) {
 	if len(promptIDs) == 0 {
 		return nil, fmt.Errorf("peers: llama greedy on %s: empty prompt", ggufPath)

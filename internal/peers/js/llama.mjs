@@ -24,10 +24,12 @@ const contextSize = Math.max(64, Math.ceil((ids.length + n + 1) / 64) * 64);
 const ctx = await model.createContext({contextSize, batchSize: contextSize, threads});
 const seq = ctx.getSequence();
 
+// yieldEogToken: keep going past end-of-generation tokens, so callers get
+// exactly `count` ids to compare.
 async function greedy(count) {
     const out = [];
     if (count > 0) {
-        for await (const t of seq.evaluate(ids, {temperature: 0})) {
+        for await (const t of seq.evaluate(ids, {temperature: 0, yieldEogToken: true})) {
             out.push(t);
             if (out.length >= count) break;
         }
