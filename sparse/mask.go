@@ -32,12 +32,24 @@ func zeroNM(w []float32, cols, n, m int, act []float64) int64 {
 			score[k] = absf(w[g+k]) * weightOf(act, j0+k)
 		}
 		// Highest score first, lower index first on ties: keep idx[:n].
-		slices.SortFunc(idx, func(a, b int) int {
-			if c := cmp.Compare(score[b], score[a]); c != 0 {
-				return c
+		if m <= 16 {
+			// Stable insertion sort: no closure, few compares.
+			for i := 1; i < m; i++ {
+				x, j := idx[i], i
+				for j > 0 && score[idx[j-1]] < score[x] {
+					idx[j] = idx[j-1]
+					j--
+				}
+				idx[j] = x
 			}
-			return cmp.Compare(a, b)
-		})
+		} else {
+			slices.SortFunc(idx, func(a, b int) int {
+				if c := cmp.Compare(score[b], score[a]); c != 0 {
+					return c
+				}
+				return cmp.Compare(a, b)
+			})
+		}
 		for _, k := range idx[n:] {
 			w[g+k] = 0
 		}
