@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/internal/peers"
@@ -76,5 +77,17 @@ func TestExportDeterministic(t *testing.T) {
 				t.Errorf("external=%v: %s differs between two exports", ext, filepath.Base(path))
 			}
 		}
+	}
+}
+
+// TestBuildStageRejectsOtherModel: a plan made for another model is an
+// error naming the fields that differ, not a broken graph.
+func TestBuildStageRejectsOtherModel(t *testing.T) {
+	m := randomModel(t, tinyConfig(model.Llama), 1)
+	other := randomModel(t, tinyConfig(model.Qwen3), 1)
+	p := testPlan(t, other, 1, []int{1}, 8)
+	_, _, err := BuildStage(m, p, &p.Graphs[0], Options{})
+	if err == nil || !strings.Contains(err.Error(), "does not fit") || !strings.Contains(err.Error(), `arch "qwen3"`) {
+		t.Fatalf("err = %v", err)
 	}
 }
