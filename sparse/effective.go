@@ -9,7 +9,8 @@ import (
 
 // MeasureEffective sets each reported tensor's Effective sparsity: the
 // fraction of its values that are exactly zero in artifact (the variant
-// as written, usually quantized). It reads one tensor at a time.
+// as written, usually quantized), and a Note where Q1_0 lost zeros. It
+// reads one tensor at a time.
 func (r *Report) MeasureEffective(artifact *model.Model) error {
 	for i := range r.Tensors {
 		tr := &r.Tensors[i]
@@ -29,6 +30,9 @@ func (r *Report) MeasureEffective(artifact *model.Model) error {
 		}
 		f := float64(z) / float64(len(w))
 		tr.Effective = &f
+		if t.Type == gguf.Q1_0 && f < tr.Sparsity {
+			tr.Note = "Q1_0 holds no zeros: each weight is ±d (d = mean|x| of its block of 128, zeros included), so only all-zero blocks stay zero"
+		}
 	}
 	return nil
 }

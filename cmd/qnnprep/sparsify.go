@@ -410,6 +410,18 @@ func printSparsify(w io.Writer, r *sparsifyResult) {
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
+	lost := 0
+	for _, t := range rep.Tensors {
+		if t.Note != "" {
+			if lost == 0 {
+				fmt.Fprintf(w, "note: %s: %s\n", t.Name, t.Note)
+			}
+			lost++
+		}
+	}
+	if lost > 1 {
+		fmt.Fprintf(w, "note: and %d more tensors like it\n", lost-1)
+	}
 	fmt.Fprintf(w, "%s → %s: pattern %s (%s), recipe %s\n", r.Source, r.Output, rep.Pattern, rep.Method, r.Recipe)
 	fmt.Fprintf(w, "sparsity %.4f over %d weights of %d tensors (%.4f of the model); after quantization %.4f; %d weight bytes\n",
 		rep.Sparsity, rep.Elements, len(rep.Tensors), rep.ModelSparsity, r.Effective, r.WeightBytes)
