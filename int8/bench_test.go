@@ -25,9 +25,7 @@ func benchDot(b *testing.B, n int, dot func(w, x []byte, nb int) float32) {
 	w, x := benchRows(n)
 	b.SetBytes(int64(len(w)))
 	var s float32
-	for b.Loop() {
-		s += dot(w, x, n/BlockQ8_0)
-	}
+	cpuBench(b, n, func() { s += dot(w, x, n/BlockQ8_0) })
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
 	_ = s
 }
@@ -48,9 +46,7 @@ func benchQuantize(b *testing.B, f func([]float32, []byte)) {
 	}
 	y := make([]byte, n/BlockQ8_0*BlockBytesQ8_0)
 	b.SetBytes(4 * n)
-	for b.Loop() {
-		f(x, y)
-	}
+	cpuBench(b, 0, func() { f(x, y) })
 }
 
 func BenchmarkQuantizeRowQ8_0(b *testing.B) { benchQuantize(b, QuantizeRowQ8_0) }

@@ -14,9 +14,7 @@ func benchDot(b *testing.B, n int, enc func([]float32, []byte), block, blockByte
 	w, x := realistic(r, n, enc, n/block*blockBytes)
 	b.SetBytes(int64(len(w)))
 	var s float32
-	for b.Loop() {
-		s += dot(w, x, n/block)
-	}
+	cpuBench(b, n, func() { s += dot(w, x, n/block) })
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
 	_ = s
 }
@@ -68,9 +66,7 @@ func benchQuantize(b *testing.B, f func([]float32, []byte), block, blockBytes in
 	}
 	y := make([]byte, n/block*blockBytes)
 	b.SetBytes(4 * n)
-	for b.Loop() {
-		f(x, y)
-	}
+	cpuBench(b, 0, func() { f(x, y) })
 }
 
 func BenchmarkQuantizeRowQ1_0(b *testing.B) {

@@ -1,0 +1,27 @@
+package int8
+
+import (
+	"runtime"
+	"testing"
+)
+
+// cpuBench runs f b.N times on a locked thread and, where the thread's CPU
+// time is available, reports it per op ("cpu-ns/op") together with
+// weights per CPU second ("cpu-Gweights/s") when weights > 0.
+func cpuBench(b *testing.B, weights int, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0 := threadCPU()
+	for b.Loop() {
+		f()
+	}
+	c := threadCPU() - c0
+	if c0 == 0 || c <= 0 {
+		return
+	}
+	ns := float64(c.Nanoseconds()) / float64(b.N)
+	b.ReportMetric(ns, "cpu-ns/op")
+	if weights > 0 {
+		b.ReportMetric(float64(weights)/ns, "cpu-Gweights/s")
+	}
+}

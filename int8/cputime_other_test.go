@@ -1,0 +1,7 @@
+//go:build !linux
+
+package int8
+
+import "time"
+
+func threadCPU() time.Duration { return 0 }
