@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
@@ -60,6 +61,10 @@ type BuildOptions struct {
 	RopeScaling    map[string]any
 	Draft          *DraftModel // spd only
 
+	// SkipCheck builds even if shard.Check finds the plan inconsistent with
+	// Genie's contract (for experiments; such a bundle will not load).
+	SkipCheck bool
+
 	DryRun   bool          // print the commands, write every file the SDK does not produce
 	Parallel int           // SDK jobs at once; 0 means 2
 	Timeout  time.Duration // per SDK job; 0 means none
@@ -107,6 +112,15 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = filepath.Clean(o.OutDir) + ".work"
+	}
+	if !o.SkipCheck {
+		if v := shard.Check(p, shard.CheckEnv{}); len(v) > 0 {
+			msg := make([]string, 0, len(v))
+			for _, x := range v {
+				msg = append(msg, x.String())
+			}
+			return nil, fmt.Errorf("qnnpack: the plan breaks %d Genie contract rule(s); nothing was built:\n  %s", len(v), strings.Join(msg, "\n  "))
+		}
 	}
 	for i := range p.Stages {
 		if st := &p.Stages[i]; st.OneBit() && p.VTCMMB < shard.MinVTCMOneBit {
@@ -166,8 +180,32 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("qnnpack: build interrupted: %w", err)
 	}
+	if !o.DryRun {
+		if err := checkBinarySizes(stages, shard.DefaultMaxStageBytes); err != nil {
+			return res, err
+		}
+	}
 	res.Manifest, err = writeBundle(ctx, o, sdk, soc, stages)
 	return res, err
+}
+
+// checkBinarySizes refuses context binaries over limit: a context binary
+// must stay under 2 GiB to load (qnn-genie.md §7.1).
+func checkBinarySizes(stages []StagePaths, limit int64) error {
+	var errs []string
+	for i, sp := range stages {
+		fi, err := os.Stat(sp.Binary)
+		if err != nil {
+			return err
+		}
+		if fi.Size() > limit {
+			errs = append(errs, fmt.Sprintf("stage %d: %s is %d bytes, over the %d-byte context binary limit", i+1, sp.Binary, fi.Size(), limit))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("qnnpack: %s; re-plan with more stages (or --max-stage-bytes lower)", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // writeIfChanged writes data to path atomically unless path already holds

@@ -480,7 +480,15 @@ func TestBuildRefusesSmallVTCMForOneBit(t *testing.T) {
 	e := newBuildEnv(t, shard.Options{})
 	e.plan = testPlan(t, testConfig(4), "tiny", shard.Options{LayerTypes: oneBitTypes(), VTCMMB: 4})
 	_, err := Build(context.Background(), e.options())
-	if err == nil || !strings.Contains(err.Error(), "vtcm_mb") {
+	if err == nil || !strings.Contains(err.Error(), shard.RuleVTCMOneBit) {
+		t.Fatalf("error %v", err)
+	}
+	// Even when the contract check is skipped, qnnpack does not compile a
+	// 1-bit stage with less VTCM.
+	o := e.options()
+	o.SkipCheck = true
+	_, err = Build(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "stage 1 holds Q1_0 weights but vtcm_mb is 4") {
 		t.Fatalf("error %v", err)
 	}
 	if got := calls(t, e.calls); len(got) != 0 {
@@ -633,5 +641,38 @@ func BenchmarkHashFile(b *testing.B) {
 		if _, err := hashFile(p); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestBuildRefusesInconsistentPlan(t *testing.T) {
+	// The observed SSD failure: AR == CL graphs run as AR-c, so the
+	// selection mask can never match n_process (qnn-genie.md §0).
+	e := newBuildEnv(t, shard.Options{AR: []int{32}, CL: []int{32}, ARc: true,
+		Dialog: shard.Dialog{Type: shard.SSD, ForecastTokenCount: 1, Branches: []int{1}, ForecastPrefix: 16, ForecastPrefixName: "kv"}})
+	_, err := Build(context.Background(), e.options())
+	if err == nil || !strings.Contains(err.Error(), shard.RuleARcMask) || !strings.Contains(err.Error(), "nothing was built") {
+		t.Fatalf("error %v", err)
+	}
+	if got := calls(t, e.calls); len(got) != 0 {
+		t.Errorf("ran %d tools", len(got))
+	}
+}
+
+func TestCheckBinarySizes(t *testing.T) {
+	dir := t.TempDir()
+	var stages []StagePaths
+	for i, size := range []int64{100, 3 << 30} {
+		p := filepath.Join(dir, strconv.Itoa(i)+".bin")
+		f, _ := os.Create(p)
+		f.Truncate(size) // sparse
+		f.Close()
+		stages = append(stages, StagePaths{Binary: p})
+	}
+	if err := checkBinarySizes(stages[:1], shard.DefaultMaxStageBytes); err != nil {
+		t.Error(err)
+	}
+	err := checkBinarySizes(stages, shard.DefaultMaxStageBytes)
+	if err == nil || !strings.Contains(err.Error(), "stage 2") || !strings.Contains(err.Error(), "3221225472 bytes") {
+		t.Errorf("error %v", err)
 	}
 }

@@ -85,6 +85,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")
 	timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
 	force := fs.Bool("force", false, "rebuild every stage, ignoring the cache")
+	skipCheck := fs.Bool("skip-check", false, "build even if 'qnnprep check' rules fail (the bundle will not load in Genie)")
 	convArgs := fs.StringArray("converter-arg", nil, "extra qairt-converter argument, repeatable (e.g. --converter-arg=--float_bitwidth --converter-arg=16)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -122,7 +123,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	}
 	res, err := qnnpack.Build(ctx, qnnpack.BuildOptions{
 		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: *work, SoC: *soc,
-		ConverterArgs: *convArgs, Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
+		ConverterArgs: *convArgs, SkipCheck: *skipCheck, Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
 		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: log,
 	})
 	if err != nil {
