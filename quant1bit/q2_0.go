@@ -83,8 +83,7 @@ func quantizeBlockQ2_0(x []float32, y []byte) {
 	var s q2Search
 	s.best.err = math.Inf(1)
 	s.init(x)
-	s.sweep(false)
-	s.sweep(true)
+	s.sweep()
 	// The sweep's errors come from running sums; confirm against the
 	// reference scale with a direct computation.
 	if s.best.err < math.Inf(1) {
@@ -189,26 +188,24 @@ func (q *q2Search) init(x []float32) {
 	}
 }
 
-// sweep raises the scale magnitude s from 0 for one sign of d. With
-// y = x (or −x for a negative d), an element's best code is 2 while
-// s < 2y/3, then 1 while s < 2y, then 0; for y < 0 it is −1 while
-// s < 2|y|, then 0. Each breakpoint lowers Σc·y by |y| and Σc² by 3
-// (2→1) or 1 (1→0, −1→0). Breakpoints come from merging the two sorted
-// lists 2|y|/3 (y > 0 only) and 2|y|; all events at one breakpoint are
-// applied together, the 2|y| list first, so the sums do not depend on
-// how ties are ordered.
-func (q *q2Search) sweep(negD bool) {
-	var sxc, scc float64
+// sweep raises the scale magnitude s from 0 for both signs of d at once.
+// With y = x for a positive d and y = −x for a negative one, an element's
+// best code is 2 while s < 2y/3, then 1 while s < 2y, then 0; for y < 0 it
+// is −1 while s < 2|y|, then 0. So at s = 2|x| both signs lose |x| from
+// Σc·y and 1 from Σc², and at s = 2|x|/3 the sign for which y > 0 loses
+// |x| and 3. Both breakpoint lists follow the sorted |x|; they are merged,
+// and all events at one breakpoint are applied together before the next
+// interval, so the sums do not depend on how ties are ordered.
+func (q *q2Search) sweep() {
+	var sxc, scc [2]float64 // [positive d, negative d]
 	for k := range q.n {
-		if q.neg[k] == negD { // y > 0
-			sxc += 2 * q.ax[k]
-			scc += 4
-		} else {
-			sxc += q.ax[k]
-			scc++
-		}
+		p := b2i(q.neg[k]) // the sign for which y > 0
+		sxc[p] += 2 * q.ax[k]
+		scc[p] += 4
+		sxc[1-p] += q.ax[k]
+		scc[1-p]++
 	}
-	ia, ib := q.nextA(0, negD), 0
+	ia, ib := 0, 0
 	lo := 0.0
 	for {
 		hi := math.Inf(1)
@@ -218,45 +215,56 @@ func (q *q2Search) sweep(negD bool) {
 		if ib < q.n && q.ax2[ib] < hi {
 			hi = q.ax2[ib]
 		}
-		// The parabola's vertex, syy − sxc²/scc, bounds the interval's
-		// error from below; most intervals cannot beat the best so far and
-		// are skipped without a division.
-		if scc > 0 && hi > lo && float64((q.syy-q.best.err)*scc) < float64(sxc*sxc) {
-			v := sxc / scc
-			if v < lo {
-				v = lo
-			} else if v > hi {
-				v = hi
-			}
-			a, b := f16Bracket(v)
-			q.try(a, negD, sxc, scc)
-			if b != a {
-				q.try(b, negD, sxc, scc)
-			}
+		if hi > lo {
+			q.interval(lo, hi, sxc[0], scc[0], false)
+			q.interval(lo, hi, sxc[1], scc[1], true)
 		}
 		if hi > math.MaxFloat64 {
 			return
 		}
 		for ib < q.n && q.ax2[ib] == hi {
-			sxc -= q.ax[ib]
-			scc--
+			sxc[0] -= q.ax[ib]
+			sxc[1] -= q.ax[ib]
+			scc[0]--
+			scc[1]--
 			ib++
 		}
 		for ia < q.n && q.ax3[ia] == hi {
-			sxc -= q.ax[ia]
-			scc -= 3
-			ia = q.nextA(ia+1, negD)
+			p := b2i(q.neg[ia])
+			sxc[p] -= q.ax[ia]
+			scc[p] -= 3
+			ia++
 		}
 		lo = hi
 	}
 }
 
-// nextA returns the first index ≥ k of an element with y > 0.
-func (q *q2Search) nextA(k int, negD bool) int {
-	for k < q.n && q.neg[k] != negD {
-		k++
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	return k
+	return 0
+}
+
+// interval scores the fp16 neighbours of the error parabola's vertex,
+// clamped to [lo, hi], for one sign of d. The vertex value
+// syy − sxc²/scc bounds the interval's error from below, so most
+// intervals are skipped without a division.
+func (q *q2Search) interval(lo, hi, sxc, scc float64, neg bool) {
+	if scc <= 0 || float64((q.syy-q.best.err)*scc) >= float64(sxc*sxc) {
+		return
+	}
+	v := sxc / scc
+	if v < lo {
+		v = lo
+	} else if v > hi {
+		v = hi
+	}
+	a, b := f16Bracket(v)
+	q.try(a, neg, sxc, scc)
+	if b != a {
+		q.try(b, neg, sxc, scc)
+	}
 }
 
 // try scores magnitude h with the current interval's codes. Outside the
