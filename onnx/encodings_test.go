@@ -307,3 +307,32 @@ func TestEncodingsSchemaRejects(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeEncodings: the strict reader never panics, and what it
+// accepts writes back and reads again to the same entries.
+func FuzzDecodeEncodings(f *testing.F) {
+	f.Add([]byte(`{"version":"1.0.0","activation_encodings":[],"param_encodings":[]}`))
+	f.Add([]byte(`{"version":"1.0.0","activation_encodings":[{"name":"attention_mask","dtype":"INT","enc_type":"PER_TENSOR","is_sym":false,"bw":16,"scale":[0.0007629510946571827],"offset":[-65535]}],` +
+		`"param_encodings":[{"name":"w","dtype":"INT","enc_type":"PER_BLOCK","is_sym":true,"bw":4,"block_size":128,"scale":[0.5,0.25],"offset":[-8,-8]},` +
+		`{"name":"v","dtype":"INT","enc_type":"PER_CHANNEL","is_sym":true,"bw":8,"scale":[1e-3],"offset":[-128]}]}`))
+	f.Add([]byte(`{"version":"1.0.0","activation_encodings":[],"param_encodings":[{"name":"x","dtype":"INT","enc_type":"PER_TENSOR","is_sym":true,"bw":32,"scale":[3.4e38],"offset":[-2147483648]}]}`))
+	f.Add([]byte(`{"version":"1.0.0","activation_encodings":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := DecodeEncodings(data, "fuzz")
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		if err := e.Write(&buf); err != nil {
+			t.Fatal(err)
+		}
+		again, err := DecodeEncodings(buf.Bytes(), "again")
+		if err != nil {
+			t.Fatalf("written encodings do not read back: %v\n%s", err, buf.Bytes())
+		}
+		var buf2 bytes.Buffer
+		if err := again.Write(&buf2); err != nil || !bytes.Equal(buf.Bytes(), buf2.Bytes()) {
+			t.Fatalf("write → read → write changed the bytes (%v)", err)
+		}
+	})
+}

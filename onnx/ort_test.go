@@ -284,19 +284,33 @@ func maxAbsDiff(a, b []float32) (float64, int) {
 // TestORTMatchesRuntime exports two-stage float32 plans (AR 4 for the
 // prompt, AR 1 for decoding) of every architecture, runs them with ONNX
 // Runtime, carrying KV and Gated DeltaNet state between calls like
-// Genie, and compares every stage's output with the Go runtime's output
-// for the same layers (1e-4 absolute); the chained ORT stages must give
-// the runtime's 16 greedy tokens.
+// Genie, and compares every stage's outputs with the Go runtime's for the
+// same layers (1e-4 absolute): hidden states and logits, and the state
+// surfaces past_key/value_L_out, past_conv_L_out and past_ssm_L_out
+// against the runtime's caches (State.KV, State.DeltaNet). The chained
+// ORT stages must give the runtime's 16 greedy tokens.
 func TestORTMatchesRuntime(t *testing.T) {
 	needORT(t)
 	const prompt, steps, cl = 4, 16, 32
-	for _, arch := range archs {
-		t.Run(string(arch), func(t *testing.T) {
+	type tcase struct {
+		arch      model.Arch
+		opset, ir int64
+	}
+	var cases []tcase
+	for _, a := range archs {
+		cases = append(cases, tcase{a, 17, 8})
+	}
+	// Opset 18 moves the reduction axes to an input; 21 with IR 10 is a
+	// current pair. qwen35 uses every reduction the builder emits.
+	cases = append(cases, tcase{model.Qwen35, 18, 8}, tcase{model.Qwen35, 21, 10})
+	for _, tc := range cases {
+		arch := tc.arch
+		t.Run(fmt.Sprintf("%s/opset%d", arch, tc.opset), func(t *testing.T) {
 			cfg := tinyConfig(arch)
 			m := randomModel(t, cfg, 11)
 			p := testPlan(t, m, 2, []int{prompt, 1}, cl)
 			dir := t.TempDir()
-			if _, err := Export(m, p, dir, ExportOptions{}, nil); err != nil {
+			if _, err := Export(m, p, dir, ExportOptions{Options: Options{Opset: tc.opset}, IRVersion: tc.ir}, nil); err != nil {
 				t.Fatal(err)
 			}
 			e, err := runtime.New(m, runtime.Options{Threads: 1})
@@ -324,6 +338,7 @@ func TestORTMatchesRuntime(t *testing.T) {
 						t.Fatalf("step %d stage %d: ORT and runtime differ by %g at %d (%v vs %v)", step, i, d, at, o[i][at], r[i][at])
 					}
 				}
+				worst = max(worst, compareState(t, cfg, os, rs, step))
 				logits := o[len(o)-1]
 				v := cfg.VocabSize
 				next := runtime.Argmax(logits[len(logits)-v:])
@@ -336,4 +351,45 @@ func TestORTMatchesRuntime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compareState checks the state ORT produced (KV appended so far, the
+// last conv and ssm outputs) against the runtime's caches and returns the
+// largest difference.
+func compareState(t *testing.T, cfg model.Config, os *ortStager, rs *runtime.State, step int) float64 {
+	t.Helper()
+	var worst float64
+	check := func(what string, a, b []float32) {
+		d, at := maxAbsDiff(a, b)
+		worst = max(worst, d)
+		if d > 1e-4 {
+			t.Fatalf("step %d: %s: ORT and runtime differ by %g at %d", step, what, d, at)
+		}
+	}
+	for l, kind := range cfg.LayerKinds {
+		if kind == model.Attention {
+			k, v := rs.KV(l)
+			var ok, ov []float32
+			for j := range os.keys[l] {
+				ok = append(ok, os.keys[l][j]...)
+				ov = append(ov, os.values[l][j]...)
+			}
+			check(shard.PastKey(l, "out"), ok, k)
+			check(shard.PastValue(l, "out"), ov, v)
+			continue
+		}
+		conv, ssm := rs.DeltaNet(l)
+		c := cfg.ConvDim()
+		taps := cfg.ConvKernel - 1
+		got := os.state[shard.PastConv(l, "in")]
+		tr := make([]float32, len(conv)) // runtime [tap][channel] → plan [channel][tap]
+		for j := 0; j < taps; j++ {
+			for ch := 0; ch < c; ch++ {
+				tr[ch*taps+j] = conv[j*c+ch]
+			}
+		}
+		check(shard.PastConv(l, "out"), got, tr)
+		check(shard.PastSSM(l, "out"), os.state[shard.PastSSM(l, "in")], ssm)
+	}
+	return worst
 }
