@@ -24,7 +24,11 @@ type Eagle3Config struct {
 	RMSEps                  float32
 	RopeTheta               float32
 	NormBeforeResidual      bool
-	ContextLength           int // 0: the target's
+	// RopeNeox rotates dimension i with i+D/2 (Hugging Face rotate_half, q/k
+	// as in the checkpoint); false rotates adjacent pairs (GGUF, q/k rows
+	// permuted by the converter).
+	RopeNeox      bool
+	ContextLength int // 0: the target's
 }
 
 // DefaultExtractLayers are EAGLE-3's feature layers for an N-layer target:
@@ -424,10 +428,10 @@ func (d *Eagle3Drafter) step(toks []int32, g []float32) (int32, error) {
 	for i := 0; i < t; i++ {
 		d.ropeTable(int32(past+i), cos, sin)
 		for j := 0; j < nh; j++ {
-			rope(q[(i*nh+j)*hd:], cos, sin, false)
+			rope(q[(i*nh+j)*hd:], cos, sin, c.RopeNeox)
 		}
 		for j := 0; j < nkv; j++ {
-			rope(kk[(i*nkv+j)*hd:], cos, sin, false)
+			rope(kk[(i*nkv+j)*hd:], cos, sin, c.RopeNeox)
 		}
 	}
 	d.n = past + t
@@ -502,7 +506,7 @@ func (d *Eagle3Drafter) step(toks []int32, g []float32) (int32, error) {
 	return h.d2t[argmax(logits)], nil
 }
 
-// ropeTable is ggml's NORM rope cache for the head's own theta and width.
+// ropeTable is ggml's rope cache for the head's own theta and width.
 func (d *Eagle3Drafter) ropeTable(p int32, cos, sin []float32) {
 	theta := float32(p)
 	for i := range cos {

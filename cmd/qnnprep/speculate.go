@@ -37,7 +37,7 @@ func init() {
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
 		draftPath := fs.String("draft", "", "draft model sharing the target's vocabulary")
-		eaglePath := fs.String("eagle3", "", "EAGLE-3 draft head (GGUF, architecture eagle3)")
+		eaglePath := fs.String("eagle3", "", "EAGLE-3 draft head: GGUF (architecture eagle3) or a Hugging Face directory")
 		k := fs.IntP("k", "k", 4, "draft tokens per window")
 		prompt := fs.String("prompt", "", "prompt text, tokenized with the model's tokenizer")
 		idsFlag := fs.String("ids", "", "prompt as comma-separated token ids")
@@ -114,7 +114,7 @@ func init() {
 			res.Drafter = "draft " + *draftPath
 			mkDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(target, de) }
 		} else {
-			h, err := runtime.LoadEagle3(target, *eaglePath)
+			h, err := runtime.OpenEagle3(target, *eaglePath)
 			if err != nil {
 				return err
 			}

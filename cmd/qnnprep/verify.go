@@ -29,7 +29,7 @@ func init() {
 		goldenPath := fs.String("golden", "", "golden file recorded from the artifact's source model (qnnprep golden record)")
 		planPath := fs.String("plan", "", "also decode through this shard plan's stages")
 		draftPath := fs.String("draft", "", "also decode speculatively with this draft model (must equal the whole-model output)")
-		eaglePath := fs.String("eagle3", "", "also decode speculatively with this EAGLE-3 head (GGUF)")
+		eaglePath := fs.String("eagle3", "", "also decode speculatively with this EAGLE-3 head (GGUF or HF directory)")
 		k := fs.IntP("k", "k", 4, "draft tokens per window with --draft or --eagle3")
 		minMatch := fs.Float64("min-match", 0, "fail when a prompt's exact-match fraction is below F (1: every token)")
 		minTop1 := fs.Float64("min-top1", 0, "fail when a prompt's teacher-forced top-1 agreement is below F")
@@ -125,7 +125,7 @@ func init() {
 				mk = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
 				name = "draft " + *draftPath
 			} else {
-				h, err := runtime.LoadEagle3(e, *eaglePath)
+				h, err := runtime.OpenEagle3(e, *eaglePath)
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,131 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/safetensors"
+)
+
+// recorder keeps every proposal a drafter makes.
+type recorder struct {
+	Drafter
+	props [][]int32
+}
+
+func (r *recorder) Propose(last int32, k int) ([]int32, error) {
+	d, err := r.Drafter.Propose(last, k)
+	r.props = append(r.props, d)
+	return d, err
+}
+
+// TestEagle3HF: the same head written in Hugging Face form (SafeAILab
+// names, q/k rows in rotate-half order, d2t as offsets, config.json) and
+// given as GGUF-layout tensors (q/k rows permuted for NORM rope, absolute
+// d2t) proposes the same tokens.
+func TestEagle3HF(t *testing.T) {
+	cfg, target := specTarget(t, model.Llama, 160)
+	ecfg, ts := randomEagle3(t, target, 12)
+	D := ecfg.HeadDim
+	dir := t.TempDir()
+	var ggufTs []*model.Tensor
+	w := &safetensors.Writer{}
+	hfName := map[string]string{
+		e3FC: "fc.weight", e3InNorm: "midlayer.input_layernorm.weight", e3HidNorm: "midlayer.hidden_norm.weight",
+		e3Q: "midlayer.self_attn.q_proj.weight", e3K: "midlayer.self_attn.k_proj.weight", e3V: "midlayer.self_attn.v_proj.weight",
+		e3O: "midlayer.self_attn.o_proj.weight", e3PostNorm: "midlayer.post_attention_layernorm.weight",
+		e3Gate: "midlayer.mlp.gate_proj.weight", e3Up: "midlayer.mlp.up_proj.weight", e3Down: "midlayer.mlp.down_proj.weight",
+		e3Norm: "norm.weight", e3Head: "lm_head.weight",
+	}
+	f32bytes := func(v []float32) []byte {
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		return b
+	}
+	for _, tt := range ts {
+		if tt.Name == e3D2T {
+			abs, _ := tt.Data()
+			off := make([]byte, len(abs))
+			for i := 0; i < len(abs)/8; i++ {
+				binary.LittleEndian.PutUint64(off[8*i:], uint64(int64(binary.LittleEndian.Uint64(abs[8*i:]))-int64(i)))
+			}
+			ggufTs = append(ggufTs, tt)
+			w.Tensors = append(w.Tensors, safetensors.WriterTensor{Name: "d2t", Dtype: safetensors.I64, Shape: []int64{int64(len(abs) / 8)}, Data: safetensors.Bytes(off)})
+			continue
+		}
+		v, err := tt.Float32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hf := v
+		if tt.Name == e3Q || tt.Name == e3K {
+			// GGUF row 2i+j of a head is HF row j·D/2+i.
+			cols := int(tt.Dims[0])
+			hf = make([]float32, len(v))
+			for r := 0; r < len(v)/cols; r++ {
+				h, rr := r/D, r%D
+				src := h*D + (rr%2)*D/2 + rr/2
+				copy(hf[src*cols:(src+1)*cols], v[r*cols:(r+1)*cols])
+			}
+		}
+		ggufTs = append(ggufTs, model.NewTensor(tt.Name, tt.Dims, gguf.F32, f32bytes(v)))
+		shape := make([]int64, len(tt.Dims))
+		for i, d := range tt.Dims {
+			shape[len(shape)-1-i] = d
+		}
+		w.Tensors = append(w.Tensors, safetensors.WriterTensor{Name: hfName[tt.Name], Dtype: safetensors.F32, Shape: shape, Data: safetensors.Bytes(f32bytes(hf))})
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), w); err != nil {
+		t.Fatal(err)
+	}
+	conf := `{"architectures":["LlamaForCausalLMEagle3"],"hidden_size":128,"intermediate_size":256,"num_attention_heads":4,
+"num_key_value_heads":2,"head_dim":32,"rms_norm_eps":1e-5,"rope_theta":10000,"rope_scaling":null,"num_hidden_layers":1,
+"vocab_size":96,"draft_vocab_size":64,"target_hidden_size":128,"eagle_config":{"eagle_aux_hidden_state_layer_ids":[0,1,2]}}`
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(conf), 0o644)
+	hf, err := LoadEagle3HF(target, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Close()
+	if c := hf.Config(); c.ExtractLayers != [3]int{0, 1, 2} || !c.RopeNeox || c.DraftVocab != 64 {
+		t.Fatalf("config %+v", c)
+	}
+	ecfg.ExtractLayers = [3]int{0, 1, 2}
+	mem := must(NewEagle3(target, ecfg, ggufTs))
+	for i, p := range specPrompts(cfg.VocabSize)[:4] {
+		a, b := &recorder{Drafter: hf.Drafter()}, &recorder{Drafter: mem.Drafter()}
+		ga, _, err := target.Speculate(context.Background(), a, p, 64, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, _, err := target.Speculate(context.Background(), b, p, 64, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameTokens(ga, gb); err != nil {
+			t.Fatal(err)
+		}
+		if len(a.props) != len(b.props) {
+			t.Fatalf("prompt %d: %d and %d windows", i, len(a.props), len(b.props))
+		}
+		for j := range a.props {
+			if err := sameTokens(a.props[j], b.props[j]); err != nil {
+				t.Fatalf("prompt %d, window %d: HF and GGUF heads propose differently: %v", i, j, err)
+			}
+		}
+	}
+	// rope_scaling is refused, not silently ignored.
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(strings.Replace(conf, `"rope_scaling":null`, `"rope_scaling":{"rope_type":"llama3","factor":8}`, 1)), 0o644)
+	if _, err := LoadEagle3HF(target, dir); err == nil || !strings.Contains(err.Error(), "rope_scaling") {
+		t.Fatalf("rope_scaling: %v", err)
+	}
+}
