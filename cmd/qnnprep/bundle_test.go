@@ -226,3 +226,50 @@ func TestBundleBuildInterrupted(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBundleFromExport runs the pipeline the way 'qnnprep build' will:
+// quantize stories260K to INT8, plan, export every graph with 'qnnprep
+// export onnx', then 'bundle build' (fake SDK) and 'bundle verify'. It
+// proves the exporter's files are what the SDK driver expects (names,
+// external data, encodings, I/O names for --preserve_io_datatype).
+func TestBundleFromExport(t *testing.T) {
+	if _, err := os.Stat(storiesGGUF); err != nil {
+		t.Skipf("fixture: %v", err)
+	}
+	dir := t.TempDir()
+	q := filepath.Join(dir, "int8.gguf")
+	plan := filepath.Join(dir, "plan.json")
+	graphs := filepath.Join(dir, "onnx")
+	out := filepath.Join(dir, "bundle")
+	t.Setenv("QNN_SDK_ROOT", fakeSDKRoot(t))
+	for _, args := range [][]string{
+		{"quantize", storiesGGUF, q, "--recipe", "int8"},
+		{"plan", q, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan},
+		{"export", "onnx", plan, q, graphs, "-q", "--external"},
+		{"bundle", "build", "--plan", plan, "--model", q, "--graphs", graphs, "--out", out, "--soc", "8elite"},
+		{"bundle", "verify", out},
+	} {
+		if code := run(args); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+	}
+	p, err := shard.ReadPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The converter got each graph's external data as a cache input: the
+	// job list names it.
+	files, err := qnnpack.FindGraphFiles(p, graphs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := qnnpack.PlanJobs(qnnpack.DryRunSDK(), p, files, filepath.Join(dir, "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Tool == qnnpack.ToolConverter && (len(j.Inputs) != 3 || filepath.Ext(j.Inputs[2]) != ".data") {
+			t.Errorf("%s: inputs %v", j.Name(), j.Inputs)
+		}
+	}
+}
