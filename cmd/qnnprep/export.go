@@ -11,6 +11,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
@@ -27,6 +28,8 @@ func init() {
 		container := fs.String("container", "4bit", "integer width Q1_0/Q2_0 codes are declared in: 4bit or 8bit")
 		external := fs.Bool("external", false, "weights in <graph>.onnx.data even under 2 GiB (always above)")
 		ranges := fs.String("ranges", "", `JSON file of calibrated activation ranges by encoding group, {"past_key_3": [-8.5, 9.1], …}`)
+		calibrate := fs.Int("calibrate", 0, "derive activation ranges (hidden states, KV, conv state, logits) by decoding this many tokens greedily with the bundled runtime")
+		calibIDs := fs.IntSlice("calib-ids", nil, "token ids the calibration decode starts from (default: the model's BOS)")
 		force := fs.Bool("force", false, "export even if the plan violates the Genie contract")
 		quiet := fs.BoolP("quiet", "q", false, "no per-graph progress lines")
 		if err := parseFlags(fs, args); err != nil {
@@ -68,6 +71,24 @@ func init() {
 			return err
 		}
 		defer m.Close()
+		if *calibrate > 0 {
+			start := make([]int32, len(*calibIDs))
+			for i, id := range *calibIDs {
+				start[i] = int32(id)
+			}
+			r, err := calibrateRanges(ctx, m, p, start, *calibrate)
+			if err != nil {
+				return err
+			}
+			if opts.Ranges == nil {
+				opts.Ranges = map[string]onnx.Range{}
+			}
+			for k, v := range r {
+				if _, given := opts.Ranges[k]; !given { // --ranges wins
+					opts.Ranges[k] = v
+				}
+			}
+		}
 		var progress func(i, n int, graph string)
 		if !*quiet {
 			progress = func(i, n int, graph string) {
@@ -139,4 +160,85 @@ func readRanges(path string) (map[string]onnx.Range, error) {
 		out[k] = onnx.Range{Min: v[0], Max: v[1]}
 	}
 	return out, nil
+}
+
+// calibrateRanges decodes n tokens greedily after start (the BOS when
+// empty), one token per call stage by stage as the plan cuts the model,
+// and returns the range every encoding group took: each stage's hidden
+// state output, logits and last_hidden_states, and per layer the keys and
+// values entering the cache (past_key_L, past_value_L) and the conv state
+// (past_conv_L). One range per group makes a state's _in and _out share
+// one encoding, as Genie requires.
+func calibrateRanges(ctx context.Context, m *model.Model, p *shard.Plan, start []int32, n int) (map[string]onnx.Range, error) {
+	e, err := runtime.New(m, runtime.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if len(start) == 0 {
+		bos := int32(max(m.Config.BOS, 0))
+		start = []int32{bos}
+	}
+	if len(start)+n > e.ContextLength() {
+		return nil, fmt.Errorf("calibration: %d tokens exceed the context length %d", len(start)+n, e.ContextLength())
+	}
+	r := map[string]onnx.Range{}
+	add := func(group string, v []float32) {
+		if len(v) == 0 {
+			return
+		}
+		cur, ok := r[group]
+		if !ok {
+			cur = onnx.Range{Min: v[0], Max: v[0]}
+		}
+		for _, x := range v {
+			cur.Min, cur.Max = min(cur.Min, x), max(cur.Max, x)
+		}
+		r[group] = cur
+	}
+	st := e.NewState()
+	c := m.Config
+	kvDim := c.KVHeads * c.HeadDim
+	x := make([]float32, c.Hidden)
+	logits := make([]float32, c.VocabSize)
+	tok := start[0]
+	for i := 0; i < len(start)+n-1; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if i < len(start) {
+			tok = start[i]
+		}
+		if err := e.Embed([]int32{tok}, x); err != nil {
+			return nil, err
+		}
+		for _, s := range p.Stages {
+			if err := st.RunLayers(s.FirstLayer, s.LastLayer+1, x, nil, nil); err != nil {
+				return nil, err
+			}
+			for l := s.FirstLayer; l <= s.LastLayer; l++ {
+				if c.LayerKinds[l] == model.DeltaNet {
+					conv, _ := st.DeltaNet(l)
+					add(fmt.Sprintf("past_conv_%d", l), conv)
+					continue
+				}
+				k, v := st.KV(l)
+				last := len(k) - kvDim
+				add(fmt.Sprintf("past_key_%d", l), k[last:])
+				add(fmt.Sprintf("past_value_%d", l), v[last:])
+			}
+			if !s.Head {
+				add(shard.HiddenStates(s.Index), x)
+				continue
+			}
+			add(shard.LastHiddenStates, x)
+			if err := st.Head(x, logits); err != nil {
+				return nil, err
+			}
+			add(shard.Logits, logits)
+		}
+		if i >= len(start)-1 {
+			tok = runtime.Argmax(logits)
+		}
+	}
+	return r, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,6 +56,37 @@ func TestExportCommand(t *testing.T) {
 		if peers.Check(peers.PythonONNX) == nil {
 			if err := peers.ONNXCheck(model); err != nil {
 				t.Error(err)
+			}
+		}
+	}
+
+	// --calibrate: every state's _in and _out, and each stage output, get
+	// one encoding, identical across the AR variants.
+	cal := filepath.Join(dir, "cal")
+	if code := run([]string{"export", "onnx", plan, q, cal, "-q", "--calibrate", "8"}); code != 0 {
+		t.Fatalf("export --calibrate exit %d", code)
+	}
+	seen := map[string]onnx.Encoding{}
+	for _, g := range p.Graphs {
+		enc, err := onnx.ReadEncodings(filepath.Join(cal, g.Name+".encodings.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, list := range [][]shard.Tensor{g.Inputs, g.Outputs} {
+			for _, tt := range list {
+				if tt.Encoding == "" {
+					continue
+				}
+				e := enc.Activation(tt.Name)
+				if e == nil {
+					t.Errorf("%s: no activation encoding for %s", g.Name, tt.Name)
+					continue
+				}
+				e.Name = tt.Encoding
+				if prev, ok := seen[tt.Encoding]; ok && fmt.Sprint(prev) != fmt.Sprint(*e) {
+					t.Errorf("%s: %s encoded %v, elsewhere in group %s %v", g.Name, tt.Name, *e, tt.Encoding, prev)
+				}
+				seen[tt.Encoding] = *e
 			}
 		}
 	}
