@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math"
@@ -128,4 +129,47 @@ func TestEagle3HF(t *testing.T) {
 	if _, err := LoadEagle3HF(target, dir); err == nil || !strings.Contains(err.Error(), "rope_scaling") {
 		t.Fatalf("rope_scaling: %v", err)
 	}
+}
+
+// FuzzEagle3GGUF: any bytes either load as an EAGLE-3 head for a tiny
+// target or give an error; never a panic or an unchecked allocation.
+func FuzzEagle3GGUF(f *testing.F) {
+	_, target := specTarget(f, model.Llama, 64)
+	cfg, ts := randomEagle3(f, target, 8)
+	w := &gguf.Writer{Metadata: Eagle3Metadata(cfg)}
+	for _, tt := range ts {
+		data, _ := tt.Data()
+		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: tt.Name, Dims: tt.Dims, Type: tt.Type, Data: gguf.Bytes(data)})
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		f.Fatal(err)
+	}
+	good := buf.Bytes()
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	bad := bytes.Replace(append([]byte(nil), good...), []byte("eagle3.extract_layers"), []byte("eagle3.extract_layerz"), 1)
+	f.Add(bad)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := gguf.Parse(bytes.NewReader(b), int64(len(b)), "fuzz.gguf")
+		if err != nil {
+			return
+		}
+		h, err := eagle3FromGGUF(target, g)
+		if err != nil {
+			return
+		}
+		d := h.Drafter()
+		prompt := []int32{1, 2, 3}
+		feats := make([][]float32, 3)
+		for i := range feats {
+			feats[i] = make([]float32, 3*target.Hidden())
+		}
+		if err := d.Start(prompt, feats); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Propose(4, 2); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
