@@ -1,0 +1,159 @@
+package synth
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/int8"
+	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quant1bit"
+)
+
+// minVocab is <unk>, <s>, </s> and the 256 byte tokens.
+const minVocab = 3 + 256
+
+// VocabMetadata returns tokenizer.ggml.* keys for a SentencePiece-style
+// ("llama") vocabulary of n tokens: <unk> 0, <s> 1, </s> 2, the byte
+// tokens <0x00>…<0xFF> (3–258), then filler pieces "▁a", "▁b", … with
+// decreasing scores. llama.cpp needs a vocabulary to load a model; this one
+// lets it decode token ids (tests pass ids, not text).
+func VocabMetadata(n int) (gguf.Metadata, error) {
+	if n < minVocab {
+		return nil, fmt.Errorf("synth: vocabulary of %d tokens, want at least %d (specials and byte tokens)", n, minVocab)
+	}
+	tokens := make([]string, n)
+	scores := make([]float32, n)
+	types := make([]int32, n)
+	tokens[0], types[0] = "<unk>", 2 // unknown
+	tokens[1], types[1] = "<s>", 3   // control
+	tokens[2], types[2] = "</s>", 3
+	for b := range 256 {
+		tokens[3+b], types[3+b] = fmt.Sprintf("<0x%02X>", b), 6 // byte
+	}
+	for i := minVocab; i < n; i++ {
+		k := i - minVocab
+		tokens[i], types[i], scores[i] = "▁"+word(k), 1, -float32(k)
+	}
+	var md gguf.Metadata
+	md.Set("tokenizer.ggml.model", "llama")
+	md.Set("tokenizer.ggml.tokens", tokens)
+	md.Set("tokenizer.ggml.scores", scores)
+	md.Set("tokenizer.ggml.token_type", types)
+	md.Set("tokenizer.ggml.unknown_token_id", uint32(0))
+	md.Set("tokenizer.ggml.bos_token_id", uint32(1))
+	md.Set("tokenizer.ggml.eos_token_id", uint32(2))
+	md.Set("tokenizer.ggml.add_bos_token", true)
+	md.Set("tokenizer.ggml.add_eos_token", false)
+	return md, nil
+}
+
+// word is k in bijective base 26 over a–z: a, b, …, z, aa, ab, …
+func word(k int) string {
+	var b []byte
+	for k++; k > 0; k = (k - 1) / 26 {
+		b = append(b, byte('a'+(k-1)%26))
+	}
+	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+		b[i], b[j] = b[j], b[i]
+	}
+	return string(b)
+}
+
+// MatrixTypes are the types WriteGGUF can store the weight matrices in.
+var MatrixTypes = []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q1_0}
+
+// WriteGGUF writes the synthetic model as a GGUF v3 file that llama.cpp
+// loads: llama.cpp tensor names and hyper-parameter keys
+// (model.Model.GGUFMetadata), a VocabMetadata vocabulary of
+// cfg.VocabSize tokens (at least 259), and every 2-D weight matrix in typ
+// (one of MatrixTypes; ggml's reference quantizers for Q8_0 and Q1_0).
+// Norms, biases, ssm_a, ssm_dt and the DeltaNet conv kernel stay F32.
+func WriteGGUF(path string, cfg model.Config, seed uint64, typ gguf.Type) error {
+	w, err := ggufWriter(cfg, seed, typ)
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", path, err)
+	}
+	return gguf.WriteFile(path, w)
+}
+
+func ggufWriter(cfg model.Config, seed uint64, typ gguf.Type) (*gguf.Writer, error) {
+	ok := false
+	for _, t := range MatrixTypes {
+		ok = ok || t == typ
+	}
+	if !ok {
+		return nil, fmt.Errorf("matrix type %v not supported (want one of %v)", typ, MatrixTypes)
+	}
+	m, err := Model(cfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	md := m.GGUFMetadata()
+	md.Set("general.name", "synthetic "+string(cfg.Arch))
+	vocab, err := VocabMetadata(cfg.VocabSize)
+	if err != nil {
+		return nil, err
+	}
+	md = append(md, vocab...)
+	w := &gguf.Writer{Metadata: md}
+	for _, t := range m.Tensors {
+		tt := gguf.F32
+		if len(t.Dims) == 2 && !strings.HasSuffix(t.Name, "ssm_conv1d.weight") {
+			tt = typ
+		}
+		if _, err := tt.RowBytes(t.Dims[0]); err != nil {
+			return nil, fmt.Errorf("tensor %q: rows of %d do not fit %v: %w", t.Name, t.Dims[0], tt, err)
+		}
+		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: t.Name, Dims: t.Dims, Type: tt, Data: encoded{t, tt}})
+	}
+	return w, nil
+}
+
+// encoded streams a tensor's values converted to a ggml type.
+type encoded struct {
+	t   *model.Tensor
+	typ gguf.Type
+}
+
+func (e encoded) WriteTo(w io.Writer) (int64, error) {
+	v, err := e.t.Float32()
+	if err != nil {
+		return 0, err
+	}
+	row := int(e.t.Dims[0])
+	rb, err := e.typ.RowBytes(int64(row))
+	if err != nil {
+		return 0, err
+	}
+	out := make([]byte, int(rb)*(len(v)/row))
+	for r := 0; r < len(v)/row; r++ {
+		src, dst := v[r*row:(r+1)*row], out[r*int(rb):(r+1)*int(rb)]
+		switch e.typ {
+		case gguf.F32:
+			for i, x := range src {
+				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
+			}
+		case gguf.F16:
+			for i, x := range src {
+				binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(x))
+			}
+		case gguf.BF16:
+			for i, x := range src {
+				binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToBF16(x))
+			}
+		case gguf.Q8_0:
+			int8.QuantizeRowQ8_0(src, dst)
+		case gguf.Q1_0:
+			quant1bit.QuantizeRowQ1_0(src, dst)
+		default:
+			return 0, fmt.Errorf("synth: cannot encode %v", e.typ)
+		}
+	}
+	n, err := w.Write(out)
+	return int64(n), err
+}

@@ -1,0 +1,401 @@
+package synth
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/safetensors"
+)
+
+// WriteHF writes the synthetic model as a Hugging Face checkpoint in dir:
+// config.json (Qwen3.5 in its multimodal text_config form) and F32
+// safetensors, one model.safetensors when shards ≤ 1, else that many shards
+// plus model.safetensors.index.json. The canonical → Hugging Face layout
+// transforms are applied in reverse (llama q/k row permutation, w−1 for
+// zero-centred norms, A_log, grouped value-head order, Qwen3-Next's fused
+// in_proj_qkvz/in_proj_ba), so model.Open(dir) gives exactly the tensors of
+// Weights and of WriteGGUF with F32. The directory is built under a
+// temporary name and renamed into place (replacing an existing one).
+func WriteHF(dir string, cfg model.Config, seed uint64, shards int) error {
+	cfgJSON, err := hfConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", dir, err)
+	}
+	w, err := hfWriter(cfg, seed)
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", dir, err)
+	}
+	d, err := atomicfile.CreateDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Abort()
+	if err := atomicfile.WriteFile(filepath.Join(d.Path, "config.json"), cfgJSON); err != nil {
+		return err
+	}
+	if shards <= 1 {
+		err = safetensors.WriteFile(filepath.Join(d.Path, "model.safetensors"), w)
+	} else {
+		err = safetensors.WriteSharded(d.Path, w, shards)
+	}
+	if err != nil {
+		return err
+	}
+	return d.Commit()
+}
+
+// hfNames holds each architecture's transformers class and model_type
+// (for Qwen3.5, the model_type of its text_config).
+var hfNames = map[model.Arch][2]string{
+	model.Llama:     {"LlamaForCausalLM", "llama"},
+	model.Qwen2:     {"Qwen2ForCausalLM", "qwen2"},
+	model.Qwen3:     {"Qwen3ForCausalLM", "qwen3"},
+	model.Qwen3Next: {"Qwen3NextForCausalLM", "qwen3_next"},
+	model.Qwen35:    {"Qwen3_5ForConditionalGeneration", "qwen3_5_text"},
+}
+
+// hfConfig is config.json for cfg, in the fields model's reader (and
+// transformers) use.
+func hfConfig(cfg model.Config) ([]byte, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(cfg.RopeFreqFactors) > 0 {
+		return nil, fmt.Errorf("rope frequency factors cannot be written as config.json")
+	}
+	hybrid := cfg.Arch == model.Qwen3Next || cfg.Arch == model.Qwen35
+	partial := float64(cfg.RopeDim) / float64(cfg.HeadDim)
+	if int(float64(cfg.HeadDim)*partial) != cfg.RopeDim {
+		return nil, fmt.Errorf("rope_dim %d is not head_dim %d × a float partial_rotary_factor", cfg.RopeDim, cfg.HeadDim)
+	}
+	if cfg.RopeNeox != (cfg.Arch != model.Llama) {
+		return nil, fmt.Errorf("rope_neox = %v cannot be expressed for %s", cfg.RopeNeox, cfg.Arch)
+	}
+	if cfg.QKVBias != (cfg.Arch == model.Qwen2) {
+		return nil, fmt.Errorf("qkv_bias = %v cannot be expressed for %s", cfg.QKVBias, cfg.Arch)
+	}
+	c := map[string]any{
+		"vocab_size":              cfg.VocabSize,
+		"hidden_size":             cfg.Hidden,
+		"intermediate_size":       cfg.FFN,
+		"num_hidden_layers":       cfg.Layers,
+		"num_attention_heads":     cfg.Heads,
+		"num_key_value_heads":     cfg.KVHeads,
+		"head_dim":                cfg.HeadDim,
+		"max_position_embeddings": cfg.ContextLength,
+		"rms_norm_eps":            float64(cfg.RMSEps),
+		"rope_theta":              cfg.RopeTheta,
+		"hidden_act":              "silu",
+		"tie_word_embeddings":     cfg.TiedEmbeddings,
+		"torch_dtype":             "float32",
+	}
+	if cfg.BOS >= 0 {
+		c["bos_token_id"] = cfg.BOS
+	}
+	if cfg.EOS >= 0 {
+		c["eos_token_id"] = cfg.EOS
+	}
+	names := hfNames[cfg.Arch]
+	c["model_type"] = names[1]
+	switch cfg.Arch {
+	case model.Qwen2:
+		c["use_sliding_window"] = false
+	case model.Qwen3:
+		c["attention_bias"] = false
+	}
+	if hybrid {
+		types := make([]string, cfg.Layers)
+		for i, k := range cfg.LayerKinds {
+			types[i] = "full_attention"
+			if k == model.DeltaNet {
+				types[i] = "linear_attention"
+			}
+		}
+		c["layer_types"] = types
+		c["linear_conv_kernel_dim"] = cfg.ConvKernel
+		c["linear_key_head_dim"] = cfg.SSMKeyDim
+		c["linear_value_head_dim"] = cfg.SSMValueDim
+		c["linear_num_key_heads"] = cfg.SSMKeyHeads
+		c["linear_num_value_heads"] = cfg.SSMValueHeads
+		c["attention_bias"] = false
+		c["partial_rotary_factor"] = partial
+	}
+	if cfg.Arch == model.Qwen3Next {
+		c["num_experts"] = 0 // dense MLP on every layer
+	}
+	top := c
+	if cfg.Arch == model.Qwen35 {
+		delete(c, "rope_theta")
+		delete(c, "partial_rotary_factor")
+		c["rope_parameters"] = map[string]any{
+			"rope_type":             "default",
+			"rope_theta":            cfg.RopeTheta,
+			"partial_rotary_factor": partial,
+			"mrope_interleaved":     true,
+			"mrope_section":         cfg.MRopeSections[:3],
+		}
+		c["attn_output_gate"] = true
+		c["mtp_num_hidden_layers"] = 0
+		top = map[string]any{
+			"model_type":          "qwen3_5",
+			"text_config":         c,
+			"tie_word_embeddings": cfg.TiedEmbeddings,
+		}
+		if cfg.MRopeSections[3] != 0 {
+			return nil, fmt.Errorf("mrope section 4 (%d) cannot be written as config.json", cfg.MRopeSections[3])
+		}
+	}
+	top["architectures"] = []string{names[0]}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(top); err != nil { // map keys sorted: deterministic
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// hfWriter lays out the Hugging Face tensors.
+func hfWriter(cfg model.Config, seed uint64) (*safetensors.Writer, error) {
+	ts, err := Weights(cfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	g := gen{cfg: cfg, seed: seed}
+	byName := map[string]*model.Tensor{}
+	for _, t := range ts {
+		byName[t.Name] = t
+	}
+	vals := func(name string) ([]float32, error) {
+		t := byName[name]
+		if t == nil {
+			return nil, fmt.Errorf("internal: no tensor %s", name)
+		}
+		return t.Float32()
+	}
+	prefix := "model."
+	if cfg.Arch == model.Qwen35 {
+		prefix = "model.language_model."
+	}
+	zc := cfg.Arch == model.Qwen3Next || cfg.Arch == model.Qwen35
+	w := &safetensors.Writer{Metadata: map[string]string{"format": "pt"}}
+	add := func(name string, v []float32, shape ...int64) {
+		w.Tensors = append(w.Tensors, safetensors.WriterTensor{
+			Name: name, Dtype: safetensors.F32, Shape: shape, Data: safetensors.Bytes(f32Bytes(v)),
+		})
+	}
+	// torch shape of a canonical tensor: ggml dims reversed.
+	shape := func(t *model.Tensor) []int64 {
+		s := make([]int64, len(t.Dims))
+		for i, d := range t.Dims {
+			s[len(s)-1-i] = d
+		}
+		return s
+	}
+	minusOne := func(v []float32) []float32 {
+		for i := range v {
+			v[i]--
+		}
+		return v
+	}
+	D := cfg.HeadDim
+	for _, t := range ts {
+		v, err := t.Float32()
+		if err != nil {
+			return nil, err
+		}
+		name := t.Name
+		if name == "token_embd.weight" {
+			add(prefix+"embed_tokens.weight", v, shape(t)...)
+			continue
+		}
+		if name == "output.weight" {
+			add("lm_head.weight", v, shape(t)...)
+			continue
+		}
+		if name == "output_norm.weight" {
+			if zc {
+				v = minusOne(v)
+			}
+			add(prefix+"norm.weight", v, shape(t)...)
+			continue
+		}
+		var n int
+		var sub string
+		if _, err := fmt.Sscanf(name, "blk.%d.", &n); err != nil {
+			return nil, fmt.Errorf("internal: unexpected tensor %s", name)
+		}
+		sub = strings.TrimPrefix(name, fmt.Sprintf("blk.%d.", n))
+		lp := fmt.Sprintf("%slayers.%d.", prefix, n)
+		switch sub {
+		case "attn_norm.weight":
+			if zc {
+				v = minusOne(v)
+			}
+			add(lp+"input_layernorm.weight", v, shape(t)...)
+		case "ffn_norm.weight", "post_attention_norm.weight":
+			if zc {
+				v = minusOne(v)
+			}
+			add(lp+"post_attention_layernorm.weight", v, shape(t)...)
+		case "attn_q.weight", "attn_q.bias", "attn_k.weight", "attn_k.bias":
+			heads := cfg.Heads
+			if strings.HasPrefix(sub, "attn_k") {
+				heads = cfg.KVHeads
+			}
+			if cfg.Arch == model.Llama {
+				per := int(t.Dims[0])
+				if len(t.Dims) == 1 {
+					per = 1
+				}
+				v = gatherBlocks(v, per, unpermuteRows(heads, D))
+			}
+			add(lp+"self_attn."+string(sub[5])+"_proj"+sub[strings.IndexByte(sub, '.'):], v, shape(t)...)
+		case "attn_v.weight", "attn_v.bias":
+			add(lp+"self_attn.v_proj"+sub[strings.IndexByte(sub, '.'):], v, shape(t)...)
+		case "attn_output.weight":
+			add(lp+"self_attn.o_proj.weight", v, shape(t)...)
+		case "attn_q_norm.weight", "attn_k_norm.weight":
+			if zc {
+				v = minusOne(v)
+			}
+			add(lp+"self_attn."+sub[5:6]+"_norm.weight", v, shape(t)...)
+		case "ffn_gate.weight":
+			add(lp+"mlp.gate_proj.weight", v, shape(t)...)
+		case "ffn_up.weight":
+			add(lp+"mlp.up_proj.weight", v, shape(t)...)
+		case "ffn_down.weight":
+			add(lp+"mlp.down_proj.weight", v, shape(t)...)
+		default:
+			if err := hfDeltaNet(cfg, g, n, sub, t, v, vals, lp+"linear_attn.", add); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return w, nil
+}
+
+// unpermuteRows undoes llama.cpp's q/k permutation: Hugging Face row
+// h·D + s·D/2 + i is GGUF row h·D + 2i + s.
+func unpermuteRows(heads, d int) []int {
+	idx := make([]int, heads*d)
+	for h := range heads {
+		for s := range 2 {
+			for i := range d / 2 {
+				idx[h*d+s*d/2+i] = h*d + 2*i + s
+			}
+		}
+	}
+	return idx
+}
+
+// hfDeltaNet writes the Gated DeltaNet tensors of layer n.
+func hfDeltaNet(cfg model.Config, g gen, n int, sub string, t *model.Tensor, v []float32,
+	vals func(string) ([]float32, error), p string, add func(string, []float32, ...int64)) error {
+	H := int64(cfg.Hidden)
+	hk, hv, dk, dv := cfg.SSMKeyHeads, cfg.SSMValueHeads, cfg.SSMKeyDim, cfg.SSMValueDim
+	keyDim, valueDim := hk*dk, hv*dv
+	convDim := int64(cfg.ConvDim())
+	// Canonical value heads → Hugging Face grouped order (qwen35 only):
+	// grouped head h comes from tiled head grouped[h].
+	var grouped []int
+	if cfg.SSMTiledHeads {
+		grouped = tiledToGrouped(cfg)
+	}
+	heads := func(v []float32, per int) []float32 {
+		if grouped == nil {
+			return v
+		}
+		return gatherBlocks(v, per, grouped)
+	}
+	if cfg.Arch == model.Qwen3Next {
+		switch sub {
+		case "attn_qkv.weight":
+			gate, err := vals(fmt.Sprintf("blk.%d.attn_gate.weight", n))
+			if err != nil {
+				return err
+			}
+			add(p+"in_proj_qkvz.weight", fuseQKVZ(cfg, v, gate), convDim+int64(valueDim), H)
+			return nil
+		case "ssm_beta.weight":
+			alpha, err := vals(fmt.Sprintf("blk.%d.ssm_alpha.weight", n))
+			if err != nil {
+				return err
+			}
+			add(p+"in_proj_ba.weight", fuseBA(cfg, v, alpha), 2*int64(hv), H)
+			return nil
+		case "attn_gate.weight", "ssm_alpha.weight":
+			return nil // fused above
+		}
+	}
+	switch sub {
+	case "attn_qkv.weight":
+		row := cfg.Hidden
+		qk := v[:2*keyDim*row]
+		out := append(append([]float32(nil), qk...), heads(v[2*keyDim*row:], dv*row)...)
+		add(p+"in_proj_qkv.weight", out, convDim, H)
+	case "attn_gate.weight":
+		add(p+"in_proj_z.weight", heads(v, dv*cfg.Hidden), int64(valueDim), H)
+	case "ssm_beta.weight":
+		add(p+"in_proj_b.weight", heads(v, cfg.Hidden), int64(hv), H)
+	case "ssm_alpha.weight":
+		add(p+"in_proj_a.weight", heads(v, cfg.Hidden), int64(hv), H)
+	case "ssm_conv1d.weight":
+		k := cfg.ConvKernel
+		qk := v[:2*keyDim*k]
+		out := append(append([]float32(nil), qk...), heads(v[2*keyDim*k:], dv*k)...)
+		add(p+"conv1d.weight", out, convDim, 1, int64(k))
+	case "ssm_dt.bias":
+		add(p+"dt_bias", heads(v, 1), int64(hv))
+	case "ssm_a":
+		add(p+"A_log", g.aLog(n), int64(hv)) // generated in grouped order
+	case "ssm_norm.weight":
+		add(p+"norm.weight", v, int64(dv))
+	case "ssm_out.weight":
+		// Input columns in blocks of Dv per value head, in every row.
+		out := make([]float32, 0, len(v))
+		for r := range cfg.Hidden {
+			out = append(out, heads(v[r*valueDim:(r+1)*valueDim], dv)...)
+		}
+		add(p+"out_proj.weight", out, H, int64(valueDim))
+	default:
+		return fmt.Errorf("internal: unexpected tensor %s", t.Name)
+	}
+	return nil
+}
+
+// fuseQKVZ builds Qwen3-Next's in_proj_qkvz, grouped by key head g:
+// [q_g (Dk) | k_g (Dk) | v of heads g·r…g·r+r−1 | z of the same heads].
+func fuseQKVZ(cfg model.Config, qkv, z []float32) []float32 {
+	H := cfg.Hidden
+	hk, hv, dk, dv := cfg.SSMKeyHeads, cfg.SSMValueHeads, cfg.SSMKeyDim, cfg.SSMValueDim
+	r := hv / hk
+	keyDim := hk * dk
+	rows := func(src []float32, first, count int) []float32 { return src[first*H : (first+count)*H] }
+	out := make([]float32, 0, len(qkv)+len(z))
+	for g := range hk {
+		out = append(out, rows(qkv, g*dk, dk)...)
+		out = append(out, rows(qkv, keyDim+g*dk, dk)...)
+		out = append(out, rows(qkv, 2*keyDim+g*r*dv, r*dv)...)
+		out = append(out, rows(z, g*r*dv, r*dv)...)
+	}
+	return out
+}
+
+// fuseBA builds Qwen3-Next's in_proj_ba: per key head g, the beta rows
+// then the alpha rows of value heads g·r…g·r+r−1.
+func fuseBA(cfg model.Config, beta, alpha []float32) []float32 {
+	H := cfg.Hidden
+	r := cfg.SSMValueHeads / cfg.SSMKeyHeads
+	out := make([]float32, 0, len(beta)+len(alpha))
+	for g := range cfg.SSMKeyHeads {
+		out = append(out, beta[g*r*H:(g+1)*r*H]...)
+		out = append(out, alpha[g*r*H:(g+1)*r*H]...)
+	}
+	return out
+}

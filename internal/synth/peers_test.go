@@ -1,0 +1,82 @@
+package synth
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/model"
+)
+
+// llama.cpp (node-llama-cpp's prebuilt v0.4.0) loads the synthetic GGUFs
+// and decodes them without collapsing into a repeated token.
+func TestLlamaCppDecodesSynthetic(t *testing.T) {
+	peers.Need(t, peers.NodeLlamaCpp)
+	for _, tc := range []struct {
+		arch  model.Arch
+		q1    bool
+		typ   gguf.Type
+		loads bool // also check with LlamaLoads (BOS only)
+	}{
+		{model.Llama, false, gguf.F32, true},
+		{model.Qwen2, false, gguf.F16, false},
+		{model.Qwen3, false, gguf.Q8_0, false},
+		{model.Qwen35, false, gguf.F32, true},
+		{model.Qwen35, true, gguf.Q1_0, false},
+		{model.Llama, true, gguf.Q1_0, false},
+	} {
+		t.Run(fmt.Sprintf("%s-q1=%v-%v", tc.arch, tc.q1, tc.typ), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := WriteGGUF(path, Config(tc.arch, tc.q1), 7, tc.typ); err != nil {
+				t.Fatal(err)
+			}
+			if tc.loads {
+				if err := peers.LlamaLoads(path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids, err := peers.LlamaGreedy(path, []int32{1, 300, 301, 302}, 32, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			distinct := map[int32]bool{}
+			for _, id := range ids {
+				distinct[id] = true
+			}
+			if len(distinct) < 8 {
+				t.Errorf("greedy decode is degenerate: %d distinct ids in %v", len(distinct), ids)
+			}
+		})
+	}
+}
+
+// @huggingface/gguf reads the same tensor table as the file was written with.
+func TestGGUFTensorsPeer(t *testing.T) {
+	peers.Need(t, peers.HFGGUF)
+	cfg := Config(model.Qwen35, true)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := WriteGGUF(path, cfg, 1, gguf.Q1_0); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := peers.GGUFTensors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := model.ExpectedTensors(cfg)
+	if len(theirs) != len(want) {
+		t.Fatalf("@huggingface/gguf lists %d tensors, want %d", len(theirs), len(want))
+	}
+	for i, x := range theirs {
+		typ := uint32(gguf.F32)
+		if len(want[i].Dims) == 2 && !strings.HasSuffix(want[i].Name, "ssm_conv1d.weight") {
+			typ = uint32(gguf.Q1_0)
+		}
+		if x.Name != want[i].Name || !slices.Equal(x.Dims, want[i].Dims) || x.Type != typ {
+			t.Errorf("tensor %d: %s %v type %d, want %s %v type %d", i, x.Name, x.Dims, x.Type, want[i].Name, want[i].Dims, typ)
+		}
+	}
+}
