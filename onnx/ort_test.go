@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -322,14 +324,14 @@ func TestORTMatchesRuntime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			os := newORTStager(t, cfg, p, dir)
-			defer os.close()
+			ost := newORTStager(t, cfg, p, dir)
+			defer ost.close()
 			rs := e.NewState()
 			var got []int32
 			var worst float64
 			in := toks
 			for step := 0; step < steps; step++ {
-				o := os.run(in, cl)
+				o := ost.run(in, cl)
 				r := runtimeStages(t, rs, p, in)
 				for i := range o {
 					d, at := maxAbsDiff(o[i], r[i])
@@ -338,7 +340,7 @@ func TestORTMatchesRuntime(t *testing.T) {
 						t.Fatalf("step %d stage %d: ORT and runtime differ by %g at %d (%v vs %v)", step, i, d, at, o[i][at], r[i][at])
 					}
 				}
-				worst = max(worst, compareState(t, cfg, os, rs, step))
+				worst = max(worst, compareState(t, cfg, ost, rs, step))
 				logits := o[len(o)-1]
 				v := cfg.VocabSize
 				next := runtime.Argmax(logits[len(logits)-v:])
@@ -356,7 +358,7 @@ func TestORTMatchesRuntime(t *testing.T) {
 // compareState checks the state ORT produced (KV appended so far, the
 // last conv and ssm outputs) against the runtime's caches and returns the
 // largest difference.
-func compareState(t *testing.T, cfg model.Config, os *ortStager, rs *runtime.State, step int) float64 {
+func compareState(t *testing.T, cfg model.Config, ost *ortStager, rs *runtime.State, step int) float64 {
 	t.Helper()
 	var worst float64
 	check := func(what string, a, b []float32) {
@@ -370,9 +372,9 @@ func compareState(t *testing.T, cfg model.Config, os *ortStager, rs *runtime.Sta
 		if kind == model.Attention {
 			k, v := rs.KV(l)
 			var ok, ov []float32
-			for j := range os.keys[l] {
-				ok = append(ok, os.keys[l][j]...)
-				ov = append(ov, os.values[l][j]...)
+			for j := range ost.keys[l] {
+				ok = append(ok, ost.keys[l][j]...)
+				ov = append(ov, ost.values[l][j]...)
 			}
 			check(shard.PastKey(l, "out"), ok, k)
 			check(shard.PastValue(l, "out"), ov, v)
@@ -381,7 +383,7 @@ func compareState(t *testing.T, cfg model.Config, os *ortStager, rs *runtime.Sta
 		conv, ssm := rs.DeltaNet(l)
 		c := cfg.ConvDim()
 		taps := cfg.ConvKernel - 1
-		got := os.state[shard.PastConv(l, "in")]
+		got := ost.state[shard.PastConv(l, "in")]
 		tr := make([]float32, len(conv)) // runtime [tap][channel] → plan [channel][tap]
 		for j := 0; j < taps; j++ {
 			for ch := 0; ch < c; ch++ {
@@ -389,7 +391,49 @@ func compareState(t *testing.T, cfg model.Config, os *ortStager, rs *runtime.Sta
 			}
 		}
 		check(shard.PastConv(l, "out"), got, tr)
-		check(shard.PastSSM(l, "out"), os.state[shard.PastSSM(l, "in")], ssm)
+		check(shard.PastSSM(l, "out"), ost.state[shard.PastSSM(l, "in")], ssm)
 	}
 	return worst
+}
+
+// TestORTStoriesGreedy exports stories260K (the llama.cpp GGUF, and the
+// Hugging Face checkpoint with its tied head) as two stages for AR 1 and
+// CL 128, chains the stages with ONNX Runtime from BOS, and must produce
+// the fixture's 64 greedy ids (from llama2.c's run.c and llama.cpp).
+func TestORTStoriesGreedy(t *testing.T) {
+	const fixtures = "/work/shared/fixtures/stories260K/"
+	want, err := os.ReadFile(fixtures + "greedy_ids_from_bos_first64.txt")
+	if err != nil {
+		t.Skipf("fixture: %v", err)
+	}
+	needORT(t)
+	for _, path := range []string{fixtures + "stories260K-llamacpp.gguf", fixtures + "hf"} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			m, err := model.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			p, err := shard.PlanModel(m, shard.Options{Stages: 2, AR: []int{1}, CL: []int{128}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if _, err := Export(m, p, dir, ExportOptions{}, nil); err != nil {
+				t.Fatal(err)
+			}
+			ost := newORTStager(t, m.Config, p, dir)
+			defer ost.close()
+			var got []string
+			tok := int32(1)
+			for len(got) < 64 {
+				o := ost.run([]int32{tok}, 128)
+				tok = runtime.Argmax(o[len(o)-1])
+				got = append(got, fmt.Sprint(tok))
+			}
+			if g := strings.Join(got, " "); g != strings.TrimSpace(string(want)) {
+				t.Fatalf("ORT greedy from BOS:\n%s\nwant\n%s", g, want)
+			}
+		})
+	}
 }
