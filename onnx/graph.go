@@ -1,6 +1,31 @@
 // Package onnx writes ONNX models: a small graph builder over the protobuf
 // messages in onnxpb, with deterministic bytes and external data for models
 // past protobuf's 2 GiB limit.
+//
+// BuildStage turns one graph of a shard plan (a stage for one AR and CL)
+// into an ONNX graph over exactly the plan's inputs and outputs, with
+// float32 weights holding the qmodel's exact values, and the QNN
+// encodings (AIMET format 1.0.0, encodings.schema.json) whose scales give
+// back the qmodel's integer codes; Export writes every graph of a plan.
+//
+// Graph conventions (ops: MatMul, Gather, Reshape, Transpose, Split,
+// Slice, Concat, Conv, Softmax, Sigmoid, Exp, Softplus and elementwise
+// arithmetic, chosen for the HTP backend; that HTP runs the Gated DeltaNet
+// part as built is not verified here):
+//   - matrices are MatMul initializers [in, out] named as the GGUF tensor
+//     (a tied head is a second initializer output.weight); the embedding
+//     is a Gather over token_embd.weight [vocab, hidden];
+//   - RMSNorm is ReduceMean/Add/Sqrt/Div/Mul; attention takes
+//     concat(past_key_L_in, new keys) with the additive attention_mask,
+//     whose first CL−AR columns are the past slots;
+//   - RoPE reads position_ids_cos/_sin [1,1,AR,rotary/2] (the tables
+//     Genie computes, frequency scaling included) and rotates the model's
+//     pairs, adjacent (llama GGUF) or halves (NEOX), leaving partial-rotary
+//     dims as they are;
+//   - a Gated DeltaNet layer concatenates past_conv_L_in [conv_dim, K−1]
+//     (oldest tap first) with the new rows, runs a depthwise Conv, and
+//     unrolls the delta rule token by token from past_ssm_L_in; AR-c
+//     graphs start from zero state.
 package onnx
 
 import (
