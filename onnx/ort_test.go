@@ -437,3 +437,44 @@ func TestORTStoriesGreedy(t *testing.T) {
 		})
 	}
 }
+
+// TestORTARc runs the AR-c graphs (CL == AR: no past inputs, DeltaNet
+// state from zero) on a full-length prompt and compares every stage and
+// state output with a runtime prefill of the same tokens.
+func TestORTARc(t *testing.T) {
+	needORT(t)
+	const ar = 8
+	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			m := randomModel(t, cfg, 13)
+			p, err := shard.NewPlan(cfg, make([]int64, cfg.Layers), 0, 0, "arc", shard.Options{Stages: 2, AR: []int{ar}, CL: []int{ar}, ARc: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Variants[0].Mode != shard.ModeARc {
+				t.Fatalf("variant mode %s, want %s", p.Variants[0].Mode, shard.ModeARc)
+			}
+			dir := t.TempDir()
+			if _, err := Export(m, p, dir, ExportOptions{}, nil); err != nil {
+				t.Fatal(err)
+			}
+			e, err := runtime.New(m, runtime.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ost := newORTStager(t, cfg, p, dir)
+			defer ost.close()
+			rs := e.NewState()
+			toks := []int32{1, 9, 33, 70, 2, 51, 8, 90}
+			o := ost.run(toks, ar)
+			r := runtimeStages(t, rs, p, toks)
+			for i := range o {
+				if d, at := maxAbsDiff(o[i], r[i]); d > 1e-4 {
+					t.Fatalf("stage %d: ORT and runtime differ by %g at %d", i, d, at)
+				}
+			}
+			compareState(t, cfg, ost, rs, 0)
+		})
+	}
+}
