@@ -109,15 +109,17 @@ func (s *State) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k i
 	if err := e.checkFeatureLayers(layers); err != nil {
 		return nil, st, err
 	}
-	if e.cfg.Hybrid() {
-		old := s.rollback
-		s.SetRollback(k + 1)
-		defer s.SetRollback(old)
-	}
 	t0 := time.Now()
 	logits, feats, err := s.ForwardFeatures(prompt, layers, false)
 	if err != nil {
 		return nil, st, err
+	}
+	// DeltaNet snapshots are needed only within a window (after the
+	// prompt): a window of K+1 tokens may roll back K of them.
+	if e.cfg.Hybrid() {
+		old := s.rollback
+		s.SetRollback(k + 1)
+		defer s.SetRollback(old)
 	}
 	if err := d.Start(prompt, feats); err != nil {
 		return nil, st, err
@@ -309,21 +311,32 @@ func (d *DraftModel) Propose(last int32, k int) ([]int32, error) {
 		return nil, nil
 	}
 	s := d.st
-	if s.e.cfg.Hybrid() && s.rollback < k {
-		s.SetRollback(k)
-	}
-	in := append(d.pending, last)
+	hybrid := s.e.cfg.Hybrid()
 	d.base = s.Len() + len(d.pending)
 	// Stay inside the draft's context: propose fewer tokens near its end.
-	k = min(k, s.e.ctxLen-s.Len()-len(in)+1)
+	k = min(k, s.e.ctxLen-d.base)
 	if k < 1 {
 		return nil, nil
 	}
-	logits, err := s.Forward(in)
+	// Committed tokens are never rolled back: process them without
+	// DeltaNet snapshots, then keep snapshots from last on (Commit may
+	// roll back to just after it).
+	if len(d.pending) > 0 {
+		if hybrid {
+			s.SetRollback(0)
+		}
+		if _, err := s.Forward(d.pending); err != nil {
+			return nil, err
+		}
+		d.pending = d.pending[:0]
+	}
+	if hybrid {
+		s.SetRollback(k)
+	}
+	logits, err := s.Forward([]int32{last})
 	if err != nil {
 		return nil, err
 	}
-	d.pending = d.pending[:0]
 	draft := make([]int32, 0, k)
 	draft = append(draft, Argmax(logits))
 	for len(draft) < k {
