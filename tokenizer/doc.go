@@ -21,6 +21,13 @@
 // EncodeWith(text, addSpecial, false) matches only user-defined tokens and
 // leaves control-token text ("<|im_end|>") to ordinary tokenization.
 //
+// Like llama.cpp, tokens it recognises by their text as end-of-turn,
+// end-of-generation or fill-in-the-middle markers (<|im_end|>,
+// <|endoftext|>, <｜fim▁begin｜>, ...) count as control tokens whatever
+// type the vocabulary gives them; IsEOG reports the ids that end
+// generation. Both were checked against llama.cpp v0.4.0 (node-llama-cpp)
+// on every test vocabulary.
+//
 // Differences from llama.cpp, all deliberate: the qwen2, mpt and olmo
 // pre-tokenizers NFC-normalise the text as their Hugging Face tokenizers do
 // (llama.cpp does not, so ids differ for non-NFC text; qwen35 does not,

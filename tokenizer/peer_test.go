@@ -7,24 +7,26 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"golang.org/x/text/unicode/norm"
 )
 
 // llamaTokenize tokenizes texts with llama.cpp through node-llama-cpp
 // (llama_tokenize with add_special=false), with parse_special false and true.
-func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [][]int32, text []string) {
+func llamaTokenize(t *testing.T, model string, texts []string, nVocab int) (plain, special [][]int32, text []string, eog []int32) {
 	t.Helper()
 	nm, err := peers.NodeModules()
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := json.Marshal(map[string]any{"node_modules": nm, "model": model, "texts": texts})
+	req, err := json.Marshal(map[string]any{"node_modules": nm, "model": model, "texts": texts, "n_vocab": nVocab})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +43,7 @@ func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [
 	var reply struct {
 		Plain, Special [][]int32
 		Text           []string
+		EOG            []int32
 	}
 	for _, l := range strings.Split(stdout.String(), "\n") {
 		if s, ok := strings.CutPrefix(l, "QNNPREP-RESULT "); ok {
@@ -52,7 +55,7 @@ func llamaTokenize(t *testing.T, model string, texts []string) (plain, special [
 	if len(reply.Plain) != len(texts) || len(reply.Special) != len(texts) {
 		t.Fatalf("llama.cpp gave %d/%d results for %d texts\n%s", len(reply.Plain), len(reply.Special), len(texts), stderr.String())
 	}
-	return reply.Plain, reply.Special, reply.Text
+	return reply.Plain, reply.Special, reply.Text, reply.EOG
 }
 
 // peerTexts are the fixture's test strings and generated ones mixing
@@ -109,7 +112,10 @@ func TestLlamaCppPeer(t *testing.T) {
 				}
 				texts = append(texts, s)
 			}
-			plain, parsed, detok := llamaTokenize(t, path, texts)
+			plain, parsed, detok, eog := llamaTokenize(t, path, texts, tok.Len())
+			if got := tok.EOG(); !slices.Equal(got, eog) {
+				t.Errorf("EOG = %v, llama.cpp %v", got, eog)
+			}
 			// Decode is llama_detokenize (special tokens rendered) where
 			// llama.cpp neither cleans up spaces nor strips SPM prefixes
 			// (see the package doc for the others).
@@ -136,6 +142,66 @@ func TestLlamaCppPeer(t *testing.T) {
 				}
 				if bad > 0 {
 					t.Errorf("parse_special=%v: %d of %d texts differ", special, bad, len(texts))
+				}
+			}
+		})
+	}
+}
+
+// Vocabularies written with GGUFMetadata load in llama.cpp and tokenize
+// there exactly as here: the llama2.c vocab (SPM, from tok512.bin) and a
+// byte-level BPE vocab read from a tokenizer.json (FromHF). The other keys
+// llama.cpp needs to load a vocab-only file come from the fixture GGUFs.
+func TestGGUFMetadataLlamaCpp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs node")
+	}
+	peers.Need(t, peers.NodeLlamaCpp)
+	_, storiesMD := loadGGUF(t, storiesPath("stories260K-llamacpp.gguf"))
+	qwen, qwenMD := loadGGUF(t, vocabPath("qwen2"))
+	l2c, err := FromLlama2c(storiesPath("tok512.bin"), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf, err := FromHF(writeHFDir(t, qwen.Vocab(), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		v     *Vocab
+		model gguf.Metadata
+	}{{"llama2c", l2c, storiesMD}, {"hf-qwen2", hf, qwenMD}} {
+		t.Run(c.name, func(t *testing.T) {
+			var md gguf.Metadata
+			for _, kv := range c.model {
+				if !strings.HasPrefix(kv.Key, "tokenizer.") {
+					md = append(md, kv)
+				}
+			}
+			md = append(md, c.v.GGUFMetadata()...)
+			path := filepath.Join(t.TempDir(), "vocab.gguf")
+			if err := gguf.WriteFile(path, &gguf.Writer{Metadata: md}); err != nil {
+				t.Fatal(err)
+			}
+			tok, err := New(c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var texts []string
+			for _, s := range peerTexts("qwen2", []string{"<s>", "</s>", "<|im_start|>", "<|endoftext|>", "<|im_end|>", "<eos>", "<|end|>"}) {
+				if c.v.Model == ModelBPE && tok.pre.nfc && !norm.NFC.IsNormalString(s) {
+					continue
+				}
+				texts = append(texts, s)
+			}
+			plain, parsed, _, _ := llamaTokenize(t, path, texts, 0)
+			for i, s := range texts {
+				if got := tok.EncodeWith(s, false, false); !slices.Equal(got, plain[i]) {
+					t.Errorf("%q: ours %v, llama.cpp %v", s, got, plain[i])
+				}
+				if got := tok.EncodeWith(s, false, true); !slices.Equal(got, parsed[i]) {
+					t.Errorf("%q (parse_special): ours %v, llama.cpp %v", s, got, parsed[i])
 				}
 			}
 		})

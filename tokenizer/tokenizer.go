@@ -111,11 +111,20 @@ func New(v *Vocab) (*Tokenizer, error) {
 	return t, nil
 }
 
-// eogTexts are the texts of tokens llama.cpp treats as ending generation
-// (besides EOS and the EOT/EOM ids of the GGUF): chat-turn ends of the
-// common templates.
-var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-	"<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<|return|>", "<|call|>", "<end_of_utterance>"}
+// eogTexts are the texts of tokens that llama.cpp treats as ending
+// generation (besides EOS and the GGUF's EOT/EOM ids), whatever their
+// stored type: the list of llama.cpp v0.4.0 as measured through
+// node-llama-cpp (a vocab holding each text as a normal token, tokenized
+// with parse_special and checked with isEogToken), plus the EOT candidates
+// below (it picks "</s>" as the EOT token of the qwen2 test vocabulary and
+// "<|end|>" for phi-3).
+var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "<|end_of_text|>",
+	"<end_of_utterance>", "[EOS]", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>"}
+
+// controlTexts become control tokens without ending generation (measured
+// as above).
+var controlTexts = []string{"<|constrain|>"}
 
 func eogTokens(v *Vocab, ids map[string]int32) map[int32]bool {
 	eog := map[int32]bool{}
@@ -127,36 +136,44 @@ func eogTokens(v *Vocab, ids map[string]int32) map[int32]bool {
 			eog[int32(id)] = true
 		}
 	}
-	for _, s := range eogTexts {
+	texts := eogTexts
+	for _, r := range roleTexts {
+		if _, ok := v.Extra.Get(r.key); !ok && r.eog {
+			texts = append(texts[:len(texts):len(texts)], r.texts...)
+		}
+	}
+	for _, s := range texts {
 		if id, ok := ids[s]; ok {
 			eog[id] = true
 		}
 	}
-	if _, ok := v.Extra.Get("tokenizer.ggml.eot_token_id"); !ok {
-		for _, s := range roleTexts[0].texts {
-			if id, ok := ids[s]; ok {
-				eog[id] = true
-			}
+	for _, k := range []string{"tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"} {
+		if id, ok := v.Extra.Int(k); ok && id >= 0 && id < int64(len(v.Tokens)) {
+			eog[int32(id)] = true
 		}
 	}
 	return eog
 }
 
 // roleTexts are the texts by which llama.cpp recognises the EOT, EOM and
-// fill-in-the-middle tokens when the GGUF does not give their ids.
+// fill-in-the-middle tokens when the GGUF does not give their ids; those
+// marked eog also end generation. llama.cpp takes the first match in hash
+// order for each role; taking every match keeps this deterministic and
+// differs only for a vocabulary with two candidates for one role.
 var roleTexts = []struct {
 	key   string
+	eog   bool
 	texts []string
 }{
-	{"tokenizer.ggml.eot_token_id", []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-		"<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>"}},
-	{"tokenizer.ggml.eom_token_id", []string{"<|eom_id|>"}},
-	{"tokenizer.ggml.fim_pre_token_id", []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>"}},
-	{"tokenizer.ggml.fim_suf_token_id", []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>"}},
-	{"tokenizer.ggml.fim_mid_token_id", []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>"}},
-	{"tokenizer.ggml.fim_pad_token_id", []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>"}},
-	{"tokenizer.ggml.fim_rep_token_id", []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}},
-	{"tokenizer.ggml.fim_sep_token_id", []string{"<|file_sep|>"}},
+	{"tokenizer.ggml.eot_token_id", true, []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+		"<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>", "</s>"}},
+	{"tokenizer.ggml.eom_token_id", true, []string{"<|eom_id|>"}},
+	{"tokenizer.ggml.fim_pre_token_id", false, []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}},
+	{"tokenizer.ggml.fim_suf_token_id", false, []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}},
+	{"tokenizer.ggml.fim_mid_token_id", false, []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"}},
+	{"tokenizer.ggml.fim_pad_token_id", true, []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>"}},
+	{"tokenizer.ggml.fim_rep_token_id", true, []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+	{"tokenizer.ggml.fim_sep_token_id", true, []string{"<|file_sep|>"}},
 }
 
 // llamaCppTypes returns the token types llama.cpp works with: the vocab's,
@@ -186,6 +203,7 @@ func llamaCppTypes(v *Vocab, ids map[string]int32) []int32 {
 		}
 	}
 	control(eogTexts)
+	control(controlTexts)
 	return types
 }
 

@@ -226,8 +226,8 @@ func TestEOG(t *testing.T) {
 		name string
 		want []int32
 	}{
-		{"qwen2", []int32{151643, 151645}},     // <|endoftext|> (EOS), <|im_end|> (§8.4)
-		{"llama-bpe", []int32{128001, 128009}}, // <|end_of_text|> (EOS), <|eot_id|>
+		{"qwen2", []int32{128247, 151643, 151645}}, // </s> (llama.cpp's EOT pick), <|endoftext|> (EOS), <|im_end|> (§8.4)
+		{"llama-bpe", []int32{128001, 128009}},     // <|end_of_text|> (EOS), <|eot_id|>
 		{"llama-spm", []int32{2}},
 	} {
 		tok, _ := loadGGUF(t, vocabPath(c.name))

@@ -1,7 +1,7 @@
 // Tokenizes texts with llama.cpp (node-llama-cpp, vocab only) for the
 // tokenizer package's peer test.
-// Request on stdin: {"node_modules": dir, "model": path, "texts": [...]}
-// Reply line: QNNPREP-RESULT {"plain": [[...], ...], "special": [[...], ...], "text": [...]}
+// Request on stdin: {"node_modules": dir, "model": path, "texts": [...], "n_vocab": n}
+// Reply line: QNNPREP-RESULT {"plain": [[...], ...], "special": [[...], ...], "text": [...], "eog": [...]}
 // (parse_special false and true; no BOS/EOS added).
 import {readFileSync} from "node:fs";
 import {join} from "node:path";
@@ -35,4 +35,7 @@ const plain = req.texts.map((t) => model.tokenize(t, false));
 const special = req.texts.map((t) => model.tokenize(t, true));
 // llama_detokenize of the parse_special ids, special tokens rendered.
 const text = special.map((ids) => model.detokenize(ids, true));
-process.stdout.write("QNNPREP-RESULT " + JSON.stringify({plain, special, text}) + "\n", () => process.exit(0));
+// The ids llama.cpp treats as end of generation.
+const eog = [];
+for (let i = 0; i < (req.n_vocab ?? 0); i++) if (model.isEogToken(i)) eog.push(i);
+process.stdout.write("QNNPREP-RESULT " + JSON.stringify({plain, special, text, eog}) + "\n", () => process.exit(0));
