@@ -24,7 +24,7 @@ func init() {
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
 		opset := fs.Int64("opset", 17, "ONNX opset (17 is the newest Debian's onnx 1.12 checker knows)")
-		ir := fs.Int64("ir", 8, "ONNX IR version")
+		ir := fs.Int64("ir", 8, "ONNX IR version (raised to what a newer --opset needs unless given)")
 		container := fs.String("container", "4bit", "integer width Q1_0/Q2_0 codes are declared in: 4bit or 8bit")
 		external := fs.Bool("external", false, "weights in <graph>.onnx.data even under 2 GiB (always above)")
 		ranges := fs.String("ranges", "", `JSON file of calibrated activation ranges by encoding group, {"past_key_3": [-8.5, 9.1], …}`)
@@ -41,8 +41,17 @@ func init() {
 		if *opset < 17 {
 			return usageError("--opset %d: the graphs need opset 17 or newer", *opset)
 		}
-		if *ir < 8 {
-			return usageError("--ir %d: opset 17 needs IR 8 or newer", *ir)
+		// The IR version each opset arrived with (onnx/onnx docs/Versioning.md).
+		minIR := map[int64]int64{17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 11}
+		if need, ok := minIR[*opset]; !ok && *opset > 24 {
+			if !fs.Changed("ir") {
+				return usageError("--opset %d: give --ir as well", *opset)
+			}
+		} else if *ir < need {
+			if fs.Changed("ir") {
+				return usageError("--ir %d: opset %d needs IR %d or newer", *ir, *opset, need)
+			}
+			*ir = need
 		}
 		cont, err := onnx.ParseContainer(*container)
 		if err != nil {
