@@ -1,0 +1,670 @@
+// Package pipeline runs qnnprep end to end: quantize a source model into a
+// qmodel, plan its stages, check the plan against Genie's contract, export
+// every stage graph to ONNX with QNN encodings, drive the QAIRT SDK (or print
+// its commands) into a Genie bundle, and verify by decoding: the qmodel whole
+// and through the plan, against a golden recorded from the source.
+//
+// Everything goes under one output directory:
+//
+//	OUTDIR/work/qmodel.gguf           the quantized model
+//	OUTDIR/work/plan.json             the shard plan
+//	OUTDIR/work/onnx/                 <graph>.onnx and <graph>.encodings.json
+//	OUTDIR/work/sdk/                  DLCs, compile configs, context binaries, logs, cache
+//	OUTDIR/work/sdk_commands.sh       the SDK command lines, in order
+//	OUTDIR/work/golden.json           the source model's greedy continuations
+//	OUTDIR/bundle/                    the Genie bundle (renamed into place when complete)
+//	OUTDIR/summary.json               the Result
+//
+// Each file is written under a temporary name and renamed when complete, so
+// an interrupted run leaves nothing that looks finished; the SDK tools run in
+// their own process groups and are killed when ctx is cancelled.
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// Step names, in the order Build runs them.
+const (
+	StepQuantize = "quantize"
+	StepPlan     = "plan"
+	StepCheck    = "check"
+	StepExport   = "export"
+	StepSDK      = "sdk"
+	StepBundle   = "bundle"
+	StepVerify   = "verify"
+)
+
+// Steps lists the step names in order.
+var Steps = []string{StepQuantize, StepPlan, StepCheck, StepExport, StepSDK, StepBundle, StepVerify}
+
+// Step statuses.
+const (
+	StatusOK      = "ok"
+	StatusDryRun  = "dry-run" // the SDK was not run; its commands were printed
+	StatusFailed  = "failed"
+	StatusNotRun  = "not run"
+	StatusPartial = "partial" // verify without a staged executor: whole model only
+)
+
+// File names under OutDir.
+const (
+	WorkDir      = "work"
+	QModelName   = "qmodel.gguf"
+	PlanName     = "plan.json"
+	ONNXDir      = "onnx"
+	SDKDir       = "sdk"
+	CommandsName = "sdk_commands.sh"
+	GoldenName   = "golden.json"
+	BundleDir    = "bundle"
+	SummaryName  = "summary.json"
+)
+
+// StagedFunc returns a decoder that runs engine e's model through plan p's
+// stages (the runtime's staged executor).
+type StagedFunc func(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error)
+
+// Options say what to build and how.
+type Options struct {
+	Source    string // HF directory, .safetensors or .gguf
+	OutDir    string
+	Recipe    *quantize.Recipe
+	Overrides []quantize.Rule
+	// Metadata is added to the qmodel (the source's tokenizer.* keys, for
+	// example).
+	Metadata gguf.Metadata
+	Plan     shard.Options
+	// Name is the graph-name prefix; "" means the source's general.name or
+	// file name.
+	Name string
+	// SkipCheck builds a plan that breaks Genie's contract (it will not
+	// load on a device); the violations are still reported.
+	SkipCheck bool
+
+	Export onnx.ExportOptions
+	// Calibrate, if set, returns activation ranges for the plan's encoding
+	// groups (merged under Export.Ranges, which win).
+	Calibrate func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error)
+
+	SoC string
+	// SDK is the located SDK; nil (or DryRun) stops before the tools and
+	// prints their commands, writing every file the SDK does not produce.
+	SDK           *qnnpack.SDK
+	DryRun        bool
+	Tokenizer     string // HF tokenizer.json for the bundle ("" leaves it out)
+	ConverterArgs []string
+	Parallel      int           // SDK jobs at once (0: 2)
+	Timeout       time.Duration // per SDK job (0: none)
+	Force         bool          // ignore the SDK cache
+
+	// Prompts are decoded for Tokens steps each by the source (golden),
+	// the qmodel whole and the qmodel through the plan. Empty means
+	// DefaultPrompts.
+	Prompts  []golden.Prompt
+	Tokens   int // 0 means 16
+	TopK     int // logits kept per golden step (0 means 8)
+	Criteria golden.Criteria
+	// Staged is the runtime's staged executor; nil verifies the whole
+	// model only and says so.
+	Staged  StagedFunc
+	Threads int // matmul threads (0: 2); results do not depend on it
+
+	QnnprepVersion string
+	// Commands receives the SDK command lines (one per line) when the SDK
+	// is not run; Log one line per SDK job when it is. Either may be nil.
+	Commands io.Writer
+	Log      io.Writer
+	// Progress reports work within a step: bytes for quantize, graphs for
+	// export, prompts for verify.
+	Progress func(step string, done, total int64)
+	// OnStep is called when a step starts (Status "") and when it ends.
+	OnStep func(s StepResult)
+}
+
+// StepResult is what one step did.
+type StepResult struct {
+	Name    string   `json:"name"`
+	Status  string   `json:"status"`
+	Seconds float64  `json:"seconds"`
+	Outputs []string `json:"outputs,omitempty"` // paths relative to OutDir
+	Note    string   `json:"note,omitempty"`
+}
+
+// Verification is the verify step's outcome.
+type Verification struct {
+	Prompts int `json:"prompts"`
+	Tokens  int `json:"tokens"` // per prompt
+	// Whole is the qmodel decoded whole against the source's golden
+	// (quality of the quantization).
+	Whole *golden.Report `json:"whole"`
+	// Staged is the qmodel decoded through the plan's stages; nil when
+	// no staged executor is available.
+	Staged *golden.Report `json:"staged,omitempty"`
+	// StagedEqualsWhole is set when Staged ran: every prompt's staged
+	// tokens equal the whole-model tokens.
+	StagedEqualsWhole *bool  `json:"staged_equals_whole,omitempty"`
+	Note              string `json:"note,omitempty"`
+}
+
+// Result is what Build did; it is also written as OutDir/summary.json.
+type Result struct {
+	Source     string            `json:"source"`
+	OutDir     string            `json:"out_dir"`
+	Recipe     string            `json:"recipe"`
+	SoC        string            `json:"soc"`
+	DryRun     bool              `json:"dry_run"`
+	Steps      []StepResult      `json:"steps"`
+	QModel     string            `json:"qmodel,omitempty"`
+	Quant      *quantize.Report  `json:"-"`
+	Bytes      int64             `json:"qmodel_bytes,omitempty"`
+	BPW        float64           `json:"bits_per_weight,omitempty"`
+	Plan       *shard.Plan       `json:"-"`
+	PlanPath   string            `json:"plan,omitempty"`
+	Violations []shard.Violation `json:"violations,omitempty"`
+	Commands   []string          `json:"sdk_commands,omitempty"`
+	Bundle     string            `json:"bundle,omitempty"`
+	Verify     *Verification     `json:"verify,omitempty"`
+}
+
+// Step returns the named step's result, or nil.
+func (r *Result) Step(name string) *StepResult {
+	for i := range r.Steps {
+		if r.Steps[i].Name == name {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Pass reports whether every step that ran succeeded and, when the staged
+// decode ran, it gave the whole model's tokens.
+func (r *Result) Pass() bool {
+	for _, s := range r.Steps {
+		if s.Status == StatusFailed {
+			return false
+		}
+	}
+	v := r.Verify
+	if v == nil {
+		return false
+	}
+	return (v.StagedEqualsWhole == nil || *v.StagedEqualsWhole) && v.Whole != nil && v.Whole.Pass
+}
+
+// StepError is a failure of one step.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// DefaultPrompts are three token-id prompts any vocabulary holds: BOS (if
+// any) followed by a few spread-out ids.
+func DefaultPrompts(cfg model.Config) []golden.Prompt {
+	v := int32(cfg.VocabSize)
+	var ps []golden.Prompt
+	for i, seeds := range [][]int32{{11, 29, 47}, {101, 7}, {263, 5, 83, 19}} {
+		var ids []int32
+		if cfg.BOS >= 0 && int32(cfg.BOS) < v {
+			ids = append(ids, int32(cfg.BOS))
+		}
+		for _, s := range seeds {
+			ids = append(ids, s%v)
+		}
+		ps = append(ps, golden.Prompt{Name: fmt.Sprintf("ids %d", i+1), IDs: ids})
+	}
+	return ps
+}
+
+// Build runs every step. It returns the Result so far together with a
+// *StepError when a step fails; a verification whose staged decode differs
+// from the whole model is not an error (see Result.Pass).
+func Build(ctx context.Context, o Options) (*Result, error) {
+	if o.Recipe == nil {
+		return nil, errors.New("pipeline: no recipe")
+	}
+	if o.OutDir == "" {
+		return nil, errors.New("pipeline: no output directory")
+	}
+	if _, err := qnnpack.LookupSoC(o.SoC); err != nil {
+		return nil, err
+	}
+	b := &builder{o: o, ctx: ctx, work: filepath.Join(o.OutDir, WorkDir)}
+	b.res = &Result{Source: o.Source, OutDir: o.OutDir, Recipe: o.Recipe.Name, SoC: o.SoC, DryRun: o.DryRun || o.SDK == nil}
+	for _, s := range Steps {
+		b.res.Steps = append(b.res.Steps, StepResult{Name: s, Status: StatusNotRun})
+	}
+	err := b.run()
+	if werr := b.writeSummary(); werr != nil && err == nil {
+		err = werr
+	}
+	return b.res, err
+}
+
+type builder struct {
+	o    Options
+	ctx  context.Context
+	work string
+	res  *Result
+
+	src, qm *model.Model
+	files   map[string]qnnpack.GraphFiles
+}
+
+// step runs f as the named step, timing it and recording its outcome.
+func (b *builder) step(name string, f func(s *StepResult) error) error {
+	s := b.res.Step(name)
+	s.Status = ""
+	if b.o.OnStep != nil {
+		b.o.OnStep(*s)
+	}
+	start := time.Now()
+	err := f(s)
+	if err == nil {
+		err = b.ctx.Err()
+	}
+	s.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		s.Status = StatusFailed
+	} else if s.Status == "" {
+		s.Status = StatusOK
+	}
+	if b.o.OnStep != nil {
+		b.o.OnStep(*s)
+	}
+	if err != nil {
+		return &StepError{name, err}
+	}
+	return nil
+}
+
+func (b *builder) rel(path string) string {
+	if r, err := filepath.Rel(b.o.OutDir, path); err == nil {
+		return filepath.ToSlash(r)
+	}
+	return path
+}
+
+func (b *builder) progress(step string) func(done, total int64) {
+	if b.o.Progress == nil {
+		return nil
+	}
+	return func(done, total int64) { b.o.Progress(step, done, total) }
+}
+
+func (b *builder) run() error {
+	defer func() {
+		if b.src != nil {
+			b.src.Close()
+		}
+		if b.qm != nil {
+			b.qm.Close()
+		}
+	}()
+	for _, f := range []func() error{b.quantize, b.plan, b.check, b.export, b.sdkAndBundle, b.verify} {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) quantize() error {
+	return b.step(StepQuantize, func(s *StepResult) error {
+		src, err := model.Open(b.o.Source)
+		if err != nil {
+			return err
+		}
+		b.src = src
+		if err := os.MkdirAll(b.work, 0o755); err != nil {
+			return err
+		}
+		out := filepath.Join(b.work, QModelName)
+		rep, err := quantize.Run(b.ctx, src, out, quantize.Options{
+			Recipe: b.o.Recipe, Overrides: b.o.Overrides, Workers: b.o.Threads,
+			Metadata: specialTokens(b.o.Metadata, src.Config), Progress: b.progress(StepQuantize),
+		})
+		if err != nil {
+			return err
+		}
+		b.res.Quant, b.res.QModel = rep, out
+		b.res.Bytes, b.res.BPW = rep.OutputBytes, rep.BPW
+		if b.qm, err = model.Open(out); err != nil {
+			return err
+		}
+		s.Outputs = []string{b.rel(out)}
+		s.Note = fmt.Sprintf("%s, %.3f bpw, %d bytes", rep.Recipe, rep.BPW, rep.OutputBytes)
+		if n := len(rep.Fallbacks); n > 0 {
+			s.Note += fmt.Sprintf(", %d fallback(s)", n)
+		}
+		return nil
+	})
+}
+
+func (b *builder) plan() error {
+	return b.step(StepPlan, func(s *StepResult) error {
+		sizes, err := shard.ModelSizes(b.qm)
+		if err != nil {
+			return err
+		}
+		opts := b.o.Plan
+		if opts.LayerTypes == nil {
+			opts.LayerTypes = sizes.LayerTypes
+		}
+		name := b.o.Name
+		if name == "" {
+			name = shard.ModelName(b.src)
+		}
+		p, err := shard.NewPlan(b.qm.Config, sizes.Layers, sizes.Head, sizes.Embed, name, opts)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(b.work, PlanName)
+		if err := shard.WritePlan(path, p); err != nil {
+			return err
+		}
+		b.res.Plan, b.res.PlanPath = p, path
+		s.Outputs = []string{b.rel(path)}
+		s.Note = fmt.Sprintf("%d stages, %d graphs, split by %s", len(p.Stages), len(p.Graphs), p.Split)
+		return nil
+	})
+}
+
+func (b *builder) check() error {
+	return b.step(StepCheck, func(s *StepResult) error {
+		vs := shard.Check(b.res.Plan, shard.CheckEnv{})
+		b.res.Violations = vs
+		if len(vs) == 0 {
+			s.Note = "Genie contract: no violations"
+			return nil
+		}
+		s.Note = fmt.Sprintf("%d violation(s), first: %s", len(vs), vs[0])
+		if b.o.SkipCheck {
+			return nil
+		}
+		return fmt.Errorf("%s: %d Genie contract violation(s), first: %s — fix the plan flags, or --skip-check", b.res.PlanPath, len(vs), vs[0])
+	})
+}
+
+func (b *builder) export() error {
+	return b.step(StepExport, func(s *StepResult) error {
+		p := b.res.Plan
+		opts := b.o.Export
+		if b.o.Calibrate != nil {
+			r, err := b.o.Calibrate(b.ctx, b.qm, p)
+			if err != nil {
+				return fmt.Errorf("calibration: %w", err)
+			}
+			merged := map[string]onnx.Range{}
+			for k, v := range r {
+				merged[k] = v
+			}
+			for k, v := range opts.Ranges {
+				merged[k] = v
+			}
+			opts.Ranges = merged
+		}
+		dir := filepath.Join(b.work, ONNXDir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		prog := b.progress(StepExport)
+		var total int64
+		// One graph at a time, so a cancelled run stops between graphs
+		// (each file is written atomically).
+		for i := range p.Graphs {
+			if err := b.ctx.Err(); err != nil {
+				return err
+			}
+			if prog != nil {
+				prog(int64(i), int64(len(p.Graphs)))
+			}
+			one := *p
+			one.Graphs = p.Graphs[i : i+1]
+			paths, err := onnx.Export(b.qm, &one, dir, opts, nil)
+			if err != nil {
+				return err
+			}
+			for _, path := range paths {
+				if st, err := os.Stat(path); err == nil {
+					total += st.Size()
+				}
+			}
+		}
+		if prog != nil {
+			prog(int64(len(p.Graphs)), int64(len(p.Graphs)))
+		}
+		files, err := qnnpack.FindGraphFiles(p, dir)
+		if err != nil {
+			return err
+		}
+		b.files = files
+		s.Outputs = []string{b.rel(dir) + "/"}
+		s.Note = fmt.Sprintf("%d graphs, %d bytes", len(p.Graphs), total)
+		if len(opts.Ranges) > 0 {
+			s.Note += fmt.Sprintf(", %d calibrated ranges", len(opts.Ranges))
+		}
+		return nil
+	})
+}
+
+// sdkAndBundle runs qnnpack.Build: the SDK step is its tool runs (or the
+// printed commands), the bundle step its bundle, re-checked by VerifyBundle.
+func (b *builder) sdkAndBundle() error {
+	dry := b.o.DryRun || b.o.SDK == nil
+	var cmds bytes.Buffer
+	var res *qnnpack.Result
+	recipe, _ := json.Marshal(map[string]any{"name": b.o.Recipe.Name, "description": b.o.Recipe.Description, "source_sha256": b.res.Quant.SourceSHA256})
+	err := b.step(StepSDK, func(s *StepResult) error {
+		log := b.o.Log
+		if dry {
+			log = &cmds
+		}
+		var err error
+		res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
+			SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
+			OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
+			ConverterArgs: b.o.ConverterArgs, Tokenizer: b.o.Tokenizer, Recipe: recipe,
+			QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck,
+			DryRun: dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		if dry {
+			text := cmds.String()
+			b.res.Commands = strings.Split(strings.TrimRight(text, "\n"), "\n")
+			script := filepath.Join(b.work, CommandsName)
+			body := "#!/bin/sh\n# The QAIRT SDK commands qnnprep build would run; set QNN_SDK_ROOT first.\nset -e\n" + text
+			if err := atomicfile.WriteFile(script, []byte(body)); err != nil {
+				return err
+			}
+			if b.o.Commands != nil {
+				io.WriteString(b.o.Commands, text)
+			}
+			s.Status = StatusDryRun
+			s.Outputs = []string{b.rel(script)}
+			why := "--dry-run"
+			if b.o.SDK == nil {
+				why = "no SDK"
+			}
+			s.Note = fmt.Sprintf("%s: %d commands not run", why, len(b.res.Commands))
+			return nil
+		}
+		ran, cached := 0, 0
+		for _, r := range res.Runs {
+			if r.Cached {
+				cached++
+			} else {
+				ran++
+			}
+		}
+		s.Outputs = []string{b.rel(filepath.Join(b.work, SDKDir)) + "/"}
+		s.Note = fmt.Sprintf("SDK %s: %d jobs run, %d up to date", b.o.SDK.Version, ran, cached)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// qnnpack.Build wrote the bundle as its last act (its time is in the
+	// sdk step); the bundle step re-checks it against its manifest.
+	return b.step(StepBundle, func(s *StepResult) error {
+		m, err := qnnpack.VerifyBundle(res.Bundle)
+		// VerifyBundle always fails a dry-run bundle (its context binaries
+		// are missing) and lists that as the last of its problems; when it
+		// is the only one, every file the manifest lists matched.
+		if err != nil && !(m != nil && m.DryRun && strings.Count(err.Error(), "\n  ") == 1) {
+			return err
+		}
+		b.res.Bundle = res.Bundle
+		s.Outputs = []string{b.rel(res.Bundle) + "/"}
+		s.Note = fmt.Sprintf("%d files, manifest verified", len(m.Files))
+		if m.DryRun {
+			s.Note += "; no context binaries (dry run)"
+		}
+		return nil
+	})
+}
+
+func (b *builder) verify() error {
+	return b.step(StepVerify, func(s *StepResult) error {
+		prompts := b.o.Prompts
+		if len(prompts) == 0 {
+			prompts = DefaultPrompts(b.qm.Config)
+		}
+		n, topK := b.o.Tokens, b.o.TopK
+		if n <= 0 {
+			n = 16
+		}
+		if topK <= 0 {
+			topK = 8
+		}
+		longest := 0
+		for _, p := range prompts {
+			longest = max(longest, len(p.IDs))
+		}
+		ctxLen := longest + n + 1
+		if c := b.qm.Config.ContextLength; c > 0 && ctxLen > c {
+			return fmt.Errorf("prompts of %d tokens and %d steps exceed the context length %d", longest, n, c)
+		}
+		ropts := runtime.Options{Threads: b.o.Threads, Context: ctxLen}
+		srcEngine, err := runtime.New(b.src, ropts)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		f, err := golden.Record(b.ctx, srcEngine, prompts, n, topK)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		sha, err := quantize.SourceFingerprint(b.src)
+		if err != nil {
+			return err
+		}
+		f.Model = golden.ModelRef{Path: b.o.Source, Arch: string(b.src.Config.Arch), SHA256: sha}
+		gpath := filepath.Join(b.work, GoldenName)
+		if err := golden.Write(gpath, f); err != nil {
+			return err
+		}
+		qEngine, err := runtime.New(b.qm, ropts)
+		if err != nil {
+			return fmt.Errorf("qmodel: %w", err)
+		}
+		v := &Verification{Prompts: len(prompts), Tokens: n}
+		b.res.Verify = v
+		if v.Whole, err = golden.Verify(b.ctx, golden.EngineDecoder(qEngine), f, b.o.Criteria); err != nil {
+			return fmt.Errorf("qmodel whole: %w", err)
+		}
+		v.Whole.Decoder = "whole"
+		s.Outputs = []string{b.rel(gpath)}
+		sum := v.Whole.Summary
+		quality := fmt.Sprintf("vs source: top-1 %.1f%%, exact %d/%d tokens", 100*sum.Top1, sum.Matched, sum.Tokens)
+		if b.o.Staged == nil {
+			v.Note = "no staged executor in this build: the qmodel was decoded whole only"
+			s.Status = StatusPartial
+			s.Note = v.Note + "; " + quality
+			return nil
+		}
+		d, err := b.o.Staged(qEngine, b.res.Plan)
+		if err != nil {
+			return fmt.Errorf("staged executor: %w", err)
+		}
+		if v.Staged, err = golden.Verify(b.ctx, d, f, golden.Criteria{}); err != nil {
+			return fmt.Errorf("qmodel through the plan: %w", err)
+		}
+		v.Staged.Decoder = "plan " + b.rel(b.res.PlanPath)
+		same := true
+		for i := range v.Whole.Prompts {
+			same = same && equalIDs(v.Whole.Prompts[i].Got, v.Staged.Prompts[i].Got)
+		}
+		v.StagedEqualsWhole = &same
+		if same {
+			s.Note = fmt.Sprintf("staged == whole on %d prompts × %d tokens; %s", len(prompts), n, quality)
+		} else {
+			s.Note = fmt.Sprintf("staged decode DIFFERS from whole; %s", quality)
+		}
+		if !v.Whole.Pass {
+			s.Note += "; criteria failed: " + strings.Join(v.Whole.Failures, "; ")
+		}
+		return nil
+	})
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *builder) writeSummary() error {
+	if _, err := os.Stat(b.o.OutDir); err != nil {
+		return nil
+	}
+	data, err := json.MarshalIndent(b.res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(b.o.OutDir, SummaryName), append(data, '\n'))
+}
+
+// specialTokens adds the source's BOS and EOS ids to md when it has no
+// tokenizer keys for them: an HF checkpoint without tokenizer.json still
+// names them in config.json, and Genie's config needs both.
+func specialTokens(md gguf.Metadata, cfg model.Config) gguf.Metadata {
+	out := append(gguf.Metadata(nil), md...)
+	for _, t := range []struct {
+		key string
+		id  int
+	}{{"tokenizer.ggml.bos_token_id", cfg.BOS}, {"tokenizer.ggml.eos_token_id", cfg.EOS}} {
+		if _, ok := out.Get(t.key); !ok && t.id >= 0 {
+			out.Set(t.key, uint32(t.id))
+		}
+	}
+	return out
+}
