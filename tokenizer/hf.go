@@ -219,6 +219,9 @@ func hfPreTokenizer(raw json.RawMessage) (string, error) {
 	if c.Type == "Sequence" {
 		seq = c.Pretokenizers
 	}
+	if len(seq) == 0 {
+		return "", fmt.Errorf("pre_tokenizer: empty Sequence")
+	}
 	var kinds []string
 	for _, p := range seq {
 		kinds = append(kinds, p.Type)
