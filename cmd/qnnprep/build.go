@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/pipeline"
+	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+func init() {
+	c := &command{
+		Name:    "build",
+		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite] [--dialog basic|ssd-q1|spd ...] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--json]",
+		Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
+	}
+	c.Run = func(ctx context.Context, args []string) error {
+		fs := newFlags(c)
+		recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
+		overrides := fs.StringArray("override", nil, "PATTERN=TYPE quantization override, repeatable (see qnnprep quantize)")
+		planOpts := addPlanFlags(fs)
+		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
+		skipCheck := fs.Bool("skip-check", false, "build even if the plan breaks Genie's contract (the bundle will not load)")
+		soc := fs.String("soc", "8elite", "target SoC: 8gen2, 8gen3, 8elite, xelite (or sm8550, sm8650, sm8750)")
+		sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT); without one the build stops before the SDK tools and prints their commands")
+		dry := fs.Bool("dry-run", false, "never run the SDK: print its commands and write every file it does not produce")
+		tok := fs.String("tokenizer", "", "HF tokenizer.json for the bundle (default: MODEL's, if it is an HF directory with one)")
+		calib := fs.Int("calibrate", 16, "activation ranges from a greedy decode of this many tokens (0: default encodings only)")
+		convArgs := fs.StringArray("converter-arg", nil, "extra qairt-converter argument, repeatable")
+		jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")
+		timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
+		force := fs.Bool("force", false, "rebuild every stage, ignoring the SDK cache")
+		tokens := fs.IntP("tokens", "n", 16, "verify: tokens decoded per prompt")
+		promptsPath := fs.String("prompts", "", "verify: prompts file (one per line, text or \"ids: 1 2 3\"); default three id prompts")
+		minTop1 := fs.Float64("min-top1", 0, "verify: fail if the qmodel's teacher-forced top-1 agreement with the source is below this")
+		threads := fs.IntP("threads", "t", 2, "worker threads (outputs do not depend on it)")
+		asJSON := fs.Bool("json", false, "print the summary as JSON")
+		quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 2 {
+			return usageError("want MODEL and OUTDIR")
+		}
+		if *recipe == "" {
+			return usageError("--recipe is required")
+		}
+		r, err := quantize.LookupRecipe(*recipe)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		var rules []quantize.Rule
+		for _, o := range *overrides {
+			rule, err := quantize.ParseOverride(o)
+			if err != nil {
+				return usageError("--override: %v", err)
+			}
+			rules = append(rules, rule)
+		}
+		po, err := planOpts()
+		if err != nil {
+			return err
+		}
+		if _, err := qnnpack.LookupSoC(*soc); err != nil {
+			return usageError("--soc: %v", err)
+		}
+		if *tokens < 1 {
+			return usageError("-n %d: want at least 1", *tokens)
+		}
+		src, out := fs.Arg(0), fs.Arg(1)
+		var sdk *qnnpack.SDK
+		if !*dry {
+			if sdk, err = qnnpack.FindSDK(*sdkDir); err != nil && !errors.Is(err, qnnpack.ErrNoSDK) {
+				return fmt.Errorf("sdk: %w", err)
+			}
+		}
+		o, err := buildOptions(src, out, *tokens, *promptsPath)
+		if err != nil {
+			return err
+		}
+		o.Recipe, o.Overrides, o.Plan, o.Name, o.SkipCheck = r, rules, po, *name, *skipCheck
+		o.SoC, o.SDK, o.DryRun, o.ConverterArgs = *soc, sdk, *dry, *convArgs
+		o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
+		o.Criteria.MinTop1 = *minTop1
+		if *tok != "" {
+			o.Tokenizer = *tok
+		}
+		if *calib > 0 {
+			o.Calibrate = calibrator(*calib)
+		}
+		// Commands go to stdout (for a shell), SDK job lines to stderr.
+		if !*asJSON {
+			o.Commands = os.Stdout
+		}
+		if !*quiet {
+			o.Log = os.Stderr
+		}
+		prog := newStepProgress(*quiet || *asJSON)
+		o.OnStep, o.Progress = prog.onStep, prog.progress
+		res, err := pipeline.Build(ctx, o)
+		prog.finish()
+		if res != nil {
+			if *asJSON {
+				b, _ := json.MarshalIndent(res, "", "  ")
+				fmt.Println(string(b))
+			} else {
+				printBuildSummary(os.Stdout, res)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if !res.Pass() {
+			return exitError{1}
+		}
+		return nil
+	}
+	register(c)
+}
+
+// buildOptions fills what build and demo share: paths, the source's
+// tokenizer (qmodel metadata, bundle tokenizer.json, prompt encoding), the
+// verify prompts, and the hooks into this binary's export calibration and
+// staged executor.
+func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Options, error) {
+	o := pipeline.Options{
+		Source: src, OutDir: out, Tokens: tokens, QnnprepVersion: qnnprepVersion(),
+		Export: onnx.ExportOptions{
+			Options:   onnx.Options{Opset: 17, Container: onnx.Container4Bit},
+			IRVersion: 8, Producer: "qnnprep", Version: qnnprepVersion(),
+		},
+	}
+	if stagedDecoder != nil {
+		o.Staged = pipeline.StagedFunc(stagedDecoder)
+	}
+	m, err := model.Open(src)
+	if err != nil {
+		return o, fmt.Errorf("%s: %w", pipeline.StepQuantize, err)
+	}
+	defer m.Close()
+	if o.Metadata, err = tokenizerMetadata(m); err != nil {
+		return o, fmt.Errorf("%s: %w", pipeline.StepQuantize, err)
+	}
+	if m.Format != "gguf" {
+		if st, err := os.Stat(src); err == nil && st.IsDir() {
+			if _, err := os.Stat(src + "/" + qnnpack.TokenizerName); err == nil {
+				o.Tokenizer = src + "/" + qnnpack.TokenizerName
+			}
+		}
+	}
+	if promptsPath != "" {
+		tok, _ := loadTokenizer(m, src)
+		if o.Prompts, err = readPrompts(promptsPath, "", tok); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// calibrator derives activation ranges with export's calibration decode.
+func calibrator(n int) func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error) {
+	return func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error) {
+		n := min(n, max(m.Config.ContextLength-2, 1))
+		return calibrateRanges(ctx, m, p, nil, n)
+	}
+}
+
+// addPlanFlags defines the plan flags 'qnnprep plan' takes and returns a
+// function that turns them into shard.Options after parsing.
+func addPlanFlags(fs *pflag.FlagSet) func() (shard.Options, error) {
+	var o shard.Options
+	fs.IntVar(&o.Stages, "stages", 0, "split into this many stages, layers spread evenly")
+	fs.IntVar(&o.LayersPerStage, "layers-per-stage", 0, "put this many layers in each stage")
+	maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary) when balancing by bytes")
+	fs.IntSliceVar(&o.AR, "ar", nil, "tokens per call of each graph variant (default 128,1; the 128 lowered to CL/4 for short contexts)")
+	fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
+	fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs")
+	pos := fs.String("positional", "rope", "positional encoding: rope or absolute")
+	dialog := fs.String("dialog", "basic", "Genie dialog: basic, ssd-q1, spd, lade or eaglet")
+	fs.IntVar(&o.Dialog.ForecastTokenCount, "forecast-token-count", 0, "ssd-q1: trained forecast embeddings")
+	fs.IntSliceVar(&o.Dialog.Branches, "branches", nil, "ssd-q1: children per tree level, e.g. 3,2")
+	fs.IntVar(&o.Dialog.ForecastPrefix, "forecast-prefix", 0, "ssd-q1: forecast-prefix KV entries")
+	fs.StringVar(&o.Dialog.ForecastPrefixName, "forecast-prefix-name", "", "ssd-q1: forecast-prefix directory")
+	fs.IntVar(&o.Dialog.DraftLen, "draft-len", 0, "spd, eaglet: draft length")
+	fs.IntVar(&o.Dialog.Window, "window", 0, "lade: window")
+	fs.IntVar(&o.Dialog.NGram, "ngram", 0, "lade: n-gram size")
+	fs.IntVar(&o.Dialog.GCap, "gcap", 0, "lade: guess cap")
+	fs.IntVar(&o.Dialog.NBranches, "n-branches", 0, "eaglet: branches")
+	fs.IntVar(&o.Dialog.MaxTargetTokens, "max-tokens-target-can-evaluate", 0, "eaglet: most tokens the target verifies at once")
+	fs.IntSliceVar(&o.HeadParallel, "head-parallel", nil, "stage indices (0-based) split over two HTP cores")
+	fs.IntVar(&o.VTCMMB, "vtcm-mb", 0, "HTP vtcm_mb (default 8)")
+	fs.IntVar(&o.ContextSize, "context-size", 0, "Genie context.size (default: the largest CL)")
+	fs.IntVar(&o.ProbePromptTokens, "probe-prompt", 0, "prompt length the recorded n_process/token-history numbers assume (default 1)")
+	return func() (shard.Options, error) {
+		var err error
+		if o.MaxStageBytes, err = parseBytes(*maxBytes); err != nil {
+			return o, usageError("--max-stage-bytes: %v", err)
+		}
+		o.Positional = shard.Positional(*pos)
+		o.Dialog.Type = shard.DialogType(*dialog)
+		return o, nil
+	}
+}
+
+// printBuildSummary prints the step table, the plan's stages and the
+// verification.
+func printBuildSummary(w io.Writer, r *pipeline.Result) {
+	fmt.Fprintf(w, "\n%s → %s (recipe %s, SoC %s)\n", r.Source, r.OutDir, r.Recipe, r.SoC)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "step\tstatus\ttime\toutputs\tnotes")
+	for _, s := range r.Steps {
+		t := "-"
+		if s.Status != pipeline.StatusNotRun {
+			t = fmt.Sprintf("%.2fs", s.Seconds)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Status, t, strings.Join(s.Outputs, " "), s.Note)
+	}
+	tw.Flush()
+	if p := r.Plan; p != nil {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "stage\tlayers\tbytes\tweights\tgraphs")
+		for _, s := range p.Stages {
+			fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), s.WeightType, strings.Join(s.Graphs, " "))
+		}
+		tw.Flush()
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "check: %s\n", v)
+	}
+	if v := r.Verify; v != nil {
+		fmt.Fprintf(w, "\nverify: %d prompts × %d tokens, golden recorded from the source (%s)\n", v.Prompts, v.Tokens, r.Source)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "decode\ttop-1 vs source\texact tokens\texact prompts\tsame as whole")
+		row := func(name string, rep *golden.Report, same string) {
+			s := rep.Summary
+			fmt.Fprintf(tw, "%s\t%.1f%%\t%d/%d\t%d/%d\t%s\n", name, 100*s.Top1, s.Matched, s.Tokens, s.ExactPrompts, s.Prompts, same)
+		}
+		row("qmodel whole", v.Whole, "-")
+		if v.Staged != nil {
+			same := "yes"
+			if !*v.StagedEqualsWhole {
+				same = "NO"
+			}
+			row("qmodel staged", v.Staged, same)
+		}
+		tw.Flush()
+		if v.Note != "" {
+			fmt.Fprintf(w, "note: %s\n", v.Note)
+		}
+		for _, f := range v.Whole.Failures {
+			fmt.Fprintf(w, "FAIL: %s\n", f)
+		}
+	}
+	if r.DryRun && len(r.Commands) > 0 {
+		fmt.Fprintf(w, "\nSDK not run: the %d commands above are also in %s/%s/%s\n", len(r.Commands), r.OutDir, pipeline.WorkDir, pipeline.CommandsName)
+	}
+	switch {
+	case r.Pass():
+		fmt.Fprintln(w, "result: PASS")
+	default:
+		fmt.Fprintln(w, "result: FAIL")
+	}
+}
+
+// stepProgress shows a line per step and, on a terminal, a bar for the
+// steps that report progress.
+type stepProgress struct {
+	quiet bool
+	tty   bool
+	bar   *progressbar.ProgressBar
+	step  string
+}
+
+func newStepProgress(quiet bool) *stepProgress {
+	return &stepProgress{quiet: quiet, tty: !quiet && term.IsTerminal(int(os.Stderr.Fd()))}
+}
+
+func (p *stepProgress) onStep(s pipeline.StepResult) {
+	if p.quiet {
+		return
+	}
+	p.finish()
+	if s.Status == "" {
+		fmt.Fprintf(os.Stderr, "qnnprep build: %s …\n", s.Name)
+	}
+}
+
+func (p *stepProgress) progress(step string, done, total int64) {
+	if !p.tty {
+		return
+	}
+	if p.bar == nil || p.step != step {
+		p.finish()
+		opts := []progressbar.Option{
+			progressbar.OptionSetDescription(step),
+			progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionThrottle(100 * time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		}
+		if step == pipeline.StepQuantize {
+			opts = append(opts, progressbar.OptionShowBytes(true))
+		} else {
+			opts = append(opts, progressbar.OptionShowCount())
+		}
+		p.bar, p.step = progressbar.NewOptions64(total, opts...), step
+	}
+	if p.bar.GetMax64() != total {
+		p.bar.ChangeMax64(total)
+	}
+	p.bar.Set64(done)
+}
+
+func (p *stepProgress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		p.bar = nil
+	}
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/synth"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/pipeline"
+	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// synthQwen35 writes the synthetic hybrid Qwen3.5 (4 layers: 3 Gated
+// DeltaNet, 1 gated attention) as a Hugging Face checkpoint.
+func synthQwen35(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "qwen35")
+	if err := synth.WriteHF(dir, synth.Config(model.Qwen35, true), 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func synthLlamaGGUF(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "llama.gguf")
+	if err := synth.WriteGGUF(path, synth.Config(model.Llama, true), 3, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBuildDryRun: without an SDK, build writes the qmodel, plan, every
+// graph's ONNX and encodings and the bundle's configs and manifest, prints
+// the SDK commands (one converter run per graph, one context binary per
+// stage) and the summary.
+func TestBuildDryRun(t *testing.T) {
+	src := synthQwen35(t)
+	out := filepath.Join(t.TempDir(), "out")
+	t.Setenv("QNN_SDK_ROOT", "")
+	t.Setenv("QAIRT_SDK_ROOT", "")
+	var code int
+	stdout := captureStdout(t, func() {
+		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--soc", "8elite", "-n", "8", "-q"})
+	})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	p, err := shard.ReadPlan(filepath.Join(out, "work", "plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plan is the one 'qnnprep plan' makes from the same qmodel.
+	ref := filepath.Join(t.TempDir(), "plan.json")
+	if code := run([]string{"plan", filepath.Join(out, "work", "qmodel.gguf"), "--name", "qwen35", "--stages", "2", "--ar", "32,1", "--cl", "256", "-o", ref}); code != 0 {
+		t.Fatalf("plan exit %d", code)
+	}
+	a, _ := os.ReadFile(ref)
+	b, _ := os.ReadFile(filepath.Join(out, "work", "plan.json"))
+	if string(a) != string(b) {
+		t.Error("build's plan differs from qnnprep plan's")
+	}
+	if len(p.Stages) != 2 || len(p.Graphs) != 4 {
+		t.Fatalf("plan: %d stages, %d graphs", len(p.Stages), len(p.Graphs))
+	}
+	for _, g := range p.Graphs {
+		for _, ext := range []string{".onnx", ".encodings.json"} {
+			if _, err := os.Stat(filepath.Join(out, "work", "onnx", g.Name+ext)); err != nil {
+				t.Error(err)
+			}
+		}
+		if !strings.Contains(stdout, g.Name+".onnx") {
+			t.Errorf("no SDK command converts %s", g.Name)
+		}
+	}
+	for _, f := range []string{qnnpack.GenieConfigName, qnnpack.HTPExtConfigName, qnnpack.ManifestName, qnnpack.BundlePlanName} {
+		if _, err := os.Stat(filepath.Join(out, "bundle", f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if n := strings.Count(stdout, qnnpack.ToolConverter+" "); n != len(p.Graphs) {
+		t.Errorf("%d converter commands, want %d", n, len(p.Graphs))
+	}
+	if n := strings.Count(stdout, qnnpack.ToolCtxGen+" "); n != len(p.Stages) {
+		t.Errorf("%d context binary commands, want %d", n, len(p.Stages))
+	}
+	for _, want := range []string{"quantize  ok", "sdk       dry-run", "verify    partial", "stage  layers", "qmodel whole", "result: PASS"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	// genie_config.json carries the HF config's BOS/EOS (1, 2) and CL.
+	var g struct {
+		Dialog struct {
+			Context struct {
+				BOS  int `json:"bos-token"`
+				EOS  int `json:"eos-token"`
+				Size int `json:"size"`
+			}
+		}
+	}
+	gb, _ := os.ReadFile(filepath.Join(out, "bundle", qnnpack.GenieConfigName))
+	if err := json.Unmarshal(gb, &g); err != nil {
+		t.Fatal(err)
+	}
+	if c := g.Dialog.Context; c.BOS != 1 || c.EOS != 2 || c.Size != 256 {
+		t.Errorf("genie context %+v", c)
+	}
+	// A dry-run bundle has no context binaries: bundle verify says so.
+	if code := run([]string{"bundle", "verify", filepath.Join(out, "bundle")}); code != 1 {
+		t.Errorf("bundle verify of a dry run: exit %d, want 1", code)
+	}
+}
+
+// TestBuildFakeSDK runs build against the fake SDK to a bundle that
+// 'bundle verify' accepts, with one context binary per stage.
+func TestBuildFakeSDK(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	out := filepath.Join(t.TempDir(), "out")
+	root := fakeSDKRoot(t)
+	var code int
+	stdout := captureStdout(t, func() {
+		code = run([]string{"build", src, out, "--recipe", "int8", "--stages", "2", "--ar", "32,1", "--cl", "256", "--qnn-sdk", root, "-n", "8", "-q"})
+	})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	if strings.Contains(stdout, qnnpack.ToolConverter) {
+		t.Error("printed SDK commands although the SDK ran")
+	}
+	if !strings.Contains(stdout, "sdk       ok") || !strings.Contains(stdout, "SDK 2.40.0.251030: 6 jobs run") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	bundle := filepath.Join(out, "bundle")
+	if code := run([]string{"bundle", "verify", bundle}); code != 0 {
+		t.Fatalf("bundle verify exit %d", code)
+	}
+	m, err := qnnpack.VerifyBundle(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := 0
+	for _, f := range m.Files {
+		if strings.HasSuffix(f.Path, ".bin") {
+			bins++
+		}
+	}
+	if bins != 2 || m.DryRun || m.SoC != "8elite" {
+		t.Errorf("manifest: %d context binaries, dry run %v, SoC %s", bins, m.DryRun, m.SoC)
+	}
+	var sum pipeline.Result
+	sb, _ := os.ReadFile(filepath.Join(out, pipeline.SummaryName))
+	if err := json.Unmarshal(sb, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.DryRun || sum.Step(pipeline.StepBundle).Status != pipeline.StatusOK {
+		t.Errorf("summary.json: %s", sb)
+	}
+
+	// A second build finds every SDK job in its cache.
+	stdout = captureStdout(t, func() {
+		code = run([]string{"build", src, out, "--recipe", "int8", "--stages", "2", "--ar", "32,1", "--cl", "256", "--qnn-sdk", root, "-n", "8", "-q"})
+	})
+	if code != 0 || !strings.Contains(stdout, "0 jobs run, 6 up to date") {
+		t.Errorf("rebuild exit %d:\n%s", code, stdout)
+	}
+}
+
+// TestBuildErrorsNameStep: each failure is reported with the step it
+// happened in, and exits 1 (2 for usage errors).
+func TestBuildErrorsNameStep(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	root := fakeSDKRoot(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		code int
+		want string
+	}{
+		{"missing model", []string{filepath.Join(t.TempDir(), "nope.gguf")}, nil, 1, "qnnprep build: quantize: "},
+		{"too many stages", []string{src, "--stages", "9"}, nil, 1, "qnnprep build: plan: "},
+		{"contract", []string{src, "--vtcm-mb", "4"}, nil, 1, "qnnprep build: check: "},
+		{"converter fails", []string{src, "--qnn-sdk", root}, []string{"FAKESDK_FAIL", qnnpack.ToolConverter}, 1, "qnnprep build: sdk: "},
+		{"bad sdk", []string{src, "--qnn-sdk", filepath.Join(t.TempDir(), "nosdk")}, nil, 1, "qnnprep build: sdk: "},
+		{"no recipe", []string{src}, nil, 2, "--recipe is required"},
+		{"bad soc", []string{src, "--soc", "8gen9"}, nil, 2, "--soc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != nil {
+				t.Setenv(tc.env[0], tc.env[1])
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			args := append([]string{"build", out}, tc.args...)
+			if tc.code != 2 {
+				args = append(args, "--recipe", "q1")
+			}
+			args = append(args, "--ar", "32,1", "--cl", "256", "-n", "4", "-q")
+			// MODEL first, OUTDIR second.
+			args[1], args[2] = args[2], args[1]
+			var code int
+			stderr := captureStderr(t, func() {
+				captureStdout(t, func() { code = run(args) })
+			})
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tc.code, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(out, "bundle")); !os.IsNotExist(err) {
+				t.Error("a failed build left a bundle")
+			}
+		})
+	}
+}
+
+// TestBuildInterrupted: SIGINT while the SDK tools run leaves no bundle,
+// no temporary file and no tool process, and exits 130.
+func TestBuildInterrupted(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	pids := filepath.Join(dir, "pids")
+	os.Mkdir(pids, 0o755)
+	args := []string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "-q"}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
+	argsJSON, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(),
+		"QNNPREP_HELPER_ARGS="+string(argsJSON),
+		"QNN_SDK_ROOT="+fakeSDKRoot(t),
+		"FAKESDK_SLEEP=60s", "FAKESDK_SPAWN=1", "FAKESDK_PIDS="+pids)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if ents, _ := os.ReadDir(pids); len(ents) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("tools did not start; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("qnnprep did not exit after SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130; stderr:\n%s", code, stderr.String())
+	}
+	ents, _ := os.ReadDir(pids)
+	for _, e := range ents {
+		pid, _ := strconv.Atoi(e.Name())
+		gone := false
+		for i := 0; i < 200 && !gone; i++ {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			gone = err != nil || strings.Contains(string(b[strings.LastIndexByte(string(b), ')'):]), ") Z ")
+			if !gone {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if !gone {
+			t.Errorf("process %d survived SIGINT", pid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "bundle")); !os.IsNotExist(err) {
+		t.Errorf("interrupted build left a bundle")
+	}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && (strings.Contains(d.Name(), ".tmp-") || strings.HasSuffix(p, ".dlc") || strings.HasSuffix(p, ".bin")) {
+			t.Errorf("interrupted build left %s", p)
+		}
+		return nil
+	})
+	// The finished steps' outputs stay; the summary names the step.
+	var sum pipeline.Result
+	sb, err := os.ReadFile(filepath.Join(out, pipeline.SummaryName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(sb, &sum)
+	if s := sum.Step(pipeline.StepSDK); s == nil || s.Status != pipeline.StatusFailed {
+		t.Errorf("summary: %s", sb)
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/synth"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/pipeline"
+	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// demoSeed fixes the synthetic weights, so every run builds the same bytes.
+const demoSeed = 20260101
+
+// demoRecipes are the recipes the demo builds each model with.
+var demoRecipes = []string{"q1", "int8"}
+
+func init() {
+	c := &command{
+		Name:    "demo",
+		Usage:   "qnnprep demo [--model DIR] [--keep DIR] [--stages N] [-n TOKENS]",
+		Summary: "build small synthetic models (or --model) with both recipes end to end (SDK dry run) and verify them",
+	}
+	c.Run = func(ctx context.Context, args []string) error {
+		fs := newFlags(c)
+		userModel := fs.String("model", "", "run on this model (HF directory or GGUF) instead of the synthetic ones")
+		keep := fs.String("keep", "", "keep every output under this directory (default: a temporary directory, removed)")
+		stages := fs.Int("stages", 2, "stages per plan")
+		tokens := fs.IntP("tokens", "n", 16, "tokens decoded per verify prompt")
+		soc := fs.String("soc", "8elite", "target SoC for the bundles")
+		verbose := fs.BoolP("verbose", "v", false, "print each build's full summary")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 0 {
+			return usageError("unexpected argument %q", fs.Arg(0))
+		}
+		if *stages < 1 || *tokens < 1 {
+			return usageError("--stages and -n must be at least 1")
+		}
+		start := time.Now()
+		root := *keep
+		if root == "" {
+			tmp, err := os.MkdirTemp("", "qnnprep-demo-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			root = tmp
+		} else if err := os.MkdirAll(root, 0o755); err != nil {
+			return err
+		}
+
+		var sources []demoSource
+		if *userModel != "" {
+			sources = []demoSource{{Label: filepath.Base(filepath.Clean(*userModel)), Path: *userModel}}
+		} else {
+			var err error
+			if sources, err = writeDemoModels(filepath.Join(root, "models")); err != nil {
+				return err
+			}
+		}
+		var rows []demoRow
+		ok := true
+		for _, src := range sources {
+			for _, rname := range demoRecipes {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "qnnprep demo: %s, recipe %s …\n", src.Label, rname)
+				res, err := demoBuild(ctx, src, rname, filepath.Join(root, src.Label+"-"+rname), *stages, *tokens, *soc)
+				if err != nil {
+					return fmt.Errorf("%s, recipe %s: %w", src.Label, rname, err)
+				}
+				if *verbose {
+					printBuildSummary(os.Stdout, res)
+				}
+				ok = ok && res.Pass()
+				rows = append(rows, demoRow{src.Label, res})
+			}
+		}
+		printDemoTable(os.Stdout, rows)
+		fmt.Printf("\n%d builds in %.1f s", len(rows), time.Since(start).Seconds())
+		if *keep != "" {
+			fmt.Printf("; outputs in %s", *keep)
+		}
+		fmt.Println()
+		if !ok {
+			fmt.Println("result: FAIL")
+			return exitError{1}
+		}
+		fmt.Println("result: PASS")
+		return nil
+	}
+	register(c)
+}
+
+type demoSource struct {
+	Label string
+	Path  string
+}
+
+// writeDemoModels writes the synthetic sources: a hybrid Qwen3.5 (Gated
+// DeltaNet + gated attention) as a Hugging Face checkpoint and a Llama as an
+// F32 GGUF with a vocabulary, both with every matrix row a multiple of 128
+// so Q1_0 applies everywhere.
+func writeDemoModels(dir string) ([]demoSource, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	qwen := filepath.Join(dir, "qwen35")
+	if err := synth.WriteHF(qwen, synth.Config(model.Qwen35, true), demoSeed, 1); err != nil {
+		return nil, err
+	}
+	llama := filepath.Join(dir, "llama.gguf")
+	if err := synth.WriteGGUF(llama, synth.Config(model.Llama, true), demoSeed, gguf.F32); err != nil {
+		return nil, err
+	}
+	return []demoSource{{"qwen35", qwen}, {"llama", llama}}, nil
+}
+
+// demoBuild runs the pipeline for one source and recipe without the SDK.
+func demoBuild(ctx context.Context, src demoSource, recipe, out string, stages, tokens int, soc string) (*pipeline.Result, error) {
+	r, err := quantize.LookupRecipe(recipe)
+	if err != nil {
+		return nil, err
+	}
+	o, err := buildOptions(src.Path, out, tokens, "")
+	if err != nil {
+		return nil, err
+	}
+	o.Recipe, o.SoC, o.DryRun, o.Threads = r, soc, true, 2
+	o.Plan = shard.Options{Stages: stages}
+	o.Calibrate = calibrator(16)
+	return pipeline.Build(ctx, o)
+}
+
+type demoRow struct {
+	Label string
+	Res   *pipeline.Result
+}
+
+// printDemoTable prints one row per build.
+func printDemoTable(w io.Writer, rows []demoRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "model\trecipe\tbytes\tbpw\tstages\tgraphs\tcheck\tstaged==whole\ttop-1 vs F32\texact vs F32")
+	for _, row := range rows {
+		r := row.Res
+		stages, graphs, check := "-", "-", "-"
+		if r.Plan != nil {
+			stages, graphs = fmt.Sprint(len(r.Plan.Stages)), fmt.Sprint(len(r.Plan.Graphs))
+		}
+		if s := r.Step(pipeline.StepCheck); s != nil && s.Status != pipeline.StatusNotRun {
+			check = "ok"
+			if len(r.Violations) > 0 {
+				check = fmt.Sprintf("%d violations", len(r.Violations))
+			}
+		}
+		same, top1, exact := "-", "-", "-"
+		if v := r.Verify; v != nil && v.Whole != nil {
+			s := v.Whole.Summary
+			top1 = fmt.Sprintf("%.1f%%", 100*s.Top1)
+			exact = fmt.Sprintf("%d/%d", s.Matched, s.Tokens)
+			switch {
+			case v.StagedEqualsWhole == nil:
+				same = "n/a (no staged executor)"
+			case *v.StagedEqualsWhole:
+				same = "yes"
+			default:
+				same = "NO"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Label, r.Recipe, humanBytes(r.Bytes), r.BPW, stages, graphs, check, same, top1, exact)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/pipeline"
+)
+
+// TestDemo runs 'qnnprep demo' and checks its table against the files it
+// built: the qmodel's size and types, the plan's graphs on disk.
+func TestDemo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	var code int
+	stdout := captureStdout(t, func() {
+		captureStderr(t, func() { code = run([]string{"demo", "--keep", dir}) })
+	})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	lines := strings.Split(stdout, "\n")
+	if !strings.HasPrefix(lines[0], "model ") || !strings.Contains(lines[0], "staged==whole") || !strings.Contains(lines[0], "top-1 vs F32") {
+		t.Fatalf("header %q", lines[0])
+	}
+	if !strings.Contains(stdout, "result: PASS") {
+		t.Errorf("no PASS:\n%s", stdout)
+	}
+	rows := 0
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || (f[0] != "qwen35" && f[0] != "llama") {
+			continue
+		}
+		rows++
+		model, recipe := f[0], f[1]
+		out := filepath.Join(dir, model+"-"+recipe)
+		// bpw is the qmodel's own: weights-weighted over its tensors.
+		gf, err := gguf.Open(filepath.Join(out, "work", "qmodel.gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bits float64
+		var n int64
+		matrices := map[gguf.Type]int{}
+		for i := range gf.Tensors {
+			ti := &gf.Tensors[i]
+			bits += float64(ti.Bytes()) * 8
+			n += ti.Elements()
+			if len(ti.Dims) == 2 {
+				matrices[ti.Type]++
+			}
+		}
+		gf.Close()
+		bpw, _ := strconv.ParseFloat(f[4], 64)
+		if d := bpw - bits/float64(n); d > 0.001 || d < -0.001 {
+			t.Errorf("%s %s: table bpw %v, file %.4f", model, recipe, bpw, bits/float64(n))
+		}
+		want := gguf.Q8_0
+		if recipe == "q1" {
+			want = gguf.Q1_0
+		}
+		if matrices[want] == 0 {
+			t.Errorf("%s %s: no %v matrices (%v)", model, recipe, want, matrices)
+		}
+		// graphs column = the ONNX files exported.
+		onnxFiles, _ := filepath.Glob(filepath.Join(out, "work", "onnx", "*.onnx"))
+		if g, _ := strconv.Atoi(f[6]); g != len(onnxFiles) || g != 4 || f[5] != "2" || f[7] != "ok" {
+			t.Errorf("%s %s: stages %s graphs %s check %s, %d ONNX files", model, recipe, f[5], f[6], f[7], len(onnxFiles))
+		}
+		for _, name := range []string{"bundle/genie_config.json", "bundle/manifest.json", pipeline.SummaryName} {
+			if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d rows, want 4:\n%s", rows, stdout)
+	}
+	// The int8 qmodel follows the F32 source closely: its teacher-forced
+	// top-1 agreement is far above chance (1/512).
+	for _, line := range lines {
+		if strings.HasPrefix(line, "llama ") && strings.Contains(line, " int8 ") {
+			i := strings.Index(line, "%")
+			j := strings.LastIndex(line[:i], " ")
+			top1, _ := strconv.ParseFloat(line[j+1:i], 64)
+			if top1 < 50 {
+				t.Errorf("llama int8 top-1 %.1f%%, want ≥ 50%%", top1)
+			}
+		}
+	}
+}
