@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -255,5 +256,34 @@ func TestCheckMissing(t *testing.T) {
 	}
 	if err := Check("no-such-peer"); err == nil {
 		t.Error("unknown peer accepted")
+	}
+}
+
+// recorder is a testing.TB that records Skip and Fatal instead of acting.
+type recorder struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recorder) Helper()           {}
+func (r *recorder) Skip(args ...any)  { r.skipped = fmt.Sprint(args...) }
+func (r *recorder) Fatal(args ...any) { r.failed = fmt.Sprint(args...) }
+
+func TestNeedSkipsOrFails(t *testing.T) {
+	t.Setenv(EnvDir, t.TempDir())
+	for _, require := range []string{"", "1"} {
+		t.Setenv(EnvRequire, require)
+		r := &recorder{TB: t}
+		Need(r, NodeLlamaCpp)
+		msg := r.skipped
+		if require == "1" {
+			msg = r.failed
+		}
+		if msg == "" || (r.skipped != "") == (r.failed != "") {
+			t.Errorf("%s=%q: skipped %q, failed %q", EnvRequire, require, r.skipped, r.failed)
+		}
+		if !strings.HasPrefix(msg, "peer node-llama-cpp not installed") || !strings.HasSuffix(msg, "run .ci/run or see README") || strings.Contains(msg, "\n") {
+			t.Errorf("reason %q: want one line naming the peer and the fix", msg)
+		}
 	}
 }
