@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -37,4 +38,28 @@ func pieces(tok *Tokenizer, ids []int32) []string {
 		out[i] = tok.Vocab().Tokens[id]
 	}
 	return out
+}
+
+// A Tokenizer is shared by goroutines (run with -race).
+func TestConcurrentEncode(t *testing.T) {
+	tok, _ := loadGGUF(t, vocabPath("qwen2"))
+	pairs := readPairs(t, "qwen2")
+	var wg sync.WaitGroup
+	errs := make(chan string, 4*len(pairs))
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, p := range pairs {
+				if got := tok.Encode(p.text, false); !slices.Equal(got, p.ids) {
+					errs <- fmt.Sprintf("test %d: got %v", i, got)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }

@@ -1,8 +1,10 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -250,5 +252,59 @@ func TestFromHFErrors(t *testing.T) {
 	}
 	if _, err := FromHF(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestTransformersJS compares FromHF tokenizers with transformers.js
+// (@lenml/tokenizers, a JavaScript port of Hugging Face tokenizers that
+// applies the tokenizer.json normalizer) on the published tokenizers of
+// QNNPREP_HF_TOKENIZERS. QNNPREP_TRANSFORMERSJS names the node_modules
+// directory holding @lenml/tokenizers. Non-NFC texts are included: this is
+// where HF (NFC for Qwen) and llama.cpp (no normalisation) differ.
+func TestTransformersJS(t *testing.T) {
+	nm, env := os.Getenv("QNNPREP_TRANSFORMERSJS"), os.Getenv("QNNPREP_HF_TOKENIZERS")
+	if nm == "" || env == "" {
+		t.Skip("QNNPREP_TRANSFORMERSJS or QNNPREP_HF_TOKENIZERS not set")
+	}
+	for _, kv := range strings.Fields(env) {
+		name, dir, _ := strings.Cut(kv, "=")
+		t.Run(name, func(t *testing.T) {
+			v, err := FromHF(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := New(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts := peerTexts(name, []string{"<|im_start|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<think>"})
+			req, _ := json.Marshal(map[string]any{"node_modules": nm, "dir": dir, "texts": texts})
+			cmd := exec.Command("node", "testdata/transformersjs_encode.mjs")
+			cmd.Stdin = bytes.NewReader(req)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reply struct{ IDs [][]int32 }
+			for _, l := range strings.Split(string(out), "\n") {
+				if s, ok := strings.CutPrefix(l, "QNNPREP-RESULT "); ok {
+					if err := json.Unmarshal([]byte(s), &reply); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if len(reply.IDs) != len(texts) {
+				t.Fatalf("%d results for %d texts", len(reply.IDs), len(texts))
+			}
+			bad := 0
+			for i, s := range texts {
+				if got := tok.Encode(s, false); !slices.Equal(got, reply.IDs[i]) {
+					if bad++; bad <= 5 {
+						t.Errorf("%q:\n ours %v %q\n HF   %v %q", s, got, pieces(tok, got), reply.IDs[i], pieces(tok, reply.IDs[i]))
+					}
+				}
+			}
+			t.Logf("%d of %d texts differ", bad, len(texts))
+		})
 	}
 }
