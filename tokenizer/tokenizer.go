@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -411,25 +412,84 @@ func (t *Tokenizer) appendPiece(dst []byte, id int32) []byte {
 // one, and llama2.c's run.c only the one after BOS.
 func (t *Tokenizer) Decode(ids []int32) string {
 	var buf []byte
-	strip := t.v.Model == ModelSPM && t.v.AddSpacePrefix
+	strip := t.stripStart()
 	for _, id := range ids {
-		if id < 0 || int(id) >= len(t.v.Tokens) {
-			continue
-		}
-		n := len(buf)
-		buf = t.appendPiece(buf, id)
-		switch t.types[id] {
-		case TypeControl, TypeUserDefined, TypeUnknown:
-			strip = t.v.Model == ModelSPM && t.v.AddSpacePrefix
-		case TypeUnused:
-		default:
-			if strip && len(buf) > n && buf[n] == ' ' {
-				buf = append(buf[:n], buf[n+1:]...)
-			}
-			strip = false
-		}
+		buf = t.appendDecoded(buf, id, &strip)
 	}
 	return string(buf)
+}
+
+// stripStart reports whether the first text piece loses its leading space.
+func (t *Tokenizer) stripStart() bool { return t.v.Model == ModelSPM && t.v.AddSpacePrefix }
+
+// appendDecoded appends the piece of id as Decode does; strip carries
+// whether the next text piece loses its leading space.
+func (t *Tokenizer) appendDecoded(buf []byte, id int32, strip *bool) []byte {
+	if id < 0 || int(id) >= len(t.v.Tokens) {
+		return buf
+	}
+	n := len(buf)
+	buf = t.appendPiece(buf, id)
+	switch t.types[id] {
+	case TypeControl, TypeUserDefined, TypeUnknown:
+		*strip = t.stripStart()
+	case TypeUnused:
+	default:
+		if *strip && len(buf) > n && buf[n] == ' ' {
+			buf = append(buf[:n], buf[n+1:]...)
+		}
+		*strip = false
+	}
+	return buf
+}
+
+// A StreamDecoder decodes ids as they are generated. Add returns the text
+// completed by one more id, holding back the bytes of a UTF-8 character
+// that a later token finishes; Flush returns what is left. The results of
+// Add and Flush, concatenated, equal Decode of all the ids.
+type StreamDecoder struct {
+	t       *Tokenizer
+	strip   bool
+	pending []byte
+}
+
+// NewStreamDecoder starts decoding a new sequence.
+func (t *Tokenizer) NewStreamDecoder() *StreamDecoder {
+	return &StreamDecoder{t: t, strip: t.stripStart()}
+}
+
+// Add decodes one more id.
+func (d *StreamDecoder) Add(id int32) string {
+	d.pending = d.t.appendDecoded(d.pending, id, &d.strip)
+	n := completeUTF8(d.pending)
+	out := string(d.pending[:n])
+	d.pending = append(d.pending[:0], d.pending[n:]...)
+	return out
+}
+
+// Flush returns the bytes held back (an unfinished UTF-8 character).
+func (d *StreamDecoder) Flush() string {
+	out := string(d.pending)
+	d.pending = d.pending[:0]
+	return out
+}
+
+// completeUTF8 returns the length of b without a trailing UTF-8 sequence
+// that is valid so far but unfinished.
+func completeUTF8(b []byte) int {
+	for k := len(b) - 1; k >= 0 && k >= len(b)-3; k-- {
+		c := b[k]
+		if c < 0x80 {
+			return len(b)
+		}
+		if c >= 0xC0 { // a lead byte: is its sequence cut short?
+			if !utf8.FullRune(b[k:]) {
+				return k
+			}
+			return len(b)
+		}
+	}
+	return len(b)
 }
 
 // parseByteToken parses "<0xXX>".
