@@ -56,17 +56,9 @@ func ONNXCheck(path string) error {
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		if _, ok := err.(*exec.ExitError); ok && ctx.Err() == nil && cmd.ProcessState.ExitCode() == 1 {
-			return fmt.Errorf("peers: onnx checker rejects %s: %s", path, lastLines(stderr.String()))
+			return fmt.Errorf("peers: onnx checker rejects %s: %s", path, clip(strings.TrimSpace(stderr.String())))
 		}
 		return fmt.Errorf("peers: onnx checker on %s: %w%s", path, err, tail(stderr.Bytes()))
 	}
 	return nil
-}
-
-func lastLines(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) > 2000 {
-		s = "…" + s[len(s)-2000:]
-	}
-	return s
 }

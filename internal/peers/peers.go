@@ -115,7 +115,7 @@ func check(what string) error {
 		}
 		out, err := exec.Command(Python, "-c", "import onnx, onnx.checker; print(onnx.__version__)").CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("peer %s not installed: %s cannot import onnx (%s)", what, Python, firstLine(out))
+			return fmt.Errorf("peer %s not installed: %s cannot import onnx (%s)", what, Python, lastLine(out))
 		}
 		return nil
 	case NodeLlamaCpp, HFGGUF, ONNXRuntimeNode:
@@ -171,10 +171,11 @@ func Need(t testing.TB, what ...string) {
 	t.Skip(msg)
 }
 
-func firstLine(b []byte) string {
+// lastLine is the last line of b: a Python traceback ends with its message.
+func lastLine(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:] // a Python traceback ends with the message
+		s = s[i+1:]
 	}
 	return s
 }

@@ -69,9 +69,14 @@ func tail(b []byte) string {
 	if s == "" {
 		return ""
 	}
+	return "\nstderr:\n" + clip(s)
+}
+
+// clip keeps the last 2000 bytes of s, where errors are reported.
+func clip(s string) string {
 	const max = 2000
 	if len(s) > max {
 		s = "…" + s[len(s)-max:]
 	}
-	return "\nstderr:\n" + s
+	return s
 }
