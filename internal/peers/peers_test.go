@@ -176,6 +176,43 @@ func TestGGUFTensorsStories260K(t *testing.T) {
 	}
 }
 
+func TestGGUFReadStories260K(t *testing.T) {
+	Need(t, HFGGUF)
+	f, err := GGUFRead(stories260K(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fixture README: GGUF v3, 19 KV pairs, 48 tensors.
+	if f.Version != 3 || len(f.Metadata) != 19 || len(f.Tensors) != 48 {
+		t.Fatalf("version %d, %d KVs, %d tensors; want 3, 19, 48", f.Version, len(f.Metadata), len(f.Tensors))
+	}
+	kv := map[string]GGUFKV{}
+	for _, x := range f.Metadata {
+		kv[x.Key] = x
+	}
+	if x := kv["llama.context_length"]; x.Type != 4 || x.Value != uint64(128) {
+		t.Errorf("llama.context_length: %+v, want uint32 128", x)
+	}
+	if x := kv["tokenizer.ggml.seperator_token_id"]; x.Value != uint64(0xFFFFFFFF) {
+		t.Errorf("tokenizer.ggml.seperator_token_id: %+v, want 0xFFFFFFFF", x)
+	}
+	if x := kv["llama.attention.layer_norm_rms_epsilon"]; x.Type != 6 || x.Value != float64(float32(1e-5)) {
+		t.Errorf("layer_norm_rms_epsilon: %+v, want float32 1e-5", x)
+	}
+	if x := kv["general.architecture"]; x.Type != 8 || x.Value != "llama" {
+		t.Errorf("general.architecture: %+v", x)
+	}
+	toks := kv["tokenizer.ggml.tokens"]
+	list, _ := toks.Value.([]any)
+	if toks.Type != 9 || toks.ElemType != 8 || len(list) != 512 || list[1] != "<s>" || list[3] != "<0x00>" {
+		t.Errorf("tokenizer.ggml.tokens: type %d/%d, %d entries", toks.Type, toks.ElemType, len(list))
+	}
+	types, _ := kv["tokenizer.ggml.token_type"].Value.([]any)
+	if len(types) != 512 || types[0] != int64(2) || types[3] != int64(6) {
+		t.Errorf("tokenizer.ggml.token_type: %v…", types[:min(4, len(types))])
+	}
+}
+
 // tinyONNX builds a MatMul+Add+Relu model with python3-onnx's helpers.
 const tinyONNX = `
 import sys, onnx

@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -54,18 +55,33 @@ func TestLlamaCppDecodesSynthetic(t *testing.T) {
 	}
 }
 
-// @huggingface/gguf reads the same tensor table as the file was written with.
-func TestGGUFTensorsPeer(t *testing.T) {
+// @huggingface/gguf reads back the metadata and the tensor table the file
+// was written with.
+func TestGGUFPeerReadsSynthetic(t *testing.T) {
 	peers.Need(t, peers.HFGGUF)
 	cfg := Config(model.Qwen35, true)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	if err := WriteGGUF(path, cfg, 1, gguf.Q1_0); err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := peers.GGUFTensors(path)
+	f, err := peers.GGUFRead(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	w, err := ggufWriter(cfg, 1, gguf.Q1_0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Metadata) != len(w.Metadata) {
+		t.Errorf("@huggingface/gguf reads %d KVs, %d written", len(f.Metadata), len(w.Metadata))
+	}
+	for i := range min(len(f.Metadata), len(w.Metadata)) {
+		got, want := f.Metadata[i], w.Metadata[i]
+		if got.Key != want.Key || !reflect.DeepEqual(got.Value, peerValue(want.Value)) {
+			t.Errorf("KV %d: read %s = %v, wrote %s = %v", i, got.Key, clip(got.Value), want.Key, clip(want.Value))
+		}
+	}
+	theirs := f.Tensors
 	want := model.ExpectedTensors(cfg)
 	if len(theirs) != len(want) {
 		t.Fatalf("@huggingface/gguf lists %d tensors, want %d", len(theirs), len(want))
@@ -79,4 +95,33 @@ func TestGGUFTensorsPeer(t *testing.T) {
 			t.Errorf("tensor %d: %s %v type %d, want %s %v type %d", i, x.Name, x.Dims, x.Type, want[i].Name, want[i].Dims, typ)
 		}
 	}
+}
+
+// peerValue converts a gguf.Metadata value to peers.GGUFKV's form.
+func peerValue(v any) any {
+	r := reflect.ValueOf(v)
+	if r.Kind() == reflect.Slice {
+		out := make([]any, r.Len())
+		for i := range out {
+			out[i] = peerValue(r.Index(i).Interface())
+		}
+		return out
+	}
+	switch r.Kind() {
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return r.Uint()
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return r.Int()
+	case reflect.Float32, reflect.Float64:
+		return r.Float()
+	}
+	return v
+}
+
+func clip(v any) string {
+	s := fmt.Sprint(v)
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
 }
