@@ -45,6 +45,9 @@ func FromGGUF(md gguf.Metadata) (*Vocab, error) {
 		if v.Pre, ok = md.String(keyPre); !ok {
 			return nil, ggufKeyError(md, keyPre, "a string")
 		}
+		if v.Pre == "" {
+			v.Pre = "default" // as llama.cpp reads an empty name
+		}
 	}
 	if v.Tokens, ok = md.Strings(keyTokens); !ok {
 		return nil, ggufKeyError(md, keyTokens, "a string array")

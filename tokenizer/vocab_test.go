@@ -165,6 +165,10 @@ func TestFromGGUFDefaults(t *testing.T) {
 	if v.BOS != 1 || v.EOS != 2 || v.UNK != 0 || v.PAD != -1 || !v.AddBOS || v.AddEOS || !v.AddSpacePrefix || v.Pre != "default" {
 		t.Errorf("defaults: %+v", summary(v))
 	}
+	md.Set(keyPre, "")
+	if v, err := FromGGUF(md); err != nil || v.Pre != "default" {
+		t.Errorf("empty pre: %v %v", v, err)
+	}
 	if len(v.Extra) != 1 || v.Extra[0].Key != "tokenizer.chat_template" {
 		t.Errorf("Extra = %v", v.Extra)
 	}
