@@ -178,10 +178,8 @@ func (g gen) values(spec model.TensorSpec) []float32 {
 	case name == "output.weight":
 		// Logits with a spread of about 4: clear greedy choices.
 		return normal(r, n, 4/math.Sqrt(float64(spec.Dims[0])))
-	case base == "ssm_conv1d.weight":
+	default: // matrices and the conv kernel: N(0, 1/fan_in)
 		return normal(r, n, 1/math.Sqrt(float64(spec.Dims[0])))
-	default:
-		return normal(r, n, 1/math.Sqrt(float64(spec.Dims[0]))) // fan-in scaling
 	}
 }
 
