@@ -75,41 +75,49 @@ func New(v *Vocab) (*Tokenizer, error) {
 	})
 	t.eog = eogTokens(v, t.ids)
 	if v.Model == ModelBPE {
-		t.pre = preTokenizers[v.Pre]
-		for b := range t.charIDs {
-			t.charIDs[b] = -1
-			if id, ok := t.ids[string(byteToRune[b])]; ok {
-				t.charIDs[b] = id
-			}
-		}
-		t.ranks = make(map[uint64]mergeResult, len(v.Merges))
-		var buf []byte
-		for i, m := range v.Merges {
-			l, r, _ := splitMerge(m)
-			li, lok := t.ids[l]
-			ri, rok := t.ids[r]
-			if !lok || !rok {
-				if t.strRanks == nil {
-					t.strRanks = make(map[mergeKey]int32)
-				}
-				if _, dup := t.strRanks[mergeKey{l, r}]; !dup {
-					t.strRanks[mergeKey{l, r}] = int32(i)
-				}
-				continue
-			}
-			k := pairKey(li, ri)
-			if _, dup := t.ranks[k]; dup {
-				continue // the first (lowest) rank counts
-			}
-			buf = append(append(buf[:0], l...), r...)
-			id, ok := t.ids[string(buf)]
-			if !ok {
-				id = -1
-			}
-			t.ranks[k] = mergeResult{int32(i), id}
-		}
+		t.buildBPE()
 	}
 	return t, nil
+}
+
+// buildBPE prepares byte-level BPE: the token of each byte's character and
+// the merge table keyed by the ids of both sides, with the id each merge
+// makes, so that merging never builds strings.
+func (t *Tokenizer) buildBPE() {
+	v := t.v
+	t.pre = preTokenizers[v.Pre]
+	for b := range t.charIDs {
+		t.charIDs[b] = -1
+		if id, ok := t.ids[string(byteToRune[b])]; ok {
+			t.charIDs[b] = id
+		}
+	}
+	t.ranks = make(map[uint64]mergeResult, len(v.Merges))
+	var buf []byte
+	for i, m := range v.Merges {
+		l, r, _ := splitMerge(m)
+		li, lok := t.ids[l]
+		ri, rok := t.ids[r]
+		if !lok || !rok {
+			if t.strRanks == nil {
+				t.strRanks = make(map[mergeKey]int32)
+			}
+			if _, dup := t.strRanks[mergeKey{l, r}]; !dup {
+				t.strRanks[mergeKey{l, r}] = int32(i)
+			}
+			continue
+		}
+		k := pairKey(li, ri)
+		if _, dup := t.ranks[k]; dup {
+			continue // the first (lowest) rank counts, as in llama.cpp
+		}
+		buf = append(append(buf[:0], l...), r...)
+		id, ok := t.ids[string(buf)]
+		if !ok {
+			id = -1
+		}
+		t.ranks[k] = mergeResult{int32(i), id}
+	}
 }
 
 // eogTexts are the texts of tokens that llama.cpp treats as ending
