@@ -16,6 +16,7 @@
 //	logits, _ := st.Forward(prompt)            // prefill; logits after the last token
 //	rows, _ := st.ForwardAll(draft)            // logits after every token (verification)
 //	st.Truncate(n)                             // roll back to n positions
+//	st.Compact(from, keep)                     // keep an accepted tree path (attention-only models)
 //	a, next, _ := st.Verify(last, draft)       // exact greedy speculative step (§7.1)
 //	c := st.Clone()                            // independent copy
 //	st.Generate(ctx, prompt, n, func(s runtime.Step) bool { … })

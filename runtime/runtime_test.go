@@ -214,6 +214,33 @@ func TestTreeMask(t *testing.T) {
 	if err := sameBits(logits[cfg.VocabSize:], wantB); err != nil {
 		t.Fatalf("branch b: %v", err)
 	}
+
+	// Accept branch b: after compaction the state continues exactly as
+	// if b alone had been fed.
+	alone := base.Clone()
+	if _, err := alone.Forward([]int32{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Compact(past, []int{past + 1}); err != nil {
+		t.Fatal(err)
+	}
+	next := []int32{30, 31}
+	want, err := alone.ForwardAll(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ForwardAll(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if err := sameBits(got[i], want[i]); err != nil {
+			t.Fatalf("after Compact, token %d: %v", i, err)
+		}
+	}
+	if err := st.Compact(past, []int{past + 2, past + 1}); err == nil {
+		t.Errorf("Compact accepted slots out of order")
+	}
 }
 
 // TestGreedyMatchesArgmaxOfLogits: Greedy's tokens are the argmaxes of
@@ -388,5 +415,25 @@ func TestStateAccessors(t *testing.T) {
 	conv, _ := st.DeltaNet(0)
 	if err := sameBits(conv[(cfg.ConvKernel-2)*cfg.ConvDim():], want); err != nil {
 		t.Fatalf("newest conv row: %v", err)
+	}
+}
+
+// TestCompactHybrid: a hybrid State compacts only to a chain of slots.
+func TestCompactHybrid(t *testing.T) {
+	cfg := tinyConfig(model.Qwen35)
+	e := newEngine(t, randomModel(t, cfg, gguf.F32, 60), Options{})
+	st := e.NewState()
+	st.SetRollback(2)
+	if _, err := st.Forward(randomTokens(5, cfg.VocabSize, 61)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Compact(3, []int{4}); err == nil {
+		t.Fatal("non-contiguous compaction of DeltaNet state accepted")
+	}
+	if err := st.Compact(3, []int{3}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Len() != 4 {
+		t.Fatalf("Len %d after Compact(3, [3]), want 4", st.Len())
 	}
 }

@@ -208,3 +208,49 @@ func (s *State) DeltaNet(i int) (conv, ssm []float32) {
 	ls := &s.layers[i]
 	return ls.conv, ls.ssm
 }
+
+// Compact keeps the cache slots [0, from) and then the slots listed in
+// keep (increasing, each ≥ from), moved down to from, from+1, …: the
+// accepted path after verifying a tree of draft tokens in one RunLayers
+// call. Their K entries keep the RoPE positions they were computed with.
+// DeltaNet state cannot be compacted: on hybrid models keep must be the
+// chain from, from+1, … (a Truncate).
+func (s *State) Compact(from int, keep []int) error {
+	n := s.Len()
+	if from < 0 || from > n {
+		return fmt.Errorf("runtime: compact from %d outside [0, %d]", from, n)
+	}
+	prev := from - 1
+	chain := true
+	for i, j := range keep {
+		if j <= prev || j >= n {
+			return fmt.Errorf("runtime: compact: slot %d out of order or outside [%d, %d)", j, from, n)
+		}
+		prev = j
+		chain = chain && j == from+i
+	}
+	for i := range s.layers {
+		if s.layers[i].n != n {
+			return fmt.Errorf("runtime: compact: layer %d holds %d positions, layer 0 %d", i, s.layers[i].n, n)
+		}
+	}
+	if chain {
+		return s.Truncate(from + len(keep))
+	}
+	for i := range s.layers {
+		if s.layers[i].kind == model.DeltaNet {
+			return fmt.Errorf("runtime: compact: DeltaNet layer %d cannot keep a non-contiguous set of slots", i)
+		}
+	}
+	kv := s.e.cfg.KVHeads * s.e.cfg.HeadDim
+	for i := range s.layers {
+		ls := &s.layers[i]
+		for d, j := range keep {
+			copy(ls.k[(from+d)*kv:(from+d+1)*kv], ls.k[j*kv:(j+1)*kv])
+			copy(ls.v[(from+d)*kv:(from+d+1)*kv], ls.v[j*kv:(j+1)*kv])
+		}
+		ls.n = from + len(keep)
+		ls.k, ls.v = ls.k[:ls.n*kv], ls.v[:ls.n*kv]
+	}
+	return nil
+}
