@@ -1,0 +1,350 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"image/png"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/synth"
+	"github.com/qnnprep/qnnprep/model"
+)
+
+// smallModel writes a small synthetic llama (hidden 256, 2 layers, every
+// matrix row a multiple of 128) in typ.
+func smallModel(t testing.TB, typ gguf.Type) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "llama-"+typ.String()+".gguf")
+	cfg := synth.Config(model.Llama, true)
+	cfg.ContextLength = 512
+	if err := synth.WriteGGUF(p, cfg, 7, typ); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func validate(t *testing.T, s *jsonschema.Schema, data []byte) error {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	return s.Validate(inst)
+}
+
+func suiteJSON(t *testing.T, s *Suite) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := s.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+var smallOpts = Options{Prompt: 12, Gen: 6, Depths: []int{0, 20}, Reps: 2, Threads: []int{1, 2}, DraftLayers: 1, K: []int{1, 3}}
+
+func TestRunSmall(t *testing.T) {
+	p := smallModel(t, gguf.Q8_0)
+	rep, err := Run(context.Background(), p, smallOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(rep.Results), 2*2*2; got != want {
+		t.Fatalf("%d results, want %d", got, want)
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		seen[r.Test] = true
+		if r.Sane == nil || !*r.Sane {
+			t.Errorf("%s depth %d threads %d: sane %v (%s), want true", r.Test, r.Depth, r.Threads, r.Sane, r.SanityNote)
+		}
+		if r.MaxAbsDiff != 0 {
+			t.Errorf("%s: max |Δlogit| %g, want 0 (the runtime is bit-exact across threads and batches)", r.Test, r.MaxAbsDiff)
+		}
+		if len(r.Samples) != 2 || r.TokensPerSec <= 0 {
+			t.Errorf("%s: samples %v, mean %g", r.Test, r.Samples, r.TokensPerSec)
+		}
+	}
+	if !seen["pp12"] || !seen["tg6"] {
+		t.Errorf("tests %v, want pp12 and tg6", seen)
+	}
+	if len(rep.Speculative) != 2*2 {
+		t.Fatalf("%d speculative results, want 4", len(rep.Speculative))
+	}
+	for _, s := range rep.Speculative {
+		if !s.Sane || s.Speedup <= 0 || s.AcceptanceLength < 0 || s.AcceptanceLength > float64(s.K) {
+			t.Errorf("speculative %+v", s)
+		}
+		if s.Depth != 12 { // depth 0 + the 12-token prompt
+			t.Errorf("speculative prompt %d tokens, want 12", s.Depth)
+		}
+	}
+	if !rep.Sane || rep.PeakRSS <= 0 || rep.Model.Params <= 0 || rep.Model.Type != "Q8_0" || rep.Draft == nil || rep.Draft.Layers != 1 {
+		t.Errorf("report sane %v, rss %d, model %+v, draft %+v", rep.Sane, rep.PeakRSS, rep.Model, rep.Draft)
+	}
+
+	s := NewSuite([]*Report{rep}, nil)
+	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
+		t.Fatalf("JSON does not validate: %v", err)
+	}
+	var tb bytes.Buffer
+	if err := s.WriteTable(&tb); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(tb.String(), "NO:") || !strings.Contains(tb.String(), "| yes |") || !strings.Contains(tb.String(), "speed-up") {
+		t.Errorf("table:\n%s", tb.String())
+	}
+	var cb bytes.Buffer
+	if err := s.WriteCSV(&cb); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1+8+4 {
+		t.Errorf("%d CSV rows, want 13", len(rows))
+	}
+}
+
+// TestFaultFlagged breaks a kernel on purpose (the input of one layer's
+// down projection scaled by 1.001 on the timed engines only) and checks
+// that the sanity column says so, while a fault matching no tensor leaves
+// every run sane.
+func TestFaultFlagged(t *testing.T) {
+	p := smallModel(t, gguf.Q8_0)
+	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 1, Threads: []int{2}}
+	for _, tc := range []struct {
+		fault string
+		sane  bool
+	}{
+		{"blk.0.ffn_down.weight=1.001", false},
+		{"blk.*.attn_q.weight=0.5", false},
+		{"output.weight=1.0001", false},
+		{"no.such.tensor=2", true},
+	} {
+		f, err := ParseFault(tc.fault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := opt
+		o.Fault = f
+		rep, err := Run(context.Background(), p, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Sane != tc.sane {
+			t.Errorf("fault %s: report sane %v, want %v", tc.fault, rep.Sane, tc.sane)
+		}
+		for _, r := range rep.Results {
+			if r.Sane == nil || *r.Sane != tc.sane {
+				t.Errorf("fault %s: %s depth %d: sane %v (%s), want %v", tc.fault, r.Test, r.Depth, r.Sane, r.SanityNote, tc.sane)
+			}
+			if !tc.sane && (r.SanityNote == "" || r.MaxAbsDiff == 0) {
+				t.Errorf("fault %s: %s: note %q, max diff %g", tc.fault, r.Test, r.SanityNote, r.MaxAbsDiff)
+			}
+		}
+		var tb bytes.Buffer
+		if err := NewSuite([]*Report{rep}, nil).WriteTable(&tb); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(tb.String(), "| NO: "); got == tc.sane {
+			t.Errorf("fault %s: table shows NO: %v\n%s", tc.fault, got, tb.String())
+		}
+		if err := validate(t, compileSchema(t), suiteJSON(t, NewSuite([]*Report{rep}, nil))); err != nil {
+			t.Errorf("fault %s: JSON does not validate: %v", tc.fault, err)
+		}
+	}
+}
+
+func TestParseFault(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"blk.0.ffn_down.weight=1.01", true},
+		{"*=0", true},
+		{"blk.0.ffn_down.weight", false},
+		{"=2", false},
+		{"x=abc", false},
+		{"x=NaN", false},
+		{"x=Inf", false},
+		{"[=1", false},
+	} {
+		f, err := ParseFault(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseFault(%q) = %v, %v; want ok %v", tc.in, f, err, tc.ok)
+		}
+	}
+}
+
+func TestOptionsRejected(t *testing.T) {
+	p := smallModel(t, gguf.Q8_0)
+	for _, o := range []Options{
+		{},                                     // nothing to measure
+		{Prompt: 4, Depths: []int{-1}},         // negative depth
+		{Prompt: 4, Threads: []int{0}},         // no threads
+		{Prompt: 4, Reps: -1},                  // negative reps
+		{Gen: 4, DraftLayers: 1, K: []int{0}},  // K 0
+		{Gen: 1, DraftLayers: 1},               // speculative needs 2 tokens
+		{Gen: 4, DraftLayers: 1, DraftPath: p}, // both drafts
+		{Gen: 4, DraftLayers: 2},               // the whole model is no draft
+	} {
+		if _, err := Run(context.Background(), p, o); err == nil {
+			t.Errorf("Run(%+v): no error", o)
+		}
+	}
+	if _, err := Run(context.Background(), filepath.Join(t.TempDir(), "missing.gguf"), Options{Prompt: 4}); err == nil {
+		t.Error("missing model: no error")
+	}
+}
+
+// TestSchemaRejects checks that the schema is not vacuous.
+func TestSchemaRejects(t *testing.T) {
+	s := compileSchema(t)
+	good := `{"schema":"` + SchemaID + `","reports":[],"conversions":[]}`
+	if err := validate(t, s, []byte(good)); err != nil {
+		t.Fatalf("minimal suite: %v", err)
+	}
+	for _, bad := range []string{
+		`{"schema":"x","reports":[],"conversions":[]}`,
+		`{"schema":"` + SchemaID + `","reports":[{}],"conversions":[]}`,
+		`{"schema":"` + SchemaID + `","reports":[],"conversions":[],"extra":1}`,
+		`{"schema":"` + SchemaID + `","reports":[]}`,
+	} {
+		if err := validate(t, s, []byte(bad)); err == nil {
+			t.Errorf("schema accepts %s", bad)
+		}
+	}
+	// A real report with one wrong field must fail too.
+	var doc map[string]any
+	rep := fakeReport()
+	b, _ := json.Marshal(NewSuite([]*Report{rep}, nil))
+	if err := validate(t, s, b); err != nil {
+		t.Fatalf("fake report: %v", err)
+	}
+	json.Unmarshal(b, &doc)
+	doc["reports"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)["kind"] = "xx"
+	b, _ = json.Marshal(doc)
+	if err := validate(t, s, b); err == nil {
+		t.Error("schema accepts kind xx")
+	}
+}
+
+func fakeReport() *Report {
+	yes := true
+	return &Report{
+		Model:    ModelInfo{Path: "m.gguf", Arch: "llama", Params: 1000, Bytes: 2000, Type: "Q8_0", Layers: 2},
+		Machine:  Machine{GOOS: "linux", GOARCH: "amd64", CPUs: 2, GoVersion: "go1.26", Kernels: "asm"},
+		Settings: Settings{Prompt: 8, Gen: 4, Depths: []int{0, 16}, Reps: 2, Threads: []int{1, 2}, RefThreads: 1, Seed: 1, Sanity: true},
+		Results: []Result{
+			{Engine: "qnnprep", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 0, Threads: 1, TokensPerSec: 100, Stddev: 2, Samples: []float64{98, 102}, Load: 1, Sane: &yes, VsLlama: 0.5},
+			{Engine: "llama.cpp", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 0, Threads: 1, TokensPerSec: 200, Stddev: 2, Samples: []float64{198, 202}, Load: 1},
+			{Engine: "qnnprep", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 16, Threads: 1, TokensPerSec: 80, Stddev: 2, Samples: []float64{78, 82}, Load: 1, Sane: &yes},
+			{Engine: "qnnprep", Test: "tg4", Kind: "tg", Tokens: 4, Depth: 0, Threads: 1, TokensPerSec: 20, Stddev: 1, Samples: []float64{19, 21}, Load: 1, Sane: &yes},
+			{Engine: "qnnprep", Test: "tg4", Kind: "tg", Tokens: 4, Depth: 16, Threads: 1, TokensPerSec: 18, Stddev: 1, Samples: []float64{17, 19}, Load: 1, Sane: &yes},
+		},
+		Speculative: []SpecResult{
+			{K: 1, Threads: 1, Depth: 8, Tokens: 4, GreedyTokensPerSec: 20, SpecTokensPerSec: 22, Speedup: 1.1, AcceptanceLength: 0.8, AcceptanceRate: 0.8, TargetCallsPerToken: 0.6, Sane: true},
+			{K: 2, Threads: 1, Depth: 8, Tokens: 4, GreedyTokensPerSec: 20, SpecTokensPerSec: 26, Speedup: 1.3, AcceptanceLength: 1.5, AcceptanceRate: 0.75, TargetCallsPerToken: 0.4, Sane: true},
+		},
+		PeakRSS: 1 << 20, Seconds: 1, Sane: true,
+	}
+}
+
+func TestPlot(t *testing.T) {
+	s := NewSuite([]*Report{fakeReport()}, nil)
+	var b bytes.Buffer
+	if err := Plot(&b, "png", s); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := img.Bounds().Dx(); w < 1000 {
+		t.Errorf("PNG width %d, want three readable panels", w)
+	}
+	b.Reset()
+	if err := Plot(&b, "svg", s); err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{"tokens/s", "depth (context tokens before the test)", "K (draft tokens per window)", "speed-up over greedy", "prompt processing (pp8)", "generation (tg4)", "llama.cpp"} {
+		if !strings.Contains(b.String(), label) {
+			t.Errorf("SVG lacks %q", label)
+		}
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"p.svg", "p.png"} {
+		if err := WritePlot(filepath.Join(dir, name), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WritePlot(filepath.Join(dir, "p.gif"), s); err == nil {
+		t.Error("gif: no error")
+	}
+	if err := Plot(&b, "svg", NewSuite(nil, nil)); err == nil {
+		t.Error("empty suite: no error")
+	}
+}
+
+func TestConvertSmall(t *testing.T) {
+	p := smallModel(t, gguf.F16)
+	for _, recipe := range []string{"q8_0", "q1"} {
+		c, err := Convert(context.Background(), p, ConvertOptions{Recipe: recipe, Dir: t.TempDir(), Scratch: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SourceBytes <= 0 || c.OutputBytes <= 0 || c.OutputBytes >= c.SourceBytes || c.SourceGBPerSec <= 0 || c.OutputGBPerSec <= 0 || c.PeakRSS <= 0 {
+			t.Errorf("%s: %+v", recipe, c)
+		}
+		if c.SourceCached < 0 || c.SourceCached > 1 {
+			t.Errorf("%s: source cached %g", recipe, c.SourceCached)
+		}
+		var names []string
+		for _, s := range c.Stages {
+			names = append(names, s.Name)
+			if s.Seconds <= 0 || s.GBPerSec <= 0 || s.Bytes <= 0 {
+				t.Errorf("%s: stage %+v", recipe, s)
+			}
+		}
+		if got := strings.Join(names, ","); got != "read,quantize,write,pipeline" {
+			t.Errorf("%s: stages %s", recipe, got)
+		}
+		s := NewSuite(nil, []*ConvertReport{c})
+		if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
+			t.Errorf("%s: JSON does not validate: %v", recipe, err)
+		}
+		var tb bytes.Buffer
+		if err := s.WriteTable(&tb); err != nil || !strings.Contains(tb.String(), "| "+recipe+" | quantize |") {
+			t.Errorf("%s: table %v:\n%s", recipe, err, tb.String())
+		}
+	}
+	if _, err := Convert(context.Background(), p, ConvertOptions{Recipe: "nope"}); err == nil {
+		t.Error("unknown recipe: no error")
+	}
+}

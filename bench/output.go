@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Suite is the JSON document `qnnprep bench -o json` and `qnnprep bench
+// convert -o json` print: speed reports, one per model, and conversion
+// reports. schema.json is its JSON Schema.
+type Suite struct {
+	Schema      string           `json:"schema"` // SchemaID
+	Reports     []*Report        `json:"reports"`
+	Conversions []*ConvertReport `json:"conversions"`
+}
+
+// NewSuite wraps reports in a Suite.
+func NewSuite(reports []*Report, conv []*ConvertReport) *Suite {
+	if reports == nil {
+		reports = []*Report{}
+	}
+	if conv == nil {
+		conv = []*ConvertReport{}
+	}
+	return &Suite{Schema: SchemaID, Reports: reports, Conversions: conv}
+}
+
+// WriteJSON writes s indented.
+func (s *Suite) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+// modelLabel is the short model name of a table row: type and size.
+func modelLabel(m ModelInfo) string {
+	return fmt.Sprintf("%s %s %s", m.Arch, paramsLabel(m.Params), m.Type)
+}
+
+func paramsLabel(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	default:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+}
+
+func sizeLabel(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	default:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+}
+
+func saneLabel(s *bool, note string) string {
+	switch {
+	case s == nil:
+		return "-"
+	case *s:
+		return "yes"
+	default:
+		return "NO: " + note
+	}
+}
+
+// WriteTable writes the speed reports as Markdown tables (llama-bench's
+// layout plus the sanity, llama.cpp ratio and load columns), then any
+// conversion reports.
+func (s *Suite) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	if len(s.Reports) > 0 {
+		b.WriteString("| model | size | engine | threads | test | depth | t/s | vs llama.cpp | sane | load |\n")
+		b.WriteString("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |\n")
+		for _, r := range s.Reports {
+			for _, x := range r.Results {
+				vs := ""
+				if x.VsLlama > 0 {
+					vs = fmt.Sprintf("%.2f×", x.VsLlama)
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %.2f ± %.2f | %s | %s | %.1f |\n",
+					modelLabel(r.Model), sizeLabel(r.Model.Bytes), x.Engine, x.Threads, x.Test, x.Depth,
+					x.TokensPerSec, x.Stddev, vs, saneLabel(x.Sane, x.SanityNote), x.Load)
+			}
+		}
+		spec := false
+		for _, r := range s.Reports {
+			spec = spec || len(r.Speculative) > 0
+		}
+		if spec {
+			b.WriteString("\n| model | draft | threads | prompt | K | greedy t/s | speculative t/s | speed-up | window ms | accepted/window | sane | load |\n")
+			b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
+			for _, r := range s.Reports {
+				for _, x := range r.Speculative {
+					sane := "yes"
+					if !x.Sane {
+						sane = "NO: differs from greedy"
+					}
+					fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %.2f | %.2f | %.2f ± %.2f | %.1f | %.2f | %s | %.1f |\n",
+						modelLabel(r.Model), draftLabel(r.Draft), x.Threads, x.Depth, x.K, x.GreedyTokensPerSec, x.SpecTokensPerSec,
+						x.Speedup, x.SpeedupStddev, 1000*x.WindowSeconds, x.AcceptanceLength, sane, x.Load)
+				}
+			}
+		}
+		b.WriteString("\n")
+		for _, r := range s.Reports {
+			fmt.Fprintf(&b, "%s: %s, %d reps, batch %s, kernels %s, %d CPUs; peak RSS %s; load %.2f → %.2f; %.0f s",
+				r.Model.Path, modelLabel(r.Model), r.Settings.Reps, batchLabel(r.Settings.Batch), r.Machine.Kernels, r.Machine.CPUs,
+				sizeLabel(r.PeakRSS), r.Machine.LoadStart[0], r.Machine.LoadEnd[0], r.Seconds)
+			if r.Settings.Fault != "" {
+				fmt.Fprintf(&b, "; FAULT INJECTED %s", r.Settings.Fault)
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(s.Conversions) > 0 {
+		if len(s.Reports) > 0 {
+			b.WriteString("\n")
+		}
+		writeConvertTable(&b, s.Conversions)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func batchLabel(b int) string {
+	if b == 0 {
+		return "default"
+	}
+	return strconv.Itoa(b)
+}
+
+func draftLabel(d *ModelInfo) string {
+	if d == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d layers, %s", d.Layers, paramsLabel(d.Params))
+}
+
+// csvHeader are the columns of WriteCSV: one row per speed result,
+// speculative result (kind "spec") and conversion stage (kind "convert").
+var csvHeader = []string{"model", "type", "engine", "kind", "test", "tokens", "depth", "threads", "k",
+	"tokens_per_s", "stddev", "speedup", "acceptance_length", "window_s", "gb_per_s", "seconds",
+	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes"}
+
+// WriteCSV writes every result as one CSV row (columns: csvHeader).
+func (s *Suite) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	i := strconv.Itoa
+	for _, r := range s.Reports {
+		for _, x := range r.Results {
+			sane := ""
+			if x.Sane != nil {
+				sane = strconv.FormatBool(*x.Sane)
+			}
+			row := []string{r.Model.Path, r.Model.Type, x.Engine, x.Kind, x.Test, i(x.Tokens), i(x.Depth), i(x.Threads), "",
+				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10)}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+		for _, x := range r.Speculative {
+			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", fmt.Sprintf("spec-k%d", x.K), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
+				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), ""}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range s.Conversions {
+		for _, st := range c.Stages {
+			row := []string{c.Source, c.Recipe, "qnnprep", "convert", st.Name, "", "", "", "",
+				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10)}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
