@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,12 +50,14 @@ const (
 	StepPlan     = "plan"
 	StepCheck    = "check"
 	StepExport   = "export"
+	StepDraft    = "draft" // only with Options.Draft
 	StepSDK      = "sdk"
 	StepBundle   = "bundle"
 	StepVerify   = "verify"
 )
 
-// Steps lists the step names in order.
+// Steps lists the step names in order (StepDraft, between export and sdk,
+// only runs for an spd build with a draft model).
 var Steps = []string{StepQuantize, StepPlan, StepCheck, StepExport, StepSDK, StepBundle, StepVerify}
 
 // Step statuses.
@@ -128,6 +131,9 @@ type Options struct {
 	Staged  StagedFunc
 	Threads int // matmul threads (0: 2); results do not depend on it
 
+	// Draft is the spd dialog's draft model.
+	Draft *Draft
+
 	QnnprepVersion string
 	// Commands receives the SDK command lines (one per line) when the SDK
 	// is not run; Log one line per SDK job when it is. Either may be nil.
@@ -138,6 +144,17 @@ type Options struct {
 	Progress func(step string, done, total int64)
 	// OnStep is called when a step starts (Status "") and when it ends.
 	OnStep func(s StepResult)
+}
+
+// Draft is a draft model for the spd dialog. It is quantized with the
+// target's recipe, planned, checked and exported the same way (under
+// OUTDIR/work/draft/) and compiled by the SDK; its context binaries go into
+// the bundle's draft/ directory.
+type Draft struct {
+	Source string
+	// Plan shapes the draft's graphs; the zero value means one stage and
+	// the target's AR and CL lists. The dialog is always basic.
+	Plan shard.Options
 }
 
 // StepResult is what one step did.
@@ -161,8 +178,13 @@ type Verification struct {
 	Staged *golden.Report `json:"staged,omitempty"`
 	// StagedEqualsWhole is set when Staged ran: every prompt's staged
 	// tokens equal the whole-model tokens.
-	StagedEqualsWhole *bool  `json:"staged_equals_whole,omitempty"`
-	Note              string `json:"note,omitempty"`
+	StagedEqualsWhole *bool `json:"staged_equals_whole,omitempty"`
+	// Speculative is the spd dialog's decode on the CPU: the draft qmodel
+	// proposes draft-len tokens, the target qmodel verifies them; it must
+	// give exactly the whole model's tokens.
+	Speculative            *golden.Report `json:"speculative,omitempty"`
+	SpeculativeEqualsWhole *bool          `json:"speculative_equals_whole,omitempty"`
+	Note                   string         `json:"note,omitempty"`
 }
 
 // Result is what Build did; it is also written as OutDir/summary.json.
@@ -207,7 +229,8 @@ func (r *Result) Pass() bool {
 	if v == nil {
 		return false
 	}
-	return (v.StagedEqualsWhole == nil || *v.StagedEqualsWhole) && v.Whole != nil && v.Whole.Pass
+	return (v.StagedEqualsWhole == nil || *v.StagedEqualsWhole) &&
+		(v.SpeculativeEqualsWhole == nil || *v.SpeculativeEqualsWhole) && v.Whole != nil && v.Whole.Pass
 }
 
 // StepError is a failure of one step.
@@ -250,9 +273,18 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if _, err := qnnpack.LookupSoC(o.SoC); err != nil {
 		return nil, err
 	}
+	if spd := o.Plan.Dialog.Type == shard.SPD; spd != (o.Draft != nil) {
+		if spd {
+			return nil, &StepError{StepPlan, errors.New("dialog spd needs a draft model (--draft MODEL)")}
+		}
+		return nil, &StepError{StepPlan, fmt.Errorf("a draft model is only used by dialog spd, not %q", o.Plan.Dialog.Type)}
+	}
 	b := &builder{o: o, ctx: ctx, work: filepath.Join(o.OutDir, WorkDir)}
 	b.res = &Result{Source: o.Source, OutDir: o.OutDir, Recipe: o.Recipe.Name, SoC: o.SoC, DryRun: o.DryRun || o.SDK == nil}
 	for _, s := range Steps {
+		if s == StepSDK && o.Draft != nil {
+			b.res.Steps = append(b.res.Steps, StepResult{Name: StepDraft, Status: StatusNotRun})
+		}
 		b.res.Steps = append(b.res.Steps, StepResult{Name: s, Status: StatusNotRun})
 	}
 	err := b.run()
@@ -270,6 +302,10 @@ type builder struct {
 
 	src, qm *model.Model
 	files   map[string]qnnpack.GraphFiles
+
+	draft         *qnnpack.DraftModel // compiled draft (spd, with an SDK)
+	draftQM       *model.Model
+	draftCommands []string // dry run
 }
 
 // step runs f as the named step, timing it and recording its outcome.
@@ -321,8 +357,11 @@ func (b *builder) run() error {
 		if b.qm != nil {
 			b.qm.Close()
 		}
+		if b.draftQM != nil {
+			b.draftQM.Close()
+		}
 	}()
-	for _, f := range []func() error{b.quantize, b.plan, b.check, b.export, b.sdkAndBundle, b.verify} {
+	for _, f := range []func() error{b.quantize, b.plan, b.check, b.export, b.buildDraft, b.sdkAndBundle, b.verify} {
 		if err := f(); err != nil {
 			return err
 		}
@@ -409,70 +448,194 @@ func (b *builder) check() error {
 
 func (b *builder) export() error {
 	return b.step(StepExport, func(s *StepResult) error {
-		p := b.res.Plan
-		opts := b.o.Export
-		if b.o.Calibrate != nil {
-			r, err := b.o.Calibrate(b.ctx, b.qm, p)
-			if err != nil {
-				return fmt.Errorf("calibration: %w", err)
-			}
-			merged := map[string]onnx.Range{}
-			for k, v := range r {
-				merged[k] = v
-			}
-			for k, v := range opts.Ranges {
-				merged[k] = v
-			}
-			opts.Ranges = merged
-		}
 		dir := filepath.Join(b.work, ONNXDir)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		prog := b.progress(StepExport)
-		var total int64
-		// One graph at a time, so a cancelled run stops between graphs
-		// (each file is written atomically).
-		for i := range p.Graphs {
-			if err := b.ctx.Err(); err != nil {
-				return err
-			}
-			if prog != nil {
-				prog(int64(i), int64(len(p.Graphs)))
-			}
-			one := *p
-			one.Graphs = p.Graphs[i : i+1]
-			paths, err := onnx.Export(b.qm, &one, dir, opts, nil)
-			if err != nil {
-				return err
-			}
-			for _, path := range paths {
-				if st, err := os.Stat(path); err == nil {
-					total += st.Size()
-				}
-			}
-		}
-		if prog != nil {
-			prog(int64(len(p.Graphs)), int64(len(p.Graphs)))
-		}
-		files, err := qnnpack.FindGraphFiles(p, dir)
+		files, total, nranges, err := b.exportGraphs(b.qm, b.res.Plan, dir, StepExport)
 		if err != nil {
 			return err
 		}
 		b.files = files
 		s.Outputs = []string{b.rel(dir) + "/"}
-		s.Note = fmt.Sprintf("%d graphs, %d bytes", len(p.Graphs), total)
-		if len(opts.Ranges) > 0 {
-			s.Note += fmt.Sprintf(", %d calibrated ranges", len(opts.Ranges))
+		s.Note = fmt.Sprintf("%d graphs, %d bytes", len(b.res.Plan.Graphs), total)
+		if nranges > 0 {
+			s.Note += fmt.Sprintf(", %d calibrated ranges", nranges)
 		}
 		return nil
 	})
 }
 
+// exportGraphs calibrates (if asked) and exports every graph of p for m
+// into dir, one graph at a time so that a cancelled run stops between
+// graphs (each file is written atomically). It returns the graph files,
+// their total size and the number of activation ranges used.
+func (b *builder) exportGraphs(m *model.Model, p *shard.Plan, dir, step string) (map[string]qnnpack.GraphFiles, int64, int, error) {
+	opts := b.o.Export
+	if b.o.Calibrate != nil {
+		r, err := b.o.Calibrate(b.ctx, m, p)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("calibration: %w", err)
+		}
+		merged := map[string]onnx.Range{}
+		for k, v := range r {
+			merged[k] = v
+		}
+		for k, v := range opts.Ranges {
+			merged[k] = v
+		}
+		opts.Ranges = merged
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, 0, 0, err
+	}
+	prog := b.progress(step)
+	var total int64
+	for i := range p.Graphs {
+		if err := b.ctx.Err(); err != nil {
+			return nil, 0, 0, err
+		}
+		if prog != nil {
+			prog(int64(i), int64(len(p.Graphs)))
+		}
+		one := *p
+		one.Graphs = p.Graphs[i : i+1]
+		paths, err := onnx.Export(m, &one, dir, opts, nil)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		for _, path := range paths {
+			if st, err := os.Stat(path); err == nil {
+				total += st.Size()
+			}
+		}
+	}
+	if prog != nil {
+		prog(int64(len(p.Graphs)), int64(len(p.Graphs)))
+	}
+	files, err := qnnpack.FindGraphFiles(p, dir)
+	return files, total, len(opts.Ranges), err
+}
+
+// DraftDir is the draft model's work directory under OutDir/work.
+const DraftDir = "draft"
+
+// buildDraft quantizes, plans, checks and exports the spd draft model and,
+// with an SDK, compiles it (into work/draft/bundle, whose context binaries
+// the target's bundle takes).
+func (b *builder) buildDraft() error {
+	d := b.o.Draft
+	if d == nil {
+		return nil
+	}
+	return b.step(StepDraft, func(s *StepResult) error {
+		dir := filepath.Join(b.work, DraftDir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		src, err := model.Open(d.Source)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		if src.Config.VocabSize != b.qm.Config.VocabSize {
+			return fmt.Errorf("%s: vocabulary of %d tokens, the target has %d", d.Source, src.Config.VocabSize, b.qm.Config.VocabSize)
+		}
+		qpath := filepath.Join(dir, QModelName)
+		if _, err := quantize.Run(b.ctx, src, qpath, quantize.Options{
+			Recipe: b.o.Recipe, Workers: b.o.Threads, Metadata: specialTokens(nil, src.Config),
+		}); err != nil {
+			return err
+		}
+		qm, err := model.Open(qpath)
+		if err != nil {
+			return err
+		}
+		b.draftQM = qm
+		sizes, err := shard.ModelSizes(qm)
+		if err != nil {
+			return err
+		}
+		opts := d.Plan
+		if opts.Stages == 0 && opts.LayersPerStage == 0 {
+			opts.Stages = 1
+		}
+		if opts.AR == nil && opts.CL == nil {
+			for _, v := range b.res.Plan.Variants {
+				if !slices.Contains(opts.AR, v.AR) {
+					opts.AR = append(opts.AR, v.AR)
+				}
+				if !slices.Contains(opts.CL, v.CL) {
+					opts.CL = append(opts.CL, v.CL)
+				}
+			}
+		}
+		opts.Dialog, opts.LayerTypes = shard.Dialog{}, sizes.LayerTypes
+		p, err := shard.NewPlan(qm.Config, sizes.Layers, sizes.Head, sizes.Embed, b.res.Plan.Model.Name+"_draft", opts)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		ppath := filepath.Join(dir, PlanName)
+		if err := shard.WritePlan(ppath, p); err != nil {
+			return err
+		}
+		if vs := shard.Check(p, shard.CheckEnv{}); len(vs) > 0 && !b.o.SkipCheck {
+			return fmt.Errorf("%s: %d Genie contract violation(s), first: %s", ppath, len(vs), vs[0])
+		}
+		files, _, _, err := b.exportGraphs(qm, p, filepath.Join(dir, ONNXDir), StepDraft)
+		if err != nil {
+			return err
+		}
+		s.Outputs = []string{b.rel(dir) + "/"}
+		s.Note = fmt.Sprintf("%d layers in %d stages, %d graphs", qm.Config.Layers, len(p.Stages), len(p.Graphs))
+		if b.dryRun() {
+			cmds, err := dryRunCommands(p, files, filepath.Join(dir, SDKDir))
+			if err != nil {
+				return err
+			}
+			b.draftCommands = cmds
+			s.Status = StatusDryRun
+			s.Note += fmt.Sprintf("; %d SDK commands not run", len(cmds))
+			return nil
+		}
+		res, err := qnnpack.Build(b.ctx, qnnpack.BuildOptions{
+			SDK: b.o.SDK, Plan: p, Config: qm.Config, Graphs: files,
+			OutDir: filepath.Join(dir, BundleDir), WorkDir: filepath.Join(dir, SDKDir), SoC: b.o.SoC,
+			ConverterArgs: b.o.ConverterArgs, QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck,
+			Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: b.o.Log,
+		})
+		if err != nil {
+			return err
+		}
+		dm := &qnnpack.DraftModel{Plan: p, Config: qm.Config}
+		for _, st := range res.Stages {
+			dm.ContextBinaries = append(dm.ContextBinaries, st.Binary)
+		}
+		b.draft = dm
+		return nil
+	})
+}
+
+// dryRunCommands lists the SDK commands for p's graphs, as a dry-run
+// qnnpack.Build prints them.
+func dryRunCommands(p *shard.Plan, files map[string]qnnpack.GraphFiles, work string) ([]string, error) {
+	jobs, _, err := qnnpack.PlanJobs(qnnpack.DryRunSDK(), p, files, work)
+	if err != nil {
+		return nil, err
+	}
+	var cmds []string
+	for i := range jobs {
+		cmds = append(cmds, jobs[i].Command())
+	}
+	return cmds, nil
+}
+
+func (b *builder) dryRun() bool { return b.o.DryRun || b.o.SDK == nil }
+
 // sdkAndBundle runs qnnpack.Build: the SDK step is its tool runs (or the
 // printed commands), the bundle step its bundle, re-checked by VerifyBundle.
 func (b *builder) sdkAndBundle() error {
-	dry := b.o.DryRun || b.o.SDK == nil
+	dry := b.dryRun()
+	// A dry-run spd bundle cannot be written: qnnpack copies the draft's
+	// context binaries into it, and only the SDK makes them.
+	spdDry := dry && b.o.Draft != nil
 	var cmds bytes.Buffer
 	var res *qnnpack.Result
 	recipe, _ := json.Marshal(map[string]any{"name": b.o.Recipe.Name, "description": b.o.Recipe.Description, "source_sha256": b.res.Quant.SourceSHA256})
@@ -480,17 +643,30 @@ func (b *builder) sdkAndBundle() error {
 		log := b.o.Log
 		if dry {
 			log = &cmds
+			for _, c := range b.draftCommands {
+				fmt.Fprintln(&cmds, c)
+			}
 		}
-		var err error
-		res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
-			SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
-			OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
-			ConverterArgs: b.o.ConverterArgs, Tokenizer: b.o.Tokenizer, Recipe: recipe,
-			QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck,
-			DryRun: dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
-		})
-		if err != nil {
-			return err
+		if spdDry {
+			target, err := dryRunCommands(b.res.Plan, b.files, filepath.Join(b.work, SDKDir))
+			if err != nil {
+				return err
+			}
+			for _, c := range target {
+				fmt.Fprintln(&cmds, c)
+			}
+		} else {
+			var err error
+			res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
+				SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
+				OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
+				ConverterArgs: b.o.ConverterArgs, Tokenizer: b.o.Tokenizer, Recipe: recipe,
+				QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
+				DryRun: dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
+			})
+			if err != nil {
+				return err
+			}
 		}
 		if dry {
 			text := cmds.String()
@@ -526,6 +702,11 @@ func (b *builder) sdkAndBundle() error {
 	})
 	if err != nil {
 		return err
+	}
+	if spdDry {
+		s := b.res.Step(StepBundle)
+		s.Note = "an spd bundle holds the draft's context binaries, which only the SDK makes"
+		return nil
 	}
 	// qnnpack.Build wrote the bundle as its last act (its time is in the
 	// sdk step); the bundle step re-checks it against its manifest.
@@ -599,6 +780,26 @@ func (b *builder) verify() error {
 		s.Outputs = []string{b.rel(gpath)}
 		sum := v.Whole.Summary
 		quality := fmt.Sprintf("vs source: top-1 %.1f%%, exact %d/%d tokens", 100*sum.Top1, sum.Matched, sum.Tokens)
+		if b.draftQM != nil {
+			dEngine, err := runtime.New(b.draftQM, ropts)
+			if err != nil {
+				return fmt.Errorf("draft: %w", err)
+			}
+			sd := golden.SpeculativeDecoder(qEngine, func() (runtime.Drafter, error) { return runtime.NewDraftModel(qEngine, dEngine) }, b.res.Plan.Dialog.DraftLen)
+			if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
+				return fmt.Errorf("speculative decode: %w", err)
+			}
+			same := sameOutputs(v.Whole, v.Speculative)
+			v.SpeculativeEqualsWhole = &same
+			spec := "speculative == whole"
+			if !same {
+				spec = "speculative decode DIFFERS from whole"
+			}
+			if sr := v.Speculative.Speculative; sr != nil {
+				spec += fmt.Sprintf(" (acceptance %.2f of %d)", sr.AcceptanceLength, sr.K)
+			}
+			quality = spec + "; " + quality
+		}
 		if b.o.Staged == nil {
 			v.Note = "no staged executor in this build: the qmodel was decoded whole only"
 			s.Status = StatusPartial
@@ -613,10 +814,7 @@ func (b *builder) verify() error {
 			return fmt.Errorf("qmodel through the plan: %w", err)
 		}
 		v.Staged.Decoder = "plan " + b.rel(b.res.PlanPath)
-		same := true
-		for i := range v.Whole.Prompts {
-			same = same && equalIDs(v.Whole.Prompts[i].Got, v.Staged.Prompts[i].Got)
-		}
+		same := sameOutputs(v.Whole, v.Staged)
 		v.StagedEqualsWhole = &same
 		if same {
 			s.Note = fmt.Sprintf("staged == whole on %d prompts × %d tokens; %s", len(prompts), n, quality)
@@ -628,6 +826,20 @@ func (b *builder) verify() error {
 		}
 		return nil
 	})
+}
+
+// sameOutputs reports whether two reports over one golden file decoded
+// the same tokens for every prompt.
+func sameOutputs(a, b *golden.Report) bool {
+	if len(a.Prompts) != len(b.Prompts) {
+		return false
+	}
+	for i := range a.Prompts {
+		if !equalIDs(a.Prompts[i].Got, b.Prompts[i].Got) {
+			return false
+		}
+	}
+	return true
 }
 
 func equalIDs(a, b []int32) bool {

@@ -242,3 +242,59 @@ func TestCancelled(t *testing.T) {
 		t.Error("cancelled build left a qmodel")
 	}
 }
+
+// synthDraft writes a one-layer synthetic llama with the target's
+// vocabulary, as an spd draft.
+func synthDraft(t *testing.T) string {
+	t.Helper()
+	cfg := synth.Config(model.Llama, true)
+	cfg.Layers, cfg.LayerKinds = 1, cfg.LayerKinds[:1]
+	path := filepath.Join(t.TempDir(), "draft.gguf")
+	if err := synth.WriteGGUF(path, cfg, 11, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSPDDryRun: the draft is quantized, planned and exported; the SDK
+// commands of both models are printed (draft first); no bundle is written;
+// the speculative CPU decode gives the whole model's tokens.
+func TestSPDDryRun(t *testing.T) {
+	src, _ := synthLlama(t)
+	out := filepath.Join(t.TempDir(), "out")
+	o := options(t, src, out, "int8")
+	o.Plan.Dialog = shard.Dialog{Type: shard.SPD, DraftLen: 3}
+	if _, err := Build(context.Background(), o); err == nil || !strings.HasPrefix(err.Error(), "plan: dialog spd needs a draft") {
+		t.Fatalf("spd without a draft: %v", err)
+	}
+	o.Draft = &Draft{Source: synthDraft(t)}
+	var cmds bytes.Buffer
+	o.Commands = &cmds
+	res, err := Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Step(StepDraft); s == nil || s.Status != StatusDryRun {
+		t.Fatalf("draft step %+v", s)
+	}
+	if s := res.Step(StepBundle); s.Status != StatusNotRun {
+		t.Errorf("bundle step %+v", s)
+	}
+	text := cmds.String()
+	first := strings.Index(text, "_draft_ar")
+	if first < 0 || strings.Count(text, qnnpack.ToolConverter) != len(res.Plan.Graphs)+len(res.Plan.Variants) || first > strings.Index(text, "llama_ar") {
+		t.Errorf("commands:\n%s", text)
+	}
+	for _, f := range []string{"work/draft/qmodel.gguf", "work/draft/plan.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	v := res.Verify
+	if v.Speculative == nil || v.SpeculativeEqualsWhole == nil || !*v.SpeculativeEqualsWhole || v.Speculative.Speculative == nil {
+		t.Fatalf("speculative verify %+v", v)
+	}
+	if !res.Pass() {
+		t.Error("spd dry run did not pass")
+	}
+}

@@ -27,7 +27,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "build",
-		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite] [--dialog basic|ssd-q1|spd ...] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--json]",
+		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--json]",
 		Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -35,6 +35,8 @@ func init() {
 		recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
 		overrides := fs.StringArray("override", nil, "PATTERN=TYPE quantization override, repeatable (see qnnprep quantize)")
 		planOpts := addPlanFlags(fs)
+		draft := fs.String("draft", "", "spd: the draft model (same vocabulary), built with the same recipe into the bundle's draft/")
+		draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
 		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
 		skipCheck := fs.Bool("skip-check", false, "build even if the plan breaks Genie's contract (the bundle will not load)")
 		soc := fs.String("soc", "8elite", "target SoC: 8gen2, 8gen3, 8elite, xelite (or sm8550, sm8650, sm8750)")
@@ -100,6 +102,9 @@ func init() {
 		o.Criteria.MinTop1 = *minTop1
 		if *tok != "" {
 			o.Tokenizer = *tok
+		}
+		if *draft != "" {
+			o.Draft = &pipeline.Draft{Source: *draft, Plan: shard.Options{Stages: *draftStages}}
 		}
 		if *calib > 0 {
 			o.Calibrate = calibrator(*calib)
@@ -254,11 +259,10 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 		}
 		row("qmodel whole", v.Whole, "-")
 		if v.Staged != nil {
-			same := "yes"
-			if !*v.StagedEqualsWhole {
-				same = "NO"
-			}
-			row("qmodel staged", v.Staged, same)
+			row("qmodel staged", v.Staged, yesNo(*v.StagedEqualsWhole))
+		}
+		if v.Speculative != nil {
+			row("qmodel speculative (draft)", v.Speculative, yesNo(*v.SpeculativeEqualsWhole))
 		}
 		tw.Flush()
 		if v.Note != "" {
@@ -277,6 +281,13 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 	default:
 		fmt.Fprintln(w, "result: FAIL")
 	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
 }
 
 // stepProgress shows a line per step and, on a terminal, a bar for the

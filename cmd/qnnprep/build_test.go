@@ -299,3 +299,39 @@ func TestBuildInterrupted(t *testing.T) {
 		t.Errorf("summary: %s", sb)
 	}
 }
+
+// TestBuildSPDFakeSDK: an spd build compiles the draft too and bundles its
+// context binary under draft/; the speculative CPU decode matches greedy.
+func TestBuildSPDFakeSDK(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	cfg := synth.Config(model.Llama, true)
+	cfg.Layers, cfg.LayerKinds = 1, cfg.LayerKinds[:1]
+	draft := filepath.Join(t.TempDir(), "draft.gguf")
+	if err := synth.WriteGGUF(draft, cfg, 5, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	root := fakeSDKRoot(t)
+	var code int
+	stdout := captureStdout(t, func() {
+		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256",
+			"--dialog", "spd", "--draft-len", "3", "--draft", draft, "--qnn-sdk", root, "-n", "8", "-q"})
+	})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	if !strings.Contains(stdout, "qmodel speculative (draft)") || !strings.Contains(stdout, "draft     ok") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	m, err := qnnpack.VerifyBundle(filepath.Join(out, "bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range m.Files {
+		found = found || strings.HasPrefix(f.Path, "draft/") && strings.HasSuffix(f.Path, ".bin")
+	}
+	if !found {
+		t.Errorf("no draft context binary in %+v", m.Files)
+	}
+}
