@@ -21,7 +21,7 @@ type compareRow struct {
 	WeightBytes int64           `json:"weight_bytes"`
 	FileBytes   int64           `json:"file_bytes"`
 	Quality     *golden.Summary `json:"quality"`
-	Degenerate  []string        `json:"degeneration,omitempty"`
+	findings
 }
 
 func init() {
@@ -99,7 +99,7 @@ func compareOne(ctx context.Context, path string, g *golden.File, threads int) (
 	if total > 0 {
 		row.Zeros = float64(zeros) / float64(total)
 	}
-	if row.Quality, err = verifyVariant(ctx, m, g, threads, &row.Degenerate, path); err != nil {
+	if row.Quality, err = verifyVariant(ctx, m, g, threads, &row.findings, path); err != nil {
 		return nil, err
 	}
 	return row, nil

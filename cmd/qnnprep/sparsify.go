@@ -34,7 +34,7 @@ type sparsifyResult struct {
 	Golden      string          `json:"golden"`
 	Quality     *golden.Summary `json:"quality"`                   // variant vs the dense model's golden
 	Baseline    *golden.Summary `json:"dense_quantized,omitempty"` // dense model through the same recipe
-	Degenerate  []string        `json:"degeneration,omitempty"`
+	findings
 }
 
 type prunedResult struct {
@@ -206,7 +206,7 @@ func init() {
 		}
 		res.Effective = v.Report.EffectiveSparsity()
 		res.WeightBytes = modelWeightBytes(qv)
-		if res.Quality, err = verifyVariant(ctx, qv, g, *threads, &res.Degenerate, "variant"); err != nil {
+		if res.Quality, err = verifyVariant(ctx, qv, g, *threads, &res.findings, "variant"); err != nil {
 			return err
 		}
 
@@ -246,7 +246,7 @@ func init() {
 				}
 				defer qp.Close()
 				pr.WeightBytes = modelWeightBytes(qp)
-				if pr.Quality, err = verifyVariant(ctx, qp, g, *threads, &res.Degenerate, "pruned"); err != nil {
+				if pr.Quality, err = verifyVariant(ctx, qp, g, *threads, &res.findings, "pruned"); err != nil {
 					return err
 				}
 			} else if pr.WeightBytes, err = plannedBytes(pm, qopt); err != nil {
@@ -329,7 +329,13 @@ func calibrateWanda(ctx context.Context, e *runtime.Engine, prompts []golden.Pro
 
 // verifySummary decodes g's prompts with m and summarises the comparison;
 // degenerations are appended to degen with the label.
-func verifyVariant(ctx context.Context, m *model.Model, g *golden.File, threads int, degen *[]string, label string) (*golden.Summary, error) {
+// findings collects per-prompt details of verifications.
+type findings struct {
+	Degenerate []string `json:"degeneration,omitempty"`
+	Divergence []string `json:"first_divergence,omitempty"`
+}
+
+func verifyVariant(ctx context.Context, m *model.Model, g *golden.File, threads int, f *findings, label string) (*golden.Summary, error) {
 	e, err := runtime.New(m, runtime.Options{Threads: threads})
 	if err != nil {
 		return nil, err
@@ -340,7 +346,10 @@ func verifyVariant(ctx context.Context, m *model.Model, g *golden.File, threads 
 	}
 	for _, p := range r.Prompts {
 		if p.Degeneration != nil {
-			*degen = append(*degen, fmt.Sprintf("%s, prompt %s: %s", label, p.Name, p.Degeneration))
+			f.Degenerate = append(f.Degenerate, fmt.Sprintf("%s, prompt %s: %s", label, p.Name, p.Degeneration))
+		}
+		if d := p.Divergence; d != nil {
+			f.Divergence = append(f.Divergence, fmt.Sprintf("%s, prompt %s: step %d, expected %d, got %d", label, p.Name, d.Step, d.Expected, d.Got))
 		}
 	}
 	return &r.Summary, nil
@@ -364,7 +373,7 @@ func denseBaseline(ctx context.Context, m *model.Model, qopt quantize.Options, g
 		return nil, err
 	}
 	defer qd.Close()
-	var ignore []string
+	var ignore findings
 	return verifyVariant(ctx, qd, g, threads, &ignore, "dense")
 }
 
@@ -458,6 +467,9 @@ func printSparsify(w io.Writer, r *sparsifyResult) {
 	tw.Flush()
 	for _, d := range r.Degenerate {
 		fmt.Fprintln(w, "degeneration:", d)
+	}
+	for _, d := range r.Divergence {
+		fmt.Fprintln(w, "first divergence:", d)
 	}
 }
 
