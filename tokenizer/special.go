@@ -23,6 +23,8 @@ var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|return|>", "<|call|>", "<
 // as above).
 var controlTexts = []string{"<|constrain|>"}
 
+// eogTokens returns the ids that end generation: EOS, the GGUF's EOT/EOM/
+// FIM pad/rep/sep ids, and the tokens found by text.
 func eogTokens(v *Vocab, ids map[string]int32) map[int32]bool {
 	eog := map[int32]bool{}
 	if v.EOS >= 0 {
