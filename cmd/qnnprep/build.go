@@ -169,14 +169,25 @@ func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Opt
 			}
 		}
 	}
-	if promptsPath != "" {
-		tok, _ := loadTokenizer(m, src)
+	tok, _ := loadTokenizer(m, src)
+	switch {
+	case promptsPath != "":
 		if o.Prompts, err = readPrompts(promptsPath, "", tok); err != nil {
 			return o, err
+		}
+	case tok != nil:
+		for _, text := range defaultPromptTexts {
+			if ids := tok.Encode(text, true); len(ids) > 0 {
+				o.Prompts = append(o.Prompts, golden.Prompt{Name: text, Text: text, IDs: ids})
+			}
 		}
 	}
 	return o, nil
 }
+
+// defaultPromptTexts are verify's prompts for a model with a tokenizer
+// (without one, pipeline.DefaultPrompts' token ids).
+var defaultPromptTexts = []string{"Once upon a time", "The capital of France is", "def fibonacci(n):"}
 
 // calibrator derives activation ranges with export's calibration decode.
 func calibrator(n int) func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error) {

@@ -34,7 +34,7 @@ func init() {
 		userModel := fs.String("model", "", "run on this model (HF directory or GGUF) instead of the synthetic ones")
 		keep := fs.String("keep", "", "keep every output under this directory (default: a temporary directory, removed)")
 		stages := fs.Int("stages", 2, "stages per plan")
-		tokens := fs.IntP("tokens", "n", 16, "tokens decoded per verify prompt")
+		tokens := fs.IntP("tokens", "n", 32, "tokens decoded per verify prompt")
 		soc := fs.String("soc", "8elite", "target SoC for the bundles")
 		verbose := fs.BoolP("verbose", "v", false, "print each build's full summary")
 		if err := parseFlags(fs, args); err != nil {
@@ -61,7 +61,12 @@ func init() {
 
 		var sources []demoSource
 		if *userModel != "" {
-			sources = []demoSource{{Label: filepath.Base(filepath.Clean(*userModel)), Path: *userModel}}
+			label := filepath.Base(filepath.Clean(*userModel))
+			if m, err := model.Open(*userModel); err == nil {
+				label = shard.ModelName(m)
+				m.Close()
+			}
+			sources = []demoSource{{Label: label, Path: *userModel}}
 		} else {
 			var err error
 			if sources, err = writeDemoModels(filepath.Join(root, "models")); err != nil {
