@@ -303,9 +303,10 @@ type builder struct {
 	src, qm *model.Model
 	files   map[string]qnnpack.GraphFiles
 
-	draft         *qnnpack.DraftModel // compiled draft (spd, with an SDK)
-	draftQM       *model.Model
-	draftCommands []string // dry run
+	draft       *qnnpack.DraftModel // compiled draft (spd, with an SDK)
+	draftQM     *model.Model
+	draftJobs   []qnnpack.Job // dry run
+	draftStages []qnnpack.StagePaths
 }
 
 // step runs f as the named step, timing it and recording its outcome.
@@ -586,13 +587,13 @@ func (b *builder) buildDraft() error {
 		s.Outputs = []string{b.rel(dir) + "/"}
 		s.Note = fmt.Sprintf("%d layers in %d stages, %d graphs", qm.Config.Layers, len(p.Stages), len(p.Graphs))
 		if b.dryRun() {
-			cmds, err := dryRunCommands(p, files, filepath.Join(dir, SDKDir))
+			jobs, stages, err := dryRunJobs(p, files, filepath.Join(dir, SDKDir))
 			if err != nil {
 				return err
 			}
-			b.draftCommands = cmds
+			b.draftJobs, b.draftStages = jobs, stages
 			s.Status = StatusDryRun
-			s.Note += fmt.Sprintf("; %d SDK commands not run", len(cmds))
+			s.Note += fmt.Sprintf("; %d SDK commands not run", len(jobs))
 			return nil
 		}
 		res, err := qnnpack.Build(b.ctx, qnnpack.BuildOptions{
@@ -613,19 +614,38 @@ func (b *builder) buildDraft() error {
 	})
 }
 
-// dryRunCommands lists the SDK commands for p's graphs, as a dry-run
-// qnnpack.Build prints them.
-func dryRunCommands(p *shard.Plan, files map[string]qnnpack.GraphFiles, work string) ([]string, error) {
-	jobs, _, err := qnnpack.PlanJobs(qnnpack.DryRunSDK(), p, files, work)
-	if err != nil {
-		return nil, err
-	}
-	var cmds []string
-	for i := range jobs {
-		cmds = append(cmds, jobs[i].Command())
-	}
-	return cmds, nil
+// dryRunJobs lists the SDK jobs for p's graphs, as a dry-run qnnpack.Build
+// plans them (paths under ${QNN_SDK_ROOT}).
+func dryRunJobs(p *shard.Plan, files map[string]qnnpack.GraphFiles, work string) ([]qnnpack.Job, []qnnpack.StagePaths, error) {
+	return qnnpack.PlanJobs(qnnpack.DryRunSDK(), p, files, work)
 }
+
+// sdkScript is a shell script that runs jobs in order the way qnnpack's
+// runner does: each tool writes into its temporary directory, whose
+// outputs are then moved to their final paths.
+//
+// A dry run's compile configs name the HTP extensions library under a
+// literal ${QNN_SDK_ROOT}, which no tool expands inside JSON; the script
+// substitutes the variable in them first.
+func sdkScript(jobs []qnnpack.Job, stages []qnnpack.StagePaths) string {
+	var sb strings.Builder
+	sb.WriteString("#!/bin/sh\n# The QAIRT SDK commands qnnprep build would run, in order.\nset -e\n")
+	sb.WriteString(": \"${QNN_SDK_ROOT:?set QNN_SDK_ROOT to the QAIRT SDK root}\"\n")
+	for _, st := range stages {
+		fmt.Fprintf(&sb, "sed -i 's|\\${QNN_SDK_ROOT}|'\"$QNN_SDK_ROOT\"'|g' %s\n", quote(st.CtxConfig))
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		fmt.Fprintf(&sb, "\n# %s\nmkdir -p %s\n%s\n", j.Name(), quote(j.TempDir), j.Command())
+		for _, o := range j.Outputs {
+			fmt.Fprintf(&sb, "mv %s %s\n", quote(filepath.Join(j.TempDir, filepath.Base(o))), quote(o))
+		}
+		fmt.Fprintf(&sb, "rmdir %s\n", quote(j.TempDir))
+	}
+	return sb.String()
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (b *builder) dryRun() bool { return b.o.DryRun || b.o.SDK == nil }
 
@@ -641,21 +661,27 @@ func (b *builder) sdkAndBundle() error {
 	recipe, _ := json.Marshal(map[string]any{"name": b.o.Recipe.Name, "description": b.o.Recipe.Description, "source_sha256": b.res.Quant.SourceSHA256})
 	err := b.step(StepSDK, func(s *StepResult) error {
 		log := b.o.Log
+		var jobs []qnnpack.Job // dry run: the draft's, then the target's
+		var stages []qnnpack.StagePaths
 		if dry {
 			log = &cmds
-			for _, c := range b.draftCommands {
-				fmt.Fprintln(&cmds, c)
-			}
-		}
-		if spdDry {
-			target, err := dryRunCommands(b.res.Plan, b.files, filepath.Join(b.work, SDKDir))
+			target, ts, err := dryRunJobs(b.res.Plan, b.files, filepath.Join(b.work, SDKDir))
 			if err != nil {
 				return err
 			}
-			for _, c := range target {
-				fmt.Fprintln(&cmds, c)
+			jobs = append(append(jobs, b.draftJobs...), target...)
+			stages = append(append(stages, b.draftStages...), ts...)
+			if spdDry {
+				for i := range jobs {
+					fmt.Fprintln(&cmds, jobs[i].Command())
+				}
+			} else {
+				for i := range b.draftJobs {
+					fmt.Fprintln(&cmds, b.draftJobs[i].Command())
+				}
 			}
-		} else {
+		}
+		if !spdDry {
 			var err error
 			res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
 				SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
@@ -672,8 +698,7 @@ func (b *builder) sdkAndBundle() error {
 			text := cmds.String()
 			b.res.Commands = strings.Split(strings.TrimRight(text, "\n"), "\n")
 			script := filepath.Join(b.work, CommandsName)
-			body := "#!/bin/sh\n# The QAIRT SDK commands qnnprep build would run; set QNN_SDK_ROOT first.\nset -e\n" + text
-			if err := atomicfile.WriteFile(script, []byte(body)); err != nil {
+			if err := atomicfile.WriteFile(script, []byte(sdkScript(jobs, stages))); err != nil {
 				return err
 			}
 			if b.o.Commands != nil {

@@ -335,3 +335,39 @@ func TestBuildSPDFakeSDK(t *testing.T) {
 		t.Errorf("no draft context binary in %+v", m.Files)
 	}
 }
+
+// TestBuildDryRunScript: the dry run's sdk_commands.sh, run by a shell
+// with QNN_SDK_ROOT set, compiles every stage (with the fake SDK's tools).
+func TestBuildDryRunScript(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	src := synthLlamaGGUF(t)
+	out := filepath.Join(t.TempDir(), "out")
+	var code int
+	captureStdout(t, func() {
+		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--dry-run", "-n", "4", "-q"})
+	})
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	root := fakeSDKRoot(t)
+	// Dry-run commands load DLCs through libQnnModelDlc.so (every SDK has it).
+	os.WriteFile(filepath.Join(root, qnnpack.HostLibDir, qnnpack.LibModelDlc), []byte("fake"), 0o644)
+	cmd := exec.Command(sh, filepath.Join(out, "work", pipeline.CommandsName))
+	cmd.Env = append(os.Environ(), "QNN_SDK_ROOT="+root)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	p, err := shard.ReadPlan(filepath.Join(out, "work", "plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Stages {
+		bin := filepath.Join(out, "work", "sdk", "stage_0"+strconv.Itoa(i+1), qnnpack.ContextBinaryName(p, i)+".bin")
+		if b, err := os.ReadFile(bin); err != nil || !strings.HasPrefix(string(b), "FAKECTX1\n") {
+			t.Errorf("%s: %v", bin, err)
+		}
+	}
+}
