@@ -41,7 +41,12 @@
 //	Q8_0, Q1_0, Q2_0     activations quantized to Q8_0 blocks of 32
 //	                     (int8.QuantizeRowQ8_0), integer dot products
 //	other types          one weight row at a time decoded by
-//	                     gguf.Dequantize into scratch, float32 dot (slow)
+//	                     gguf.Dequantize into scratch (slow), float32 dot
+//	                     with the activations rounded as llama.cpp rounds
+//	                     them for that type: Q8_0 blocks for Q4_0, Q4_1,
+//	                     Q5_0, Q5_1, IQ4_NL, MXFP4, NVFP4; Q8_K blocks of
+//	                     256 (ggml's quantize_row_q8_K_ref) for K-quants,
+//	                     IQ and TQ types
 //
 // Options.KVF16 switches attention to llama.cpp's F16-KV flash-attention
 // arithmetic (see Options); by default attention is float32.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"unsafe"
 
@@ -22,6 +23,9 @@ const (
 	actBF16                // BF16 weights: activations rounded to bfloat16
 	actQ8                  // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
 	actQ1                  // Q1_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
+	actQ8f                 // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
+	actQ8Kf                // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
+	numActKinds
 )
 
 // matrix is a weight in its stored type: rows of cols elements, ggml
@@ -81,6 +85,11 @@ func (m *matrix) kind() actKind {
 		return actQ1
 	case gguf.Q8_0, gguf.Q2_0:
 		return actQ8
+	case gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.IQ4_NL, gguf.MXFP4, gguf.NVFP4:
+		return actQ8f
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ2_XXS, gguf.IQ2_XS,
+		gguf.IQ3_XXS, gguf.IQ1_S, gguf.IQ3_S, gguf.IQ2_S, gguf.IQ4_XS, gguf.IQ1_M, gguf.TQ1_0, gguf.TQ2_0:
+		return actQ8Kf
 	}
 	return actF32
 }
@@ -104,12 +113,14 @@ type acts struct {
 	q8      []byte
 	q8Bytes int // bytes per row of q8
 	q1      []quant1bit.Acts
-	have    [5]bool
+	q8f     []float32 // Q8_0-rounded values
+	q8kf    []float32 // Q8_K-rounded values
+	have    [numActKinds]bool
 }
 
 func (a *acts) reset(x []float32, t, cols int) {
 	a.t, a.cols, a.f32 = t, cols, x[:t*cols]
-	a.have = [5]bool{actF32: true}
+	a.have = [numActKinds]bool{actF32: true}
 }
 
 func (a *acts) prepare(k actKind) {
@@ -134,6 +145,16 @@ func (a *acts) prepare(k actKind) {
 		for t := 0; t < a.t; t++ {
 			int8.QuantizeRowQ8_0(a.f32[t*a.cols:(t+1)*a.cols], a.q8[t*rb:(t+1)*rb])
 		}
+	case actQ8f:
+		a.prepare(actQ8)
+		a.q8f = growF32(a.q8f, n)
+		for t := 0; t < a.t; t++ {
+			// Cannot fail: the bytes were just made for this length.
+			_ = gguf.Dequantize(gguf.Q8_0, a.q8[t*a.q8Bytes:(t+1)*a.q8Bytes], a.q8f[t*a.cols:(t+1)*a.cols])
+		}
+	case actQ8Kf:
+		a.q8kf = growF32(a.q8kf, n)
+		roundQ8K(a.q8kf, a.f32)
 	case actQ1:
 		a.prepare(actQ8)
 		if cap(a.q1) < a.t {
@@ -145,6 +166,40 @@ func (a *acts) prepare(k actKind) {
 		}
 	}
 	a.have[k] = true
+}
+
+func growF32(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// roundQ8K stores in dst the values src takes after ggml's
+// quantize_row_q8_K_ref (which llama.cpp's x86 CPU backend uses for the
+// activations of K-quant, IQ and TQ weights): per block of 256, with m the
+// element of largest magnitude (the first on ties), iscale = −127/m,
+// q = round-half-even(iscale·x) capped at 127, value q·(1/iscale).
+func roundQ8K(dst, src []float32) {
+	for b := 0; b+256 <= len(src); b += 256 {
+		x, y := src[b:b+256], dst[b:b+256]
+		var mx, amax float32
+		for _, v := range x {
+			if a := float32(math.Abs(float64(v))); a > amax {
+				amax, mx = a, v
+			}
+		}
+		if amax == 0 {
+			clear(y)
+			continue
+		}
+		iscale := -127 / mx
+		d := 1 / iscale
+		for i, v := range x {
+			q := math.RoundToEven(float64(iscale * v))
+			y[i] = float32(min(q, 127)) * d
+		}
+	}
 }
 
 func grow16(b []uint16, n int) []uint16 {
@@ -165,8 +220,11 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	}
 	e.observe(w, a) // calibration statistics (observe.go); no-op unless observed
 	k := w.kind()
-	if (k == actQ8 || k == actQ1) && w.cols%32 != 0 {
+	if (k == actQ8 || k == actQ1 || k == actQ8f) && w.cols%32 != 0 {
 		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 32", w.name, w.cols)
+	}
+	if k == actQ8Kf && w.cols%256 != 0 {
+		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 256", w.name, w.cols)
 	}
 	a.prepare(k)
 	out = out[:a.t*w.rows]
@@ -241,14 +299,23 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			}
 		}
 	default:
-		// Other types: decode one row at a time into scratch (correct, slow).
+		// Other types: decode one row at a time into scratch (correct,
+		// slow) and take float32 dot products with the activations rounded
+		// as llama.cpp rounds them for that type.
+		xs := a.f32
+		switch w.kind() {
+		case actQ8f:
+			xs = a.q8f
+		case actQ8Kf:
+			xs = a.q8kf
+		}
 		scratch := make([]float32, n)
 		for r := r0; r < r1; r++ {
 			if err := w.decodeRow(r, scratch); err != nil {
 				return fmt.Errorf("runtime: %w", err)
 			}
 			for t := 0; t < a.t; t++ {
-				out[t*rows+r] = kernels.Dot(scratch, a.f32[t*n:(t+1)*n])
+				out[t*rows+r] = kernels.Dot(scratch, xs[t*n:(t+1)*n])
 			}
 		}
 	}
