@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/pipeline"
 )
 
@@ -90,6 +91,50 @@ func TestDemo(t *testing.T) {
 			if top1 < 50 {
 				t.Errorf("llama int8 top-1 %.1f%%, want ≥ 50%%", top1)
 			}
+		}
+	}
+}
+
+// TestDemoUserModel runs the demo on stories260K (--model): both recipes
+// build, and the golden the verify step records from the source is the
+// fixture's greedy continuation (llama2.c's run.c) when given its prompt.
+func TestDemoUserModel(t *testing.T) {
+	needStories(t)
+	hf := filepath.Join(filepath.Dir(storiesGGUF), "hf")
+	dir := filepath.Join(t.TempDir(), "demo")
+	var code int
+	stdout := captureStdout(t, func() {
+		captureStderr(t, func() { code = run([]string{"demo", "--model", hf, "--keep", dir, "-n", "8"}) })
+	})
+	if code != 0 || strings.Count(stdout, "\nhf ") != 2 || !strings.Contains(stdout, "result: PASS") {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+
+	prompts := filepath.Join(t.TempDir(), "prompts.txt")
+	os.WriteFile(prompts, []byte("ids: 1\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "out")
+	captureStdout(t, func() {
+		code = run([]string{"build", storiesGGUF, out, "--recipe", "int8", "--stages", "5", "--ar", "32,1", "--cl", "128", "--prompts", prompts, "-n", "32", "-q"})
+	})
+	if code != 0 {
+		t.Fatalf("build exit %d", code)
+	}
+	g, err := golden.Read(filepath.Join(out, "work", pipeline.GoldenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsText, err := os.ReadFile(filepath.Join(filepath.Dir(storiesGGUF), "greedy_ids_from_bos_first64.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields(string(idsText))[:32]
+	got := g.Prompts[0].Expected
+	if len(got) != len(want) {
+		t.Fatalf("golden has %d ids, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if strconv.Itoa(int(got[i])) != want[i] {
+			t.Fatalf("golden id %d: %d, fixture %s", i, got[i], want[i])
 		}
 	}
 }
