@@ -1,0 +1,556 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// Staged decodes a model through a shard plan the way Genie runs the
+// plan's context binaries: one graph call per stage over exactly the
+// graph's I/O tensors, which live in real buffers of the plan's shapes and
+// layouts, and a KV manager that copies the accepted rows of every
+// past_*_out into past_*_in after a call (qnn-genie.md §1.2–1.3).
+//
+// Inside a stage the arithmetic is the runtime's own (Embed, RunLayers,
+// Head): a call loads each layer's cache from past_key/value_L_in (keys
+// transposed), its RoPE positions from position_ids_cos/_sin and its
+// attention pattern from attention_mask, and writes the new entries to the
+// _out tensors. Masked cache slots are skipped exactly as in whole-model
+// decoding, so staged and whole decoding give bit-identical logits.
+//
+// Gated DeltaNet layers read past_conv/past_ssm_in and write _out after
+// all AR rows of a call, padding included, as the exported graphs do; the
+// KV manager then takes the state after the last accepted row from the
+// runtime's per-token snapshots (Genie itself carries no recurrent state,
+// §0.5), so padded calls and rejected draft tokens roll back correctly.
+// Accepted rows must then be a prefix of the call's rows (a chain).
+//
+// A Staged holds one sequence and is used by one goroutine at a time.
+// Its Greedy and TeacherForced methods make it a golden.Decoder.
+type Staged struct {
+	e    *Engine
+	p    *shard.Plan
+	st   *State // per-layer caches used inside stage calls
+	vars []*stagedVariant
+
+	history []int32        // committed tokens: Genie's token_history
+	kv      *stagedVariant // KV variant whose _in tensors hold the cache
+	nValid  int            // n_valid_kv: entries in kv's past_*_in
+	step    *stagedStep    // the processed call awaiting Commit
+	calls   map[[2]int]int // graph calls per (AR, CL)
+	x       []float32      // hidden states of the running call
+}
+
+// stagedVariant is one (AR, CL) of the plan with its graphs and, while it
+// is in use, its tensors (shared by name across its graphs, as Genie links
+// same-named I/O into one buffer).
+type stagedVariant struct {
+	ar, cl int
+	arc    bool // CL == AR: Genie's AR-c mode (no past inputs)
+	graphs []*shard.Graph
+	bufs   map[string]*surface
+}
+
+// surface is one I/O tensor's buffer.
+type surface struct {
+	t shard.Tensor
+	f []float32
+	i []int32
+}
+
+// stagedStep is a processed call: its rows and what Commit needs.
+type stagedStep struct {
+	v       *stagedVariant
+	tokens  []int32 // rows (re-processed history, then new tokens)
+	parent  []int   // row index of each row's parent, −1 for the committed past
+	reproc  int     // leading rows that re-process committed history
+	base    int     // KV entries visible to the call (n_valid_kv; 0 on AR-c)
+	logits  [][]float32
+	gdnFull bool // the rows form one chain from the committed past
+}
+
+// MaskedValue is what Staged writes into attention_mask for a slot a row
+// must not see: Genie's value for float masks (qnn-genie.md §1.2). A stage
+// reads any value ≤ MaskThreshold as masked and exactly 0 as visible.
+const (
+	MaskedValue   = -1000
+	MaskThreshold = -20 // exp(−20) ≈ 2e−9: nothing a softmax can notice
+)
+
+// NewStaged prepares to decode e's model through plan p. The plan must
+// describe this model (architecture, layer kinds, widths, vocabulary),
+// every graph's tensors must be exactly the surfaces the executor feeds
+// and reads, with the shapes the model implies, and every CL must fit the
+// engine's context (Options.Context).
+func NewStaged(e *Engine, p *shard.Plan) (*Staged, error) {
+	if e == nil || p == nil {
+		return nil, fmt.Errorf("runtime: staged: nil engine or plan")
+	}
+	if err := checkPlanModel(e, p); err != nil {
+		return nil, err
+	}
+	s := &Staged{e: e, p: p, st: e.NewState(), calls: map[[2]int]int{}}
+	if len(p.Variants) == 0 {
+		return nil, fmt.Errorf("runtime: staged: plan %s has no variants", p.Model.Name)
+	}
+	for _, pv := range p.Variants {
+		v := &stagedVariant{ar: pv.AR, cl: pv.CL, arc: pv.AR == pv.CL}
+		if pv.AR < 1 || pv.CL < pv.AR {
+			return nil, fmt.Errorf("runtime: staged: plan %s: variant AR %d CL %d: want 1 ≤ AR ≤ CL", p.Model.Name, pv.AR, pv.CL)
+		}
+		if pv.CL > e.ctxLen {
+			return nil, fmt.Errorf("runtime: staged: plan %s: CL %d exceeds the engine's context length %d (raise Options.Context / --ctx)", p.Model.Name, pv.CL, e.ctxLen)
+		}
+		for k := range p.Stages {
+			g := p.Graph(k, pv.AR, pv.CL)
+			if g == nil {
+				return nil, fmt.Errorf("runtime: staged: plan %s: no graph for stage %d of AR %d CL %d", p.Model.Name, k, pv.AR, pv.CL)
+			}
+			if err := s.checkGraph(g, v); err != nil {
+				return nil, err
+			}
+			v.graphs = append(v.graphs, g)
+		}
+		s.vars = append(s.vars, v)
+	}
+	// Genie prefers the smallest CL, then the smallest AR (§1.3).
+	slices.SortStableFunc(s.vars, func(a, b *stagedVariant) int {
+		if a.cl != b.cl {
+			return a.cl - b.cl
+		}
+		return a.ar - b.ar
+	})
+	return s, nil
+}
+
+// checkPlanModel refuses a plan made for another model.
+func checkPlanModel(e *Engine, p *shard.Plan) error {
+	c, pm := &e.cfg, &p.Model
+	var bad []string
+	eq := func(key string, plan, mod int) {
+		if plan != mod {
+			bad = append(bad, fmt.Sprintf("%s %d (model %d)", key, plan, mod))
+		}
+	}
+	if pm.Arch != string(c.Arch) {
+		bad = append(bad, fmt.Sprintf("arch %q (model %q)", pm.Arch, c.Arch))
+	}
+	eq("layers", pm.Layers, c.Layers)
+	eq("hidden", pm.Hidden, c.Hidden)
+	eq("vocab", pm.Vocab, c.VocabSize)
+	eq("heads", pm.Heads, c.Heads)
+	eq("kv_heads", pm.KVHeads, c.KVHeads)
+	eq("head_dim", pm.HeadDim, c.HeadDim)
+	if c.Hybrid() {
+		eq("conv_kernel", pm.ConvKernel, c.ConvKernel)
+		eq("conv_dim", pm.ConvDim, c.ConvDim())
+		eq("ssm_value_heads", pm.SSMValueHeads, c.SSMValueHeads)
+		eq("ssm_key_dim", pm.SSMKeyDim, c.SSMKeyDim)
+		eq("ssm_value_dim", pm.SSMValueDim, c.SSMValueDim)
+	}
+	if len(pm.LayerKinds) != len(c.LayerKinds) {
+		bad = append(bad, fmt.Sprintf("%d layer kinds (model %d)", len(pm.LayerKinds), len(c.LayerKinds)))
+	} else {
+		for i, k := range c.LayerKinds {
+			if pm.LayerKinds[i] != k.String() {
+				bad = append(bad, fmt.Sprintf("layer %d %s (model %s)", i, pm.LayerKinds[i], k))
+				break
+			}
+		}
+	}
+	switch p.Positional {
+	case shard.Rope:
+		eq("rotary_dim", pm.RotaryDim, c.RopeDim)
+		eq("rope_dim", p.RopeDim, c.RopeDim/2)
+	case shard.Absolute:
+	default:
+		bad = append(bad, fmt.Sprintf("positional encoding %q (want rope or absolute)", p.Positional))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("runtime: staged: plan %s does not fit model %s: %s", pm.Name, e.name, strings.Join(bad, ", "))
+	}
+	next := 0
+	for k, st := range p.Stages {
+		if st.Index != k || st.FirstLayer != next || st.LastLayer < st.FirstLayer || st.LastLayer >= c.Layers {
+			return fmt.Errorf("runtime: staged: plan %s: stage %d covers layers %d–%d, want a range starting at %d within %d layers", pm.Name, k, st.FirstLayer, st.LastLayer, next, c.Layers)
+		}
+		if st.Embedding != (k == 0) || st.Head != (k == len(p.Stages)-1) {
+			return fmt.Errorf("runtime: staged: plan %s: stage %d: the embedding must be in the first stage and the head in the last", pm.Name, k)
+		}
+		next = st.LastLayer + 1
+	}
+	if next != c.Layers {
+		return fmt.Errorf("runtime: staged: plan %s: stages cover %d of %d layers", pm.Name, next, c.Layers)
+	}
+	return nil
+}
+
+// expectedIO is what stage k of variant v must take and give: the
+// surfaces of DESIGN.md's table for this model.
+func (s *Staged) expectedIO(k int, v *stagedVariant) (in, out map[string][]int64) {
+	c := &s.e.cfg
+	st := &s.p.Stages[k]
+	ar, cl := int64(v.ar), int64(v.cl)
+	past, h := cl-ar, int64(c.Hidden)
+	in, out = map[string][]int64{}, map[string][]int64{}
+	if st.Embedding {
+		in[shard.InputIDs] = []int64{1, ar}
+	} else {
+		in[shard.HiddenStates(k-1)] = []int64{1, ar, h}
+	}
+	if slices.Contains(c.LayerKinds[st.FirstLayer:st.LastLayer+1], model.Attention) {
+		in[shard.AttentionMask] = []int64{1, 1, ar, cl}
+		if s.p.Positional == shard.Rope {
+			in[shard.PositionIDsCos] = []int64{1, 1, ar, int64(s.p.RopeDim)}
+			in[shard.PositionIDsSin] = []int64{1, 1, ar, int64(s.p.RopeDim)}
+		} else {
+			in[shard.PositionIDs] = []int64{1, 1, ar}
+		}
+	}
+	nkv, d := int64(c.KVHeads), int64(c.HeadDim)
+	for l := st.FirstLayer; l <= st.LastLayer; l++ {
+		if c.LayerKinds[l] == model.Attention {
+			if !v.arc {
+				in[shard.PastKey(l, "in")] = []int64{nkv, 1, d, past}
+				in[shard.PastValue(l, "in")] = []int64{nkv, 1, past, d}
+			}
+			out[shard.PastKey(l, "out")] = []int64{nkv, 1, d, ar}
+			out[shard.PastValue(l, "out")] = []int64{nkv, 1, ar, d}
+			continue
+		}
+		conv := []int64{int64(c.ConvDim()), int64(c.ConvKernel - 1)}
+		ssm := []int64{int64(c.SSMValueHeads), int64(c.SSMKeyDim), int64(c.SSMValueDim)}
+		if !v.arc {
+			in[shard.PastConv(l, "in")], in[shard.PastSSM(l, "in")] = conv, ssm
+		}
+		out[shard.PastConv(l, "out")], out[shard.PastSSM(l, "out")] = conv, ssm
+	}
+	if st.Head {
+		out[shard.Logits] = []int64{1, ar, int64(c.VocabSize)}
+	} else {
+		out[shard.HiddenStates(k)] = []int64{1, ar, h}
+	}
+	return in, out
+}
+
+// checkGraph makes sure graph g is exactly the surface set the executor
+// feeds and reads (an optional eaglet last_hidden_states aside).
+func (s *Staged) checkGraph(g *shard.Graph, v *stagedVariant) error {
+	in, out := s.expectedIO(g.Stage, v)
+	if s.p.Stages[g.Stage].Head {
+		if t := g.Output(shard.LastHiddenStates); t != nil {
+			out[shard.LastHiddenStates] = []int64{1, int64(v.ar), int64(s.e.cfg.Hidden)}
+		}
+	}
+	check := func(kind string, ts []shard.Tensor, want map[string][]int64) error {
+		seen := map[string]bool{}
+		for _, t := range ts {
+			w, ok := want[t.Name]
+			if !ok {
+				return fmt.Errorf("runtime: staged: plan %s: graph %s: %s %q is not a surface of this stage (model %s)", s.p.Model.Name, g.Name, kind, t.Name, s.e.name)
+			}
+			if !slices.Equal(t.Shape, w) {
+				return fmt.Errorf("runtime: staged: plan %s: graph %s: %s %q has shape %v, model %s needs %v", s.p.Model.Name, g.Name, kind, t.Name, t.Shape, s.e.name, w)
+			}
+			wantType := shard.Float32
+			if t.Name == shard.InputIDs || t.Name == shard.PositionIDs {
+				wantType = shard.Int32
+			}
+			if t.DType != wantType {
+				return fmt.Errorf("runtime: staged: plan %s: graph %s: %s %q has dtype %s, want %s", s.p.Model.Name, g.Name, kind, t.Name, t.DType, wantType)
+			}
+			seen[t.Name] = true
+		}
+		for _, name := range sortedKeys(want) {
+			if !seen[name] {
+				return fmt.Errorf("runtime: staged: plan %s: graph %s lacks %s %q %v", s.p.Model.Name, g.Name, kind, name, want[name])
+			}
+		}
+		return nil
+	}
+	if err := check("input", g.Inputs, in); err != nil {
+		return err
+	}
+	return check("output", g.Outputs, out)
+}
+
+func sortedKeys(m map[string][]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// buffers allocates v's tensors (once; they stay while v is in use).
+func (s *Staged) buffers(v *stagedVariant) {
+	if v.bufs != nil {
+		return
+	}
+	v.bufs = map[string]*surface{}
+	for _, g := range v.graphs {
+		for _, ts := range [][]shard.Tensor{g.Inputs, g.Outputs} {
+			for _, t := range ts {
+				if v.bufs[t.Name] != nil {
+					continue // linked by name (checkGraph fixed its shape)
+				}
+				n := 1
+				for _, d := range t.Shape {
+					n *= int(d)
+				}
+				b := &surface{t: t}
+				if t.DType == shard.Int32 {
+					b.i = make([]int32, n)
+				} else {
+					b.f = make([]float32, n)
+				}
+				v.bufs[t.Name] = b
+			}
+		}
+	}
+}
+
+// release drops v's tensors.
+func (v *stagedVariant) release() { v.bufs = nil }
+
+func (v *stagedVariant) f(name string) []float32 { return v.bufs[name].f }
+
+// fill writes the shared inputs of a call with rows tokens (parents and
+// positions per row) after base visible cache entries: input_ids padded
+// with token 0, the additive attention_mask and the positional tables.
+// Padding rows see only their own slot.
+func (s *Staged) fill(v *stagedVariant, tokens []int32, parent []int, pos []int32, base int) {
+	ar, cl := v.ar, v.cl
+	past := cl - ar
+	if b := v.bufs[shard.InputIDs]; b != nil {
+		clear(b.i)
+		copy(b.i, tokens)
+	}
+	if b := v.bufs[shard.AttentionMask]; b != nil {
+		m := b.f
+		for i := range m {
+			m[i] = MaskedValue
+		}
+		for r := 0; r < ar; r++ {
+			row := m[r*cl : (r+1)*cl]
+			row[past+r] = 0
+			if r >= len(tokens) {
+				continue
+			}
+			for j := 0; j < base; j++ {
+				row[j] = 0
+			}
+			for a := parent[r]; a >= 0; a = parent[a] {
+				row[past+a] = 0
+			}
+		}
+	}
+	padPos := func(r int) int32 {
+		if r < len(pos) {
+			return pos[r]
+		}
+		return int32(base + r)
+	}
+	if b := v.bufs[shard.PositionIDs]; b != nil {
+		for r := range b.i {
+			b.i[r] = padPos(r)
+		}
+	}
+	if bc := v.bufs[shard.PositionIDsCos]; bc != nil {
+		bs := v.bufs[shard.PositionIDsSin]
+		half := s.p.RopeDim
+		for r := 0; r < ar; r++ {
+			s.e.ropeTable(padPos(r), bc.f[r*half:(r+1)*half], bs.f[r*half:(r+1)*half])
+		}
+	}
+}
+
+// readMask turns stage input attention_mask into RunLayers' boolean mask
+// (same [AR][CL] layout) and marks the cache columns any row can see.
+func readMask(g *shard.Graph, m []float32, ar, cl int, used []bool) ([]bool, error) {
+	out := make([]bool, ar*cl)
+	for i, v := range m {
+		switch {
+		case v == 0:
+			out[i] = true
+			used[i%cl] = true
+		case v <= MaskThreshold:
+		default:
+			return nil, fmt.Errorf("runtime: staged: graph %s: %s[%d][%d] = %g: the CPU executor takes 0 (visible) or ≤ %d (masked)", g.Name, shard.AttentionMask, i/cl, i%cl, v, MaskThreshold)
+		}
+	}
+	return out, nil
+}
+
+// readPositions recovers each row's RoPE position from the cos/sin tables
+// and requires the row to be exactly the runtime's table for it, so that
+// the layers rotate by what the stage was given. The lowest-frequency
+// pair determines the position (unambiguous while its angle stays below
+// π), its neighbours absorb rounding.
+func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]int32, error) {
+	e := s.e
+	half := s.p.RopeDim
+	// Angle per position of the last pair, as ropeTable builds it.
+	f := float64(1)
+	for i := 1; i < half; i++ {
+		f *= float64(e.ropeScale)
+	}
+	if ff := e.cfg.RopeFreqFactors; ff != nil {
+		f /= float64(ff[half-1])
+	}
+	pos := make([]int32, ar)
+	c, sn := make([]float32, half), make([]float32, half)
+	for r := 0; r < ar; r++ {
+		rc, rs := cos[r*half:(r+1)*half], sin[r*half:(r+1)*half]
+		est := math.Atan2(float64(rs[half-1]), float64(rc[half-1])) / f
+		if est < -0.5 {
+			est += 2 * math.Pi / f
+		}
+		p0 := int64(math.Round(est))
+		found := false
+		for _, d := range []int64{0, -1, 1, -2, 2} {
+			p := p0 + d
+			if p < 0 || p >= int64(e.ctxLen) {
+				continue
+			}
+			e.ropeTable(int32(p), c, sn)
+			if slices.Equal(c, rc) && slices.Equal(sn, rs) {
+				pos[r], found = int32(p), true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("runtime: staged: graph %s: row %d of %s/%s is not the RoPE table of a position below %d", g.Name, r, shard.PositionIDsCos, shard.PositionIDsSin, e.ctxLen)
+		}
+	}
+	return pos, nil
+}
+
+// runStage executes stage k of variant v on its tensors. gdnBase is the
+// token count of the DeltaNet state in past_conv/ssm_in (snapshots are
+// numbered from it).
+func (s *Staged) runStage(v *stagedVariant, k int) error {
+	e, c := s.e, &s.e.cfg
+	g := v.graphs[k]
+	stg := &s.p.Stages[k]
+	ar, cl := v.ar, v.cl
+	past := cl - ar
+	h := c.Hidden
+	x := grow(&s.x, ar*h)
+	if stg.Embedding {
+		if err := e.Embed(v.bufs[shard.InputIDs].i, x); err != nil {
+			return fmt.Errorf("runtime: staged: graph %s: %w", g.Name, err)
+		}
+	} else {
+		copy(x, v.f(shard.HiddenStates(k-1)))
+	}
+	var mask []bool
+	var pos []int32
+	used := make([]bool, cl)
+	if b := v.bufs[shard.AttentionMask]; b != nil && g.Input(shard.AttentionMask) != nil {
+		var err error
+		if mask, err = readMask(g, b.f, ar, cl, used); err != nil {
+			return err
+		}
+		if s.p.Positional == shard.Rope {
+			pos, err = s.readPositions(g, v.f(shard.PositionIDsCos), v.f(shard.PositionIDsSin), ar)
+		} else {
+			pos = slices.Clone(v.bufs[shard.PositionIDs].i)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	nkv, d := c.KVHeads, c.HeadDim
+	kvDim := nkv * d
+	for l := stg.FirstLayer; l <= stg.LastLayer; l++ {
+		ls := &s.st.layers[l]
+		if ls.kind == model.Attention {
+			// The cache slots the mask makes visible come from _in;
+			// the others are never read.
+			ls.k, ls.v = growCache(ls.k, cl*kvDim), growCache(ls.v, cl*kvDim)
+			ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
+			if !v.arc {
+				ki, vi := v.f(shard.PastKey(l, "in")), v.f(shard.PastValue(l, "in"))
+				for j := 0; j < past; j++ {
+					if !used[j] {
+						continue
+					}
+					for hh := 0; hh < nkv; hh++ {
+						for i := 0; i < d; i++ {
+							ls.k[j*kvDim+hh*d+i] = ki[(hh*d+i)*past+j]
+						}
+						copy(ls.v[j*kvDim+hh*d:j*kvDim+(hh+1)*d], vi[(hh*past+j)*d:(hh*past+j+1)*d])
+					}
+				}
+			}
+			ls.n = past
+			if err := s.st.RunLayers(l, l+1, x, pos, mask); err != nil {
+				return fmt.Errorf("runtime: staged: graph %s: layer %d: %w", g.Name, l, err)
+			}
+			ko, vo := v.f(shard.PastKey(l, "out")), v.f(shard.PastValue(l, "out"))
+			for r := 0; r < ar; r++ {
+				src := (past + r) * kvDim
+				for hh := 0; hh < nkv; hh++ {
+					for i := 0; i < d; i++ {
+						ko[(hh*d+i)*ar+r] = ls.k[src+hh*d+i]
+					}
+					copy(vo[(hh*ar+r)*d:(hh*ar+r+1)*d], ls.v[src+hh*d:src+(hh+1)*d])
+				}
+			}
+			continue
+		}
+		// DeltaNet: state from _in (zero on AR-c graphs), snapshots
+		// numbered from 0 within this call.
+		if v.arc {
+			clear(ls.conv)
+			clear(ls.ssm)
+		} else {
+			convFromPlan(ls.conv, v.f(shard.PastConv(l, "in")), c)
+			copy(ls.ssm, v.f(shard.PastSSM(l, "in")))
+		}
+		ls.n, ls.snaps = 0, ls.snaps[:0]
+		if err := s.st.RunLayers(l, l+1, x, nil, nil); err != nil {
+			return fmt.Errorf("runtime: staged: graph %s: layer %d: %w", g.Name, l, err)
+		}
+		convToPlan(v.f(shard.PastConv(l, "out")), ls.conv, c)
+		copy(v.f(shard.PastSSM(l, "out")), ls.ssm)
+	}
+	if !stg.Head {
+		copy(v.f(shard.HiddenStates(k)), x)
+		return nil
+	}
+	if b := v.bufs[shard.LastHiddenStates]; b != nil {
+		copy(b.f, x)
+	}
+	if err := s.st.Head(x, v.f(shard.Logits)); err != nil {
+		return fmt.Errorf("runtime: staged: graph %s: %w", g.Name, err)
+	}
+	return nil
+}
+
+// convFromPlan converts a past_conv surface [conv_dim][K−1] into the
+// runtime's [K−1][conv_dim]; convToPlan the other way.
+func convFromPlan(dst, src []float32, c *model.Config) {
+	taps, cd := c.ConvKernel-1, c.ConvDim()
+	for j := 0; j < taps; j++ {
+		for ch := 0; ch < cd; ch++ {
+			dst[j*cd+ch] = src[ch*taps+j]
+		}
+	}
+}
+
+func convToPlan(dst, src []float32, c *model.Config) {
+	taps, cd := c.ConvKernel-1, c.ConvDim()
+	for j := 0; j < taps; j++ {
+		for ch := 0; ch < cd; ch++ {
+			dst[ch*taps+j] = src[j*cd+ch]
+		}
+	}
+}

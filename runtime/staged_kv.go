@@ -1,0 +1,610 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// The KV manager follows Genie's (qnn-genie.md §1.3): a call processes
+// n_process rows on one (AR, CL) variant; afterwards the rows a selection
+// mask of exactly n_process entries (or none: all) marks are copied in
+// order from past_*_out into past_*_in after the n_valid_kv entries held.
+// On an AR-c variant (CL == AR, no past inputs) every call re-processes
+// the whole token history, so n_process = new + n_past.
+
+// Reset empties the sequence, keeping the variants' buffers.
+func (s *Staged) Reset() {
+	s.history = s.history[:0]
+	s.nValid = 0
+	s.step = nil
+	if s.kv != nil {
+		for _, v := range s.vars {
+			if v != s.kv {
+				v.release()
+			}
+		}
+		for _, b := range s.kv.bufs {
+			clear(b.f)
+			clear(b.i)
+		}
+	}
+	clear(s.calls)
+}
+
+// Len is the number of committed tokens (Genie's n_past).
+func (s *Staged) Len() int { return len(s.history) }
+
+// History returns the committed tokens (Genie's token history). The slice
+// aliases the Staged.
+func (s *Staged) History() []int32 { return s.history }
+
+// ValidKV is n_valid_kv: the cache entries held in the current KV
+// variant's past_*_in tensors.
+func (s *Staged) ValidKV() int { return s.nValid }
+
+// StagedCalls counts the calls made on one variant since Reset.
+type StagedCalls struct {
+	AR, CL int
+	Calls  int
+}
+
+// Calls lists the graph calls per variant since Reset (every call runs
+// each stage once), in Genie's preference order (CL, then AR).
+func (s *Staged) Calls() []StagedCalls {
+	var out []StagedCalls
+	for _, v := range s.vars {
+		if n := s.calls[[2]int{v.ar, v.cl}]; n > 0 {
+			out = append(out, StagedCalls{v.ar, v.cl, n})
+		}
+	}
+	return out
+}
+
+// Surface returns the current buffer of I/O tensor name on variant (ar,
+// cl), or nil if that variant holds no buffers now. It aliases the
+// Staged: read it between calls (tests compare it with State.KV and
+// State.DeltaNet).
+func (s *Staged) Surface(ar, cl int, name string) []float32 {
+	for _, v := range s.vars {
+		if v.ar == ar && v.cl == cl && v.bufs != nil {
+			if b := v.bufs[name]; b != nil {
+				return b.f
+			}
+		}
+	}
+	return nil
+}
+
+// choose picks the variant for the next call the way Genie's strategy
+// does: the smallest CL that holds the tokens, then the smallest AR that
+// takes them all, else that CL's largest AR (the tokens then go in
+// chunks). pending is what a KV variant must process (history not yet in
+// the cache, then new tokens), total what an AR-c variant must (all
+// history and new tokens); one requires a single call. It returns the
+// variant and the rows of the call.
+func (s *Staged) choose(pending, total int, one bool) (*stagedVariant, int, error) {
+	var pick *stagedVariant
+	rows := 0
+	for i := 0; i < len(s.vars); {
+		cl := s.vars[i].cl
+		var best *stagedVariant
+		bestRows := 0
+		for ; i < len(s.vars) && s.vars[i].cl == cl; i++ {
+			v := s.vars[i]
+			need := pending
+			if v.arc {
+				need = total
+			}
+			n := min(need, v.ar)
+			switch {
+			case v.arc && total > v.ar, one && need > v.ar:
+				continue
+			case !v.arc && s.nValid+n > v.cl-v.ar:
+				continue // the cache would not hold the accepted rows
+			}
+			// Smallest AR taking everything; failing that, the largest.
+			if best == nil || (bestRows < need && n > bestRows) {
+				best, bestRows = v, n
+			}
+		}
+		if best != nil {
+			pick, rows = best, bestRows
+			break
+		}
+	}
+	if pick == nil {
+		var kvMax, arcMax *stagedVariant
+		for _, v := range s.vars {
+			switch {
+			case v.arc && (arcMax == nil || v.ar > arcMax.ar):
+				arcMax = v
+			case !v.arc && (kvMax == nil || v.cl-v.ar > kvMax.cl-kvMax.ar):
+				kvMax = v
+			}
+		}
+		var why []string
+		if kvMax != nil {
+			why = append(why, fmt.Sprintf("the largest cache, CL %d on AR %d, keeps %d entries", kvMax.cl, kvMax.ar, kvMax.cl-kvMax.ar))
+		}
+		if arcMax != nil {
+			why = append(why, fmt.Sprintf("the largest AR-c graph re-processes %d tokens", arcMax.ar))
+		}
+		if one {
+			why = append(why, "and a step must fit one call")
+		}
+		return nil, 0, fmt.Errorf("runtime: staged: plan %s: %d tokens (%d committed + %d new) do not fit any variant: %s",
+			s.p.Model.Name, total, len(s.history), total-len(s.history), strings.Join(why, "; "))
+	}
+	return pick, rows, nil
+}
+
+// use makes v the variant of the next call, moving the cache into v's
+// past_*_in tensors when v is a KV variant other than the current one
+// (Genie moves the KV on a CL switch, §1.2).
+func (s *Staged) use(v *stagedVariant) {
+	s.buffers(v)
+	if v.arc || v == s.kv {
+		return
+	}
+	old := s.kv
+	s.kv = v
+	if old == nil {
+		return
+	}
+	c := &s.e.cfg
+	nkv, d := c.KVHeads, c.HeadDim
+	op, np := old.cl-old.ar, v.cl-v.ar
+	for l, kind := range c.LayerKinds {
+		if kind == model.DeltaNet {
+			copy(v.f(shard.PastConv(l, "in")), old.f(shard.PastConv(l, "in")))
+			copy(v.f(shard.PastSSM(l, "in")), old.f(shard.PastSSM(l, "in")))
+			continue
+		}
+		ok, nk := old.f(shard.PastKey(l, "in")), v.f(shard.PastKey(l, "in"))
+		ov, nv := old.f(shard.PastValue(l, "in")), v.f(shard.PastValue(l, "in"))
+		for h := 0; h < nkv; h++ {
+			for i := 0; i < d; i++ {
+				copy(nk[(h*d+i)*np:(h*d+i)*np+s.nValid], ok[(h*d+i)*op:(h*d+i)*op+s.nValid])
+			}
+			copy(nv[h*np*d:(h*np+s.nValid)*d], ov[h*op*d:(h*op+s.nValid)*d])
+		}
+	}
+	old.release()
+}
+
+// process runs one call of rows tokens on v: parent gives each row's
+// parent row (−1: it follows the visible cache), reproc the leading rows
+// that re-process committed history, minAccept the fewest rows Commit may
+// keep (DeltaNet snapshots are kept for the rollback to it).
+func (s *Staged) process(v *stagedVariant, tokens []int32, parent []int, reproc, minAccept int) (*stagedStep, error) {
+	if len(tokens) == 0 || len(tokens) > v.ar {
+		return nil, fmt.Errorf("runtime: staged: %d rows for a call of AR %d", len(tokens), v.ar)
+	}
+	s.use(v)
+	base := 0
+	if !v.arc {
+		base = s.nValid
+	}
+	pos := make([]int32, len(tokens))
+	for r, p := range parent {
+		if p >= r {
+			return nil, fmt.Errorf("runtime: staged: row %d has parent %d: parents must come first", r, p)
+		}
+		pos[r] = int32(base)
+		if p >= 0 {
+			pos[r] = pos[p] + 1
+		}
+	}
+	if s.e.cfg.Hybrid() {
+		keep := 0 // a call whose rows all stay needs no snapshot
+		if minAccept < v.ar {
+			keep = v.ar - max(minAccept, 1) + 1
+		}
+		s.st.SetRollback(keep)
+	}
+	s.fill(v, tokens, parent, pos, base)
+	for k := range v.graphs {
+		if err := s.runStage(v, k); err != nil {
+			return nil, err
+		}
+	}
+	s.calls[[2]int{v.ar, v.cl}]++
+	vocab := s.e.cfg.VocabSize
+	lg := v.f(shard.Logits)
+	st := &stagedStep{v: v, tokens: tokens, parent: parent, reproc: reproc, base: base}
+	for r := range tokens {
+		st.logits = append(st.logits, slices.Clone(lg[r*vocab:(r+1)*vocab]))
+	}
+	s.step = st
+	return st, nil
+}
+
+// Commit accepts the rows of the last Submit that selection marks, as
+// Genie's updateKV does: the mask must be empty (all rows) or have exactly
+// n_process entries, one per row of the call, re-processed history
+// included. Selected rows must form one path from the committed sequence
+// (history rows always selected); on models with Gated DeltaNet layers
+// they must be the call's leading rows.
+func (s *Staged) Commit(selection []bool) error {
+	st := s.step
+	if st == nil {
+		return fmt.Errorf("runtime: staged: commit without a processed step")
+	}
+	n := len(st.tokens)
+	if len(selection) != 0 && len(selection) != n {
+		// Genie's own words (kvmanager.cpp processUpdate, qnn-genie.md §0).
+		return fmt.Errorf("runtime: staged: Invalid selection mask size. Found %d but expected 0 or %d (n_process = %d new + %d re-processed history on AR %d CL %d)",
+			len(selection), n, n-st.reproc, st.reproc, st.v.ar, st.v.cl)
+	}
+	sel := selection
+	if len(sel) == 0 {
+		sel = make([]bool, n)
+		for i := range sel {
+			sel[i] = true
+		}
+	}
+	prev, count, prefix := -1, 0, true
+	for r, ok := range sel {
+		if !ok {
+			if r < st.reproc {
+				return fmt.Errorf("runtime: staged: selection drops row %d, which re-processes committed token %d", r, r)
+			}
+			continue
+		}
+		if st.parent[r] != prev {
+			return fmt.Errorf("runtime: staged: selection is not a path: row %d's parent %d is not the previous selected row %d", r, st.parent[r], prev)
+		}
+		prefix = prefix && r == count
+		prev = r
+		count++
+	}
+	c := &s.e.cfg
+	if c.Hybrid() && !prefix {
+		return fmt.Errorf("runtime: staged: Gated DeltaNet state can keep only the leading rows of a call, not a branch of a draft tree (%s)", shard.RuleGDNSpec)
+	}
+	v := st.v
+	if !v.arc {
+		nkv, d := c.KVHeads, c.HeadDim
+		past := v.cl - v.ar
+		for l, kind := range c.LayerKinds {
+			if kind == model.DeltaNet {
+				if err := s.commitGDN(v, l, count); err != nil {
+					return err
+				}
+				continue
+			}
+			ki, ko := v.f(shard.PastKey(l, "in")), v.f(shard.PastKey(l, "out"))
+			vi, vo := v.f(shard.PastValue(l, "in")), v.f(shard.PastValue(l, "out"))
+			j := s.nValid
+			for r, ok := range sel {
+				if !ok {
+					continue
+				}
+				for h := 0; h < nkv; h++ {
+					for i := 0; i < d; i++ {
+						ki[(h*d+i)*past+j] = ko[(h*d+i)*v.ar+r]
+					}
+					copy(vi[(h*past+j)*d:(h*past+j+1)*d], vo[(h*v.ar+r)*d:(h*v.ar+r+1)*d])
+				}
+				j++
+			}
+		}
+		s.nValid += count
+	}
+	for r := st.reproc; r < n; r++ {
+		if sel[r] {
+			s.history = append(s.history, st.tokens[r])
+		}
+	}
+	s.step = nil
+	return nil
+}
+
+// commitGDN sets DeltaNet layer l's past_conv/ssm_in to its state after
+// the call's first a rows: _out when the call had no other rows, else the
+// runtime's snapshot.
+func (s *Staged) commitGDN(v *stagedVariant, l, a int) error {
+	c := &s.e.cfg
+	ci, si := v.f(shard.PastConv(l, "in")), v.f(shard.PastSSM(l, "in"))
+	switch {
+	case a == 0:
+	case a == v.ar:
+		copy(ci, v.f(shard.PastConv(l, "out")))
+		copy(si, v.f(shard.PastSSM(l, "out")))
+	default:
+		sn := s.st.layers[l].snap(a)
+		if sn == nil {
+			return fmt.Errorf("runtime: staged: DeltaNet layer %d: no state after row %d of the call (fewer rows accepted than the step allowed)", l, a)
+		}
+		convToPlan(ci, sn.conv, c)
+		copy(si, sn.ssm)
+	}
+	return nil
+}
+
+// Submit processes tokens after the committed sequence in one call, as a
+// speculative step does, and returns each token's logits row. parents[i]
+// is the index in tokens of token i's parent in a draft tree, −1 for a
+// token that follows the committed sequence; nil means a chain. The call
+// runs on the variant Genie would pick for all its rows; call Commit next.
+// On an AR-c variant the rows are the whole history and then tokens, so
+// Commit's mask needs len(history) + len(tokens) entries.
+func (s *Staged) Submit(tokens []int32, parents []int) ([][]float32, error) {
+	if s.step != nil {
+		return nil, fmt.Errorf("runtime: staged: the previous step is not committed")
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("runtime: no tokens to process")
+	}
+	if parents != nil && len(parents) != len(tokens) {
+		return nil, fmt.Errorf("runtime: staged: %d parents for %d tokens", len(parents), len(tokens))
+	}
+	for _, t := range tokens {
+		if err := s.e.checkToken(t); err != nil {
+			return nil, err
+		}
+	}
+	total := len(s.history) + len(tokens)
+	v, _, err := s.choose(len(s.history)-s.nValid+len(tokens), total, true)
+	if err != nil {
+		return nil, err
+	}
+	from := s.nValid
+	if v.arc {
+		from = 0
+	}
+	reproc := len(s.history) - from
+	rows := append(slices.Clone(s.history[from:]), tokens...)
+	parent := make([]int, len(rows))
+	for r := range parent {
+		parent[r] = r - 1
+	}
+	for i := range tokens {
+		p := i - 1
+		if parents != nil {
+			p = parents[i]
+			if p < -1 || p >= i {
+				return nil, fmt.Errorf("runtime: staged: token %d has parent %d: want −1 or an earlier token", i, p)
+			}
+		}
+		if p < 0 {
+			parent[reproc+i] = reproc - 1
+		} else {
+			parent[reproc+i] = reproc + p
+		}
+	}
+	st, err := s.process(v, rows, parent, reproc, reproc+1)
+	if err != nil {
+		return nil, err
+	}
+	return st.logits[reproc:], nil
+}
+
+// forward processes tokens after the committed sequence in as many calls
+// as the plan needs, committing every row, and returns the logits of the
+// new tokens (only the last row unless all).
+func (s *Staged) forward(tokens []int32, all bool) ([][]float32, error) {
+	if s.step != nil {
+		return nil, fmt.Errorf("runtime: staged: the previous step is not committed")
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("runtime: no tokens to process")
+	}
+	for _, t := range tokens {
+		if err := s.e.checkToken(t); err != nil {
+			return nil, err
+		}
+	}
+	var out [][]float32
+	rest := tokens
+	for len(rest) > 0 {
+		total := len(s.history) + len(rest)
+		v, n, err := s.choose(len(s.history)-s.nValid+len(rest), total, false)
+		if err != nil {
+			return nil, err
+		}
+		from := s.nValid
+		if v.arc {
+			from = 0
+		}
+		reproc := len(s.history) - from
+		rows := append(slices.Clone(s.history[from:]), rest...)[:n]
+		reproc = min(reproc, n)
+		parent := make([]int, n)
+		for r := range parent {
+			parent[r] = r - 1
+		}
+		st, err := s.process(v, rows, parent, reproc, n)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Commit(nil); err != nil {
+			return nil, err
+		}
+		fresh := st.logits[reproc:]
+		rest = rest[n-reproc:]
+		if all {
+			out = append(out, fresh...)
+		} else if len(rest) == 0 && len(fresh) > 0 {
+			out = append(out, fresh[len(fresh)-1])
+		}
+	}
+	return out, nil
+}
+
+// Forward processes tokens after the committed sequence (in as many
+// calls as the plan needs, each committed) and returns the logits after
+// the last one, like State.Forward.
+func (s *Staged) Forward(tokens []int32) ([]float32, error) {
+	rows, err := s.forward(tokens, false)
+	if err != nil {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
+// ForwardAll is Forward returning the logits after every token.
+func (s *Staged) ForwardAll(tokens []int32) ([][]float32, error) {
+	return s.forward(tokens, true)
+}
+
+// Verify is one exact greedy speculative step through the plan, like
+// State.Verify: it submits [last, draft…] as one call, accepts the longest
+// prefix of draft greedy decoding would produce with a selection mask of
+// n_process entries, and returns the accepted count and the bonus token.
+func (s *Staged) Verify(last int32, draft []int32) (accepted int, next int32, err error) {
+	rows, err := s.Submit(append([]int32{last}, draft...), nil)
+	if err != nil {
+		return 0, -1, err
+	}
+	a := 0
+	for a < len(draft) && draft[a] == Argmax(rows[a]) {
+		a++
+	}
+	st := s.step
+	sel := make([]bool, len(st.tokens))
+	for r := 0; r < st.reproc+a+1; r++ {
+		sel[r] = true
+	}
+	if err := s.Commit(sel); err != nil {
+		return 0, -1, err
+	}
+	return a, Argmax(rows[a]), nil
+}
+
+// Greedy returns the n tokens greedy decoding generates after prompt,
+// decoded through the plan from an empty sequence.
+func (s *Staged) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
+	return s.Generate(ctx, prompt, n, nil)
+}
+
+// Generate decodes greedily through the plan from an empty sequence,
+// calling fn (if not nil) with every step like State.Generate, and
+// returns the generated tokens. The last one is not processed.
+func (s *Staged) Generate(ctx context.Context, prompt []int32, n int, fn func(Step) bool) ([]int32, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("runtime: empty prompt")
+	}
+	s.Reset()
+	if n <= 0 {
+		return nil, nil
+	}
+	logits, err := s.Forward(prompt)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, 0, n)
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		tok := Argmax(logits)
+		out = append(out, tok)
+		if fn != nil && !fn(Step{Index: i, Token: tok, Logits: logits}) {
+			return out, nil
+		}
+		if len(out) == n {
+			return out, nil
+		}
+		if logits, err = s.Forward([]int32{tok}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// TeacherForced returns len(cont) rows of logits decoded through the
+// plan: row i is the distribution after prompt and cont[:i].
+func (s *Staged) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]float32, error) {
+	if len(cont) == 0 {
+		return nil, nil
+	}
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("runtime: empty prompt")
+	}
+	s.Reset()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	first, err := s.Forward(prompt)
+	if err != nil {
+		return nil, err
+	}
+	rows := [][]float32{first}
+	if len(cont) > 1 {
+		more, err := s.ForwardAll(cont[:len(cont)-1])
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, more...)
+	}
+	return rows, nil
+}
+
+// Speculate is exact greedy speculative decoding through the plan with a
+// drafter that needs no target features (e.g. a DraftModel): every window
+// is one Submit of [last, draft…] and one Commit whose selection mask
+// keeps the accepted prefix. The tokens equal Greedy's.
+func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k int) ([]int32, SpecStats, error) {
+	var st SpecStats
+	switch {
+	case d == nil:
+		return nil, st, fmt.Errorf("runtime: speculate: no drafter")
+	case len(d.FeatureLayers()) > 0:
+		return nil, st, fmt.Errorf("runtime: staged: speculate: the drafter needs target hidden states, which stage graphs do not expose")
+	case k < 1:
+		return nil, st, fmt.Errorf("runtime: speculate: %d draft tokens per window, want at least 1", k)
+	case len(prompt) == 0:
+		return nil, st, fmt.Errorf("runtime: empty prompt")
+	case n <= 0:
+		return nil, st, nil
+	}
+	s.Reset()
+	t0 := time.Now()
+	logits, err := s.Forward(prompt)
+	if err != nil {
+		return nil, st, err
+	}
+	if err := d.Start(prompt, nil); err != nil {
+		return nil, st, err
+	}
+	st.TargetCalls = 1
+	out := []int32{Argmax(logits)}
+	t1 := time.Now()
+	st.PromptSeconds = t1.Sub(t0).Seconds()
+	for len(out) < n {
+		if err := ctx.Err(); err != nil {
+			return nil, st, err
+		}
+		last := out[len(out)-1]
+		kk := min(k, n-len(out))
+		draft, err := d.Propose(last, kk)
+		if err != nil {
+			return nil, st, err
+		}
+		if len(draft) > kk {
+			return nil, st, fmt.Errorf("runtime: speculate: drafter proposed %d tokens, %d asked for", len(draft), kk)
+		}
+		a, next, err := s.Verify(last, draft)
+		if err != nil {
+			return nil, st, err
+		}
+		if err := d.Commit(last, draft, a, nil); err != nil {
+			return nil, st, err
+		}
+		out = append(out, draft[:a]...)
+		out = append(out, next)
+		st.Windows++
+		st.TargetCalls++
+		st.Proposed += len(draft)
+		st.Accepted += a
+	}
+	st.Seconds = time.Since(t1).Seconds()
+	st.Tokens = n
+	return out[:n], st, nil
+}
