@@ -831,7 +831,17 @@ func (b *builder) verify() error {
 			s.Note = v.Note + "; " + quality
 			return nil
 		}
-		d, err := b.o.Staged(qEngine, b.res.Plan)
+		// The staged executor keeps each variant's cache surfaces, so its
+		// engine's context must hold the plan's largest CL.
+		sopts := ropts
+		for _, v := range b.res.Plan.Variants {
+			sopts.Context = max(sopts.Context, v.CL)
+		}
+		sEngine, err := runtime.New(b.qm, sopts)
+		if err != nil {
+			return fmt.Errorf("qmodel: %w", err)
+		}
+		d, err := b.o.Staged(sEngine, b.res.Plan)
 		if err != nil {
 			return fmt.Errorf("staged executor: %w", err)
 		}
