@@ -44,6 +44,9 @@ type Engine struct {
 	ctxLen  int
 	batch   int
 	kvF16   bool
+	// minWork is the smallest job (about multiply-adds) worth splitting
+	// over goroutines; tests lower it to exercise the parallel paths.
+	minWork int
 
 	embd      *matrix // token_embd: rows = vocab
 	outNorm   []float32
@@ -86,7 +89,7 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	if m == nil {
 		return nil, errors.New("runtime: nil model")
 	}
-	e := &Engine{cfg: m.Config, name: m.Path, threads: opt.Threads, ctxLen: opt.Context, batch: opt.Batch, kvF16: opt.KVF16, l2Eps: 1e-6}
+	e := &Engine{cfg: m.Config, name: m.Path, threads: opt.Threads, ctxLen: opt.Context, batch: opt.Batch, kvF16: opt.KVF16, minWork: 1 << 15, l2Eps: 1e-6}
 	if e.name == "" {
 		e.name = "model"
 	}

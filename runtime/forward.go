@@ -13,7 +13,7 @@ import (
 type scratch struct {
 	xn, q, gate, k, v, att, proj, ffa, ffb []float32
 	z, ba, bb, conv                        []float32
-	scores, cos, sin                       []float32
+	cos, sin                               []float32
 	in, mid                                acts
 }
 
@@ -264,57 +264,33 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	}
 
 	// Scores, softmax and the weighted sum of V, one (token, head) at a
-	// time over the cache slots in order: nothing depends on T.
+	// time over the cache slots in order: nothing depends on T, and the
+	// pairs are independent, so they are split over the threads.
 	n := past + t
 	att := grow(&sc.att, t*nh*d)
 	clear(att)
-	scores := grow(&sc.scores, n)
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := nh / nkv
-	for i := 0; i < t; i++ {
-		var row []bool
-		last := past + i // causal: slots 0…past+i
-		if mask != nil {
-			row = mask[i*n : (i+1)*n]
-			last = n - 1
-		}
-		for hh := 0; hh < nh; hh++ {
-			qv := qs[(i*nh+hh)*d : (i*nh+hh+1)*d]
-			kh := hh / group
-			o := att[(i*nh+hh)*d : (i*nh+hh+1)*d]
+	e.parallel(t*nh, t*nh*n*d, func(lo, hi int) {
+		scores := make([]float32, n)
+		for p := lo; p < hi; p++ {
+			i, hh := p/nh, p%nh
+			var row []bool
+			last := past + i // causal: slots 0…past+i
+			if mask != nil {
+				row = mask[i*n : (i+1)*n]
+				last = n - 1
+			}
+			qv := qs[p*d : (p+1)*d]
+			o := att[p*d : (p+1)*d]
+			off := (hh / group) * d
 			if e.kvF16 {
-				flashF16(qv, ls.k, ls.v, kvDim, kh*d, row, last, scale, o)
-				continue
-			}
-			mx := float32(math.Inf(-1))
-			for j := 0; j <= last; j++ {
-				if row != nil && !row[j] {
-					continue
-				}
-				sv := kernels.Dot(qv, ls.k[j*kvDim+kh*d:j*kvDim+(kh+1)*d]) * scale
-				scores[j] = sv
-				if sv > mx {
-					mx = sv
-				}
-			}
-			var sum float64
-			for j := 0; j <= last; j++ {
-				if row != nil && !row[j] {
-					continue
-				}
-				p := expf(scores[j] - mx)
-				scores[j] = p
-				sum += float64(p)
-			}
-			inv := float32(1 / sum)
-			for j := 0; j <= last; j++ {
-				if row != nil && !row[j] {
-					continue
-				}
-				kernels.Axpy(scores[j]*inv, ls.v[j*kvDim+kh*d:j*kvDim+(kh+1)*d], o)
+				flashF16(qv, ls.k, ls.v, kvDim, off, row, last, scale, o)
+			} else {
+				attend(qv, ls.k, ls.v, kvDim, off, row, last, scale, scores, o)
 			}
 		}
-	}
+	})
 	if gate != nil {
 		for i := range att {
 			att[i] *= sigmoid(gate[i])
@@ -322,6 +298,41 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	}
 	sc.mid.reset(att, t, nh*d)
 	return e.matmul(l.wo, &sc.mid, grow(&sc.proj, t*c.Hidden))
+}
+
+// attend is one (token, head) of float32 attention over the slots
+// j ≤ last allowed by row (nil: all): scores q·k_j·scale, an exact
+// softmax (max, exp, float64 sum), and o = Σ p_j v_j in slot order.
+// k and v are [slot][stride] with this head's vectors at offset off.
+func attend(q, k, v []float32, stride, off int, row []bool, last int, scale float32, scores, o []float32) {
+	d := len(o)
+	mx := float32(math.Inf(-1))
+	for j := 0; j <= last; j++ {
+		if row != nil && !row[j] {
+			continue
+		}
+		sv := kernels.Dot(q, k[j*stride+off:j*stride+off+d]) * scale
+		scores[j] = sv
+		if sv > mx {
+			mx = sv
+		}
+	}
+	var sum float64
+	for j := 0; j <= last; j++ {
+		if row != nil && !row[j] {
+			continue
+		}
+		p := expf(scores[j] - mx)
+		scores[j] = p
+		sum += float64(p)
+	}
+	inv := float32(1 / sum)
+	for j := 0; j <= last; j++ {
+		if row != nil && !row[j] {
+			continue
+		}
+		kernels.Axpy(scores[j]*inv, v[j*stride+off:j*stride+off+d], o)
+	}
 }
 
 // flashF16 is one (token, head) of attention the way llama.cpp's CPU flash
@@ -477,25 +488,28 @@ func (s *State) deltaNet(li int, t int) error {
 			qv[j] *= qScale
 		}
 		zt := z[i*valueDim : (i+1)*valueDim]
-		for h := 0; h < hv; h++ {
-			kh := h / r
-			if c.SSMTiledHeads {
-				kh = h % hk
+		// Value heads are independent: split them over the threads.
+		e.parallel(hv, 3*hv*dk*dv, func(lo, hi int) {
+			for h := lo; h < hi; h++ {
+				kh := h / r
+				if c.SSMTiledHeads {
+					kh = h % hk
+				}
+				q, k := qv[kh*dk:(kh+1)*dk], kv[kh*dk:(kh+1)*dk]
+				vh := vv[h*dv : (h+1)*dv]
+				b := sigmoid(beta[i*hv+h])
+				a := expf(softplus(alpha[i*hv+h]+l.ssmDt[h]) * l.ssmA[h])
+				st := ls.ssm[h*dk*dv : (h+1)*dk*dv]
+				o := y[i*valueDim+h*dv : i*valueDim+(h+1)*dv]
+				deltaRule(st, q, k, vh, o, a, b, dk, dv)
+				// Gated RMS norm: (norm(o) ⊙ w) ⊙ silu(z).
+				rmsNorm(o, o, l.ssmNorm, c.RMSEps)
+				zh := zt[h*dv : (h+1)*dv]
+				for j := range o {
+					o[j] *= silu(zh[j])
+				}
 			}
-			q, k := qv[kh*dk:(kh+1)*dk], kv[kh*dk:(kh+1)*dk]
-			vh := vv[h*dv : (h+1)*dv]
-			b := sigmoid(beta[i*hv+h])
-			a := expf(softplus(alpha[i*hv+h]+l.ssmDt[h]) * l.ssmA[h])
-			st := ls.ssm[h*dk*dv : (h+1)*dk*dv]
-			o := y[i*valueDim+h*dv : i*valueDim+(h+1)*dv]
-			deltaRule(st, q, k, vh, o, a, b, dk, dv)
-			// Gated RMS norm: (norm(o) ⊙ w) ⊙ silu(z).
-			rmsNorm(o, o, l.ssmNorm, c.RMSEps)
-			zh := zt[h*dv : (h+1)*dv]
-			for j := range o {
-				o[j] *= silu(zh[j])
-			}
-		}
+		})
 		ls.n++
 		ls.pushSnap(s.rollback)
 	}

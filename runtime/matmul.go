@@ -230,7 +230,7 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	out = out[:a.t*w.rows]
 	workers := e.threads
 	// Small matrices are not worth a goroutine hand-off.
-	if w.rows*w.cols < 1<<15 || workers > w.rows {
+	if w.rows*w.cols < e.minWork || workers > w.rows {
 		workers = 1
 	}
 	if workers == 1 {
@@ -253,6 +253,28 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 		}
 	}
 	return nil
+}
+
+// parallel calls f on contiguous ranges of [0, n) on up to Threads
+// goroutines, or once on [0, n) when work (about the number of
+// multiply-adds) is too small to pay for the hand-off. Callers make each
+// index's result independent of the range it falls in.
+func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
+	workers := min(e.threads, n)
+	if workers <= 1 || work < e.minWork {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		lo, hi := n*i/workers, n*(i+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
 }
 
 func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error {

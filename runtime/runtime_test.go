@@ -40,7 +40,9 @@ func TestBatchedEqualsPerToken(t *testing.T) {
 					}
 					for _, opt := range []Options{{Threads: 2, Batch: 32}, {Threads: 3, Batch: 5}, {Threads: 1, Batch: 13}} {
 						opt.KVF16 = kv
-						got, err := newEngine(t, m, opt).NewState().ForwardAll(toks)
+						pe := newEngine(t, m, opt)
+						pe.minWork = 0 // split every matmul, attention and DeltaNet step
+						got, err := pe.NewState().ForwardAll(toks)
 						if err != nil {
 							t.Fatal(err)
 						}
