@@ -22,7 +22,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "run",
-		Usage:   "qnnprep run MODEL (--prompt TEXT | --ids 1,2,3) [-n N] [--json] [--logits FILE] [-t THREADS] [--ctx N] [--ignore-eos] [--kv-f16]",
+		Usage:   "qnnprep run MODEL (--prompt TEXT | --ids 1,2,3) [-n N] [--json] [--logits FILE] [-t THREADS] [--ctx N] [--ignore-eos] [--kv-f16] [--plan plan.json]",
 		Summary: "decode greedily with the bundled CPU runtime and report tokens/s",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -36,6 +36,7 @@ func init() {
 		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
 		ignoreEOS := fs.Bool("ignore-eos", false, "keep generating after the end-of-sequence token")
 		kvF16 := fs.Bool("kv-f16", false, "round attention like llama.cpp's default F16 KV cache")
+		planPath := fs.String("plan", "", "decode through this shard plan's stages (staged executor, Genie's KV manager)")
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
@@ -73,7 +74,11 @@ func init() {
 		if err != nil {
 			return err
 		}
-		res, err := runGreedy(ctx, e, ids, *n, !*ignoreEOS, *logitsPath)
+		greedy := runGreedy
+		if *planPath != "" {
+			greedy = planGreedy(*planPath)
+		}
+		res, err := greedy(ctx, e, ids, *n, !*ignoreEOS, *logitsPath)
 		if err != nil {
 			return err
 		}
