@@ -16,8 +16,10 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-// newStagedDecoder is the runtime's staged executor as a golden.Decoder
-// (the form verify and build take through stagedDecoder).
+// newStagedDecoder is the runtime's staged executor as a golden.Decoder,
+// the form verify --plan and build take through stagedDecoder. Wiring it
+// (stagedDecoder = newStagedDecoder) turns build's "verify partial" into a
+// staged == whole comparison; build_test.go still expects "partial".
 func newStagedDecoder(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error) {
 	return runtime.NewStaged(e, p)
 }
