@@ -11,10 +11,10 @@ import (
 
 // scratch holds a State's working buffers, grown to the largest batch seen.
 type scratch struct {
-	xn, q, gate, k, v, att, proj, ffa, ffb []float32
-	z, ba, bb, conv                        []float32
-	cos, sin                               []float32
-	in, mid                                acts
+	xn, q, gate, att, proj, ffa, ffb []float32
+	z, ba, bb, conv                  []float32
+	cos, sin                         []float32
+	in, mid                          acts
 }
 
 func grow(b *[]float32, n int) []float32 {
@@ -111,11 +111,11 @@ func (s *State) RunLayers(a, b int, x []float32, pos []int32, mask []bool) error
 			return fmt.Errorf("runtime: attention mask has %d entries, want %d×%d", len(mask), t, n)
 		}
 		for i := 0; i < t; i++ {
-			any := false
+			seen := false
 			for _, ok := range mask[i*n : (i+1)*n] {
-				any = any || ok
+				seen = seen || ok
 			}
-			if !any {
+			if !seen {
 				return fmt.Errorf("runtime: attention mask row %d allows no position", i)
 			}
 		}
