@@ -82,40 +82,49 @@ func (s *Staged) Surface(ar, cl int, name string) []float32 {
 }
 
 // choose picks the variant for the next call the way Genie's strategy
-// does: the smallest CL that holds the tokens, then the smallest AR that
-// takes them all, else that CL's largest AR (the tokens then go in
-// chunks). pending is what a KV variant must process (history not yet in
-// the cache, then new tokens), total what an AR-c variant must (all
-// history and new tokens); one requires a single call. It returns the
-// variant and the rows of the call.
+// does: the smallest CL that holds all the tokens, then the smallest AR
+// that takes them in one call, else the largest AR whose chunk fits (the
+// tokens then go in chunks). pending is what a KV variant must process
+// (history not yet in the cache, then new tokens), total what an AR-c
+// variant must (all history and new tokens); one requires a single call.
+// It returns the variant and the rows of the call.
 func (s *Staged) choose(pending, total int, one bool) (*stagedVariant, int, error) {
 	var pick *stagedVariant
 	rows := 0
-	for i := 0; i < len(s.vars); {
-		cl := s.vars[i].cl
-		var best *stagedVariant
-		bestRows := 0
-		for ; i < len(s.vars) && s.vars[i].cl == cl; i++ {
-			v := s.vars[i]
+	for i := 0; i < len(s.vars) && pick == nil; {
+		j := i
+		for j < len(s.vars) && s.vars[j].cl == s.vars[i].cl {
+			j++
+		}
+		group := s.vars[i:j]
+		i = j
+		holds := false
+		for _, v := range group {
+			if v.arc {
+				holds = holds || total <= v.ar
+			} else {
+				holds = holds || s.nValid+pending <= v.cl-v.ar
+			}
+		}
+		if !holds {
+			continue
+		}
+		for _, v := range group { // AR ascending
 			need := pending
 			if v.arc {
 				need = total
 			}
 			n := min(need, v.ar)
 			switch {
-			case v.arc && total > v.ar, one && need > v.ar:
+			case (v.arc || one) && need > v.ar:
 				continue
 			case !v.arc && s.nValid+n > v.cl-v.ar:
 				continue // the cache would not hold the accepted rows
 			}
 			// Smallest AR taking everything; failing that, the largest.
-			if best == nil || (bestRows < need && n > bestRows) {
-				best, bestRows = v, n
+			if pick == nil || (rows < need && n > rows) {
+				pick, rows = v, n
 			}
-		}
-		if best != nil {
-			pick, rows = best, bestRows
-			break
 		}
 	}
 	if pick == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
@@ -225,16 +226,17 @@ func checkSurfaces(t *testing.T, s *Staged, whole *State, c model.Config) {
 	}
 }
 
-// TestStagedCLSwitch runs a sequence longer than the small CL's cache: the
-// KV manager moves the cache to the CL-256 variant and decoding goes on
-// exactly as whole. An AR-32-only plan pads every step with 31 masked rows.
+// TestStagedCLSwitch runs a sequence whose prompt fits the small CL's
+// cache but whose continuation does not: the KV manager moves the cache to
+// the CL-256 variant and decoding goes on exactly as whole. An AR-32-only
+// plan pads every step with 31 masked rows.
 func TestStagedCLSwitch(t *testing.T) {
 	ctx := context.Background()
 	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
 		m := synthModel(t, stagedConfig(arch, 4), 9)
 		e := newEngine(t, m, Options{Threads: 1})
-		prompt := randomTokens(40, m.Config.VocabSize, 4)
-		want, err := e.Greedy(ctx, prompt, 32)
+		prompt := randomTokens(24, m.Config.VocabSize, 4)
+		want, err := e.Greedy(ctx, prompt, 48)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +244,7 @@ func TestStagedCLSwitch(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/ar%v", arch, ar), func(t *testing.T) {
 				p := planFor(t, m, shard.Options{LayersPerStage: 2, AR: ar, CL: []int{64, 256}})
 				s := newStaged(t, e, p)
-				got, err := s.Greedy(ctx, prompt, 32)
+				got, err := s.Greedy(ctx, prompt, 48)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -598,5 +600,108 @@ func TestStagedErrors(t *testing.T) {
 	}
 	if err := sh.Commit([]bool{true, false, true}); err == nil || !strings.Contains(err.Error(), shard.RuleGDNSpec) {
 		t.Errorf("hybrid tree branch: %v", err)
+	}
+}
+
+// TestStagedARc decodes through AR-c graphs (CL == AR, no past inputs:
+// every call re-processes the token history, DeltaNet state from zero),
+// alone and mixed with KV graphs: there the executor stays on the AR-c
+// graph of CL 8 while the history fits it, then moves to the KV graphs of
+// CL 64, re-processing the history (one AR-8 call) before AR-1 steps.
+// The tokens equal whole decoding.
+func TestStagedARc(t *testing.T) {
+	ctx := context.Background()
+	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
+		m := synthModel(t, stagedConfig(arch, 4), 21)
+		e := newEngine(t, m, Options{Threads: 1})
+		prompt := randomTokens(6, m.Config.VocabSize, 5)
+		want, err := e.Greedy(ctx, prompt, 12)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			ar, cl []int
+			modes  []string
+		}{
+			{[]int{24}, []int{24}, []string{"AR 24 CL 24"}},
+			{[]int{8, 1}, []int{8, 64}, []string{"AR 8 CL 8", "AR 1 CL 64", "AR 8 CL 64"}},
+		} {
+			t.Run(fmt.Sprintf("%s/ar%v/cl%v", arch, tc.ar, tc.cl), func(t *testing.T) {
+				p := planFor(t, m, shard.Options{LayersPerStage: 2, AR: tc.ar, CL: tc.cl, ARc: true})
+				s := newStaged(t, e, p)
+				got, err := s.Greedy(ctx, prompt, 12)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("staged %v\nwhole  %v", got, want)
+				}
+				var used []string
+				for _, c := range s.Calls() {
+					used = append(used, fmt.Sprintf("AR %d CL %d", c.AR, c.CL))
+				}
+				if !slices.Equal(used, tc.modes) {
+					t.Errorf("variants used %v, want %v", used, tc.modes)
+				}
+			})
+		}
+	}
+}
+
+// TestStagedQuantizedKVF16: quantized weights (Q8_0 activations rounding
+// inside every stage) and llama.cpp's F16 KV arithmetic decode through the
+// plan exactly like the whole model.
+func TestStagedQuantizedKVF16(t *testing.T) {
+	ctx := context.Background()
+	for _, arch := range []model.Arch{model.Qwen3, model.Qwen35} {
+		m := randomModel(t, tinyConfig(arch), gguf.Q8_0, 3)
+		for _, kvf16 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/kvf16=%v", arch, kvf16), func(t *testing.T) {
+				e := newEngine(t, m, Options{Threads: 2, KVF16: kvf16})
+				prompt := randomTokens(7, m.Config.VocabSize, 9)
+				want, err := e.Greedy(ctx, prompt, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := planFor(t, m, shard.Options{Stages: 2, AR: []int{4, 1}, CL: []int{32}})
+				got, err := newStaged(t, e, p).Greedy(ctx, prompt, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("staged %v\nwhole  %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkStaged compares greedy decoding whole and through a two-stage
+// plan (AR 32 for the prompt, AR 1 steps, CL 256) on a small synthetic
+// qwen3: the cost of the surfaces (KV copies, masks, RoPE tables).
+func BenchmarkStaged(b *testing.B) {
+	ctx := context.Background()
+	c := stagedConfig(model.Qwen3, 4)
+	m := synthModel(b, c, 1)
+	e := newEngine(b, m, Options{Threads: 1})
+	prompt := randomTokens(32, c.VocabSize, 1)
+	p := planFor(b, m, shard.Options{Stages: 2, AR: []int{32, 1}, CL: []int{256}})
+	s := newStaged(b, e, p)
+	const n = 64
+	for _, mode := range []string{"whole", "staged"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				var err error
+				if mode == "whole" {
+					_, err = e.Greedy(ctx, prompt, n)
+				} else {
+					_, err = s.Greedy(ctx, prompt, n)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
 	}
 }
