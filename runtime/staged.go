@@ -142,6 +142,7 @@ func checkPlanModel(e *Engine, p *shard.Plan) error {
 	}
 	eq("layers", pm.Layers, c.Layers)
 	eq("hidden", pm.Hidden, c.Hidden)
+	eq("ffn", pm.FFN, c.FFN)
 	eq("vocab", pm.Vocab, c.VocabSize)
 	eq("heads", pm.Heads, c.Heads)
 	eq("kv_heads", pm.KVHeads, c.KVHeads)
@@ -391,8 +392,9 @@ func readMask(g *shard.Graph, m []float32, ar, cl int, used []bool) ([]bool, err
 // readPositions recovers each row's RoPE position from the cos/sin tables
 // and requires the row to be exactly the runtime's table for it, so that
 // the layers rotate by what the stage was given. The lowest-frequency
-// pair determines the position (unambiguous while its angle stays below
-// π), its neighbours absorb rounding.
+// pair estimates the position (unambiguous while its angle stays below
+// π), its neighbours absorb rounding; failing that, every position of the
+// context is tried.
 func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]int32, error) {
 	e := s.e
 	half := s.p.RopeDim
@@ -414,16 +416,24 @@ func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]in
 		}
 		p0 := int64(math.Round(est))
 		found := false
-		for _, d := range []int64{0, -1, 1, -2, 2} {
-			p := p0 + d
+		try := func(p int64) bool {
 			if p < 0 || p >= int64(e.ctxLen) {
-				continue
+				return false
 			}
 			e.ropeTable(int32(p), c, sn)
 			if slices.Equal(c, rc) && slices.Equal(sn, rs) {
 				pos[r], found = int32(p), true
+			}
+			return found
+		}
+		for _, d := range []int64{0, -1, 1, -2, 2} {
+			if try(p0 + d) {
 				break
 			}
+		}
+		// Too few or too fast pairs for the estimate: scan the context.
+		for p := int64(0); !found && p < int64(e.ctxLen); p++ {
+			try(p)
 		}
 		if !found {
 			return nil, fmt.Errorf("runtime: staged: graph %s: row %d of %s/%s is not the RoPE table of a position below %d", g.Name, r, shard.PositionIDsCos, shard.PositionIDsSin, e.ctxLen)

@@ -117,7 +117,7 @@ func TestStagedMatchesWhole(t *testing.T) {
 	for _, arch := range []model.Arch{model.Llama, model.Qwen3, model.Qwen35} {
 		layers := 5
 		if arch == model.Qwen35 {
-			layers = 6 // D D D A | D D: a stage without attention for some splits
+			layers = 7 // D D D A D D D: stages without attention; "uneven" is 4 + 3
 		}
 		m := synthModel(t, stagedConfig(arch, layers), 5)
 		e := newEngine(t, m, Options{Threads: 1})
