@@ -617,3 +617,33 @@ func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k 
 	st.Tokens = n
 	return out[:n], st, nil
 }
+
+// Truncate rewinds the sequence to its first n tokens, as a dialog does
+// when it rewinds n_past: cache entries beyond n stop being valid
+// (n_valid_kv = min(n_valid_kv, n)) and are overwritten by later calls.
+// Recurrent state cannot be rewound this way (Genie carries none, §0.5;
+// rejected draft rows are rolled back at Commit instead), so on models
+// with Gated DeltaNet layers n must be 0 or Len().
+func (s *Staged) Truncate(n int) error {
+	switch {
+	case s.step != nil:
+		return fmt.Errorf("runtime: staged: truncate with an uncommitted step")
+	case n < 0 || n > len(s.history):
+		return fmt.Errorf("runtime: staged: truncate to %d tokens, the sequence holds %d", n, len(s.history))
+	case n == len(s.history):
+		return nil
+	case n > 0 && s.e.cfg.Hybrid():
+		return fmt.Errorf("runtime: staged: cannot rewind Gated DeltaNet state from %d to %d tokens (only to 0)", len(s.history), n)
+	}
+	s.history = s.history[:n]
+	s.nValid = min(s.nValid, n)
+	if n == 0 && s.kv != nil {
+		for l, kind := range s.e.cfg.LayerKinds {
+			if kind == model.DeltaNet {
+				clear(s.kv.f(shard.PastConv(l, "in")))
+				clear(s.kv.f(shard.PastSSM(l, "in")))
+			}
+		}
+	}
+	return nil
+}

@@ -705,3 +705,59 @@ func BenchmarkStaged(b *testing.B) {
 		})
 	}
 }
+
+// TestStagedTruncate rewinds a staged sequence and decodes a different
+// continuation: the logits equal a fresh whole-model run of that sequence.
+// Hybrids can rewind only to the start.
+func TestStagedTruncate(t *testing.T) {
+	ctx := context.Background()
+	m := synthModel(t, stagedConfig(model.Llama, 3), 14)
+	e := newEngine(t, m, Options{Threads: 1})
+	p := planFor(t, m, shard.Options{LayersPerStage: 2, AR: []int{4, 1}, CL: []int{32}})
+	s := newStaged(t, e, p)
+	a := randomTokens(10, m.Config.VocabSize, 1)
+	b := randomTokens(5, m.Config.VocabSize, 2)
+	if _, err := s.Forward(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Truncate(6); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ForwardAll(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := e.Logits(ctx, append(slices.Clone(a[:6]), b...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bitEqualRows(got, ref[6:]) || s.Len() != 11 || s.ValidKV() != 11 {
+		t.Fatalf("after truncate: logits differ from whole (len %d, n_valid_kv %d)", s.Len(), s.ValidKV())
+	}
+	if err := s.Truncate(12); err == nil {
+		t.Error("truncate beyond the sequence accepted")
+	}
+
+	mh := synthModel(t, stagedConfig(model.Qwen35, 4), 14)
+	eh := newEngine(t, mh, Options{Threads: 1})
+	sh := newStaged(t, eh, planFor(t, mh, shard.Options{LayersPerStage: 2, AR: []int{4, 1}, CL: []int{32}}))
+	if _, err := sh.Forward(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Truncate(6); err == nil || !strings.Contains(err.Error(), "Gated DeltaNet") {
+		t.Errorf("hybrid rewind: %v", err)
+	}
+	if err := sh.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	got, err = sh.ForwardAll(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref, err = eh.Logits(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if !bitEqualRows(got, ref) {
+		t.Fatal("hybrid after truncate to 0: logits differ from whole")
+	}
+}
