@@ -42,8 +42,14 @@ type Staged struct {
 	kv      *stagedVariant // KV variant whose _in tensors hold the cache
 	nValid  int            // n_valid_kv: entries in kv's past_*_in
 	step    *stagedStep    // the processed call awaiting Commit
+	names   []layerNames   // per layer, formatted once
 	calls   map[[2]int]int // graph calls per (AR, CL)
 	x       []float32      // hidden states of the running call
+}
+
+// layerNames are a layer's state tensor names.
+type layerNames struct {
+	keyIn, keyOut, valueIn, valueOut, convIn, convOut, ssmIn, ssmOut string
 }
 
 // stagedVariant is one (AR, CL) of the plan with its graphs and, while it
@@ -95,6 +101,12 @@ func NewStaged(e *Engine, p *shard.Plan) (*Staged, error) {
 		return nil, err
 	}
 	s := &Staged{e: e, p: p, st: e.NewState(), calls: map[[2]int]int{}}
+	for l := range e.cfg.Layers {
+		s.names = append(s.names, layerNames{
+			shard.PastKey(l, "in"), shard.PastKey(l, "out"), shard.PastValue(l, "in"), shard.PastValue(l, "out"),
+			shard.PastConv(l, "in"), shard.PastConv(l, "out"), shard.PastSSM(l, "in"), shard.PastSSM(l, "out"),
+		})
+	}
 	if len(p.Variants) == 0 {
 		return nil, fmt.Errorf("runtime: staged: plan %s has no variants", p.Model.Name)
 	}
@@ -217,19 +229,19 @@ func (s *Staged) expectedIO(k int, v *stagedVariant) (in, out map[string][]int64
 	for l := st.FirstLayer; l <= st.LastLayer; l++ {
 		if c.LayerKinds[l] == model.Attention {
 			if !v.arc {
-				in[shard.PastKey(l, "in")] = []int64{nkv, 1, d, past}
-				in[shard.PastValue(l, "in")] = []int64{nkv, 1, past, d}
+				in[s.names[l].keyIn] = []int64{nkv, 1, d, past}
+				in[s.names[l].valueIn] = []int64{nkv, 1, past, d}
 			}
-			out[shard.PastKey(l, "out")] = []int64{nkv, 1, d, ar}
-			out[shard.PastValue(l, "out")] = []int64{nkv, 1, ar, d}
+			out[s.names[l].keyOut] = []int64{nkv, 1, d, ar}
+			out[s.names[l].valueOut] = []int64{nkv, 1, ar, d}
 			continue
 		}
 		conv := []int64{int64(c.ConvDim()), int64(c.ConvKernel - 1)}
 		ssm := []int64{int64(c.SSMValueHeads), int64(c.SSMKeyDim), int64(c.SSMValueDim)}
 		if !v.arc {
-			in[shard.PastConv(l, "in")], in[shard.PastSSM(l, "in")] = conv, ssm
+			in[s.names[l].convIn], in[s.names[l].ssmIn] = conv, ssm
 		}
-		out[shard.PastConv(l, "out")], out[shard.PastSSM(l, "out")] = conv, ssm
+		out[s.names[l].convOut], out[s.names[l].ssmOut] = conv, ssm
 	}
 	if st.Head {
 		out[shard.Logits] = []int64{1, ar, int64(c.VocabSize)}
@@ -487,7 +499,7 @@ func (s *Staged) runStage(v *stagedVariant, k int) error {
 			ls.k, ls.v = growCache(ls.k, cl*kvDim), growCache(ls.v, cl*kvDim)
 			ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
 			if !v.arc {
-				ki, vi := v.f(shard.PastKey(l, "in")), v.f(shard.PastValue(l, "in"))
+				ki, vi := v.f(s.names[l].keyIn), v.f(s.names[l].valueIn)
 				for j := 0; j < past; j++ {
 					if !used[j] {
 						continue
@@ -504,7 +516,7 @@ func (s *Staged) runStage(v *stagedVariant, k int) error {
 			if err := s.st.RunLayers(l, l+1, x, pos, mask); err != nil {
 				return fmt.Errorf("runtime: staged: graph %s: layer %d: %w", g.Name, l, err)
 			}
-			ko, vo := v.f(shard.PastKey(l, "out")), v.f(shard.PastValue(l, "out"))
+			ko, vo := v.f(s.names[l].keyOut), v.f(s.names[l].valueOut)
 			for r := 0; r < ar; r++ {
 				src := (past + r) * kvDim
 				for hh := 0; hh < nkv; hh++ {
@@ -522,15 +534,15 @@ func (s *Staged) runStage(v *stagedVariant, k int) error {
 			clear(ls.conv)
 			clear(ls.ssm)
 		} else {
-			convFromPlan(ls.conv, v.f(shard.PastConv(l, "in")), c)
-			copy(ls.ssm, v.f(shard.PastSSM(l, "in")))
+			convFromPlan(ls.conv, v.f(s.names[l].convIn), c)
+			copy(ls.ssm, v.f(s.names[l].ssmIn))
 		}
 		ls.n, ls.snaps = 0, ls.snaps[:0]
 		if err := s.st.RunLayers(l, l+1, x, nil, nil); err != nil {
 			return fmt.Errorf("runtime: staged: graph %s: layer %d: %w", g.Name, l, err)
 		}
-		convToPlan(v.f(shard.PastConv(l, "out")), ls.conv, c)
-		copy(v.f(shard.PastSSM(l, "out")), ls.ssm)
+		convToPlan(v.f(s.names[l].convOut), ls.conv, c)
+		copy(v.f(s.names[l].ssmOut), ls.ssm)
 	}
 	if !stg.Head {
 		copy(v.f(shard.HiddenStates(k)), x)

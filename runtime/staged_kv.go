@@ -171,12 +171,12 @@ func (s *Staged) use(v *stagedVariant) {
 	op, np := old.cl-old.ar, v.cl-v.ar
 	for l, kind := range c.LayerKinds {
 		if kind == model.DeltaNet {
-			copy(v.f(shard.PastConv(l, "in")), old.f(shard.PastConv(l, "in")))
-			copy(v.f(shard.PastSSM(l, "in")), old.f(shard.PastSSM(l, "in")))
+			copy(v.f(s.names[l].convIn), old.f(s.names[l].convIn))
+			copy(v.f(s.names[l].ssmIn), old.f(s.names[l].ssmIn))
 			continue
 		}
-		ok, nk := old.f(shard.PastKey(l, "in")), v.f(shard.PastKey(l, "in"))
-		ov, nv := old.f(shard.PastValue(l, "in")), v.f(shard.PastValue(l, "in"))
+		ok, nk := old.f(s.names[l].keyIn), v.f(s.names[l].keyIn)
+		ov, nv := old.f(s.names[l].valueIn), v.f(s.names[l].valueIn)
 		for h := 0; h < nkv; h++ {
 			for i := 0; i < d; i++ {
 				copy(nk[(h*d+i)*np:(h*d+i)*np+s.nValid], ok[(h*d+i)*op:(h*d+i)*op+s.nValid])
@@ -288,8 +288,8 @@ func (s *Staged) Commit(selection []bool) error {
 				}
 				continue
 			}
-			ki, ko := v.f(shard.PastKey(l, "in")), v.f(shard.PastKey(l, "out"))
-			vi, vo := v.f(shard.PastValue(l, "in")), v.f(shard.PastValue(l, "out"))
+			ki, ko := v.f(s.names[l].keyIn), v.f(s.names[l].keyOut)
+			vi, vo := v.f(s.names[l].valueIn), v.f(s.names[l].valueOut)
 			j := s.nValid
 			for r, ok := range sel {
 				if !ok {
@@ -320,12 +320,12 @@ func (s *Staged) Commit(selection []bool) error {
 // runtime's snapshot.
 func (s *Staged) commitGDN(v *stagedVariant, l, a int) error {
 	c := &s.e.cfg
-	ci, si := v.f(shard.PastConv(l, "in")), v.f(shard.PastSSM(l, "in"))
+	ci, si := v.f(s.names[l].convIn), v.f(s.names[l].ssmIn)
 	switch {
 	case a == 0:
 	case a == v.ar:
-		copy(ci, v.f(shard.PastConv(l, "out")))
-		copy(si, v.f(shard.PastSSM(l, "out")))
+		copy(ci, v.f(s.names[l].convOut))
+		copy(si, v.f(s.names[l].ssmOut))
 	default:
 		sn := s.st.layers[l].snap(a)
 		if sn == nil {
@@ -640,8 +640,8 @@ func (s *Staged) Truncate(n int) error {
 	if n == 0 && s.kv != nil {
 		for l, kind := range s.e.cfg.LayerKinds {
 			if kind == model.DeltaNet {
-				clear(s.kv.f(shard.PastConv(l, "in")))
-				clear(s.kv.f(shard.PastSSM(l, "in")))
+				clear(s.kv.f(s.names[l].convIn))
+				clear(s.kv.f(s.names[l].ssmIn))
 			}
 		}
 	}
