@@ -71,13 +71,12 @@ type surface struct {
 
 // stagedStep is a processed call: its rows and what Commit needs.
 type stagedStep struct {
-	v       *stagedVariant
-	tokens  []int32 // rows (re-processed history, then new tokens)
-	parent  []int   // row index of each row's parent, −1 for the committed past
-	reproc  int     // leading rows that re-process committed history
-	base    int     // KV entries visible to the call (n_valid_kv; 0 on AR-c)
-	logits  [][]float32
-	gdnFull bool // the rows form one chain from the committed past
+	v      *stagedVariant
+	tokens []int32 // rows (re-processed history, then new tokens)
+	parent []int   // row index of each row's parent, −1 for the committed past
+	reproc int     // leading rows that re-process committed history
+	base   int     // KV entries visible to the call (n_valid_kv; 0 on AR-c)
+	logits [][]float32
 }
 
 // MaskedValue is what Staged writes into attention_mask for a slot a row
@@ -454,9 +453,9 @@ func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]in
 	return pos, nil
 }
 
-// runStage executes stage k of variant v on its tensors. gdnBase is the
-// token count of the DeltaNet state in past_conv/ssm_in (snapshots are
-// numbered from it).
+// runStage executes stage k of variant v: it reads the stage's input
+// tensors and writes its output tensors. DeltaNet snapshots are numbered
+// by rows of this call.
 func (s *Staged) runStage(v *stagedVariant, k int) error {
 	e, c := s.e, &s.e.cfg
 	g := v.graphs[k]
