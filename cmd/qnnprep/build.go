@@ -151,6 +151,7 @@ func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Opt
 			IRVersion: 8, Producer: "qnnprep", Version: qnnprepVersion(),
 		},
 	}
+	o.Staged = newStagedDecoder // the runtime's staged executor (run_plan.go)
 	if stagedDecoder != nil {
 		o.Staged = pipeline.StagedFunc(stagedDecoder)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,10 +91,15 @@ func TestBuildDryRun(t *testing.T) {
 	if n := strings.Count(stdout, qnnpack.ToolConverter+" "); n != len(p.Graphs) {
 		t.Errorf("%d converter commands, want %d", n, len(p.Graphs))
 	}
+	// The qmodel decoded through the plan's stages (runtime.Staged) gives
+	// the whole-model tokens on the hybrid.
+	if !regexp.MustCompile(`qmodel staged +[0-9.]+% +[0-9]+/[0-9]+ +[0-9]+/[0-9]+ +yes`).MatchString(stdout) {
+		t.Errorf("no staged == whole row:\n%s", stdout)
+	}
 	if n := strings.Count(stdout, qnnpack.ToolCtxGen+" "); n != len(p.Stages) {
 		t.Errorf("%d context binary commands, want %d", n, len(p.Stages))
 	}
-	for _, want := range []string{"quantize  ok", "sdk       dry-run", "verify    partial", "stage  layers", "qmodel whole", "result: PASS"} {
+	for _, want := range []string{"quantize  ok", "sdk       dry-run", "verify    ok", "stage  layers", "qmodel whole", "result: PASS"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout)
 		}

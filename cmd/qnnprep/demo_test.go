@@ -72,6 +72,10 @@ func TestDemo(t *testing.T) {
 		if g, _ := strconv.Atoi(f[6]); g != len(onnxFiles) || g != 4 || f[5] != "2" || f[7] != "ok" {
 			t.Errorf("%s %s: stages %s graphs %s check %s, %d ONNX files", model, recipe, f[5], f[6], f[7], len(onnxFiles))
 		}
+		// Staged decoding through the plan gave the whole model's tokens.
+		if f[8] != "yes" {
+			t.Errorf("%s %s: staged==whole %q", model, recipe, f[8])
+		}
 		for _, name := range []string{"bundle/genie_config.json", "bundle/manifest.json", pipeline.SummaryName} {
 			if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 				t.Error(err)
