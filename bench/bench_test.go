@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -346,5 +347,34 @@ func TestConvertSmall(t *testing.T) {
 	}
 	if _, err := Convert(context.Background(), p, ConvertOptions{Recipe: "nope"}); err == nil {
 		t.Error("unknown recipe: no error")
+	}
+}
+
+func TestReadSuites(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	var buf bytes.Buffer
+	if err := NewSuite([]*Report{fakeReport()}, nil).WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(a, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadSuites(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Reports) != 2 || len(s.Reports[1].Results) != 5 {
+		t.Fatalf("merged %d reports", len(s.Reports))
+	}
+	bad := filepath.Join(dir, "bad.json")
+	for _, doc := range []string{`{"schema":"x","reports":[],"conversions":[]}`, `{"schema":"` + SchemaID + `","reports":[],"conversions":[],"x":1}`, `[`} {
+		os.WriteFile(bad, []byte(doc), 0o644)
+		if _, err := ReadSuites(bad); err == nil || !strings.Contains(err.Error(), "bad.json") {
+			t.Errorf("%s: error %v", doc, err)
+		}
 	}
 }

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -192,4 +194,29 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// ReadSuites decodes saved Suite documents (the output of -o json) and
+// merges them into one, strictly: unknown fields and another schema are
+// errors naming the file.
+func ReadSuites(paths ...string) (*Suite, error) {
+	all := NewSuite(nil, nil)
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var s Suite
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", p, err)
+		}
+		if s.Schema != SchemaID {
+			return nil, fmt.Errorf("bench: %s: schema %q, want %q", p, s.Schema, SchemaID)
+		}
+		all.Reports = append(all.Reports, s.Reports...)
+		all.Conversions = append(all.Conversions, s.Conversions...)
+	}
+	return all, nil
 }

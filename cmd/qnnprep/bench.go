@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/qnnprep/qnnprep/bench"
+)
+
+func init() {
+	c := &command{
+		Name:    "bench",
+		Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+		Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
+	}
+	c.Run = func(ctx context.Context, args []string) error {
+		if len(args) > 0 && args[0] == "convert" {
+			return benchConvert(ctx, c, args[1:])
+		}
+		if len(args) > 0 && args[0] == "report" {
+			return benchReport(c, args[1:])
+		}
+		fs := newFlags(c)
+		p := fs.IntP("prompt", "p", 512, "prompt tokens per pp test (0: no pp)")
+		n := fs.IntP("gen", "n", 128, "generated tokens per tg test (0: no tg)")
+		depths := fs.IntSliceP("depth", "d", []int{0}, "context tokens filled before each test (comma list)")
+		reps := fs.IntP("reps", "r", 3, "timed repetitions after one warm-up")
+		threads := fs.IntSliceP("threads", "t", []int{2}, "thread counts (comma list)")
+		batch := fs.Int("batch", 0, "prompt batch size (runtime Options.Batch; 0: default)")
+		kvf16 := fs.Bool("kv-f16", false, "llama.cpp's F16 KV / flash-attention arithmetic")
+		draft := fs.String("draft", "", "draft model for speculative decoding")
+		draftLayers := fs.Int("draft-layers", 0, "use the target's first N layers as the draft")
+		ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
+		specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")
+		llama := fs.Bool("llama", false, "also time llama.cpp (node-llama-cpp) on the same file")
+		format := fs.StringP("output", "o", "table", "output format: table, json or csv")
+		plotPath := fs.String("plot", "", "write a plot: FILE.svg or FILE.png")
+		noSanity := fs.Bool("no-sanity", false, "skip the untimed reference runs")
+		refThreads := fs.Int("ref-threads", 1, "threads of the reference engine")
+		tol := fs.Float64("tolerance", 0, "largest |Δlogit| against the reference still sane")
+		seed := fs.Uint64("seed", 1, "seed of the token ids")
+		fault := fs.String("fault", "", "break a kernel on purpose: TENSOR=SCALE (testing the sanity check)")
+		quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
+		_ = fs.MarkHidden("fault")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() < 1 {
+			return usageError("want at least one MODEL")
+		}
+		if err := checkFormat(*format); err != nil {
+			return err
+		}
+		opt := bench.Options{
+			Prompt: *p, Gen: *n, Depths: *depths, Reps: *reps, Threads: *threads, Batch: *batch, KVF16: *kvf16,
+			DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, Llama: *llama,
+			NoSanity: *noSanity, RefThreads: *refThreads, Tolerance: *tol, Seed: *seed,
+		}
+		if *reps < 1 || *refThreads < 1 {
+			return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
+		}
+		if *fault != "" {
+			f, err := bench.ParseFault(*fault)
+			if err != nil {
+				return usageError("--fault: %v", err)
+			}
+			opt.Fault = f
+		}
+		if !*quiet {
+			opt.Log = os.Stderr
+		}
+		var reports []*bench.Report
+		for _, path := range fs.Args() {
+			r, err := bench.Run(ctx, path, opt)
+			if err != nil {
+				return err
+			}
+			reports = append(reports, r)
+		}
+		s := bench.NewSuite(reports, nil)
+		if err := writeSuite(os.Stdout, s, *format); err != nil {
+			return err
+		}
+		if *plotPath != "" {
+			if err := bench.WritePlot(*plotPath, s); err != nil {
+				return err
+			}
+		}
+		for _, r := range reports {
+			if !r.Sane {
+				fmt.Fprintf(os.Stderr, "qnnprep bench: %s: a timed run disagreed with its reference (sanity column)\n", r.Model.Path)
+				return exitError{1}
+			}
+		}
+		return nil
+	}
+	register(c)
+}
+
+func checkFormat(f string) error {
+	switch f {
+	case "table", "json", "csv":
+		return nil
+	}
+	return usageError("-o %q: want table, json or csv", f)
+}
+
+func writeSuite(w io.Writer, s *bench.Suite, format string) error {
+	switch format {
+	case "json":
+		return s.WriteJSON(w)
+	case "csv":
+		return s.WriteCSV(w)
+	}
+	return s.WriteTable(w)
+}
+
+func benchConvert(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	recipes := fs.StringSlice("recipe", nil, "recipes to time (comma list: q1, q8_0, int8, f16, bf16, keep)")
+	workers := fs.IntP("threads", "t", 0, "quantize workers (0: all CPUs)")
+	dir := fs.String("dir", "", "directory the outputs are written to and deleted from (default: the temp dir)")
+	scratch := fs.String("scratch", "", "directory of the compute-only pass (default: /dev/shm)")
+	format := fs.StringP("output", "o", "table", "output format: table, json or csv")
+	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return usageError("bench convert: want at least one SOURCE")
+	}
+	if len(*recipes) == 0 {
+		return usageError("bench convert: --recipe is required")
+	}
+	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	var convs []*bench.ConvertReport
+	for _, src := range fs.Args() {
+		for _, r := range *recipes {
+			o := bench.ConvertOptions{Recipe: r, Workers: *workers, Dir: *dir, Scratch: *scratch}
+			if !*quiet {
+				o.Log = os.Stderr
+			}
+			cr, err := bench.Convert(ctx, src, o)
+			if err != nil {
+				return err
+			}
+			convs = append(convs, cr)
+		}
+	}
+	return writeSuite(os.Stdout, bench.NewSuite(nil, convs), *format)
+}
+
+// benchReport merges saved -o json outputs and prints or plots them.
+func benchReport(c *command, args []string) error {
+	fs := newFlags(c)
+	format := fs.StringP("output", "o", "table", "output format: table, json or csv")
+	plotPath := fs.String("plot", "", "write a plot: FILE.svg or FILE.png")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return usageError("bench report: want at least one RESULT.json")
+	}
+	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	s, err := bench.ReadSuites(fs.Args()...)
+	if err != nil {
+		return err
+	}
+	if err := writeSuite(os.Stdout, s, *format); err != nil {
+		return err
+	}
+	if *plotPath != "" {
+		return bench.WritePlot(*plotPath, s)
+	}
+	return nil
+}
