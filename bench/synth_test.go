@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,5 +81,49 @@ func TestWrite700M(t *testing.T) {
 			t.Errorf("%s: hidden %d, want 2048", p, got)
 		}
 		m.Close()
+	}
+}
+
+// TestBench700M runs Run on the 700M llama in F16, Q8_0 and Q1_0 at
+// depths 0 and 2048 (short tests: pp32, tg8, one repetition; expect
+// tens of minutes on a loaded 2-core machine) and checks that every
+// result is there and sane, that the JSON validates and that the plot
+// renders.
+func TestBench700M(t *testing.T) {
+	need700M(t)
+	var reps []*Report
+	for _, typ := range []gguf.Type{gguf.F16, gguf.Q8_0, gguf.Q1_0} {
+		p := cached700M(t, typ)
+		r, err := Run(context.Background(), p, Options{Prompt: 32, Gen: 8, Depths: []int{0, 2048}, Reps: 1, Threads: []int{2}, RefThreads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, x := range r.Results {
+			got[fmt.Sprintf("%s@%d", x.Test, x.Depth)] = true
+			if x.Sane == nil || !*x.Sane || x.TokensPerSec <= 0 {
+				t.Errorf("%s %s depth %d: %.2f tokens/s, sane %v (%s)", typ, x.Test, x.Depth, x.TokensPerSec, x.Sane, x.SanityNote)
+			}
+		}
+		for _, k := range []string{"pp32@0", "tg8@0", "pp32@2048", "tg8@2048"} {
+			if !got[k] {
+				t.Errorf("%s: no %s", typ, k)
+			}
+		}
+		reps = append(reps, r)
+	}
+	s := NewSuite(reps, nil)
+	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
+		t.Fatal(err)
+	}
+	var tb bytes.Buffer
+	s.WriteTable(&tb)
+	t.Logf("\n%s", tb.String())
+	var img bytes.Buffer
+	if err := Plot(&img, "png", s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(&img); err != nil {
+		t.Fatal(err)
 	}
 }
