@@ -49,6 +49,7 @@ func init() {
 		timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
 		force := fs.Bool("force", false, "rebuild every stage, ignoring the SDK cache")
 		tokens := fs.IntP("tokens", "n", 16, "verify: tokens decoded per prompt")
+		noVerify := fs.Bool("no-verify", false, "skip the verify step (nothing then proves the stages decode like the model)")
 		promptsPath := fs.String("prompts", "", "verify: prompts file (one per line, text or \"ids: 1 2 3\"); default three id prompts")
 		minTop1 := fs.Float64("min-top1", 0, "verify: fail if the qmodel's teacher-forced top-1 agreement with the source is below this")
 		threads := fs.IntP("threads", "t", 2, "worker threads (outputs do not depend on it)")
@@ -99,7 +100,7 @@ func init() {
 		o.Recipe, o.Overrides, o.Plan, o.Name, o.SkipCheck = r, rules, po, *name, *skipCheck
 		o.SoC, o.SDK, o.DryRun, o.ConverterArgs = *soc, sdk, *dry, *convArgs
 		o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
-		o.Criteria.MinTop1 = *minTop1
+		o.Criteria.MinTop1, o.NoVerify = *minTop1, *noVerify
 		if *tok != "" {
 			o.Tokenizer = *tok
 		}
@@ -288,6 +289,8 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 		fmt.Fprintf(w, "\nSDK not run: the %d commands above are also in %s/%s/%s\n", len(r.Commands), r.OutDir, pipeline.WorkDir, pipeline.CommandsName)
 	}
 	switch {
+	case r.Pass() && r.Verify == nil:
+		fmt.Fprintln(w, "result: built, NOT verified")
 	case r.Pass():
 		fmt.Fprintln(w, "result: PASS")
 	default:

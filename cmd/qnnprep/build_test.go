@@ -121,6 +121,19 @@ func TestBuildDryRun(t *testing.T) {
 	if c := g.Dialog.Context; c.BOS != 1 || c.EOS != 2 || c.Size != 256 {
 		t.Errorf("genie context %+v", c)
 	}
+	// --json prints the same Result as summary.json; --no-verify skips
+	// the decode.
+	stdout = captureStdout(t, func() {
+		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--json", "--no-verify", "-q"})
+	})
+	var res pipeline.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("%v in %q", err, stdout)
+	}
+	if code != 0 || res.Verify != nil || res.Step(pipeline.StepVerify).Status != pipeline.StatusSkipped || len(res.Commands) != len(p.Graphs)+len(p.Stages) {
+		t.Errorf("--json --no-verify: exit %d, %s", code, stdout)
+	}
+
 	// A dry-run bundle has no context binaries: bundle verify says so.
 	if code := run([]string{"bundle", "verify", filepath.Join(out, "bundle")}); code != 1 {
 		t.Errorf("bundle verify of a dry run: exit %d, want 1", code)
