@@ -54,3 +54,26 @@ func BenchmarkQuantizeRowQ8_0(b *testing.B) { benchQuantize(b, QuantizeRowQ8_0) 
 func BenchmarkQuantizeRowPerChannel(b *testing.B) {
 	benchQuantize(b, func(x []float32, y []byte) { QuantizeRowPerChannel(x, y) })
 }
+
+// BenchmarkDotQ8_0Stream is BenchmarkDotQ8_0 over 96 MiB of weight rows of
+// 2048 elements, far larger than the caches: the kernel's speed when the
+// weights stream from memory, as in decoding ("cpu-GB/s": weight bytes per
+// CPU second of the calling thread).
+func BenchmarkDotQ8_0Stream(b *testing.B) {
+	const n = 2048
+	rowBytes := n / BlockQ8_0 * BlockBytesQ8_0
+	rows := 96 << 20 / rowBytes
+	w0, x := benchRows(n)
+	w := make([]byte, rows*rowBytes)
+	for r := 0; r < rows; r++ {
+		copy(w[r*rowBytes:], w0)
+	}
+	b.SetBytes(int64(len(w)))
+	var s float32
+	cpuBench(b, 0, func() {
+		for r := 0; r < rows; r++ {
+			s += dotQ8_0(w[r*rowBytes:(r+1)*rowBytes], x, n/BlockQ8_0)
+		}
+	})
+	_ = s
+}

