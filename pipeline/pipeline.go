@@ -4,13 +4,21 @@
 // its commands) into a Genie bundle, and verify by decoding: the qmodel whole
 // and through the plan, against a golden recorded from the source.
 //
+// Steps: quantize, plan, check, export, draft (spd only), sdk, bundle,
+// verify. Verify records a golden from the source (greedy continuations and
+// top-k logits of a few prompts), decodes the qmodel whole against it (the
+// quantization's quality: top-1 agreement, exact-match length) and through
+// the plan with the runtime's staged executor, which must give the whole
+// model's tokens exactly; for spd also speculatively with the draft.
+//
 // Everything goes under one output directory:
 //
 //	OUTDIR/work/qmodel.gguf           the quantized model
 //	OUTDIR/work/plan.json             the shard plan
 //	OUTDIR/work/onnx/                 <graph>.onnx and <graph>.encodings.json
 //	OUTDIR/work/sdk/                  DLCs, compile configs, context binaries, logs, cache
-//	OUTDIR/work/sdk_commands.sh       the SDK command lines, in order
+//	OUTDIR/work/sdk_commands.sh       dry run: the SDK commands as a script (set QNN_SDK_ROOT, run)
+//	OUTDIR/work/draft/                spd: the draft model's qmodel, plan, ONNX, SDK work and bundle
 //	OUTDIR/work/golden.json           the source model's greedy continuations
 //	OUTDIR/bundle/                    the Genie bundle (renamed into place when complete)
 //	OUTDIR/summary.json               the Result
@@ -21,7 +29,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +37,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -620,285 +626,7 @@ func (b *builder) buildDraft() error {
 	})
 }
 
-// dryRunJobs lists the SDK jobs for p's graphs, as a dry-run qnnpack.Build
-// plans them (paths under ${QNN_SDK_ROOT}).
-func dryRunJobs(p *shard.Plan, files map[string]qnnpack.GraphFiles, work string) ([]qnnpack.Job, []qnnpack.StagePaths, error) {
-	return qnnpack.PlanJobs(qnnpack.DryRunSDK(), p, files, work)
-}
-
-// sdkScript is a shell script that runs jobs in order the way qnnpack's
-// runner does: each tool writes into its temporary directory, whose
-// outputs are then moved to their final paths.
-//
-// A dry run's compile configs name the HTP extensions library under a
-// literal ${QNN_SDK_ROOT}, which no tool expands inside JSON; the script
-// substitutes the variable in them first.
-func sdkScript(jobs []qnnpack.Job, stages []qnnpack.StagePaths) string {
-	var sb strings.Builder
-	sb.WriteString("#!/bin/sh\n# The QAIRT SDK commands qnnprep build would run, in order.\nset -e\n")
-	sb.WriteString(": \"${QNN_SDK_ROOT:?set QNN_SDK_ROOT to the QAIRT SDK root}\"\n")
-	for _, st := range stages {
-		fmt.Fprintf(&sb, "sed -i 's|\\${QNN_SDK_ROOT}|'\"$QNN_SDK_ROOT\"'|g' %s\n", quote(st.CtxConfig))
-	}
-	for i := range jobs {
-		j := &jobs[i]
-		fmt.Fprintf(&sb, "\n# %s\nmkdir -p %s\n%s\n", j.Name(), quote(j.TempDir), j.Command())
-		for _, o := range j.Outputs {
-			fmt.Fprintf(&sb, "mv %s %s\n", quote(filepath.Join(j.TempDir, filepath.Base(o))), quote(o))
-		}
-		fmt.Fprintf(&sb, "rmdir %s\n", quote(j.TempDir))
-	}
-	return sb.String()
-}
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 func (b *builder) dryRun() bool { return b.o.DryRun || b.o.SDK == nil }
-
-// sdkAndBundle runs qnnpack.Build: the SDK step is its tool runs (or the
-// printed commands), the bundle step its bundle, re-checked by VerifyBundle.
-func (b *builder) sdkAndBundle() error {
-	dry := b.dryRun()
-	// A dry-run spd bundle cannot be written: qnnpack copies the draft's
-	// context binaries into it, and only the SDK makes them.
-	spdDry := dry && b.o.Draft != nil
-	var cmds bytes.Buffer
-	var res *qnnpack.Result
-	recipe, _ := json.Marshal(map[string]any{"name": b.o.Recipe.Name, "description": b.o.Recipe.Description, "source_sha256": b.res.Quant.SourceSHA256})
-	err := b.step(StepSDK, func(s *StepResult) error {
-		log := b.o.Log
-		var jobs []qnnpack.Job // dry run: the draft's, then the target's
-		var stages []qnnpack.StagePaths
-		if dry {
-			log = &cmds
-			target, ts, err := dryRunJobs(b.res.Plan, b.files, filepath.Join(b.work, SDKDir))
-			if err != nil {
-				return err
-			}
-			jobs = append(append(jobs, b.draftJobs...), target...)
-			stages = append(append(stages, b.draftStages...), ts...)
-			if spdDry {
-				for i := range jobs {
-					fmt.Fprintln(&cmds, jobs[i].Command())
-				}
-			} else {
-				for i := range b.draftJobs {
-					fmt.Fprintln(&cmds, b.draftJobs[i].Command())
-				}
-			}
-		}
-		if !spdDry {
-			var err error
-			res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
-				SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
-				OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
-				ConverterArgs: b.o.ConverterArgs, Tokenizer: b.o.Tokenizer, Recipe: recipe,
-				QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
-				DryRun: dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
-			})
-			if err != nil {
-				return err
-			}
-		}
-		if dry {
-			text := cmds.String()
-			b.res.Commands = strings.Split(strings.TrimRight(text, "\n"), "\n")
-			script := filepath.Join(b.work, CommandsName)
-			if err := atomicfile.WriteFile(script, []byte(sdkScript(jobs, stages))); err != nil {
-				return err
-			}
-			if b.o.Commands != nil {
-				io.WriteString(b.o.Commands, text)
-			}
-			s.Status = StatusDryRun
-			s.Outputs = []string{b.rel(script)}
-			why := "--dry-run"
-			if b.o.SDK == nil {
-				why = "no SDK"
-			}
-			s.Note = fmt.Sprintf("%s: %d commands not run", why, len(b.res.Commands))
-			return nil
-		}
-		ran, cached := 0, 0
-		for _, r := range res.Runs {
-			if r.Cached {
-				cached++
-			} else {
-				ran++
-			}
-		}
-		s.Outputs = []string{b.rel(filepath.Join(b.work, SDKDir)) + "/"}
-		s.Note = fmt.Sprintf("SDK %s: %d jobs run, %d up to date", b.o.SDK.Version, ran, cached)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if spdDry {
-		s := b.res.Step(StepBundle)
-		s.Note = "an spd bundle holds the draft's context binaries, which only the SDK makes"
-		return nil
-	}
-	// qnnpack.Build wrote the bundle as its last act (its time is in the
-	// sdk step); the bundle step re-checks it against its manifest.
-	return b.step(StepBundle, func(s *StepResult) error {
-		m, err := qnnpack.VerifyBundle(res.Bundle)
-		// VerifyBundle always fails a dry-run bundle (its context binaries
-		// are missing) and lists that as the last of its problems; when it
-		// is the only one, every file the manifest lists matched.
-		if err != nil && !(m != nil && m.DryRun && strings.Count(err.Error(), "\n  ") == 1) {
-			return err
-		}
-		b.res.Bundle = res.Bundle
-		s.Outputs = []string{b.rel(res.Bundle) + "/"}
-		s.Note = fmt.Sprintf("%d files, manifest verified", len(m.Files))
-		if m.DryRun {
-			s.Note += "; no context binaries (dry run)"
-		}
-		return nil
-	})
-}
-
-func (b *builder) verify() error {
-	if b.o.NoVerify {
-		s := b.res.Step(StepVerify)
-		s.Status, s.Note = StatusSkipped, "not verified (--no-verify)"
-		return nil
-	}
-	return b.step(StepVerify, func(s *StepResult) error {
-		prompts := b.o.Prompts
-		if len(prompts) == 0 {
-			prompts = DefaultPrompts(b.qm.Config)
-		}
-		n, topK := b.o.Tokens, b.o.TopK
-		if n <= 0 {
-			n = 16
-		}
-		if topK <= 0 {
-			topK = 8
-		}
-		longest := 0
-		for _, p := range prompts {
-			longest = max(longest, len(p.IDs))
-		}
-		ctxLen := longest + n + 1
-		if c := b.qm.Config.ContextLength; c > 0 && ctxLen > c {
-			return fmt.Errorf("prompts of %d tokens and %d steps exceed the context length %d", longest, n, c)
-		}
-		ropts := runtime.Options{Threads: b.o.Threads, Context: ctxLen}
-		srcEngine, err := runtime.New(b.src, ropts)
-		if err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		f, err := golden.Record(b.ctx, srcEngine, prompts, n, topK)
-		if err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		sha, err := quantize.SourceFingerprint(b.src)
-		if err != nil {
-			return err
-		}
-		f.Model = golden.ModelRef{Path: b.o.Source, Arch: string(b.src.Config.Arch), SHA256: sha}
-		gpath := filepath.Join(b.work, GoldenName)
-		if err := golden.Write(gpath, f); err != nil {
-			return err
-		}
-		qEngine, err := runtime.New(b.qm, ropts)
-		if err != nil {
-			return fmt.Errorf("qmodel: %w", err)
-		}
-		v := &Verification{Prompts: len(prompts), Tokens: n}
-		b.res.Verify = v
-		if v.Whole, err = golden.Verify(b.ctx, golden.EngineDecoder(qEngine), f, b.o.Criteria); err != nil {
-			return fmt.Errorf("qmodel whole: %w", err)
-		}
-		v.Whole.Decoder = "whole"
-		s.Outputs = []string{b.rel(gpath)}
-		sum := v.Whole.Summary
-		quality := fmt.Sprintf("vs source: top-1 %.1f%%, exact %d/%d tokens", 100*sum.Top1, sum.Matched, sum.Tokens)
-		if b.draftQM != nil {
-			dEngine, err := runtime.New(b.draftQM, ropts)
-			if err != nil {
-				return fmt.Errorf("draft: %w", err)
-			}
-			sd := golden.SpeculativeDecoder(qEngine, func() (runtime.Drafter, error) { return runtime.NewDraftModel(qEngine, dEngine) }, b.res.Plan.Dialog.DraftLen)
-			if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
-				return fmt.Errorf("speculative decode: %w", err)
-			}
-			same := sameOutputs(v.Whole, v.Speculative)
-			v.SpeculativeEqualsWhole = &same
-			spec := "speculative == whole"
-			if !same {
-				spec = "speculative decode DIFFERS from whole"
-			}
-			if sr := v.Speculative.Speculative; sr != nil {
-				spec += fmt.Sprintf(" (acceptance %.2f of %d)", sr.AcceptanceLength, sr.K)
-			}
-			quality = spec + "; " + quality
-		}
-		if b.o.Staged == nil {
-			v.Note = "no staged executor in this build: the qmodel was decoded whole only"
-			s.Status = StatusPartial
-			s.Note = v.Note + "; " + quality
-			return nil
-		}
-		// The staged executor keeps each variant's cache surfaces, so its
-		// engine's context must hold the plan's largest CL.
-		sopts := ropts
-		for _, v := range b.res.Plan.Variants {
-			sopts.Context = max(sopts.Context, v.CL)
-		}
-		sEngine, err := runtime.New(b.qm, sopts)
-		if err != nil {
-			return fmt.Errorf("qmodel: %w", err)
-		}
-		d, err := b.o.Staged(sEngine, b.res.Plan)
-		if err != nil {
-			return fmt.Errorf("staged executor: %w", err)
-		}
-		if v.Staged, err = golden.Verify(b.ctx, d, f, golden.Criteria{}); err != nil {
-			return fmt.Errorf("qmodel through the plan: %w", err)
-		}
-		v.Staged.Decoder = "plan " + b.rel(b.res.PlanPath)
-		same := sameOutputs(v.Whole, v.Staged)
-		v.StagedEqualsWhole = &same
-		if same {
-			s.Note = fmt.Sprintf("staged == whole on %d prompts × %d tokens; %s", len(prompts), n, quality)
-		} else {
-			s.Note = fmt.Sprintf("staged decode DIFFERS from whole; %s", quality)
-		}
-		if !v.Whole.Pass {
-			s.Note += "; criteria failed: " + strings.Join(v.Whole.Failures, "; ")
-		}
-		return nil
-	})
-}
-
-// sameOutputs reports whether two reports over one golden file decoded
-// the same tokens for every prompt.
-func sameOutputs(a, b *golden.Report) bool {
-	if len(a.Prompts) != len(b.Prompts) {
-		return false
-	}
-	for i := range a.Prompts {
-		if !equalIDs(a.Prompts[i].Got, b.Prompts[i].Got) {
-			return false
-		}
-	}
-	return true
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 func (b *builder) writeSummary() error {
 	if _, err := os.Stat(b.o.OutDir); err != nil {

@@ -1,0 +1,151 @@
+package pipeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+// sdkAndBundle runs qnnpack.Build: the SDK step is its tool runs (or the
+// printed commands), the bundle step its bundle, re-checked by VerifyBundle.
+func (b *builder) sdkAndBundle() error {
+	dry := b.dryRun()
+	// A dry-run spd bundle cannot be written: qnnpack copies the draft's
+	// context binaries into it, and only the SDK makes them.
+	spdDry := dry && b.o.Draft != nil
+	var cmds bytes.Buffer
+	var res *qnnpack.Result
+	recipe, _ := json.Marshal(map[string]any{"name": b.o.Recipe.Name, "description": b.o.Recipe.Description, "source_sha256": b.res.Quant.SourceSHA256})
+	err := b.step(StepSDK, func(s *StepResult) error {
+		log := b.o.Log
+		var jobs []qnnpack.Job // dry run: the draft's, then the target's
+		var stages []qnnpack.StagePaths
+		if dry {
+			log = &cmds
+			target, ts, err := dryRunJobs(b.res.Plan, b.files, filepath.Join(b.work, SDKDir))
+			if err != nil {
+				return err
+			}
+			jobs = append(append(jobs, b.draftJobs...), target...)
+			stages = append(append(stages, b.draftStages...), ts...)
+			if spdDry {
+				for i := range jobs {
+					fmt.Fprintln(&cmds, jobs[i].Command())
+				}
+			} else {
+				for i := range b.draftJobs {
+					fmt.Fprintln(&cmds, b.draftJobs[i].Command())
+				}
+			}
+		}
+		if !spdDry {
+			var err error
+			res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
+				SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
+				OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
+				ConverterArgs: b.o.ConverterArgs, Tokenizer: b.o.Tokenizer, Recipe: recipe,
+				QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
+				DryRun: dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if dry {
+			text := cmds.String()
+			b.res.Commands = strings.Split(strings.TrimRight(text, "\n"), "\n")
+			script := filepath.Join(b.work, CommandsName)
+			if err := atomicfile.WriteFile(script, []byte(sdkScript(jobs, stages))); err != nil {
+				return err
+			}
+			if b.o.Commands != nil {
+				io.WriteString(b.o.Commands, text)
+			}
+			s.Status = StatusDryRun
+			s.Outputs = []string{b.rel(script)}
+			why := "--dry-run"
+			if b.o.SDK == nil {
+				why = "no SDK"
+			}
+			s.Note = fmt.Sprintf("%s: %d commands not run", why, len(b.res.Commands))
+			return nil
+		}
+		ran, cached := 0, 0
+		for _, r := range res.Runs {
+			if r.Cached {
+				cached++
+			} else {
+				ran++
+			}
+		}
+		s.Outputs = []string{b.rel(filepath.Join(b.work, SDKDir)) + "/"}
+		s.Note = fmt.Sprintf("SDK %s: %d jobs run, %d up to date", b.o.SDK.Version, ran, cached)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if spdDry {
+		s := b.res.Step(StepBundle)
+		s.Note = "an spd bundle holds the draft's context binaries, which only the SDK makes"
+		return nil
+	}
+	// qnnpack.Build wrote the bundle as its last act (its time is in the
+	// sdk step); the bundle step re-checks it against its manifest.
+	return b.step(StepBundle, func(s *StepResult) error {
+		m, err := qnnpack.VerifyBundle(res.Bundle)
+		// VerifyBundle always fails a dry-run bundle (its context binaries
+		// are missing) and lists that as the last of its problems; when it
+		// is the only one, every file the manifest lists matched.
+		if err != nil && !(m != nil && m.DryRun && strings.Count(err.Error(), "\n  ") == 1) {
+			return err
+		}
+		b.res.Bundle = res.Bundle
+		s.Outputs = []string{b.rel(res.Bundle) + "/"}
+		s.Note = fmt.Sprintf("%d files, manifest verified", len(m.Files))
+		if m.DryRun {
+			s.Note += "; no context binaries (dry run)"
+		}
+		return nil
+	})
+}
+
+// dryRunJobs lists the SDK jobs for p's graphs, as a dry-run qnnpack.Build
+// plans them (paths under ${QNN_SDK_ROOT}).
+func dryRunJobs(p *shard.Plan, files map[string]qnnpack.GraphFiles, work string) ([]qnnpack.Job, []qnnpack.StagePaths, error) {
+	return qnnpack.PlanJobs(qnnpack.DryRunSDK(), p, files, work)
+}
+
+// sdkScript is a shell script that runs jobs in order the way qnnpack's
+// runner does: each tool writes into its temporary directory, whose
+// outputs are then moved to their final paths.
+//
+// A dry run's compile configs name the HTP extensions library under a
+// literal ${QNN_SDK_ROOT}, which no tool expands inside JSON; the script
+// substitutes the variable in them first.
+func sdkScript(jobs []qnnpack.Job, stages []qnnpack.StagePaths) string {
+	var sb strings.Builder
+	sb.WriteString("#!/bin/sh\n# The QAIRT SDK commands qnnprep build would run, in order.\nset -e\n")
+	sb.WriteString(": \"${QNN_SDK_ROOT:?set QNN_SDK_ROOT to the QAIRT SDK root}\"\n")
+	for _, st := range stages {
+		fmt.Fprintf(&sb, "sed -i 's|\\${QNN_SDK_ROOT}|'\"$QNN_SDK_ROOT\"'|g' %s\n", quote(st.CtxConfig))
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		fmt.Fprintf(&sb, "\n# %s\nmkdir -p %s\n%s\n", j.Name(), quote(j.TempDir), j.Command())
+		for _, o := range j.Outputs {
+			fmt.Fprintf(&sb, "mv %s %s\n", quote(filepath.Join(j.TempDir, filepath.Base(o))), quote(o))
+		}
+		fmt.Fprintf(&sb, "rmdir %s\n", quote(j.TempDir))
+	}
+	return sb.String()
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

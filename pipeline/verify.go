@@ -1,0 +1,154 @@
+package pipeline
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/runtime"
+)
+
+// verify records the golden from the source and decodes the qmodel whole,
+// through the plan (staged executor) and, for spd, speculatively.
+func (b *builder) verify() error {
+	if b.o.NoVerify {
+		s := b.res.Step(StepVerify)
+		s.Status, s.Note = StatusSkipped, "not verified (--no-verify)"
+		return nil
+	}
+	return b.step(StepVerify, func(s *StepResult) error {
+		prompts := b.o.Prompts
+		if len(prompts) == 0 {
+			prompts = DefaultPrompts(b.qm.Config)
+		}
+		n, topK := b.o.Tokens, b.o.TopK
+		if n <= 0 {
+			n = 16
+		}
+		if topK <= 0 {
+			topK = 8
+		}
+		longest := 0
+		for _, p := range prompts {
+			longest = max(longest, len(p.IDs))
+		}
+		ctxLen := longest + n + 1
+		if c := b.qm.Config.ContextLength; c > 0 && ctxLen > c {
+			return fmt.Errorf("prompts of %d tokens and %d steps exceed the context length %d", longest, n, c)
+		}
+		ropts := runtime.Options{Threads: b.o.Threads, Context: ctxLen}
+		srcEngine, err := runtime.New(b.src, ropts)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		f, err := golden.Record(b.ctx, srcEngine, prompts, n, topK)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		sha, err := quantize.SourceFingerprint(b.src)
+		if err != nil {
+			return err
+		}
+		f.Model = golden.ModelRef{Path: b.o.Source, Arch: string(b.src.Config.Arch), SHA256: sha}
+		gpath := filepath.Join(b.work, GoldenName)
+		if err := golden.Write(gpath, f); err != nil {
+			return err
+		}
+		qEngine, err := runtime.New(b.qm, ropts)
+		if err != nil {
+			return fmt.Errorf("qmodel: %w", err)
+		}
+		v := &Verification{Prompts: len(prompts), Tokens: n}
+		b.res.Verify = v
+		if v.Whole, err = golden.Verify(b.ctx, golden.EngineDecoder(qEngine), f, b.o.Criteria); err != nil {
+			return fmt.Errorf("qmodel whole: %w", err)
+		}
+		v.Whole.Decoder = "whole"
+		s.Outputs = []string{b.rel(gpath)}
+		sum := v.Whole.Summary
+		quality := fmt.Sprintf("vs source: top-1 %.1f%%, exact %d/%d tokens", 100*sum.Top1, sum.Matched, sum.Tokens)
+		if b.draftQM != nil {
+			dEngine, err := runtime.New(b.draftQM, ropts)
+			if err != nil {
+				return fmt.Errorf("draft: %w", err)
+			}
+			sd := golden.SpeculativeDecoder(qEngine, func() (runtime.Drafter, error) { return runtime.NewDraftModel(qEngine, dEngine) }, b.res.Plan.Dialog.DraftLen)
+			if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
+				return fmt.Errorf("speculative decode: %w", err)
+			}
+			same := sameOutputs(v.Whole, v.Speculative)
+			v.SpeculativeEqualsWhole = &same
+			spec := "speculative == whole"
+			if !same {
+				spec = "speculative decode DIFFERS from whole"
+			}
+			if sr := v.Speculative.Speculative; sr != nil {
+				spec += fmt.Sprintf(" (acceptance %.2f of %d)", sr.AcceptanceLength, sr.K)
+			}
+			quality = spec + "; " + quality
+		}
+		if b.o.Staged == nil {
+			v.Note = "no staged executor in this build: the qmodel was decoded whole only"
+			s.Status = StatusPartial
+			s.Note = v.Note + "; " + quality
+			return nil
+		}
+		// The staged executor keeps each variant's cache surfaces, so its
+		// engine's context must hold the plan's largest CL.
+		sopts := ropts
+		for _, v := range b.res.Plan.Variants {
+			sopts.Context = max(sopts.Context, v.CL)
+		}
+		sEngine, err := runtime.New(b.qm, sopts)
+		if err != nil {
+			return fmt.Errorf("qmodel: %w", err)
+		}
+		d, err := b.o.Staged(sEngine, b.res.Plan)
+		if err != nil {
+			return fmt.Errorf("staged executor: %w", err)
+		}
+		if v.Staged, err = golden.Verify(b.ctx, d, f, golden.Criteria{}); err != nil {
+			return fmt.Errorf("qmodel through the plan: %w", err)
+		}
+		v.Staged.Decoder = "plan " + b.rel(b.res.PlanPath)
+		same := sameOutputs(v.Whole, v.Staged)
+		v.StagedEqualsWhole = &same
+		if same {
+			s.Note = fmt.Sprintf("staged == whole on %d prompts × %d tokens; %s", len(prompts), n, quality)
+		} else {
+			s.Note = fmt.Sprintf("staged decode DIFFERS from whole; %s", quality)
+		}
+		if !v.Whole.Pass {
+			s.Note += "; criteria failed: " + strings.Join(v.Whole.Failures, "; ")
+		}
+		return nil
+	})
+}
+
+// sameOutputs reports whether two reports over one golden file decoded
+// the same tokens for every prompt.
+func sameOutputs(a, b *golden.Report) bool {
+	if len(a.Prompts) != len(b.Prompts) {
+		return false
+	}
+	for i := range a.Prompts {
+		if !equalIDs(a.Prompts[i].Got, b.Prompts[i].Got) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
