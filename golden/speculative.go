@@ -6,20 +6,38 @@ import (
 	"github.com/qnnprep/qnnprep/runtime"
 )
 
-// SpecDecoder is a Decoder whose free-running decode is speculative
-// (runtime.Engine.Speculate with a fresh drafter per prompt, K tokens per
-// window); its teacher-forced logits are the plain engine's. Verify
-// reports its acceptance statistics.
+// Speculator decodes speculatively: runtime.Engine (whole model) or a
+// staged executor.
+type Speculator interface {
+	Speculate(ctx context.Context, d runtime.Drafter, prompt []int32, n, k int) ([]int32, runtime.SpecStats, error)
+}
+
+// SpecDecoder is a Decoder whose free-running decode is speculative (a
+// fresh drafter per prompt, K tokens per window); its teacher-forced
+// logits come from another Decoder. Verify reports its acceptance
+// statistics.
 type SpecDecoder struct {
-	engineDecoder
+	sp         Speculator
+	tf         Decoder
 	newDrafter func() (runtime.Drafter, error)
 	k          int
 	stats      runtime.SpecStats
 }
 
-// SpeculativeDecoder returns a SpecDecoder over e.
+// SpeculativeDecoder returns a SpecDecoder over the whole model e.
 func SpeculativeDecoder(e *runtime.Engine, newDrafter func() (runtime.Drafter, error), k int) *SpecDecoder {
-	return &SpecDecoder{engineDecoder: engineDecoder{e}, newDrafter: newDrafter, k: k}
+	return SpeculativeThrough(e, EngineDecoder(e), newDrafter, k)
+}
+
+// SpeculativeThrough returns a SpecDecoder decoding with sp and taking
+// teacher-forced logits from tf.
+func SpeculativeThrough(sp Speculator, tf Decoder, newDrafter func() (runtime.Drafter, error), k int) *SpecDecoder {
+	return &SpecDecoder{sp: sp, tf: tf, newDrafter: newDrafter, k: k}
+}
+
+// TeacherForced is tf's.
+func (d *SpecDecoder) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]float32, error) {
+	return d.tf.TeacherForced(ctx, prompt, cont)
 }
 
 // Greedy decodes n tokens speculatively; they must equal greedy decoding's.
@@ -28,7 +46,7 @@ func (d *SpecDecoder) Greedy(ctx context.Context, prompt []int32, n int) ([]int3
 	if err != nil {
 		return nil, err
 	}
-	out, st, err := d.e.Speculate(ctx, dr, prompt, n, d.k)
+	out, st, err := d.sp.Speculate(ctx, dr, prompt, n, d.k)
 	if err != nil {
 		return nil, err
 	}
