@@ -136,6 +136,7 @@ func BenchmarkQuantize4GiB(b *testing.B) {
 						hwm <<= 10
 					}
 				}
+				b.Logf("%s: %.2f s, %.2f GB/s of source, peak RSS %d MiB (bound %d MiB)", recipe, secs, float64(total)/secs/1e9, hwm>>20, bound>>20)
 				b.ReportMetric(float64(total)/secs/1e9, "src-GB/s")
 				b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
 				b.ReportMetric(float64(bound)/(1<<20), "bound-MiB")

@@ -27,9 +27,6 @@ type Options struct {
 	Overrides []Rule
 	// Workers quantize the rows of a tensor in parallel; 0 means all CPUs.
 	Workers int
-	// InFlight bounds how many finished tensors may wait for the writer.
-	// Memory is about (InFlight+1) × the largest output tensor. 0 means 1.
-	InFlight int
 	// Metadata is added to the model's own keys (tokenizer.* for example).
 	Metadata gguf.Metadata
 	// Progress, if set, is called with source bytes done and total.
@@ -103,7 +100,6 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
-	inFlight := max(opts.InFlight, 1)
 
 	md := append(gguf.Metadata(nil), m.GGUFMetadata()...)
 	for _, kv := range opts.Metadata {
@@ -137,7 +133,13 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	}
 	rep.SourceBytes = total
 
-	results := make(chan encoded, inFlight)
+	// Two output buffers circulate: the producer fills one while the writer
+	// drains the other. Reusing them keeps the heap at about two of the
+	// largest output tensors, with no garbage for the collector to let grow.
+	results := make(chan encoded)
+	free := make(chan []byte, 2)
+	free <- nil
+	free <- nil
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var prodErr error
@@ -152,7 +154,14 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 				prodErr = ctx.Err()
 				return
 			}
-			e, err := encodeTensor(t, decisions[i], workers)
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-ctx.Done():
+				prodErr = ctx.Err()
+				return
+			}
+			e, err := encodeTensor(t, decisions[i], workers, buf)
 			if err != nil {
 				prodErr = err
 				return
@@ -192,6 +201,7 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 				fingerprintTensor(src, t, e.sourceSum)
 				reports[i] = e.report(t, d)
 				n, err := wr.Write(e.data)
+				free <- e.data[:0]
 				return int64(n), err
 			}),
 		})
@@ -327,7 +337,7 @@ func (e *encoded) report(t *model.Tensor, d Decision) TensorReport {
 // encodeTensor converts one tensor. Rows are independent, so they are
 // spread over workers in contiguous chunks; the bytes do not depend on the
 // split.
-func encodeTensor(t *model.Tensor, d Decision, workers int) (encoded, error) {
+func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded, error) {
 	var e encoded
 	src, err := t.Data()
 	if err != nil {
@@ -341,7 +351,7 @@ func encodeTensor(t *model.Tensor, d Decision, workers int) (encoded, error) {
 	defer t.Release()
 	e.sourceSum = sha256.Sum256(src)
 	if d.Copy {
-		e.data = append([]byte(nil), src...)
+		e.data = append(buf[:0], src...)
 		var x2 float64
 		if err := forEachRow(t, src, func(row []float32) { x2 += sumSquares(row) }); err != nil {
 			return e, err
@@ -359,7 +369,10 @@ func encodeTensor(t *model.Tensor, d Decision, workers int) (encoded, error) {
 	if err != nil {
 		return e, fmt.Errorf("tensor %s: %w", t.Name, err)
 	}
-	e.data = make([]byte, dstRow*rows)
+	if int64(cap(buf)) < dstRow*rows {
+		buf = make([]byte, dstRow*rows)
+	}
+	e.data = buf[:dstRow*rows]
 
 	type partial struct{ x2, err2, y2, xy float64 }
 	chunks := min(int64(workers*4), rows)
