@@ -89,8 +89,6 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 	series := map[seriesKey]plotter.XYs{}
 	errs := map[seriesKey]plotter.YErrors{}
 	test := ""
-	var models []string
-	seen := map[string]bool{}
 	for _, r := range s.Reports {
 		label := modelLabel(r.Model)
 		for _, x := range r.Results {
@@ -98,13 +96,9 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 				continue
 			}
 			test = x.Test
-			if !seen[label] {
-				seen[label] = true
-				models = append(models, label)
-			}
 			k := seriesKey{label, x.Engine, x.Threads}
 			series[k] = append(series[k], plotter.XY{X: float64(x.Depth), Y: x.TokensPerSec})
-			errs[k] = append(errs[k], struct{ Low, High float64 }{x.Stddev, x.Stddev})
+			errs[k] = append(errs[k], struct{ Low, High float64 }{min(x.Stddev, x.TokensPerSec), x.Stddev}) // no bar below 0
 		}
 	}
 	if len(series) == 0 {
@@ -119,6 +113,17 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	keys := sortedKeys(series)
+	var combos []string // one colour per model and thread count
+	ymax := 0.0
+	for _, k := range keys {
+		if c := fmt.Sprint(k.model, k.threads); indexOf(combos, c) < 0 {
+			combos = append(combos, c)
+		}
+		for i, xy := range series[k] {
+			ymax = max(ymax, xy.Y+errs[k][i].High)
+		}
+	}
+	headroom(p, ymax, len(keys))
 	for _, k := range keys {
 		xy := series[k]
 		order := make([]int, len(xy))
@@ -130,7 +135,7 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 		for i, o := range order {
 			sx[i], se[i] = xy[o], errs[k][o]
 		}
-		col := palette[indexOf(models, k.model)%len(palette)]
+		col := palette[indexOf(combos, fmt.Sprint(k.model, k.threads))%len(palette)]
 		l, pts, err := plotter.NewLinePoints(sx)
 		if err != nil {
 			continue
@@ -158,13 +163,9 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 
 func specPanel(s *Suite) (*plot.Plot, bool) {
 	series := map[seriesKey]plotter.XYs{}
-	var models []string
 	for _, r := range s.Reports {
 		label := modelLabel(r.Model)
 		for _, x := range r.Speculative {
-			if indexOf(models, label) < 0 {
-				models = append(models, label)
-			}
 			k := seriesKey{label, "qnnprep", x.Threads}
 			series[k] = append(series[k], plotter.XY{X: float64(x.K), Y: x.Speedup})
 		}
@@ -173,6 +174,13 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 		return nil, false
 	}
 	p := plot.New()
+	ymax := 1.0
+	for _, xy := range series {
+		for _, v := range xy {
+			ymax = max(ymax, v.Y)
+		}
+	}
+	headroom(p, ymax, len(series))
 	p.Title.Text = "speculative decoding"
 	p.X.Label.Text = "K (draft tokens per window)"
 	p.Y.Label.Text = "speed-up over greedy (×)"
@@ -180,7 +188,7 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	one, _ := plotter.NewLine(plotter.XYs{{X: 1, Y: 1}, {X: 1, Y: 1}})
-	for _, k := range sortedKeys(series) {
+	for i, k := range sortedKeys(series) {
 		xy := series[k]
 		sort.Slice(xy, func(i, j int) bool { return xy[i].X < xy[j].X })
 		one.XYs = append(one.XYs, plotter.XY{X: xy[len(xy)-1].X, Y: 1})
@@ -188,7 +196,7 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 		if err != nil {
 			continue
 		}
-		col := palette[indexOf(models, k.model)%len(palette)]
+		col := palette[i%len(palette)]
 		l.Color, pts.Color = col, col
 		l.Width = vg.Points(1.5)
 		p.Add(l, pts)
@@ -198,6 +206,16 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 	one.Color = color.Gray{128}
 	p.Add(one)
 	return p, true
+}
+
+// headroom sets the y range from 0 to above the data, leaving the top of
+// the panel to a legend of n entries.
+func headroom(p *plot.Plot, ymax float64, n int) {
+	if ymax <= 0 {
+		ymax = 1
+	}
+	free := max(0.35, 1-0.06*float64(n)-0.05)
+	p.Y.Min, p.Y.Max = 0, ymax/free
 }
 
 func sortedKeys(m map[seriesKey]plotter.XYs) []seriesKey {
