@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-const goldenDir = "/work/shared/fixtures/ggml-quant-golden"
+const goldenDir = "../../shared/fixtures/ggml-quant-golden"
 
 // goldenTypes are the fixture file prefixes for the types with golden
 // vectors from ggml's reference quantizers.

@@ -151,7 +151,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	add("FuzzParse", "mixed-types", all.Bytes())
 
 	// A real file shrunk to its metadata and three small tensors.
-	stories, err := Open("/work/shared/fixtures/stories260K/stories260K-llamacpp.gguf")
+	stories, err := Open("../../shared/fixtures/stories260K/stories260K-llamacpp.gguf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	w.WriteTo(&small)
 	add("FuzzParse", "stories260K-3-tensors", small.Bytes())
 	add("FuzzParse", "stories260K-header-cut", small.Bytes()[:4000])
-	vocab, err := os.ReadFile("/work/shared/fixtures/tokenizer-vocab/ggml-vocab-llama-spm.gguf")
+	vocab, err := os.ReadFile("../../shared/fixtures/tokenizer-vocab/ggml-vocab-llama-spm.gguf")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -299,8 +299,8 @@ func TestParseHugeCountsAllocateLittle(t *testing.T) {
 
 // fixtureGGUFs lists every GGUF in the shared fixtures.
 func fixtureGGUFs(t testing.TB) []string {
-	files, _ := filepath.Glob("/work/shared/fixtures/tokenizer-vocab/*.gguf")
-	files = append(files, "/work/shared/fixtures/stories260K/stories260K-llamacpp.gguf")
+	files, _ := filepath.Glob("../../shared/fixtures/tokenizer-vocab/*.gguf")
+	files = append(files, "../../shared/fixtures/stories260K/stories260K-llamacpp.gguf")
 	for _, p := range files {
 		if _, err := os.Stat(p); err != nil {
 			t.Skipf("fixtures not available: %v", err)
@@ -311,7 +311,7 @@ func fixtureGGUFs(t testing.TB) []string {
 
 // TestOpenStories checks facts stated in the fixtures README.
 func TestOpenStories(t *testing.T) {
-	f, err := Open("/work/shared/fixtures/stories260K/stories260K-llamacpp.gguf")
+	f, err := Open("../../shared/fixtures/stories260K/stories260K-llamacpp.gguf")
 	if err != nil {
 		t.Skip(err)
 	}

@@ -33,6 +33,7 @@ func benchDot(b *testing.B, n int, dot func(w, x []byte, nb int) float32) {
 func BenchmarkDotQ8_0(b *testing.B) {
 	for _, n := range []int{2048, 5632} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) { benchDot(b, n, dotQ8_0) })
+		b.Run(strconv.Itoa(n)+"/sym", func(b *testing.B) { benchDot(b, n, dotQ8_0Sym) })
 		b.Run(strconv.Itoa(n)+"/go", func(b *testing.B) { benchDot(b, n, dotQ8_0Go) })
 	}
 }
@@ -60,6 +61,11 @@ func BenchmarkQuantizeRowPerChannel(b *testing.B) {
 // weights stream from memory, as in decoding ("cpu-GB/s": weight bytes per
 // CPU second of the calling thread).
 func BenchmarkDotQ8_0Stream(b *testing.B) {
+	b.Run("any", func(b *testing.B) { benchStream(b, dotQ8_0) })
+	b.Run("sym", func(b *testing.B) { benchStream(b, dotQ8_0Sym) })
+}
+
+func benchStream(b *testing.B, dot func(w, x []byte, nb int) float32) {
 	const n = 2048
 	rowBytes := n / BlockQ8_0 * BlockBytesQ8_0
 	rows := 96 << 20 / rowBytes
@@ -72,7 +78,7 @@ func BenchmarkDotQ8_0Stream(b *testing.B) {
 	var s float32
 	cpuBench(b, 0, func() {
 		for r := 0; r < rows; r++ {
-			s += dotQ8_0(w[r*rowBytes:(r+1)*rowBytes], x, n/BlockQ8_0)
+			s += dot(w[r*rowBytes:(r+1)*rowBytes], x, n/BlockQ8_0)
 		}
 	})
 	_ = s

@@ -139,3 +139,78 @@ func TestDotQ8_0Checks(t *testing.T) {
 		}()
 	}
 }
+
+// symmetric replaces the −128 codes of the Q8_0 row x by −127.
+func symmetric(x []byte) []byte {
+	for b := 0; b < len(x); b += BlockBytesQ8_0 {
+		for j := b + 2; j < b+BlockBytesQ8_0; j++ {
+			if x[j] == 0x80 {
+				x[j] = 0x81
+			}
+		}
+	}
+	return x
+}
+
+func TestDotQ8_0SymMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for iter := range 3000 {
+		nb := 1 + iter%23
+		if iter%97 == 0 {
+			nb = 176
+		}
+		// w keeps its −128 codes: only x must avoid them.
+		w, x := randomQ8Row(r, nb), symmetric(randomQ8Row(r, nb))
+		if !SymmetricQ8_0(x) {
+			t.Fatal("SymmetricQ8_0 = false for a row without −128")
+		}
+		got, want := DotQ8_0Sym(w, x, nb*BlockQ8_0), dotQ8_0Go(w, x, nb)
+		if !sameFloat(got, want) {
+			t.Fatalf("nb=%d: sym %v (%#08x), Go %v (%#08x)", nb, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+}
+
+func TestDotQ8_0SymExtremes(t *testing.T) {
+	// Weights all −128, activations all −127 then all 127, largest
+	// scales: the int16 pair sums reach ±2·128·127 without saturating.
+	nb := 5
+	w, x := make([]byte, nb*BlockBytesQ8_0), make([]byte, nb*BlockBytesQ8_0)
+	for _, c := range []byte{0x81, 0x7f} {
+		for b := range nb {
+			binary.LittleEndian.PutUint16(w[b*BlockBytesQ8_0:], 0x3c00)
+			binary.LittleEndian.PutUint16(x[b*BlockBytesQ8_0:], 0x3c00)
+			for j := 2; j < BlockBytesQ8_0; j++ {
+				w[b*BlockBytesQ8_0+j], x[b*BlockBytesQ8_0+j] = 0x80, c
+			}
+		}
+		want := float32(nb * 32 * -128 * int(int8(c)))
+		if got := DotQ8_0Sym(w, x, nb*BlockQ8_0); got != want {
+			t.Errorf("codes −128·%d: got %v, want %v", int8(c), got, want)
+		}
+	}
+	if SymmetricQ8_0(w) {
+		t.Error("SymmetricQ8_0 = true for a row of −128 codes")
+	}
+}
+
+// TestQuantizeRowQ8_0Symmetric checks that QuantizeRowQ8_0 never makes the
+// code −128 from finite input, which DotQ8_0Sym relies on.
+func TestQuantizeRowQ8_0Symmetric(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	x := make([]float32, 64*BlockQ8_0)
+	y := make([]byte, 64*BlockBytesQ8_0)
+	for iter := range 200 {
+		s := math.Ldexp(1, r.IntN(80)-40)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * s)
+			if iter%2 == 0 && r.IntN(16) == 0 {
+				x[i] = -x[i] * 1e3 // a dominant negative element
+			}
+		}
+		QuantizeRowQ8_0(x, y)
+		if !SymmetricQ8_0(y) {
+			t.Fatalf("iteration %d: QuantizeRowQ8_0 made a −128 code", iter)
+		}
+	}
+}

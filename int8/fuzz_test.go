@@ -22,8 +22,14 @@ func FuzzDotQ8_0(f *testing.F) {
 			return
 		}
 		w, x := data[:n*BlockBytesQ8_0], data[n*BlockBytesQ8_0:2*n*BlockBytesQ8_0]
-		if got, want := dotQ8_0(w, x, n), dotQ8_0Go(w, x, n); !sameFloat(got, want) {
+		want := dotQ8_0Go(w, x, n)
+		if got := dotQ8_0(w, x, n); !sameFloat(got, want) {
 			t.Fatalf("%d blocks: %v (%#08x), Go %v (%#08x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+		if SymmetricQ8_0(x) {
+			if got := dotQ8_0Sym(w, x, n); !sameFloat(got, want) {
+				t.Fatalf("%d blocks: sym %v (%#08x), Go %v (%#08x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
 		}
 	})
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/safetensors"
 )
 
-const storiesDir = "/work/shared/fixtures/stories260K"
+const storiesDir = "../../shared/fixtures/stories260K"
 
 func needFixture(t testing.TB, path string) string {
 	t.Helper()

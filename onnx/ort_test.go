@@ -405,7 +405,7 @@ func compareState(t *testing.T, cfg model.Config, ost *ortStager, rs *runtime.St
 // CL 128, chains the stages with ONNX Runtime from BOS, and must produce
 // the fixture's 64 greedy ids (from llama2.c's run.c and llama.cpp).
 func TestORTStoriesGreedy(t *testing.T) {
-	const fixtures = "/work/shared/fixtures/stories260K/"
+	const fixtures = "../../shared/fixtures/stories260K/"
 	want, err := os.ReadFile(fixtures + "greedy_ids_from_bos_first64.txt")
 	if err != nil {
 		t.Skipf("fixture: %v", err)

@@ -11,7 +11,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 )
 
-const storiesDir = "/work/shared/fixtures/stories260K/"
+const storiesDir = "../../shared/fixtures/stories260K/"
 
 func storiesPaths(t *testing.T) map[string]string {
 	t.Helper()

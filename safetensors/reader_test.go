@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-const fixtureDir = "/work/shared/fixtures/stories260K"
+const fixtureDir = "../../shared/fixtures/stories260K"
 
 func fixture(t testing.TB, name string) string {
 	p := filepath.Join(fixtureDir, name)

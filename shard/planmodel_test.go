@@ -9,7 +9,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 )
 
-const storiesGGUF = "/work/shared/fixtures/stories260K/stories260K-llamacpp.gguf"
+const storiesGGUF = "../../shared/fixtures/stories260K/stories260K-llamacpp.gguf"
 
 // TestPlanModelStories measures the stories260K fixture. Expected sizes come
 // from its README: dim 64, hidden 172, 5 layers, 8 heads, 4 kv heads (head
@@ -72,7 +72,7 @@ func TestModelSizesTiedHF(t *testing.T) {
 		t.Skipf("fixture: %v", err)
 	}
 	defer g.Close()
-	h, err := model.Open("/work/shared/fixtures/stories260K/hf")
+	h, err := model.Open("../../shared/fixtures/stories260K/hf")
 	if err != nil {
 		t.Skipf("fixture: %v", err)
 	}

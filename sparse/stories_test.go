@@ -12,7 +12,7 @@ import (
 	"github.com/qnnprep/qnnprep/sparse"
 )
 
-const storiesGGUF = "/work/shared/fixtures/stories260K/stories260K-llamacpp.gguf"
+const storiesGGUF = "../../shared/fixtures/stories260K/stories260K-llamacpp.gguf"
 
 func openStories(t testing.TB) *model.Model {
 	t.Helper()
@@ -30,7 +30,7 @@ func openStories(t testing.TB) *model.Model {
 // storiesCalibration is BOS and the first 64 greedy ids of the fixture:
 // real text the model writes.
 func storiesCalibration(t testing.TB) [][]int32 {
-	b, err := os.ReadFile("/work/shared/fixtures/stories260K/greedy_ids_from_bos_first64.txt")
+	b, err := os.ReadFile("../../shared/fixtures/stories260K/greedy_ids_from_bos_first64.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

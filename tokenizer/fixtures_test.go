@@ -11,7 +11,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 )
 
-const fixtures = "/work/shared/fixtures"
+const fixtures = "../../shared/fixtures"
 
 func vocabPath(name string) string {
 	return filepath.Join(fixtures, "tokenizer-vocab", "ggml-vocab-"+name+".gguf")

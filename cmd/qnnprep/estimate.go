@@ -8,16 +8,18 @@ import (
 	"text/tabwriter"
 
 	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/shard"
 )
 
 func init() {
 	c := &command{
 		Name:    "estimate",
-		Usage:   "qnnprep estimate (--weights-gb G | --weights-bytes B) (--device FILE | --bandwidth GB/s --position-ms C --draft-step-ms D --host-ms H) [-k K] [--acceptance A] [--weight-fraction F] [--json]",
+		Usage:   "qnnprep estimate (--plan plan.json | --weights-gb G | --weights-bytes B) (--device FILE | --bandwidth GB/s --position-ms C --draft-step-ms D --host-ms H) [-k K] [--acceptance A] [--weight-fraction F] [--json]",
 		Summary: "estimate speculative window time and tokens/s on a device: weights/bandwidth + c(K+1) + d(K-1) + host",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
+		planPath := fs.String("plan", "", "take the weight bytes from a plan: the sum of its stages' bytes (embedding table included)")
 		gb := fs.Float64("weights-gb", 0, "weight bytes streamed per window, in GB (1e9)")
 		bytes := fs.Int64("weights-bytes", 0, "weight bytes streamed per window")
 		devFile := fs.String("device", "", "device profile JSON (name, bandwidth_gb_per_s, position_ms, draft_step_ms, host_ms)")
@@ -36,11 +38,21 @@ func init() {
 			return usageError("no positional arguments expected")
 		}
 		weights := float64(*bytes)
+		if *planPath != "" {
+			p, err := shard.ReadPlan(*planPath)
+			if err != nil {
+				return err
+			}
+			weights = 0
+			for _, st := range p.Stages {
+				weights += float64(st.Bytes)
+			}
+		}
 		if *gb > 0 {
 			weights = *gb * 1e9
 		}
 		if weights <= 0 {
-			return usageError("give the weight bytes with --weights-gb or --weights-bytes")
+			return usageError("give the weight bytes with --plan, --weights-gb or --weights-bytes")
 		}
 		dev := qnnpack.Device{Name: "flags", BandwidthGBps: *bw, PositionMs: *pos, DraftStepMs: *draft, HostMs: *host}
 		if *devFile != "" {

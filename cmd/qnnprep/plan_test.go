@@ -9,7 +9,7 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-const storiesGGUF = "/work/shared/fixtures/stories260K/stories260K-llamacpp.gguf"
+const storiesGGUF = "../../../shared/fixtures/stories260K/stories260K-llamacpp.gguf"
 
 func TestPlanCheckCommands(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
