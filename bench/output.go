@@ -206,17 +206,40 @@ func ReadSuites(paths ...string) (*Suite, error) {
 		if err != nil {
 			return nil, err
 		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		var s Suite
-		if err := dec.Decode(&s); err != nil {
-			return nil, fmt.Errorf("bench: %s: %w", p, err)
-		}
-		if s.Schema != SchemaID {
-			return nil, fmt.Errorf("bench: %s: schema %q, want %q", p, s.Schema, SchemaID)
+		s, err := decodeSuite(b, p)
+		if err != nil {
+			return nil, err
 		}
 		all.Reports = append(all.Reports, s.Reports...)
 		all.Conversions = append(all.Conversions, s.Conversions...)
 	}
 	return all, nil
+}
+
+// decodeSuite decodes one saved Suite strictly: one JSON object, no
+// unknown fields, the current schema, no null reports.
+func decodeSuite(b []byte, name string) (*Suite, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Suite
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("bench: %s: data after the JSON object", name)
+	}
+	if s.Schema != SchemaID {
+		return nil, fmt.Errorf("bench: %s: schema %q, want %q", name, s.Schema, SchemaID)
+	}
+	for i, r := range s.Reports {
+		if r == nil {
+			return nil, fmt.Errorf("bench: %s: report %d is null", name, i)
+		}
+	}
+	for i, c := range s.Conversions {
+		if c == nil {
+			return nil, fmt.Errorf("bench: %s: conversion %d is null", name, i)
+		}
+	}
+	return &s, nil
 }
