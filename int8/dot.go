@@ -40,6 +40,34 @@ func checkDot(name string, w, x []byte, n int) int {
 	return nb
 }
 
+// DotQ8_0Sym is DotQ8_0 for an activation row x none of whose codes is
+// −128 (SymmetricQ8_0 reports it; QuantizeRowQ8_0 makes codes in
+// [−127, 127] from finite values): bit for bit the same result, from a
+// faster kernel. With a −128 code in x the result is unspecified.
+func DotQ8_0Sym(w, x []byte, n int) float32 {
+	nb := checkDot("DotQ8_0Sym", w, x, n)
+	if nb == 0 {
+		return 0
+	}
+	return dotQ8_0Sym(w, x, nb)
+}
+
+// SymmetricQ8_0 reports whether no code of the Q8_0 row x (whole blocks)
+// is −128, so that DotQ8_0Sym may take it.
+func SymmetricQ8_0(x []byte) bool {
+	for b := 0; b+BlockBytesQ8_0 <= len(x); b += BlockBytesQ8_0 {
+		for _, c := range x[b+2 : b+BlockBytesQ8_0] {
+			if c == 0x80 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// dotQ8_0Sym is the kernel chosen at init for DotQ8_0Sym.
+var dotQ8_0Sym = dotQ8_0Go
+
 // dotQ8_0 is the kernel chosen at init; the arguments are checked.
 var dotQ8_0 = dotQ8_0Go
 

@@ -11,6 +11,7 @@ import (
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		dotQ8_0 = dotQ8_0AVX2
+		dotQ8_0Sym = dotQ8_0SymAVX2
 		quantizeQ8_0 = quantizeQ8_0AVX2
 	}
 }
@@ -18,6 +19,13 @@ func init() {
 func dotQ8_0AVX2(w, x []byte, nb int) float32 {
 	return dotQ8_0Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb)
 }
+
+func dotQ8_0SymAVX2(w, x []byte, nb int) float32 {
+	return dotQ8_0SymAsm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb)
+}
+
+//go:noescape
+func dotQ8_0SymAsm(w, x unsafe.Pointer, nb int) float32
 
 //go:noescape
 func dotQ8_0Asm(w, x unsafe.Pointer, nb int) float32

@@ -135,6 +135,135 @@ done:
 	VMOVSS X7, ret+24(FP)
 	RET
 
+// func dotQ8_0SymAsm(w, x unsafe.Pointer, nb int) float32
+//
+// dotQ8_0Asm for activation codes in [−127, 127]: each block's products
+// are formed as |w|·(x·sign(w)) with VPMADDUBSW (byte pairs summed to
+// int16 cannot saturate: at most 2·128·127) and VPMADDWD by ones, which
+// gives the same exact int32 block sums in fewer instructions. The float32
+// operations are dotQ8_0Asm's.
+TEXT ·dotQ8_0SymAsm(SB), NOSPLIT, $0-28
+	MOVQ    w+0(FP), SI
+	MOVQ    x+8(FP), DI
+	MOVQ    nb+16(FP), CX
+	VXORPS  X7, X7, X7 // sum
+	VMOVDQU q8ones16<>(SB), Y15
+
+	CMPQ CX, $4
+	JB   symtail
+
+symloop4:
+	PREFETCHT0 1024(SI)
+	PREFETCHT0 1088(SI)
+	VMOVDQU    2(SI), Y0
+	VMOVDQU    2(DI), Y1
+	VPSIGNB    Y0, Y1, Y1
+	VPABSB     Y0, Y0
+	VPMADDUBSW Y1, Y0, Y0
+	VPMADDWD   Y15, Y0, Y8
+	VMOVDQU    36(SI), Y0
+	VMOVDQU    36(DI), Y1
+	VPSIGNB    Y0, Y1, Y1
+	VPABSB     Y0, Y0
+	VPMADDUBSW Y1, Y0, Y0
+	VPMADDWD   Y15, Y0, Y9
+	VMOVDQU    70(SI), Y0
+	VMOVDQU    70(DI), Y1
+	VPSIGNB    Y0, Y1, Y1
+	VPABSB     Y0, Y0
+	VPMADDUBSW Y1, Y0, Y0
+	VPMADDWD   Y15, Y0, Y10
+	VMOVDQU    104(SI), Y0
+	VMOVDQU    104(DI), Y1
+	VPSIGNB    Y0, Y1, Y1
+	VPABSB     Y0, Y0
+	VPMADDUBSW Y1, Y0, Y0
+	VPMADDWD   Y15, Y0, Y11
+
+	// Reduce to [s0 s1 s2 s3].
+	VPHADDD      Y9, Y8, Y8
+	VPHADDD      Y11, Y10, Y10
+	VPHADDD      Y10, Y8, Y8
+	VEXTRACTI128 $1, Y8, X9
+	VPADDD       X9, X8, X8
+	VCVTDQ2PS    X8, X8
+
+	// Scales dw·dx of the four blocks (exact in float32).
+	MOVWLZX   0(SI), AX
+	VMOVD     AX, X12
+	VPINSRW   $1, 34(SI), X12, X12
+	VPINSRW   $2, 68(SI), X12, X12
+	VPINSRW   $3, 102(SI), X12, X12
+	MOVWLZX   0(DI), AX
+	VMOVD     AX, X13
+	VPINSRW   $1, 34(DI), X13, X13
+	VPINSRW   $2, 68(DI), X13, X13
+	VPINSRW   $3, 102(DI), X13, X13
+	VCVTPH2PS X12, X12
+	VCVTPH2PS X13, X13
+	VMULPS    X13, X12, X12
+	VMULPS    X12, X8, X8
+
+	// sum += t0; sum += t1; sum += t2; sum += t3
+	VADDSS    X8, X7, X7
+	VMOVSHDUP X8, X9
+	VADDSS    X9, X7, X7
+	VMOVHLPS  X8, X8, X9
+	VADDSS    X9, X7, X7
+	VPSHUFD   $3, X8, X9
+	VADDSS    X9, X7, X7
+
+	ADDQ $136, SI
+	ADDQ $136, DI
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JAE  symloop4
+
+symtail:
+	TESTQ CX, CX
+	JE    symdone
+
+symloop1:
+	VMOVDQU    2(SI), Y0
+	VMOVDQU    2(DI), Y1
+	VPSIGNB    Y0, Y1, Y1
+	VPABSB     Y0, Y0
+	VPMADDUBSW Y1, Y0, Y0
+	VPMADDWD   Y15, Y0, Y8
+	VEXTRACTI128 $1, Y8, X9
+	VPADDD       X9, X8, X8
+	VPSHUFD      $0x4e, X8, X9
+	VPADDD       X9, X8, X8
+	VPSHUFD      $0xb1, X8, X9
+	VPADDD       X9, X8, X8
+	VCVTDQ2PS    X8, X8
+
+	MOVWLZX   0(SI), AX
+	VMOVD     AX, X12
+	MOVWLZX   0(DI), AX
+	VMOVD     AX, X13
+	VCVTPH2PS X12, X12
+	VCVTPH2PS X13, X13
+	VMULSS    X13, X12, X12
+	VMULSS    X12, X8, X8
+	VADDSS    X8, X7, X7
+
+	ADDQ $34, SI
+	ADDQ $34, DI
+	DECQ CX
+	JNZ  symloop1
+
+symdone:
+	VZEROUPPER
+	VMOVSS X7, ret+24(FP)
+	RET
+
+DATA q8ones16<>+0(SB)/8, $0x0001000100010001
+DATA q8ones16<>+8(SB)/8, $0x0001000100010001
+DATA q8ones16<>+16(SB)/8, $0x0001000100010001
+DATA q8ones16<>+24(SB)/8, $0x0001000100010001
+GLOBL q8ones16<>(SB), RODATA|NOPTR, $32
+
 DATA q8perm<>+0(SB)/8, $0x0000000400000000
 DATA q8perm<>+8(SB)/8, $0x0000000500000001
 DATA q8perm<>+16(SB)/8, $0x0000000600000002

@@ -111,7 +111,8 @@ type acts struct {
 	f16     []uint16
 	bf16    []uint16
 	q8      []byte
-	q8Bytes int // bytes per row of q8
+	q8Bytes int  // bytes per row of q8
+	q8Sym   bool // no code of q8 is −128: int8.DotQ8_0Sym applies
 	q1      []quant1bit.Acts
 	q8f     []float32 // Q8_0-rounded values
 	q8kf    []float32 // Q8_K-rounded values
@@ -145,6 +146,8 @@ func (a *acts) prepare(k actKind) {
 		for t := 0; t < a.t; t++ {
 			int8.QuantizeRowQ8_0(a.f32[t*a.cols:(t+1)*a.cols], a.q8[t*rb:(t+1)*rb])
 		}
+		// Finite activations never quantize to −128; NaN or ±Inf may.
+		a.q8Sym = int8.SymmetricQ8_0(a.q8)
 	case actQ8f:
 		a.prepare(actQ8)
 		a.q8f = growF32(a.q8f, n)
@@ -310,6 +313,9 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		}
 	case gguf.Q8_0, gguf.Q2_0:
 		dot := int8.DotQ8_0
+		if a.q8Sym {
+			dot = int8.DotQ8_0Sym
+		}
 		if w.typ == gguf.Q2_0 {
 			dot = quant1bit.DotQ2_0
 		}
