@@ -441,7 +441,7 @@ func splitRows(src *Tensor, want []int64, outs []split, byName map[string]*Tenso
 			continue
 		}
 		byName[o.name] = &Tensor{
-			Name: o.name, Dims: []int64{src.Dims[0], o.n}, Type: src.Type, src: src.where(),
+			Name: o.name, Dims: []int64{src.Dims[0], o.n}, Type: src.Type, src: src.where(), from: src,
 			load: func() ([]byte, error) {
 				b, err := src.Data()
 				if err != nil {

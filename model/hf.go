@@ -289,7 +289,7 @@ func (h *hfMapper) ssmA(t *Tensor, order func() []int) *Tensor {
 // gathering the elements in order (when set).
 func floatMap(src *Tensor, order func() []int, f func([]float32)) *Tensor {
 	return &Tensor{
-		Dims: src.Dims, Type: gguf.F32, src: src.src, bad: src.bad,
+		Dims: src.Dims, Type: gguf.F32, src: src.src, bad: src.bad, from: src,
 		load: func() ([]byte, error) {
 			v, err := src.Float32()
 			if err != nil {
@@ -322,7 +322,7 @@ func permuted(src *Tensor, rows func() []int) *Tensor {
 // permutedBlocks gathers src's data in blocks of per elements.
 func permutedBlocks(src *Tensor, per int64, blocks func() []int) *Tensor {
 	return &Tensor{
-		Dims: src.Dims, Type: src.Type, src: src.src, bad: src.bad,
+		Dims: src.Dims, Type: src.Type, src: src.src, bad: src.bad, from: src,
 		load: func() ([]byte, error) {
 			b, err := src.Data()
 			if err != nil {

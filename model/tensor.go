@@ -21,9 +21,10 @@ type Tensor struct {
 	Type gguf.Type // type of the bytes Data returns
 
 	load   func() ([]byte, error)
-	mapped bool   // load returns a view of a file mapping (no transform)
-	src    string // where the bytes come from, for messages ("" = Name)
-	bad    string // why the source cannot be used (reported by Open)
+	mapped bool    // load returns a view of a file mapping (no transform)
+	from   *Tensor // the tensor a transformed one is computed from
+	src    string  // where the bytes come from, for messages ("" = Name)
+	bad    string  // why the source cannot be used (reported by Open)
 }
 
 // NewTensor returns an in-memory tensor over data (not copied).
@@ -139,10 +140,14 @@ func (t *Tensor) Float32() ([]float32, error) {
 }
 
 // Release gives the pages behind a tensor read straight from a mapped
-// file back to the kernel; they are read from the file again if the tensor
+// file (or the file tensor a transformed one is computed from) back to the
+// kernel; they are read from the file again if the tensor
 // is used later. Streaming commands call it after each tensor so their
 // resident set stays bounded by what they hold, not by the model size.
 func (t *Tensor) Release() {
+	if t.from != nil {
+		t.from.Release()
+	}
 	if !t.mapped {
 		return
 	}

@@ -335,8 +335,8 @@ func (e *encoded) report(t *model.Tensor, d Decision) TensorReport {
 }
 
 // encodeTensor converts one tensor. Rows are independent, so they are
-// spread over workers in contiguous chunks; the bytes do not depend on the
-// split.
+// spread over workers in chunks of about chunkBytes of source; the bytes,
+// the digest and the error figures do not depend on the split.
 func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded, error) {
 	var e encoded
 	src, err := t.Data()
@@ -349,21 +349,26 @@ func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded
 	// The source pages are not needed again: keep the resident set bounded
 	// by the tensors in flight, not by the model.
 	defer t.Release()
-	e.sourceSum = sha256.Sum256(src)
-	if d.Copy {
-		e.data = append(buf[:0], src...)
-		var x2 float64
-		if err := forEachRow(t, src, func(row []float32) { x2 += sumSquares(row) }); err != nil {
-			return e, err
-		}
-		e.sumSq, e.sumOut, e.sumDot = x2, x2, x2
-		return e, nil
-	}
 	n := t.Dims[0]
 	rows := t.Rows()
 	srcRow, err := t.Type.RowBytes(n)
 	if err != nil {
 		return e, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	chunkRows := chunkRows(srcRow)
+	chunks := (rows + chunkRows - 1) / chunkRows
+	sums := make([][32]byte, chunks)
+	if d.Copy {
+		// Nothing changes, so the error is zero by definition.
+		e.data = append(buf[:0], src...)
+		parallel(workers, chunks, func(c int64) error {
+			lo, hi := c*chunkRows*srcRow, min((c+1)*chunkRows, rows)*srcRow
+			sums[c] = sha256.Sum256(src[lo:hi])
+			return nil
+		})
+		e.sourceSum = combine(sums)
+		e.sumSq, e.sumOut, e.sumDot = 1, 1, 1
+		return e, nil
 	}
 	dstRow, err := d.Kind.Type.RowBytes(n)
 	if err != nil {
@@ -373,55 +378,49 @@ func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded
 		buf = make([]byte, dstRow*rows)
 	}
 	e.data = buf[:dstRow*rows]
+	// Error figures come from a deterministic sample of rows (about
+	// sampleElems values): exact enough for a report, and far cheaper than
+	// decoding every row a second time.
+	stride := max(1, rows/max(1, sampleElems/n))
 
 	type partial struct{ x2, err2, y2, xy float64 }
-	chunks := min(int64(workers*4), rows)
 	parts := make([]partial, chunks)
-	errs := make([]error, chunks)
-	var wg sync.WaitGroup
-	next := make(chan int64, chunks)
-	for c := int64(0); c < chunks; c++ {
-		next <- c
-	}
-	close(next)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			x := make([]float32, n)
-			y := make([]float32, n)
-			for c := range next {
-				lo, hi := rows*c/chunks, rows*(c+1)/chunks
-				var p partial
-				for r := lo; r < hi; r++ {
-					if err := gguf.Dequantize(t.Type, src[r*srcRow:(r+1)*srcRow], x); err != nil {
-						errs[c] = fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
-						break
-					}
-					dst := e.data[r*dstRow : (r+1)*dstRow]
-					encodeRow(d.Kind, x, dst)
-					if err := gguf.Dequantize(d.Kind.Type, dst, y); err != nil {
-						errs[c] = fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
-						break
-					}
-					for i := range x {
-						xv, yv := float64(x[i]), float64(y[i])
-						p.x2 += xv * xv
-						p.y2 += yv * yv
-						p.xy += xv * yv
-						p.err2 += (xv - yv) * (xv - yv)
-					}
-				}
-				parts[c] = p
+	err = parallel(workers, chunks, func(c int64) error {
+		lo, hi := c*chunkRows, min((c+1)*chunkRows, rows)
+		sums[c] = sha256.Sum256(src[lo*srcRow : hi*srcRow])
+		x := make([]float32, n)
+		var y []float32
+		var p partial
+		for r := lo; r < hi; r++ {
+			if err := gguf.Dequantize(t.Type, src[r*srcRow:(r+1)*srcRow], x); err != nil {
+				return fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
 			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return e, err
+			dst := e.data[r*dstRow : (r+1)*dstRow]
+			encodeRow(d.Kind, x, dst)
+			if r%stride != 0 {
+				continue
+			}
+			if y == nil {
+				y = make([]float32, n)
+			}
+			if err := gguf.Dequantize(d.Kind.Type, dst, y); err != nil {
+				return fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
+			}
+			for i := range x {
+				xv, yv := float64(x[i]), float64(y[i])
+				p.x2 += xv * xv
+				p.y2 += yv * yv
+				p.xy += xv * yv
+				p.err2 += (xv - yv) * (xv - yv)
+			}
 		}
+		parts[c] = p
+		return nil
+	})
+	if err != nil {
+		return e, err
 	}
+	e.sourceSum = combine(sums)
 	// Sum the chunk partials in chunk order so the report is deterministic.
 	for _, p := range parts {
 		e.sumSq += p.x2
@@ -432,28 +431,58 @@ func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded
 	return e, nil
 }
 
-func forEachRow(t *model.Tensor, src []byte, f func([]float32)) error {
-	n := t.Dims[0]
-	rb, err := t.Type.RowBytes(n)
-	if err != nil {
-		return fmt.Errorf("tensor %s: %w", t.Name, err)
+const (
+	chunkBytes  = 4 << 20 // source bytes per work item and per digest chunk
+	sampleElems = 1 << 20 // values per tensor the error figures are taken from
+)
+
+// chunkRows is how many rows of rowBytes make one chunk (at least one).
+func chunkRows(rowBytes int64) int64 { return max(1, chunkBytes/rowBytes) }
+
+// tensorDigest is a tensor's data digest: SHA-256 over the SHA-256 of each
+// chunk of chunkRows rows. Chunking lets the workers hash in parallel while
+// the data is hot in cache; the digest depends only on the bytes and the
+// row length.
+func tensorDigest(b []byte, rowBytes int64) [32]byte {
+	step := chunkRows(rowBytes) * rowBytes
+	var sums [][32]byte
+	for lo := int64(0); lo < int64(len(b)); lo += step {
+		sums = append(sums, sha256.Sum256(b[lo:min(lo+step, int64(len(b)))]))
 	}
-	x := make([]float32, n)
-	for r := int64(0); r < t.Rows(); r++ {
-		if err := gguf.Dequantize(t.Type, src[r*rb:(r+1)*rb], x); err != nil {
-			return fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
-		}
-		f(x)
-	}
-	return nil
+	return combine(sums)
 }
 
-func sumSquares(x []float32) float64 {
-	var s float64
-	for _, v := range x {
-		s += float64(v) * float64(v)
+func combine(sums [][32]byte) [32]byte {
+	h := sha256.New()
+	for _, s := range sums {
+		h.Write(s[:])
 	}
-	return s
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// parallel runs f for items 0..n-1 on up to workers goroutines and returns
+// the first error.
+func parallel(workers int, n int64, f func(int64) error) error {
+	next := make(chan int64, n)
+	for i := int64(0); i < n; i++ {
+		next <- i
+	}
+	close(next)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for w := 0; w < min(workers, int(n)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = f(i)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // encodeRow writes one row of x in kind k to dst.
@@ -523,7 +552,12 @@ func Fingerprint(m *model.Model) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("tensor %s: %w", t.Name, err)
 		}
-		fingerprintTensor(h, t, sha256.Sum256(b))
+		rb, err := t.Type.RowBytes(t.Dims[0])
+		if err != nil {
+			return "", fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		fingerprintTensor(h, t, tensorDigest(b, rb))
+		t.Release()
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
