@@ -6,14 +6,29 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
 )
 
 var specArchs = []model.Arch{model.Llama, model.Qwen3, model.Qwen35}
+
+// specSize is the tokens and prompts the speculative tests decode: 128
+// tokens on 8 prompts with QNNPREP_SPEC_FULL=1 (about a minute), 128 on 3
+// by default, short tokens on 2 with -short.
+func specSize(short int) (n, prompts int) {
+	switch {
+	case os.Getenv("QNNPREP_SPEC_FULL") != "":
+		return 128, 8
+	case testing.Short():
+		return short, 2
+	}
+	return 128, 3
+}
 
 // specTarget is a tiny target of arch with room for 8 prompts of up to 16
 // tokens and 128 generated ones.
@@ -187,10 +202,7 @@ func logStats(t *testing.T, name string, all [4]SpecStats) {
 // itself gives exactly the greedy tokens; the target as its own draft
 // accepts every proposal.
 func TestSpeculativeDrafters(t *testing.T) {
-	n, prompts := 128, 8
-	if testing.Short() {
-		n, prompts = 48, 2
-	}
+	n, prompts := specSize(48)
 	for _, arch := range specArchs {
 		t.Run(string(arch), func(t *testing.T) {
 			cfg := tinyConfig(arch)
@@ -521,6 +533,61 @@ func TestEagle3SelfDistilled(t *testing.T) {
 				if st.AcceptanceRate() < 0.9 {
 					t.Errorf("K=%d: acceptance rate %.2f, want ≥ 0.9", k+1, st.AcceptanceRate())
 				}
+			}
+		})
+	}
+}
+
+// TestSpeculativeStaged: the same drafters through a shard plan (two
+// stages, Genie-style KV manager and selection masks) give the whole
+// model's greedy tokens, K = 1…4. EAGLE-3 is whole-model only: stage
+// graphs expose no hidden states at its feature layers.
+func TestSpeculativeStaged(t *testing.T) {
+	n, prompts := specSize(32)
+	for _, arch := range specArchs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			cfg.ContextLength = 160
+			cfg.TiedEmbeddings = false
+			tm := randomModel(t, cfg, gguf.Q8_0, 40)
+			target := newEngine(t, tm, Options{})
+			p, err := shard.PlanModel(tm, shard.Options{Stages: 2, AR: []int{8, 1}, CL: []int{160}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			staged, err := NewStaged(target, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			small := smallDraft(t, cfg)
+			for _, tc := range []struct {
+				name string
+				mk   func() Drafter
+			}{
+				{"draft", func() Drafter { return must(NewDraftModel(target, small)) }},
+				{"self-spoilt", func() Drafter { return &spoiler{Drafter: must(NewDraftModel(target, target)), vocab: cfg.VocabSize} }},
+			} {
+				var acc, win int
+				for pi, pr := range specPrompts(cfg.VocabSize)[:prompts] {
+					want, err := target.Greedy(context.Background(), pr, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for k := 1; k <= 4; k++ {
+						got, st, err := staged.Speculate(context.Background(), tc.mk(), pr, n, k)
+						if err != nil {
+							t.Fatalf("%s, prompt %d, K=%d: %v", tc.name, pi, k, err)
+						}
+						if err := sameTokens(got, want); err != nil {
+							t.Fatalf("%s, prompt %d, K=%d: staged speculative differs from whole greedy: %v", tc.name, pi, k, err)
+						}
+						acc, win = acc+st.Accepted, win+st.Windows
+					}
+				}
+				t.Logf("%s staged: acceptance length %.2f over K=1…4", tc.name, float64(acc)/float64(win))
+			}
+			if _, _, err := staged.Speculate(context.Background(), newEagle3(t, target, 5).Drafter(), []int32{1}, 4, 2); err == nil {
+				t.Errorf("staged speculation with an EAGLE-3 head did not report the missing features")
 			}
 		})
 	}
