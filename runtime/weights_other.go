@@ -1,0 +1,7 @@
+//go:build !linux
+
+package runtime
+
+func hugePagesAvailable() bool { return false }
+
+func adviseHuge([]byte, bool) {}
