@@ -14,8 +14,8 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-// stagedDecoder decodes through a shard plan's stages; nil until the
-// runtime's staged executor is wired in.
+// stagedDecoder, when set (tests), replaces the runtime's staged executor
+// for verify --plan and build.
 var stagedDecoder func(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error)
 
 func init() {
@@ -81,6 +81,7 @@ func init() {
 		if err != nil {
 			return err
 		}
+		var plan *shard.Plan
 		decoders := []struct {
 			name string
 			d    golden.Decoder
@@ -94,17 +95,20 @@ func init() {
 				return fmt.Errorf("%s: plan is for a model of %d layers, hidden %d, vocabulary %d; %s has %d, %d, %d",
 					*planPath, p.Model.Layers, p.Model.Hidden, p.Model.Vocab, path, m.Config.Layers, m.Config.Hidden, m.Config.VocabSize)
 			}
-			if stagedDecoder == nil {
-				return fmt.Errorf("--plan: this build has no staged executor to decode %s through its plan", path)
+			var st golden.Decoder
+			if stagedDecoder != nil {
+				st, err = stagedDecoder(e, p)
+			} else {
+				st, err = runtime.NewStaged(e, p)
 			}
-			d, err := stagedDecoder(e, p)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", *planPath, err)
 			}
 			decoders = append(decoders, struct {
 				name string
 				d    golden.Decoder
-			}{"plan " + *planPath, d})
+			}{"plan " + *planPath, st})
+			plan = p
 		}
 		if *draftPath != "" || *eaglePath != "" {
 			var mk func() (runtime.Drafter, error)
@@ -137,6 +141,18 @@ func init() {
 				name string
 				d    golden.Decoder
 			}{fmt.Sprintf("speculative K=%d, %s", *k, name), golden.SpeculativeDecoder(e, mk, *k)})
+			if plan != nil && *draftPath != "" {
+				// And through the plan (EAGLE-3 needs hidden states the
+				// stage graphs do not expose).
+				st, err := runtime.NewStaged(e, plan)
+				if err != nil {
+					return err
+				}
+				decoders = append(decoders, struct {
+					name string
+					d    golden.Decoder
+				}{fmt.Sprintf("plan %s, speculative K=%d, %s", *planPath, *k, name), golden.SpeculativeThrough(st, st, mk, *k)})
+			}
 		}
 		var reports []*golden.Report
 		pass := true

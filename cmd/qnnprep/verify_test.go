@@ -154,10 +154,19 @@ func TestGoldenVerifyCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("plan: exit %d", code)
 	}
-	if stagedDecoder == nil {
-		errOut = captureStderr(t, func() { code = run([]string{"verify", q8, "--golden", g, "--plan", plan}) })
-		if code != 1 || !strings.Contains(errOut, "no staged executor") {
-			t.Fatalf("--plan without an executor: exit %d: %s", code, errOut)
+	out = captureStdout(t, func() {
+		code = run([]string{"verify", q8, "--golden", g, "--plan", plan, "--draft", storiesGGUF, "-k", "2", "--json"})
+	})
+	rs = nil
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if code != 0 || len(rs) != 4 || !strings.HasPrefix(rs[1].Decoder, "plan ") || rs[3].Speculative == nil || !strings.Contains(rs[3].Decoder, "speculative") {
+		t.Fatalf("verify --plan --draft: exit %d, %s", code, out)
+	}
+	for _, r := range rs[1:] {
+		if !r.Pass || len(r.Failures) != 0 {
+			t.Fatalf("%s: %v", r.Decoder, r.Failures)
 		}
 	}
 }
