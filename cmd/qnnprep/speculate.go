@@ -9,12 +9,14 @@ import (
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/shard"
 )
 
 // speculateResult is what `speculate --json` prints.
 type speculateResult struct {
 	Model               string            `json:"model"`
 	Drafter             string            `json:"drafter"` // "draft MODEL" or "eagle3 HEAD"
+	Plan                string            `json:"plan,omitempty"`
 	K                   int               `json:"k"`
 	Prompt              []int32           `json:"prompt_ids"`
 	Generated           []int32           `json:"ids"`
@@ -31,7 +33,7 @@ type speculateResult struct {
 func init() {
 	c := &command{
 		Name:    "speculate",
-		Usage:   "qnnprep speculate MODEL (--draft MODEL | --eagle3 HEAD.gguf) [-k K] (--prompt TEXT | --ids 1,2,3 | --prompt-file FILE) [-n N] [--json] [--ctx N] [-t THREADS]",
+		Usage:   "qnnprep speculate MODEL (--draft MODEL | --eagle3 HEAD.gguf) [-k K] (--prompt TEXT | --ids 1,2,3 | --prompt-file FILE) [-n N] [--plan plan.json] [--json] [--ctx N] [-t THREADS]",
 		Summary: "decode with a draft model or EAGLE-3 head (exact greedy acceptance) and compare with plain greedy",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -43,6 +45,7 @@ func init() {
 		idsFlag := fs.String("ids", "", "prompt as comma-separated token ids")
 		promptFile := fs.String("prompt-file", "", "prompt from a file (text, or \"ids: 1 2 3\")")
 		n := fs.IntP("n", "n", 64, "tokens to generate")
+		planPath := fs.String("plan", "", "decode through this shard plan's stages (greedy and speculative; draft models only)")
 		asJSON := fs.Bool("json", false, "print a JSON report")
 		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
 		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
@@ -129,14 +132,29 @@ func init() {
 		}
 		var want []int32
 		var t1 time.Time
-		err = target.NewState().Generate(ctx, ids, *n, func(s runtime.Step) bool {
+		record := func(s runtime.Step) bool {
 			if s.Index == 0 {
 				t1 = time.Now()
 			}
 			want = append(want, s.Token)
 			return true
-		})
-		if err != nil {
+		}
+		speculate := target.Speculate
+		if *planPath != "" {
+			p, err := shard.ReadPlan(*planPath)
+			if err != nil {
+				return err
+			}
+			st, err := runtime.NewStaged(target, p)
+			if err != nil {
+				return fmt.Errorf("%s: %w", *planPath, err)
+			}
+			res.Plan = *planPath
+			if _, err = st.Generate(ctx, ids, *n, record); err != nil {
+				return err
+			}
+			speculate = st.Speculate
+		} else if err = target.NewState().Generate(ctx, ids, *n, record); err != nil {
 			return err
 		}
 		res.GreedySeconds = time.Since(t1).Seconds()
@@ -144,7 +162,7 @@ func init() {
 		if err != nil {
 			return err
 		}
-		got, st, err := target.Speculate(ctx, d, ids, *n, *k)
+		got, st, err := speculate(ctx, d, ids, *n, *k)
 		if err != nil {
 			return err
 		}

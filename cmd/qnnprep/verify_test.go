@@ -260,6 +260,20 @@ func TestSpeculateCommand(t *testing.T) {
 	if code != 0 || !r.EqualsGreedy || r.Stats.Windows == 0 {
 		t.Fatalf("eagle3: exit %d, %+v", code, r)
 	}
+	// Through a two-stage plan.
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	captureStdout(t, func() {
+		code = run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "8,1", "--cl", "128", "-o", plan})
+	})
+	out = captureStdout(t, func() {
+		code = run([]string{"speculate", storiesGGUF, "--draft", storiesGGUF, "--plan", plan, "-k", "3", "--ids", "1", "-n", "40", "--json"})
+	})
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if code != 0 || !r.EqualsGreedy || r.Plan != plan || r.Stats.Accepted != r.Stats.Proposed {
+		t.Fatalf("staged: exit %d, %+v", code, r)
+	}
 	if code = run([]string{"speculate", storiesGGUF, "--ids", "1"}); code != 2 {
 		t.Fatalf("no drafter: exit %d", code)
 	}
