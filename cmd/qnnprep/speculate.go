@@ -33,13 +33,14 @@ type speculateResult struct {
 func init() {
 	c := &command{
 		Name:    "speculate",
-		Usage:   "qnnprep speculate MODEL (--draft MODEL | --eagle3 HEAD.gguf) [-k K] (--prompt TEXT | --ids 1,2,3 | --prompt-file FILE) [-n N] [--plan plan.json] [--json] [--ctx N] [-t THREADS]",
+		Usage:   "qnnprep speculate MODEL (--draft MODEL | --eagle3 HEAD | --mtp) [-k K] (--prompt TEXT | --ids 1,2,3 | --prompt-file FILE) [-n N] [--plan plan.json] [--json] [--ctx N] [-t THREADS]",
 		Summary: "decode with a draft model or EAGLE-3 head (exact greedy acceptance) and compare with plain greedy",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
 		draftPath := fs.String("draft", "", "draft model sharing the target's vocabulary")
 		eaglePath := fs.String("eagle3", "", "EAGLE-3 draft head: GGUF (architecture eagle3) or a Hugging Face directory")
+		useMTP := fs.Bool("mtp", false, "draft with the model's own MTP block (qwen35 GGUF with nextn_predict_layers)")
 		k := fs.IntP("k", "k", 4, "draft tokens per window")
 		prompt := fs.String("prompt", "", "prompt text, tokenized with the model's tokenizer")
 		idsFlag := fs.String("ids", "", "prompt as comma-separated token ids")
@@ -55,8 +56,8 @@ func init() {
 		if fs.NArg() != 1 {
 			return usageError("want one MODEL (the target)")
 		}
-		if (*draftPath == "") == (*eaglePath == "") {
-			return usageError("give exactly one of --draft and --eagle3")
+		if n := btoi(*draftPath != "") + btoi(*eaglePath != "") + btoi(*useMTP); n != 1 {
+			return usageError("give exactly one of --draft, --eagle3 and --mtp")
 		}
 		given := 0
 		for _, s := range []string{*prompt, *idsFlag, *promptFile} {
@@ -116,6 +117,13 @@ func init() {
 			}
 			res.Drafter = "draft " + *draftPath
 			mkDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(target, de) }
+		} else if *useMTP {
+			h, err := runtime.LoadMTP(target, m)
+			if err != nil {
+				return err
+			}
+			res.Drafter = "mtp"
+			mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
 		} else {
 			h, err := runtime.OpenEagle3(target, *eaglePath)
 			if err != nil {
@@ -203,4 +211,11 @@ func init() {
 		return nil
 	}
 	register(c)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -274,6 +274,10 @@ func TestSpeculateCommand(t *testing.T) {
 	if code != 0 || !r.EqualsGreedy || r.Plan != plan || r.Stats.Accepted != r.Stats.Proposed {
 		t.Fatalf("staged: exit %d, %+v", code, r)
 	}
+	errOut := captureStderr(t, func() { code = run([]string{"speculate", storiesGGUF, "--mtp", "--ids", "1"}) })
+	if code != 1 || !strings.Contains(errOut, "has no MTP head") {
+		t.Fatalf("--mtp on llama: exit %d: %s", code, errOut)
+	}
 	if code = run([]string{"speculate", storiesGGUF, "--ids", "1"}); code != 2 {
 		t.Fatalf("no drafter: exit %d", code)
 	}
