@@ -74,6 +74,7 @@ func benchStream(b *testing.B, dot func(w, x []byte, nb int) float32) {
 	for r := 0; r < rows; r++ {
 		copy(w[r*rowBytes:], w0)
 	}
+	hugePages(w) // as the runtime places its weights
 	b.SetBytes(int64(len(w)))
 	var s float32
 	cpuBench(b, 0, func() {

@@ -18,11 +18,11 @@ TEXT ·dotQ8_0Asm(SB), NOSPLIT, $0-28
 	JB   tail
 
 loop4:
-	// Weight rows stream from memory when decoding: fetching 1 KiB ahead
+	// Weight rows stream from memory when decoding: fetching 2 KiB ahead
 	// nearly doubles the streaming speed (the hardware prefetcher alone
 	// leaves the loads waiting).
-	PREFETCHT0 1024(SI)
-	PREFETCHT0 1088(SI)
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
 	// 16-bit products, pairs summed to int32: 8 partial sums per block.
 	VPMOVSXBW 2(SI), Y0
 	VPMOVSXBW 18(SI), Y1
@@ -153,8 +153,8 @@ TEXT ·dotQ8_0SymAsm(SB), NOSPLIT, $0-28
 	JB   symtail
 
 symloop4:
-	PREFETCHT0 1024(SI)
-	PREFETCHT0 1088(SI)
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
 	VMOVDQU    2(SI), Y0
 	VMOVDQU    2(DI), Y1
 	VPSIGNB    Y0, Y1, Y1

@@ -239,8 +239,8 @@ TEXT ·dotQ1_0ActsAsm(SB), NOSPLIT, $0-52
 	JE      actstail
 
 actsloop:
-	// Weight rows stream from memory when decoding: fetch 1 KiB ahead.
-	PREFETCHT0 1024(SI)
+	// Weight rows stream from memory when decoding: fetch 2 KiB ahead.
+	PREFETCHT0 2048(SI)
 	Q1PAIRACTS
 	ADDQ $36, SI
 	ADDQ $256, DI

@@ -44,9 +44,9 @@
 	CMPQ   CX, $32            \
 	JB     tail8              \
 loop32:                       \
-	/* weight rows (a) stream from memory: fetch 1 KiB ahead */ \
-	PREFETCHT0 1024(SI)       \
-	PREFETCHT0 (1024+32*size-64)(SI) \
+	/* weight rows (a) stream from memory: fetch 2 KiB ahead */ \
+	PREFETCHT0 2048(SI)       \
+	PREFETCHT0 (2048+32*size-64)(SI) \
 	MULADD(LOAD, 0, SI, DI, Y0)       \
 	MULADD(LOAD, 8*size, SI, DI, Y1)  \
 	MULADD(LOAD, 16*size, SI, DI, Y2) \
