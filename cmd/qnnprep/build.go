@@ -153,9 +153,6 @@ func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Opt
 		},
 	}
 	o.Staged = newStagedDecoder // the runtime's staged executor (run_plan.go)
-	if stagedDecoder != nil {
-		o.Staged = pipeline.StagedFunc(stagedDecoder)
-	}
 	m, err := model.Open(src)
 	if err != nil {
 		return o, fmt.Errorf("%s: %w", pipeline.StepQuantize, err)

@@ -17,9 +17,7 @@ import (
 )
 
 // newStagedDecoder is the runtime's staged executor as a golden.Decoder,
-// the form verify --plan and build take through stagedDecoder. Wiring it
-// (stagedDecoder = newStagedDecoder) turns build's "verify partial" into a
-// staged == whole comparison; build_test.go still expects "partial".
+// the form build's verify step takes.
 func newStagedDecoder(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error) {
 	return runtime.NewStaged(e, p)
 }

@@ -14,10 +14,6 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-// stagedDecoder, when set (tests), replaces the runtime's staged executor
-// for verify --plan and build.
-var stagedDecoder func(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error)
-
 func init() {
 	c := &command{
 		Name:    "verify",
@@ -95,12 +91,7 @@ func init() {
 				return fmt.Errorf("%s: plan is for a model of %d layers, hidden %d, vocabulary %d; %s has %d, %d, %d",
 					*planPath, p.Model.Layers, p.Model.Hidden, p.Model.Vocab, path, m.Config.Layers, m.Config.Hidden, m.Config.VocabSize)
 			}
-			var st golden.Decoder
-			if stagedDecoder != nil {
-				st, err = stagedDecoder(e, p)
-			} else {
-				st, err = runtime.NewStaged(e, p)
-			}
+			st, err := runtime.NewStaged(e, p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", *planPath, err)
 			}
