@@ -29,6 +29,25 @@
 // RunLayers over all layers and Head. State.KV and State.DeltaNet expose
 // each layer's cache and recurrent state for checking I/O surfaces.
 //
+// NewStaged(e, plan) decodes through a shard plan: each stage is one call
+// over exactly the plan's I/O buffers (input_ids or hidden_states_k,
+// attention_mask, RoPE cos/sin, past_*_in/_out in Genie's layouts), with a
+// KV manager between calls that behaves like Genie's (n_past, n_process,
+// selection masks on accept, rollback, AR-c re-processing). Its logits are
+// bit-identical to whole-model decoding, which proves the surfaces.
+//
+// # Speculative decoding
+//
+// Engine.Speculate and State.Speculate take a Drafter that proposes K
+// tokens per window: NewDraftModel (a separate small model with its own
+// State), an EAGLE-3 head (NewEagle3, OpenEagle3: fc over three target
+// feature layers from ForwardFeatures, one decoder layer, a draft
+// vocabulary mapped to target ids) or a Qwen3.5 MTP head (LoadMTP). The
+// target verifies K+1 positions in one call and accepts drafts while they
+// equal its argmax; KV and DeltaNet state roll back to the accepted
+// position. The output equals greedy decoding bit for bit; SpecStats
+// reports the acceptance length and target calls per token.
+//
 // # Arithmetic
 //
 // Weights stay in their stored type; nothing is dequantized as a whole.
