@@ -54,6 +54,7 @@ func ONNXCheck(path string) error {
 	cmd := exec.CommandContext(ctx, Python, filepath.Join(src, "python", "onnx_check.py"), abs)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	dieWithParent(cmd)
 	if err := cmd.Run(); err != nil {
 		if _, ok := err.(*exec.ExitError); ok && ctx.Err() == nil && cmd.ProcessState.ExitCode() == 1 {
 			return fmt.Errorf("peers: onnx checker rejects %s: %s", path, clip(strings.TrimSpace(stderr.String())))

@@ -42,6 +42,7 @@ func runNode(what, script string, req map[string]any, out any) error {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second // a child still holding the pipes must not block us
+	dieWithParent(cmd)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("timed out after %v", Timeout)
