@@ -45,6 +45,7 @@ type Staged struct {
 	names   []layerNames   // per layer, formatted once
 	calls   map[[2]int]int // graph calls per (AR, CL)
 	x       []float32      // hidden states of the running call
+	feat    stagedFeatures // drafter features (staged_features.go)
 }
 
 // layerNames are a layer's state tensor names.
@@ -77,6 +78,7 @@ type stagedStep struct {
 	reproc int     // leading rows that re-process committed history
 	base   int     // KV entries visible to the call (n_valid_kv; 0 on AR-c)
 	logits [][]float32
+	feats  [][]float32 // per row, the feature layers' inputs (when asked for)
 }
 
 // MaskedValue is what Staged writes into attention_mask for a slot a row
@@ -491,6 +493,7 @@ func (s *Staged) runStage(v *stagedVariant, k int) error {
 	nkv, d := c.KVHeads, c.HeadDim
 	kvDim := nkv * d
 	for l := stg.FirstLayer; l <= stg.LastLayer; l++ {
+		s.captureFeatures(v, k, l, x)
 		ls := &s.st.layers[l]
 		if ls.kind == model.Attention {
 			// The cache slots the mask makes visible come from _in;
@@ -550,6 +553,7 @@ func (s *Staged) runStage(v *stagedVariant, k int) error {
 	if b := v.bufs[shard.LastHiddenStates]; b != nil {
 		copy(b.f, x)
 	}
+	s.captureFeatures(v, k, c.Layers, x)
 	if err := s.st.Head(x, v.f(shard.Logits)); err != nil {
 		return fmt.Errorf("runtime: staged: graph %s: %w", g.Name, err)
 	}

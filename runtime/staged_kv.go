@@ -23,6 +23,7 @@ func (s *Staged) Reset() {
 	s.history = s.history[:0]
 	s.nValid = 0
 	s.step = nil
+	s.feat.pending = nil
 	if s.kv != nil {
 		for _, v := range s.vars {
 			if v != s.kv {
@@ -226,7 +227,7 @@ func (s *Staged) process(v *stagedVariant, tokens []int32, parent []int, reproc,
 	s.calls[[2]int{v.ar, v.cl}]++
 	vocab := s.e.cfg.VocabSize
 	lg := v.f(shard.Logits)
-	st := &stagedStep{v: v, tokens: tokens, parent: parent, reproc: reproc, base: base}
+	st := &stagedStep{v: v, tokens: tokens, parent: parent, reproc: reproc, base: base, feats: s.callFeatures(len(tokens))}
 	for r := range tokens {
 		st.logits = append(st.logits, slices.Clone(lg[r*vocab:(r+1)*vocab]))
 	}
@@ -309,6 +310,9 @@ func (s *Staged) Commit(selection []bool) error {
 	for r := st.reproc; r < n; r++ {
 		if sel[r] {
 			s.history = append(s.history, st.tokens[r])
+			if st.feats != nil {
+				s.feat.pending = append(s.feat.pending, st.feats[r])
+			}
 		}
 	}
 	s.step = nil
@@ -555,17 +559,17 @@ func (s *Staged) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]f
 	return rows, nil
 }
 
-// Speculate is exact greedy speculative decoding through the plan with a
-// drafter that needs no target features (e.g. a DraftModel): every window
-// is one Submit of [last, draft…] and one Commit whose selection mask
-// keeps the accepted prefix. The tokens equal Greedy's.
+// Speculate is exact greedy speculative decoding through the plan: every
+// window is one Submit of [last, draft…] and one Commit whose selection
+// mask keeps the accepted prefix. A drafter that reads target hidden
+// states (EAGLE-3, MTP) gets them from the stage calls (SetFeatureLayers),
+// the accepted rows' only. The tokens equal Greedy's, and the drafter sees
+// exactly what Engine.Speculate gives it, so the acceptance is the same.
 func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k int) ([]int32, SpecStats, error) {
 	var st SpecStats
 	switch {
 	case d == nil:
 		return nil, st, fmt.Errorf("runtime: speculate: no drafter")
-	case len(d.FeatureLayers()) > 0:
-		return nil, st, fmt.Errorf("runtime: staged: speculate: the drafter needs target hidden states, which stage graphs do not expose")
 	case k < 1:
 		return nil, st, fmt.Errorf("runtime: speculate: %d draft tokens per window, want at least 1", k)
 	case len(prompt) == 0:
@@ -574,12 +578,17 @@ func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k 
 		return nil, st, nil
 	}
 	s.Reset()
+	old := s.feat.layers
+	if err := s.SetFeatureLayers(d.FeatureLayers()); err != nil {
+		return nil, st, err
+	}
+	defer func() { s.feat.layers, s.feat.pending = old, nil }()
 	t0 := time.Now()
 	logits, err := s.Forward(prompt)
 	if err != nil {
 		return nil, st, err
 	}
-	if err := d.Start(prompt, nil); err != nil {
+	if err := d.Start(prompt, s.TakeFeatures()); err != nil {
 		return nil, st, err
 	}
 	st.TargetCalls = 1
@@ -603,7 +612,7 @@ func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k 
 		if err != nil {
 			return nil, st, err
 		}
-		if err := d.Commit(last, draft, a, nil); err != nil {
+		if err := d.Commit(last, draft, a, s.TakeFeatures()); err != nil {
 			return nil, st, err
 		}
 		out = append(out, draft[:a]...)
@@ -635,8 +644,10 @@ func (s *Staged) Truncate(n int) error {
 	case n > 0 && s.e.cfg.Hybrid():
 		return fmt.Errorf("runtime: staged: cannot rewind Gated DeltaNet state from %d to %d tokens (only to 0)", len(s.history), n)
 	}
+	drop := len(s.history) - n
 	s.history = s.history[:n]
 	s.nValid = min(s.nValid, n)
+	s.feat.pending = s.feat.pending[:max(0, len(s.feat.pending)-drop)]
 	if n == 0 && s.kv != nil {
 		for l, kind := range s.e.cfg.LayerKinds {
 			if kind == model.DeltaNet {
