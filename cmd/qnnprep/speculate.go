@@ -46,7 +46,7 @@ func init() {
 		idsFlag := fs.String("ids", "", "prompt as comma-separated token ids")
 		promptFile := fs.String("prompt-file", "", "prompt from a file (text, or \"ids: 1 2 3\")")
 		n := fs.IntP("n", "n", 64, "tokens to generate")
-		planPath := fs.String("plan", "", "decode through this shard plan's stages (greedy and speculative; draft models only)")
+		planPath := fs.String("plan", "", "decode through this shard plan's stages (greedy and speculative, with any drafter)")
 		asJSON := fs.Bool("json", false, "print a JSON report")
 		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
 		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
