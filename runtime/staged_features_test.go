@@ -3,7 +3,9 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/model"
@@ -228,13 +230,13 @@ func TestStagedEagle3(t *testing.T) {
 		model.Qwen35: {Stages: 3, AR: []int{6, 1}, CL: []int{256}},      // 3+2+2
 	}
 	for _, arch := range specArchs {
-		for _, headKind := range []string{"random", "distilled", "spoilt"} {
+		for _, headKind := range []string{"random", "oracle", "distilled", "spoilt"} {
 			t.Run(string(arch)+"/"+headKind, func(t *testing.T) {
 				c := featureConfig(arch)
 				var tm *model.Model
 				var target *Engine
 				var mk func() Drafter
-				if headKind == "random" {
+				if headKind == "random" || headKind == "oracle" {
 					tm = synthModel(t, c, 33)
 					target = newEngine(t, tm, Options{Threads: 1})
 					head := newEagle3(t, target, 7)
@@ -250,7 +252,7 @@ func TestStagedEagle3(t *testing.T) {
 				}
 				staged := newStaged(t, target, planFor(t, tm, plans[arch]))
 				np := prompts
-				if headKind == "random" && np == 3 {
+				if (headKind == "random" || headKind == "oracle") && np == 3 {
 					np = 2
 				}
 				var whole, through [4]SpecStats
@@ -262,15 +264,24 @@ func TestStagedEagle3(t *testing.T) {
 					if d := distinct(want); d < 4 {
 						t.Fatalf("prompt %d: greedy output has only %d distinct tokens: too degenerate to test rollback", pi, d)
 					}
+					seq := append(slices.Clone(p), want...)
 					for k := 1; k <= 4; k++ {
-						wgot, wst, err := target.Speculate(ctx, mk(), p, n, k)
+						rec := func() *featRecorder {
+							r := &featRecorder{Drafter: mk(), vocab: c.VocabSize}
+							if headKind == "oracle" {
+								r.seq = seq
+							}
+							return r
+						}
+						wrec, srec := rec(), rec()
+						wgot, wst, err := target.Speculate(ctx, wrec, p, n, k)
 						if err != nil {
 							t.Fatalf("whole, prompt %d, K=%d: %v", pi, k, err)
 						}
 						if err := sameTokens(wgot, want); err != nil {
 							t.Fatalf("whole, prompt %d, K=%d: %v", pi, k, err)
 						}
-						got, st, err := staged.Speculate(ctx, mk(), p, n, k)
+						got, st, err := staged.Speculate(ctx, srec, p, n, k)
 						if err != nil {
 							t.Fatalf("staged, prompt %d, K=%d: %v", pi, k, err)
 						}
@@ -279,6 +290,9 @@ func TestStagedEagle3(t *testing.T) {
 						}
 						if st.Windows != wst.Windows || st.Proposed != wst.Proposed || st.Accepted != wst.Accepted || st.TargetCalls != wst.TargetCalls || st.Tokens != n {
 							t.Fatalf("prompt %d, K=%d: staged stats %+v, whole %+v", pi, k, st, wst)
+						}
+						if err := srec.same(wrec); err != nil {
+							t.Fatalf("prompt %d, K=%d: the head saw different things through the plan: %v", pi, k, err)
 						}
 						for _, pair := range []struct {
 							sum *SpecStats
@@ -306,4 +320,142 @@ func TestStagedEagle3(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStagedMTP: a qwen35 MTP head (feature: the last layer's output,
+// read from the head stage) drafts through a plan exactly as through the
+// whole engine: greedy tokens, same acceptance.
+func TestStagedMTP(t *testing.T) {
+	ctx := context.Background()
+	c := featureConfig(model.Qwen35)
+	c.Layers, c.LayerKinds = 4, c.LayerKinds[:4]
+	src := synthBigram(t, c, 34)
+	outNorm, _ := src.Tensor("output_norm.weight").Float32()
+	// The distilled head of TestMTP: it proposes what the bigram target says.
+	m := writeMTPModel(t, src, func(name string, dims []int64) []float32 {
+		n := int(dims[0])
+		if len(dims) == 2 {
+			n *= int(dims[1])
+		}
+		v := make([]float32, n)
+		switch {
+		case strings.HasSuffix(name, "nextn.eh_proj.weight"):
+			for r := 0; r < int(dims[1]); r++ {
+				v[r*int(dims[0])+r] = 1
+			}
+		case strings.HasSuffix(name, "nextn.shared_head_norm.weight"):
+			copy(v, outNorm)
+		case strings.HasSuffix(name, "norm.weight") && !strings.HasSuffix(name, "nextn.hnorm.weight"):
+			for i := range v {
+				v[i] = 1
+			}
+		case strings.HasSuffix(name, "attn_output.weight"), strings.HasSuffix(name, "ffn_down.weight"), strings.HasSuffix(name, "nextn.hnorm.weight"):
+		default:
+			for i := range v {
+				v[i] = 0.1 * float32(math.Sin(float64(i)))
+			}
+		}
+		return v
+	})
+	target := newEngine(t, m, Options{Threads: 1})
+	h, err := LoadMTP(target, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStaged(t, target, planFor(t, m, shard.Options{Stages: 2, AR: []int{5, 1}, CL: []int{128}}))
+	for pi, p := range specPrompts(c.VocabSize)[:2] {
+		want, err := target.Greedy(ctx, p, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := distinct(want); d < 4 {
+			t.Fatalf("prompt %d: greedy output has only %d distinct tokens", pi, d)
+		}
+		for k := 1; k <= 4; k++ {
+			_, wst, err := target.Speculate(ctx, h.Drafter(), p, 64, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, st, err := s.Speculate(ctx, &spoiler{Drafter: h.Drafter(), vocab: c.VocabSize}, p, 64, k)
+			if err != nil {
+				t.Fatalf("prompt %d, K=%d: %v", pi, k, err)
+			}
+			if err := sameTokens(got, want); err != nil {
+				t.Fatalf("prompt %d, K=%d: staged MTP differs from greedy: %v", pi, k, err)
+			}
+			_, sst, err := s.Speculate(ctx, h.Drafter(), p, 64, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sst.Windows != wst.Windows || sst.Accepted != wst.Accepted {
+				t.Fatalf("prompt %d, K=%d: staged %+v, whole %+v", pi, k, sst, wst)
+			}
+			t.Logf("prompt %d, K=%d: acceptance length %.2f (spoilt %.2f)", pi, k, sst.AcceptanceLength(), st.AcceptanceLength())
+		}
+	}
+}
+
+// featRecorder wraps a drafter and records every feature row and every
+// proposal of the wrapped drafter. With seq set it is an oracle: it still
+// runs the wrapped drafter (which must consume exactly the feature rows it
+// is given) but proposes seq's continuation with one token per window
+// spoilt, at a position cycling through 0…K, so every acceptance length
+// occurs and the accepted rows' features are real ones.
+type featRecorder struct {
+	Drafter
+	seq   []int32 // prompt and greedy continuation (oracle), or nil
+	vocab int
+	n, w  int // committed tokens, windows
+	feats [][]float32
+	props [][]int32
+}
+
+func (r *featRecorder) Start(prompt []int32, feats [][]float32) error {
+	r.n = len(prompt)
+	r.feats = append(r.feats, feats...)
+	return r.Drafter.Start(prompt, feats)
+}
+
+func (r *featRecorder) Propose(last int32, k int) ([]int32, error) {
+	d, err := r.Drafter.Propose(last, k)
+	if err != nil {
+		return nil, err
+	}
+	r.props = append(r.props, d)
+	if r.seq == nil {
+		return d, nil
+	}
+	o := slices.Clone(r.seq[r.n+1 : min(r.n+1+k, len(r.seq))])
+	if i := r.w % (k + 1); i < len(o) {
+		o[i] = (o[i] + 1) % int32(r.vocab)
+	}
+	r.w++
+	return o, nil
+}
+
+func (r *featRecorder) Commit(last int32, draft []int32, accepted int, feats [][]float32) error {
+	r.n += 1 + accepted
+	r.feats = append(r.feats, feats...)
+	return r.Drafter.Commit(last, draft, accepted, feats)
+}
+
+// same reports the first difference between two recordings.
+func (r *featRecorder) same(o *featRecorder) error {
+	if len(r.feats) != len(o.feats) {
+		return fmt.Errorf("%d feature rows, want %d", len(r.feats), len(o.feats))
+	}
+	for i := range o.feats {
+		if err := sameBits(r.feats[i], o.feats[i]); err != nil {
+			return fmt.Errorf("feature row %d: %w", i, err)
+		}
+	}
+	if len(r.props) != len(o.props) {
+		return fmt.Errorf("%d proposals, want %d", len(r.props), len(o.props))
+	}
+	for i := range o.props {
+		if !slices.Equal(r.props[i], o.props[i]) {
+			return fmt.Errorf("proposal %d: %v, want %v", i, r.props[i], o.props[i])
+		}
+	}
+	return nil
 }
