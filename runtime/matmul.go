@@ -108,7 +108,7 @@ func (m *matrix) decodeRow(r int, dst []float32) error {
 type acts struct {
 	t, cols int
 	f32     []float32
-	f16     []uint16
+	f16     []float32 // binary16-rounded values
 	bf16    []uint16
 	q8      []byte
 	q8Bytes int  // bytes per row of q8
@@ -131,8 +131,10 @@ func (a *acts) prepare(k actKind) {
 	n := a.t * a.cols
 	switch k {
 	case actF16:
-		a.f16 = grow16(a.f16, n)
-		kernels.RoundF16(a.f16, a.f32)
+		// binary16 values held as float32: the same products, and the
+		// kernel converts only the weights.
+		a.f16 = growF32(a.f16, n)
+		kernels.RoundF16F32(a.f16, a.f32)
 	case actBF16:
 		a.bf16 = grow16(a.bf16, n)
 		kernels.RoundBF16(a.bf16, a.f32)
@@ -294,7 +296,7 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		for r := r0; r < r1; r++ {
 			row := w.data[r*rb : (r+1)*rb]
 			for t := 0; t < a.t; t++ {
-				out[t*rows+r] = kernels.DotF16(row, a.f16[t*n:(t+1)*n])
+				out[t*rows+r] = kernels.DotF16F32(row, a.f16[t*n:(t+1)*n])
 			}
 		}
 	case gguf.BF16:

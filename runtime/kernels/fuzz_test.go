@@ -35,6 +35,7 @@ func FuzzDot(f *testing.F) {
 		if got, want := dotF16(w, x), dotF16Go(w, x); !sameFloat(got, want) {
 			t.Fatalf("F16 n=%d: %v, Go %v", m, got, want)
 		}
+		checkF16F32(t, w, x)
 		if got, want := dotBF16(w, x), dotBF16Go(w, x); !sameFloat(got, want) {
 			t.Fatalf("BF16 n=%d: %v, Go %v", m, got, want)
 		}

@@ -12,6 +12,7 @@ func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		dotF32 = dotF32AVX2
 		dotF16 = dotF16AVX2
+		dotF16F32 = dotF16F32AVX2
 		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
@@ -49,6 +50,20 @@ func dotF16AVX2(w, x []uint16) float32 {
 	return dotF16Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
 }
 
+func dotF16F32AVX2(w []uint16, x []float32) float32 {
+	n := len(x)
+	n8 := n &^ 7
+	var tw [8]uint16
+	var tx [8]float32
+	var pw, px unsafe.Pointer
+	if n8 < n {
+		copy(tw[:], w[n8:n])
+		copy(tx[:], x[n8:])
+		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
+	}
+	return dotF16F32Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
+}
+
 func dotBF16AVX2(w, x []uint16) float32 {
 	n := len(x)
 	n8 := n &^ 7
@@ -75,6 +90,9 @@ func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
 func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+
+//go:noescape
+func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
 func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32

@@ -72,6 +72,7 @@ func TestDotAsmMatchesGo(t *testing.T) {
 			if got, want := dotF16(w, x), dotF16Go(w, x); !sameFloat(got, want) {
 				t.Fatalf("F16 n=%d: asm %v, Go %v", n, got, want)
 			}
+			checkF16F32(t, w, x)
 			w, x = randomU16(r, n, half.F32ToBF16), randomU16(r, n, half.F32ToBF16)
 			if got, want := dotBF16(w, x), dotBF16Go(w, x); !sameFloat(got, want) {
 				t.Fatalf("BF16 n=%d: asm %v, Go %v", n, got, want)
@@ -217,5 +218,35 @@ func TestChecks(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// checkF16F32 checks that DotF16F32's kernels, given x as float32, equal
+// dotF16Go bit for bit.
+func checkF16F32(t *testing.T, w, x []uint16) {
+	t.Helper()
+	xf := make([]float32, len(x))
+	for i, h := range x {
+		xf[i] = half.F16ToF32(h)
+	}
+	want := dotF16Go(w, x)
+	if got := dotF16F32(w, xf); !sameFloat(got, want) {
+		t.Fatalf("F16F32 n=%d: %v, dotF16Go %v", len(x), got, want)
+	}
+	if got := dotF16F32Go(w, xf); !sameFloat(got, want) {
+		t.Fatalf("F16F32 Go n=%d: %v, dotF16Go %v", len(x), got, want)
+	}
+}
+
+func TestRoundF16F32(t *testing.T) {
+	src := []float32{0, 1, 1.0001, -65504, 70000, 1e-8, float32(math.Inf(-1))}
+	h := make([]uint16, len(src))
+	f := make([]float32, len(src))
+	RoundF16(h, src)
+	RoundF16F32(f, src)
+	for i := range src {
+		if want := half.F16ToF32(h[i]); math.Float32bits(f[i]) != math.Float32bits(want) {
+			t.Errorf("%v: got %v, want %v", src[i], f[i], want)
+		}
 	}
 }
