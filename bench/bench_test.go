@@ -378,3 +378,25 @@ func TestReadSuites(t *testing.T) {
 		}
 	}
 }
+
+// TestCommittedResults: the measured results kept for the README
+// (testdata/700m) still decode strictly and validate against the schema.
+func TestCommittedResults(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "700m", "*.json"))
+	if len(files) == 0 {
+		t.Skip("no committed results")
+	}
+	s := compileSchema(t)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decodeSuite(b, f); err != nil {
+			t.Error(err)
+		}
+		if err := validate(t, s, b); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
