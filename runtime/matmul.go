@@ -241,9 +241,10 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	if workers == 1 {
 		return e.matmulRows(w, a, out, 0, w.rows)
 	}
+	// The caller takes the last range itself: one hand-off fewer.
 	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for i := 0; i < workers; i++ {
+	errs := make([]error, workers-1)
+	for i := 0; i < workers-1; i++ {
 		r0, r1 := w.rows*i/workers, w.rows*(i+1)/workers
 		wg.Add(1)
 		go func() {
@@ -251,13 +252,14 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 			errs[i] = e.matmulRows(w, a, out, r0, r1)
 		}()
 	}
+	err := e.matmulRows(w, a, out, w.rows*(workers-1)/workers, w.rows)
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+	for _, e := range errs {
+		if e != nil {
+			return e
 		}
 	}
-	return nil
+	return err
 }
 
 // parallel calls f on contiguous ranges of [0, n) on up to Threads
@@ -271,7 +273,7 @@ func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
 		return
 	}
 	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
+	for i := 0; i < workers-1; i++ {
 		lo, hi := n*i/workers, n*(i+1)/workers
 		wg.Add(1)
 		go func() {
@@ -279,6 +281,7 @@ func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
 			f(lo, hi)
 		}()
 	}
+	f(n*(workers-1)/workers, n)
 	wg.Wait()
 }
 
