@@ -298,7 +298,11 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 	case gguf.F16:
 		for r := r0; r < r1; r++ {
 			row := w.data[r*rb : (r+1)*rb]
-			for t := 0; t < a.t; t++ {
+			t := 0
+			for ; t+1 < a.t; t += 2 { // two tokens per weight conversion
+				out[t*rows+r], out[(t+1)*rows+r] = kernels.DotF16F32x2(row, a.f16[t*n:(t+1)*n], a.f16[(t+1)*n:(t+2)*n])
+			}
+			if t < a.t {
 				out[t*rows+r] = kernels.DotF16F32(row, a.f16[t*n:(t+1)*n])
 			}
 		}

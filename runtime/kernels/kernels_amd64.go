@@ -13,6 +13,7 @@ func init() {
 		dotF32 = dotF32AVX2
 		dotF16 = dotF16AVX2
 		dotF16F32 = dotF16F32AVX2
+		dotF16F32x2 = dotF16F32x2AVX2
 		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
@@ -64,6 +65,15 @@ func dotF16F32AVX2(w []uint16, x []float32) float32 {
 	return dotF16F32Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
 }
 
+func dotF16F32x2AVX2(w []uint16, x0, x1 []float32) (float32, float32) {
+	if len(x0)%32 != 0 {
+		return dotF16F32AVX2(w, x0), dotF16F32AVX2(w, x1)
+	}
+	var out [2]float32
+	dotF16F32x2Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x0[0]), unsafe.Pointer(&x1[0]), len(x0), unsafe.Pointer(&out))
+	return out[0], out[1]
+}
+
 func dotBF16AVX2(w, x []uint16) float32 {
 	n := len(x)
 	n8 := n &^ 7
@@ -93,6 +103,9 @@ func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
 func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+
+//go:noescape
+func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int, out unsafe.Pointer)
 
 //go:noescape
 func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32

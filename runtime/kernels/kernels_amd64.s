@@ -130,6 +130,73 @@ f16f32reduce:
 	VMOVSS X0, ret+40(FP)
 	RET
 
+// func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int, out unsafe.Pointer)
+//
+// dotF16F32Asm of one weight row with two activation rows, n32 a multiple
+// of 32: each weight is converted once for both. Each row's partial sums
+// (Y0..Y3 and Y4..Y7) and reduction are dotF16F32Asm's, so out[0] and
+// out[1] are bit for bit its results.
+TEXT ·dotF16F32x2Asm(SB), NOSPLIT, $0-40
+	MOVQ   a+0(FP), SI
+	MOVQ   b0+8(FP), DI
+	MOVQ   b1+16(FP), R10
+	MOVQ   n32+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	SHRQ   $5, CX
+	JE     x2reduce
+
+x2loop:
+	PREFETCHT0 2048(SI)
+	VCVTPH2PS 0(SI), Y8
+	VCVTPH2PS 16(SI), Y9
+	VCVTPH2PS 32(SI), Y10
+	VCVTPH2PS 48(SI), Y11
+	VMULPS  0(DI), Y8, Y12
+	VADDPS  Y12, Y0, Y0
+	VMULPS  32(DI), Y9, Y12
+	VADDPS  Y12, Y1, Y1
+	VMULPS  64(DI), Y10, Y12
+	VADDPS  Y12, Y2, Y2
+	VMULPS  96(DI), Y11, Y12
+	VADDPS  Y12, Y3, Y3
+	VMULPS  0(R10), Y8, Y12
+	VADDPS  Y12, Y4, Y4
+	VMULPS  32(R10), Y9, Y12
+	VADDPS  Y12, Y5, Y5
+	VMULPS  64(R10), Y10, Y12
+	VADDPS  Y12, Y6, Y6
+	VMULPS  96(R10), Y11, Y12
+	VADDPS  Y12, Y7, Y7
+	ADDQ $64, SI
+	ADDQ $128, DI
+	ADDQ $128, R10
+	DECQ CX
+	JNZ  x2loop
+
+x2reduce:
+	MOVQ out+32(FP), AX
+	VMOVAPS Y4, Y8
+	VMOVAPS Y5, Y9
+	VMOVAPS Y6, Y10
+	VMOVAPS Y7, Y11
+	REDUCE
+	VMOVSS  X0, 0(AX)
+	VMOVAPS Y8, Y0
+	VMOVAPS Y9, Y1
+	VMOVAPS Y10, Y2
+	VMOVAPS Y11, Y3
+	REDUCE
+	VMOVSS  X0, 4(AX)
+	VZEROUPPER
+	RET
+
 // func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 TEXT ·dotF32Asm(SB), NOSPLIT, $0-44
 	DOT(LOADF32, 4)

@@ -236,6 +236,16 @@ func checkF16F32(t *testing.T, w, x []uint16) {
 	if got := dotF16F32Go(w, xf); !sameFloat(got, want) {
 		t.Fatalf("F16F32 Go n=%d: %v, dotF16Go %v", len(x), got, want)
 	}
+	// Two activation rows: xf and its reverse.
+	xr := make([]float32, len(xf))
+	xh := make([]uint16, len(x))
+	for i := range xf {
+		xr[i], xh[i] = xf[len(xf)-1-i], x[len(x)-1-i]
+	}
+	g0, g1 := dotF16F32x2(w, xf, xr)
+	if want1 := dotF16Go(w, xh); !sameFloat(g0, want) || !sameFloat(g1, want1) {
+		t.Fatalf("F16F32x2 n=%d: %v, %v; dotF16Go %v, %v", len(x), g0, g1, want, want1)
+	}
 }
 
 func TestRoundF16F32(t *testing.T) {
