@@ -83,20 +83,21 @@ type seriesKey struct {
 	model   string
 	engine  string
 	threads int
+	test    string // pp512, tg128: runs of another length are other series
 }
 
 func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 	series := map[seriesKey]plotter.XYs{}
 	errs := map[seriesKey]plotter.YErrors{}
-	test := ""
+	tests := map[string]bool{}
 	for _, r := range s.Reports {
 		label := modelLabel(r.Model)
 		for _, x := range r.Results {
 			if x.Kind != kind {
 				continue
 			}
-			test = x.Test
-			k := seriesKey{label, x.Engine, x.Threads}
+			tests[x.Test] = true
+			k := seriesKey{label, x.Engine, x.Threads, x.Test}
 			series[k] = append(series[k], plotter.XY{X: float64(x.Depth), Y: x.TokensPerSec})
 			errs[k] = append(errs[k], struct{ Low, High float64 }{min(x.Stddev, x.TokensPerSec), x.Stddev}) // no bar below 0
 		}
@@ -106,7 +107,12 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 	}
 	p := plot.New()
 	name := map[string]string{"pp": "prompt processing", "tg": "generation"}[kind]
-	p.Title.Text = fmt.Sprintf("%s (%s)", name, test)
+	var names []string
+	for t := range tests {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	p.Title.Text = fmt.Sprintf("%s (%s)", name, strings.Join(names, ", "))
 	p.X.Label.Text = "depth (context tokens before the test)"
 	p.Y.Label.Text = "tokens/s"
 	p.Y.Min = 0
@@ -116,7 +122,7 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 	var combos []string // one colour per model and thread count
 	ymax := 0.0
 	for _, k := range keys {
-		if c := fmt.Sprint(k.model, k.threads); indexOf(combos, c) < 0 {
+		if c := fmt.Sprint(k.model, k.threads, k.test); indexOf(combos, c) < 0 {
 			combos = append(combos, c)
 		}
 		for i, xy := range series[k] {
@@ -135,7 +141,7 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 		for i, o := range order {
 			sx[i], se[i] = xy[o], errs[k][o]
 		}
-		col := palette[indexOf(combos, fmt.Sprint(k.model, k.threads))%len(palette)]
+		col := palette[indexOf(combos, fmt.Sprint(k.model, k.threads, k.test))%len(palette)]
 		l, pts, err := plotter.NewLinePoints(sx)
 		if err != nil {
 			continue
@@ -156,7 +162,11 @@ func depthPanel(s *Suite, kind string) (*plot.Plot, bool) {
 			eb.Color = col
 			p.Add(eb)
 		}
-		p.Legend.Add(fmt.Sprintf("%s, %s, %d thr", k.model, k.engine, k.threads), l, pts)
+		entry := fmt.Sprintf("%s, %s, %d thr", k.model, k.engine, k.threads)
+		if len(tests) > 1 {
+			entry += ", " + k.test
+		}
+		p.Legend.Add(entry, l, pts)
 	}
 	return p, true
 }
@@ -166,7 +176,7 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 	for _, r := range s.Reports {
 		label := modelLabel(r.Model)
 		for _, x := range r.Speculative {
-			k := seriesKey{label, "qnnprep", x.Threads}
+			k := seriesKey{label, "qnnprep", x.Threads, ""}
 			series[k] = append(series[k], plotter.XY{X: float64(x.K), Y: x.Speedup})
 		}
 	}
@@ -231,7 +241,10 @@ func sortedKeys(m map[seriesKey]plotter.XYs) []seriesKey {
 		if a.engine != b.engine {
 			return a.engine > b.engine // qnnprep before llama.cpp
 		}
-		return a.threads < b.threads
+		if a.threads != b.threads {
+			return a.threads < b.threads
+		}
+		return a.test < b.test
 	})
 	return keys
 }
