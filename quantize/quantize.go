@@ -396,7 +396,7 @@ func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded
 				return fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
 			}
 			dst := e.data[r*dstRow : (r+1)*dstRow]
-			encodeRow(d.Kind, x, dst)
+			EncodeRow(d.Kind, x, dst)
 			if r%stride != 0 {
 				continue
 			}
@@ -485,8 +485,9 @@ func parallel(workers int, n int64, f func(int64) error) error {
 	return errors.Join(errs...)
 }
 
-// encodeRow writes one row of x in kind k to dst.
-func encodeRow(k Kind, x []float32, dst []byte) {
+// EncodeRow writes one row of x in kind k to dst (k must be Encodable;
+// dst must hold exactly one row of k's type).
+func EncodeRow(k Kind, x []float32, dst []byte) {
 	switch k.Type {
 	case gguf.F32:
 		for i, v := range x {

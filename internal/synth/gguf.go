@@ -1,17 +1,13 @@
 package synth
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/int8"
-	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/quant1bit"
+	"github.com/qnnprep/qnnprep/quantize"
 )
 
 // minVocab is <unk>, <s>, </s> and the 256 byte tokens.
@@ -133,26 +129,7 @@ func (e encoded) WriteTo(w io.Writer) (int64, error) {
 	out := make([]byte, int(rb)*(len(v)/row))
 	for r := 0; r < len(v)/row; r++ {
 		src, dst := v[r*row:(r+1)*row], out[r*int(rb):(r+1)*int(rb)]
-		switch e.typ {
-		case gguf.F32:
-			for i, x := range src {
-				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
-			}
-		case gguf.F16:
-			for i, x := range src {
-				binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(x))
-			}
-		case gguf.BF16:
-			for i, x := range src {
-				binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToBF16(x))
-			}
-		case gguf.Q8_0:
-			int8.QuantizeRowQ8_0(src, dst)
-		case gguf.Q1_0:
-			quant1bit.QuantizeRowQ1_0(src, dst)
-		default:
-			return 0, fmt.Errorf("synth: cannot encode %v", e.typ)
-		}
+		quantize.EncodeRow(quantize.Kind{Type: e.typ}, src, dst)
 	}
 	n, err := w.Write(out)
 	return int64(n), err
