@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/qnnprep/qnnprep/golden"
@@ -193,43 +192,6 @@ func calibrator(n int) func(ctx context.Context, m *model.Model, p *shard.Plan) 
 	return func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error) {
 		n := min(n, max(m.Config.ContextLength-2, 1))
 		return calibrateRanges(ctx, m, p, nil, n)
-	}
-}
-
-// addPlanFlags defines the plan flags 'qnnprep plan' takes and returns a
-// function that turns them into shard.Options after parsing.
-func addPlanFlags(fs *pflag.FlagSet) func() (shard.Options, error) {
-	var o shard.Options
-	fs.IntVar(&o.Stages, "stages", 0, "split into this many stages, layers spread evenly")
-	fs.IntVar(&o.LayersPerStage, "layers-per-stage", 0, "put this many layers in each stage")
-	maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary) when balancing by bytes")
-	fs.IntSliceVar(&o.AR, "ar", nil, "tokens per call of each graph variant (default 128,1; the 128 lowered to CL/4 for short contexts)")
-	fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
-	fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs")
-	pos := fs.String("positional", "rope", "positional encoding: rope or absolute")
-	dialog := fs.String("dialog", "basic", "Genie dialog: basic, ssd-q1, spd, lade or eaglet")
-	fs.IntVar(&o.Dialog.ForecastTokenCount, "forecast-token-count", 0, "ssd-q1: trained forecast embeddings")
-	fs.IntSliceVar(&o.Dialog.Branches, "branches", nil, "ssd-q1: children per tree level, e.g. 3,2")
-	fs.IntVar(&o.Dialog.ForecastPrefix, "forecast-prefix", 0, "ssd-q1: forecast-prefix KV entries")
-	fs.StringVar(&o.Dialog.ForecastPrefixName, "forecast-prefix-name", "", "ssd-q1: forecast-prefix directory")
-	fs.IntVar(&o.Dialog.DraftLen, "draft-len", 0, "spd, eaglet: draft length")
-	fs.IntVar(&o.Dialog.Window, "window", 0, "lade: window")
-	fs.IntVar(&o.Dialog.NGram, "ngram", 0, "lade: n-gram size")
-	fs.IntVar(&o.Dialog.GCap, "gcap", 0, "lade: guess cap")
-	fs.IntVar(&o.Dialog.NBranches, "n-branches", 0, "eaglet: branches")
-	fs.IntVar(&o.Dialog.MaxTargetTokens, "max-tokens-target-can-evaluate", 0, "eaglet: most tokens the target verifies at once")
-	fs.IntSliceVar(&o.HeadParallel, "head-parallel", nil, "stage indices (0-based) split over two HTP cores")
-	fs.IntVar(&o.VTCMMB, "vtcm-mb", 0, "HTP vtcm_mb (default 8)")
-	fs.IntVar(&o.ContextSize, "context-size", 0, "Genie context.size (default: the largest CL)")
-	fs.IntVar(&o.ProbePromptTokens, "probe-prompt", 0, "prompt length the recorded n_process/token-history numbers assume (default 1)")
-	return func() (shard.Options, error) {
-		var err error
-		if o.MaxStageBytes, err = parseBytes(*maxBytes); err != nil {
-			return o, usageError("--max-stage-bytes: %v", err)
-		}
-		o.Positional = shard.Positional(*pos)
-		o.Dialog.Type = shard.DialogType(*dialog)
-		return o, nil
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
+
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -24,41 +26,17 @@ func init() {
 		fs := newFlags(c)
 		out := fs.StringP("output", "o", "plan.json", "where to write the plan")
 		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
-		var o shard.Options
-		fs.IntVar(&o.Stages, "stages", 0, "split into this many stages, layers spread evenly")
-		fs.IntVar(&o.LayersPerStage, "layers-per-stage", 0, "put this many layers in each stage")
-		maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary) when balancing by bytes, e.g. 1500MiB")
-		fs.IntSliceVar(&o.AR, "ar", nil, "tokens per call of each graph variant (default 128,1; the 128 lowered to CL/4 for short contexts)")
-		fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
-		fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs, which re-process all history")
-		pos := fs.String("positional", "rope", "positional encoding: rope (rope-dim = rotary dims / 2) or absolute")
-		dialog := fs.String("dialog", "basic", "Genie dialog: basic, ssd-q1, spd, lade or eaglet")
-		fs.IntVar(&o.Dialog.ForecastTokenCount, "forecast-token-count", 0, "ssd-q1: trained forecast embeddings")
-		fs.IntSliceVar(&o.Dialog.Branches, "branches", nil, "ssd-q1: children per tree level, e.g. 3,2")
-		fs.IntVar(&o.Dialog.ForecastPrefix, "forecast-prefix", 0, "ssd-q1: forecast-prefix KV entries")
-		fs.StringVar(&o.Dialog.ForecastPrefixName, "forecast-prefix-name", "", "ssd-q1: forecast-prefix directory")
-		fs.IntVar(&o.Dialog.DraftLen, "draft-len", 0, "spd, eaglet: draft length")
-		fs.IntVar(&o.Dialog.Window, "window", 0, "lade: window")
-		fs.IntVar(&o.Dialog.NGram, "ngram", 0, "lade: n-gram size")
-		fs.IntVar(&o.Dialog.GCap, "gcap", 0, "lade: guess cap")
-		fs.IntVar(&o.Dialog.NBranches, "n-branches", 0, "eaglet: branches")
-		fs.IntVar(&o.Dialog.MaxTargetTokens, "max-tokens-target-can-evaluate", 0, "eaglet: most tokens the target verifies at once")
-		fs.IntSliceVar(&o.HeadParallel, "head-parallel", nil, "stage indices (0-based) split over two HTP cores")
-		fs.IntVar(&o.VTCMMB, "vtcm-mb", 0, "HTP vtcm_mb (default 8)")
-		fs.IntVar(&o.ContextSize, "context-size", 0, "Genie context.size (default: the largest CL)")
-		fs.IntVar(&o.ProbePromptTokens, "probe-prompt", 0, "prompt length the recorded n_process/token-history numbers assume (default 1)")
+		planOptions := addPlanFlags(fs)
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
 		if fs.NArg() != 1 {
 			return usageError("want one MODEL (an HF directory, a .safetensors file or a .gguf file)")
 		}
-		var err error
-		if o.MaxStageBytes, err = parseBytes(*maxBytes); err != nil {
-			return usageError("--max-stage-bytes: %v", err)
+		o, err := planOptions()
+		if err != nil {
+			return err
 		}
-		o.Positional = shard.Positional(*pos)
-		o.Dialog.Type = shard.DialogType(*dialog)
 
 		m, err := model.Open(fs.Arg(0))
 		if err != nil {
@@ -213,4 +191,41 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with GiB, MiB, KiB, GB, MB or KB", s)
 	}
 	return int64(v * mul), nil
+}
+
+// addPlanFlags defines the plan flags 'qnnprep plan' takes and returns a
+// function that turns them into shard.Options after parsing.
+func addPlanFlags(fs *pflag.FlagSet) func() (shard.Options, error) {
+	var o shard.Options
+	fs.IntVar(&o.Stages, "stages", 0, "split into this many stages, layers spread evenly")
+	fs.IntVar(&o.LayersPerStage, "layers-per-stage", 0, "put this many layers in each stage")
+	maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary) when balancing by bytes, e.g. 1500MiB")
+	fs.IntSliceVar(&o.AR, "ar", nil, "tokens per call of each graph variant (default 128,1; the 128 lowered to CL/4 for short contexts)")
+	fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
+	fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs, which re-process all history")
+	pos := fs.String("positional", "rope", "positional encoding: rope (rope-dim = rotary dims / 2) or absolute")
+	dialog := fs.String("dialog", "basic", "Genie dialog: basic, ssd-q1, spd, lade or eaglet")
+	fs.IntVar(&o.Dialog.ForecastTokenCount, "forecast-token-count", 0, "ssd-q1: trained forecast embeddings")
+	fs.IntSliceVar(&o.Dialog.Branches, "branches", nil, "ssd-q1: children per tree level, e.g. 3,2")
+	fs.IntVar(&o.Dialog.ForecastPrefix, "forecast-prefix", 0, "ssd-q1: forecast-prefix KV entries")
+	fs.StringVar(&o.Dialog.ForecastPrefixName, "forecast-prefix-name", "", "ssd-q1: forecast-prefix directory")
+	fs.IntVar(&o.Dialog.DraftLen, "draft-len", 0, "spd, eaglet: draft length")
+	fs.IntVar(&o.Dialog.Window, "window", 0, "lade: window")
+	fs.IntVar(&o.Dialog.NGram, "ngram", 0, "lade: n-gram size")
+	fs.IntVar(&o.Dialog.GCap, "gcap", 0, "lade: guess cap")
+	fs.IntVar(&o.Dialog.NBranches, "n-branches", 0, "eaglet: branches")
+	fs.IntVar(&o.Dialog.MaxTargetTokens, "max-tokens-target-can-evaluate", 0, "eaglet: most tokens the target verifies at once")
+	fs.IntSliceVar(&o.HeadParallel, "head-parallel", nil, "stage indices (0-based) split over two HTP cores")
+	fs.IntVar(&o.VTCMMB, "vtcm-mb", 0, "HTP vtcm_mb (default 8)")
+	fs.IntVar(&o.ContextSize, "context-size", 0, "Genie context.size (default: the largest CL)")
+	fs.IntVar(&o.ProbePromptTokens, "probe-prompt", 0, "prompt length the recorded n_process/token-history numbers assume (default 1)")
+	return func() (shard.Options, error) {
+		var err error
+		if o.MaxStageBytes, err = parseBytes(*maxBytes); err != nil {
+			return o, usageError("--max-stage-bytes: %v", err)
+		}
+		o.Positional = shard.Positional(*pos)
+		o.Dialog.Type = shard.DialogType(*dialog)
+		return o, nil
+	}
 }
