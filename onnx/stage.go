@@ -67,41 +67,9 @@ func BuildStage(m *model.Model, p *shard.Plan, pg *shard.Graph, opts Options) (*
 
 // checkPlan refuses a plan made for another model.
 func checkPlan(m *model.Model, p *shard.Plan) error {
-	c, pm := &m.Config, &p.Model
-	var bad []string
-	eq := func(key string, plan, mod int) {
-		if plan != mod {
-			bad = append(bad, fmt.Sprintf("%s %d (model %d)", key, plan, mod))
-		}
-	}
-	if pm.Arch != string(c.Arch) {
-		bad = append(bad, fmt.Sprintf("arch %q (model %q)", pm.Arch, c.Arch))
-	}
-	eq("layers", pm.Layers, c.Layers)
-	eq("hidden", pm.Hidden, c.Hidden)
-	eq("ffn", pm.FFN, c.FFN)
-	eq("vocab", pm.Vocab, c.VocabSize)
-	eq("heads", pm.Heads, c.Heads)
-	eq("kv_heads", pm.KVHeads, c.KVHeads)
-	eq("head_dim", pm.HeadDim, c.HeadDim)
-	eq("rotary_dim", pm.RotaryDim, c.RopeDim)
-	if len(pm.LayerKinds) == c.Layers {
-		for i, k := range c.LayerKinds {
-			if pm.LayerKinds[i] != k.String() {
-				bad = append(bad, fmt.Sprintf("layer %d is %s (model %s)", i, pm.LayerKinds[i], k))
-				break
-			}
-		}
-	}
-	if c.Hybrid() {
-		eq("conv_kernel", pm.ConvKernel, c.ConvKernel)
-		eq("conv_dim", pm.ConvDim, c.ConvDim())
-		eq("ssm_value_heads", pm.SSMValueHeads, c.SSMValueHeads)
-		eq("ssm_key_dim", pm.SSMKeyDim, c.SSMKeyDim)
-		eq("ssm_value_dim", pm.SSMValueDim, c.SSMValueDim)
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("onnx: plan for model %q does not fit model %s: %s", pm.Name, m.Path, strings.Join(bad, ", "))
+	c := &m.Config
+	if err := p.Fits(*c); err != nil {
+		return fmt.Errorf("onnx: %w (model %s)", err, m.Path)
 	}
 	if p.Dialog.EmbeddingRows != 0 && p.Dialog.EmbeddingRows != c.VocabSize {
 		return fmt.Errorf("onnx: plan needs %d embedding rows, model %s has %d (forecast-token embeddings are not in the model)",

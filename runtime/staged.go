@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
@@ -143,63 +142,8 @@ func NewStaged(e *Engine, p *shard.Plan) (*Staged, error) {
 
 // checkPlanModel refuses a plan made for another model.
 func checkPlanModel(e *Engine, p *shard.Plan) error {
-	c, pm := &e.cfg, &p.Model
-	var bad []string
-	eq := func(key string, plan, mod int) {
-		if plan != mod {
-			bad = append(bad, fmt.Sprintf("%s %d (model %d)", key, plan, mod))
-		}
-	}
-	if pm.Arch != string(c.Arch) {
-		bad = append(bad, fmt.Sprintf("arch %q (model %q)", pm.Arch, c.Arch))
-	}
-	eq("layers", pm.Layers, c.Layers)
-	eq("hidden", pm.Hidden, c.Hidden)
-	eq("ffn", pm.FFN, c.FFN)
-	eq("vocab", pm.Vocab, c.VocabSize)
-	eq("heads", pm.Heads, c.Heads)
-	eq("kv_heads", pm.KVHeads, c.KVHeads)
-	eq("head_dim", pm.HeadDim, c.HeadDim)
-	if c.Hybrid() {
-		eq("conv_kernel", pm.ConvKernel, c.ConvKernel)
-		eq("conv_dim", pm.ConvDim, c.ConvDim())
-		eq("ssm_value_heads", pm.SSMValueHeads, c.SSMValueHeads)
-		eq("ssm_key_dim", pm.SSMKeyDim, c.SSMKeyDim)
-		eq("ssm_value_dim", pm.SSMValueDim, c.SSMValueDim)
-	}
-	if len(pm.LayerKinds) != len(c.LayerKinds) {
-		bad = append(bad, fmt.Sprintf("%d layer kinds (model %d)", len(pm.LayerKinds), len(c.LayerKinds)))
-	} else {
-		for i, k := range c.LayerKinds {
-			if pm.LayerKinds[i] != k.String() {
-				bad = append(bad, fmt.Sprintf("layer %d %s (model %s)", i, pm.LayerKinds[i], k))
-				break
-			}
-		}
-	}
-	switch p.Positional {
-	case shard.Rope:
-		eq("rotary_dim", pm.RotaryDim, c.RopeDim)
-		eq("rope_dim", p.RopeDim, c.RopeDim/2)
-	case shard.Absolute:
-	default:
-		bad = append(bad, fmt.Sprintf("positional encoding %q (want rope or absolute)", p.Positional))
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("runtime: staged: plan %s does not fit model %s: %s", pm.Name, e.name, strings.Join(bad, ", "))
-	}
-	next := 0
-	for k, st := range p.Stages {
-		if st.Index != k || st.FirstLayer != next || st.LastLayer < st.FirstLayer || st.LastLayer >= c.Layers {
-			return fmt.Errorf("runtime: staged: plan %s: stage %d covers layers %d–%d, want a range starting at %d within %d layers", pm.Name, k, st.FirstLayer, st.LastLayer, next, c.Layers)
-		}
-		if st.Embedding != (k == 0) || st.Head != (k == len(p.Stages)-1) {
-			return fmt.Errorf("runtime: staged: plan %s: stage %d: the embedding must be in the first stage and the head in the last", pm.Name, k)
-		}
-		next = st.LastLayer + 1
-	}
-	if next != c.Layers {
-		return fmt.Errorf("runtime: staged: plan %s: stages cover %d of %d layers", pm.Name, next, c.Layers)
+	if err := p.Fits(e.cfg); err != nil {
+		return fmt.Errorf("runtime: staged: %w (model %s)", err, e.name)
 	}
 	return nil
 }
