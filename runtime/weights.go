@@ -11,7 +11,8 @@ const hugeAlign = 2 << 20
 // weights once per token, and with 4 KiB pages the address translations
 // (two-level on a virtual machine) stall the stream: on the 2-core test VM
 // a plain AVX2 read of 1 GiB runs at 10 GB/s per core on 4 KiB pages and
-// 16 GB/s on huge pages. It does nothing where huge pages are unavailable.
+// 16 GB/s on huge pages. It does nothing where huge pages are unavailable
+// or when the weights exceed half the memory available.
 func (e *Engine) placeWeights() {
 	if !hugePagesAvailable() {
 		return
@@ -35,8 +36,8 @@ func (e *Engine) placeWeights() {
 	for _, m := range mats {
 		total += (len(m.data) + 63) &^ 63 // each matrix 64-byte aligned
 	}
-	if total < hugeAlign {
-		return // too small to need it
+	if total < hugeAlign || uint64(total) > availableMemory()/2 {
+		return // too small to need it, or too large to copy safely
 	}
 	buf := make([]uint64, (total+hugeAlign)/8)
 	base := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"unsafe"
 
@@ -30,4 +31,19 @@ func adviseHuge(b []byte, collapse bool) {
 		advice = unix.MADV_COLLAPSE // Linux 6.1 and later
 	}
 	_ = unix.Madvise(b[lo:lo+int(end-start)], advice) // best effort
+}
+
+// availableMemory is MemAvailable from /proc/meminfo in bytes, or 0.
+func availableMemory() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var kb uint64
+		if n, _ := fmt.Sscanf(string(line), "MemAvailable: %d kB", &kb); n == 1 {
+			return kb << 10
+		}
+	}
+	return 0
 }
