@@ -69,7 +69,7 @@ func BuildStage(m *model.Model, p *shard.Plan, pg *shard.Graph, opts Options) (*
 func checkPlan(m *model.Model, p *shard.Plan) error {
 	c := &m.Config
 	if err := p.Fits(*c); err != nil {
-		return fmt.Errorf("onnx: %w (model %s)", err, m.Path)
+		return fmt.Errorf("onnx: plan for model %q does not fit model %s: %w", p.Model.Name, m.Path, err)
 	}
 	if p.Dialog.EmbeddingRows != 0 && p.Dialog.EmbeddingRows != c.VocabSize {
 		return fmt.Errorf("onnx: plan needs %d embedding rows, model %s has %d (forecast-token embeddings are not in the model)",

@@ -143,7 +143,7 @@ func NewStaged(e *Engine, p *shard.Plan) (*Staged, error) {
 // checkPlanModel refuses a plan made for another model.
 func checkPlanModel(e *Engine, p *shard.Plan) error {
 	if err := p.Fits(e.cfg); err != nil {
-		return fmt.Errorf("runtime: staged: %w (model %s)", err, e.name)
+		return fmt.Errorf("runtime: staged: plan %s does not fit model %s: %w", p.Model.Name, e.name, err)
 	}
 	return nil
 }

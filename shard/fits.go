@@ -1,13 +1,14 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/qnnprep/qnnprep/model"
 )
 
-// Fits reports, in one error, every way the plan does not describe a model
+// Fits reports, in one error listing them, every way the plan does not describe a model
 // of configuration c: architecture, sizes, layer kinds, DeltaNet state
 // sizes, rotary dims, and stages that do not cover the layers in order.
 // The exporters and the staged executor refuse such a plan before using it.
@@ -70,7 +71,7 @@ func (p *Plan) Fits(c model.Config) error {
 		bad = append(bad, fmt.Sprintf("stages cover %d of %d layers", next, c.Layers))
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("plan for model %q does not fit this model: %s", pm.Name, strings.Join(bad, ", "))
+		return errors.New(strings.Join(bad, ", "))
 	}
 	return nil
 }
