@@ -335,7 +335,9 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	var refs map[int]*reference
 	if !opt.NoSanity {
 		refs = map[int]*reference{}
-		re, err := runtime.New(m, runtime.Options{Threads: opt.RefThreads, Context: need, Batch: 16, KVF16: opt.KVF16})
+		// The untimed reference reads the weights from the file mapping, so
+		// the process does not hold a second in-memory copy of the model.
+		re, err := runtime.New(m, runtime.Options{Threads: opt.RefThreads, Context: need, Batch: 16, KVF16: opt.KVF16, MapWeights: true})
 		if err != nil {
 			return nil, err
 		}
