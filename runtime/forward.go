@@ -271,26 +271,33 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	clear(att)
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := nh / nkv
-	e.parallel(t*nh, t*nh*n*d, func(lo, hi int) {
-		scores := make([]float32, n)
-		for p := lo; p < hi; p++ {
-			i, hh := p/nh, p%nh
-			var row []bool
-			last := past + i // causal: slots 0…past+i
-			if mask != nil {
-				row = mask[i*n : (i+1)*n]
-				last = n - 1
+	if e.kvF16 {
+		e.parallel(t*nh, t*nh*n*d, func(lo, hi int) {
+			for p := lo; p < hi; p++ {
+				i, hh := p/nh, p%nh
+				var row []bool
+				last := past + i // causal: slots 0…past+i
+				if mask != nil {
+					row = mask[i*n : (i+1)*n]
+					last = n - 1
+				}
+				flashF16(qs[p*d:(p+1)*d], ls.k, ls.v, kvDim, (hh/group)*d, row, last, scale, att[p*d:(p+1)*d])
 			}
-			qv := qs[p*d : (p+1)*d]
-			o := att[p*d : (p+1)*d]
-			off := (hh / group) * d
-			if e.kvF16 {
-				flashF16(qv, ls.k, ls.v, kvDim, off, row, last, scale, o)
-			} else {
-				attend(qv, ls.k, ls.v, kvDim, off, row, last, scale, scores, o)
+		})
+	} else {
+		// Units are (block of attnTokens tokens, KV head): each reads
+		// its KV head's cache rows once for all its query heads.
+		blocks := (t + attnTokens - 1) / attnTokens
+		e.parallel(blocks*nkv, t*nh*n*d, func(lo, hi int) {
+			w := attnPool.Get().(*attnWork)
+			for u := lo; u < hi; u++ {
+				b, g := u/nkv, u%nkv
+				i0 := b * attnTokens
+				attendBlock(w, qs, ls.k, ls.v, att, i0, min(i0+attnTokens, t), g, nh, group, d, kvDim, past, mask, scale)
 			}
-		}
-	})
+			attnPool.Put(w)
+		})
+	}
 	if gate != nil {
 		for i := range att {
 			att[i] *= sigmoid(gate[i])
@@ -298,41 +305,6 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	}
 	sc.mid.reset(att, t, nh*d)
 	return e.matmul(l.wo, &sc.mid, grow(&sc.proj, t*c.Hidden))
-}
-
-// attend is one (token, head) of float32 attention over the slots
-// j ≤ last allowed by row (nil: all): scores q·k_j·scale, an exact
-// softmax (max, exp, float64 sum), and o = Σ p_j v_j in slot order.
-// k and v are [slot][stride] with this head's vectors at offset off.
-func attend(q, k, v []float32, stride, off int, row []bool, last int, scale float32, scores, o []float32) {
-	d := len(o)
-	mx := float32(math.Inf(-1))
-	for j := 0; j <= last; j++ {
-		if row != nil && !row[j] {
-			continue
-		}
-		sv := kernels.Dot(q, k[j*stride+off:j*stride+off+d]) * scale
-		scores[j] = sv
-		if sv > mx {
-			mx = sv
-		}
-	}
-	var sum float64
-	for j := 0; j <= last; j++ {
-		if row != nil && !row[j] {
-			continue
-		}
-		p := expf(scores[j] - mx)
-		scores[j] = p
-		sum += float64(p)
-	}
-	inv := float32(1 / sum)
-	for j := 0; j <= last; j++ {
-		if row != nil && !row[j] {
-			continue
-		}
-		kernels.Axpy(scores[j]*inv, v[j*stride+off:j*stride+off+d], o)
-	}
 }
 
 // flashF16 is one (token, head) of attention the way llama.cpp's CPU flash

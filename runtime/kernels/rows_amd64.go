@@ -1,0 +1,46 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+		dotRows = dotRowsAVX2
+		axpyRows = axpyRowsAVX2
+	}
+	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }
+}
+
+// dotRowsAVX2 handles whole groups of 32 in one call per batch of rows
+// (the common head sizes 64 and 128); other lengths go one Dot at a time.
+func dotRowsAVX2(x, rows, out []float32) {
+	n := len(x)
+	if n%32 != 0 {
+		dotRowsGo(x, rows, out)
+		return
+	}
+	dotRowsAsm(unsafe.Pointer(&x[0]), unsafe.Pointer(&rows[0]), n, len(out), unsafe.Pointer(&out[0]))
+}
+
+func axpyRowsAVX2(a, x, ys []float32) {
+	n := len(x)
+	if n%8 != 0 {
+		axpyRowsGo(a, x, ys)
+		return
+	}
+	axpyRowsAsm(unsafe.Pointer(&a[0]), unsafe.Pointer(&x[0]), unsafe.Pointer(&ys[0]), n, len(a))
+}
+
+//go:noescape
+func dotRowsAsm(x, rows unsafe.Pointer, n32, m int, out unsafe.Pointer)
+
+//go:noescape
+func axpyRowsAsm(a, x, ys unsafe.Pointer, n8, m int)
+
+//go:noescape
+func prefetchAsm(p unsafe.Pointer, n int)

@@ -1,0 +1,110 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func dotRowsAsm(x, rows unsafe.Pointer, n32, m int, out unsafe.Pointer)
+//
+// For each of m rows of n32 (a multiple of 32, > 0) floats: dotF32Asm's
+// partial sums Y0..Y3 and its reduction, so each out[r] is Dot's result.
+TEXT ·dotRowsAsm(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ rows+8(FP), DI
+	MOVQ n32+16(FP), DX
+	MOVQ m+24(FP), BX
+	MOVQ out+32(FP), R11
+
+rowsnext:
+	TESTQ  BX, BX
+	JE     rowsdone
+	MOVQ   SI, R8
+	MOVQ   DX, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+rowsloop:
+	VMOVUPS 0(R8), Y4
+	VMULPS  0(DI), Y4, Y4
+	VADDPS  Y4, Y0, Y0
+	VMOVUPS 32(R8), Y5
+	VMULPS  32(DI), Y5, Y5
+	VADDPS  Y5, Y1, Y1
+	VMOVUPS 64(R8), Y6
+	VMULPS  64(DI), Y6, Y6
+	VADDPS  Y6, Y2, Y2
+	VMOVUPS 96(R8), Y7
+	VMULPS  96(DI), Y7, Y7
+	VADDPS  Y7, Y3, Y3
+	ADDQ    $128, R8
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JNE     rowsloop
+
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 0(R11)
+	ADDQ         $4, R11
+	DECQ         BX
+	JMP          rowsnext
+
+rowsdone:
+	VZEROUPPER
+	RET
+
+// func axpyRowsAsm(a, x, ys unsafe.Pointer, n8, m int)
+//
+// For each of m rows of n8 (a multiple of 8, > 0) floats: y += a[r]·x as
+// axpyAsm computes it (product rounded, then added).
+TEXT ·axpyRowsAsm(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), R10
+	MOVQ x+8(FP), SI
+	MOVQ ys+16(FP), DI
+	MOVQ n8+24(FP), DX
+	MOVQ m+32(FP), BX
+
+axrowsnext:
+	TESTQ        BX, BX
+	JE           axrowsdone
+	VBROADCASTSS 0(R10), Y15
+	MOVQ         SI, R8
+	MOVQ         DX, CX
+
+axrowsloop:
+	VMULPS  0(R8), Y15, Y0
+	VADDPS  0(DI), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ    $32, R8
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNE     axrowsloop
+
+	ADDQ $4, R10
+	DECQ BX
+	JMP  axrowsnext
+
+axrowsdone:
+	VZEROUPPER
+	RET
+
+// func prefetchAsm(p unsafe.Pointer, n int)
+//
+// PREFETCHT0 every cache line of the n > 0 bytes at p.
+TEXT ·prefetchAsm(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	ADDQ SI, CX
+
+pfloop:
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	CMPQ       SI, CX
+	JB         pfloop
+	RET
