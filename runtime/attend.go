@@ -125,3 +125,67 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		}
 	}
 }
+
+// flashBlock is attendBlock for Options.KVF16: each (token, head) pair of
+// the block runs flashF16's online softmax over the slots in order (the
+// running output held in binary16, the running sum in float32, one final
+// division), with each K and V row read once for all pairs.
+func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32) {
+	n := len(k) / stride
+	tb := i1 - i0
+	pairs := tb * group
+	last := past + i1 - 1
+	if mask != nil {
+		last = n - 1
+	}
+	if cap(w.scores) < pairs {
+		w.scores = make([]float32, pairs)
+	}
+	if cap(w.mx) < pairs {
+		w.mx, w.coef, w.sum = make([]float32, pairs), make([]float32, pairs), make([]float64, pairs)
+	}
+	s, m, sum := w.scores[:pairs], w.mx[:pairs], w.coef[:pairs]
+	for r := range m {
+		m[r] = float32(math.Inf(-1))
+		sum[r] = 0
+	}
+	off := g * d
+	h0 := g * group
+	for j := 0; j <= last; j++ {
+		if jp := j + attnPrefetch; jp <= last {
+			kernels.Prefetch(k[jp*stride+off : jp*stride+off+d])
+			kernels.Prefetch(v[jp*stride+off : jp*stride+off+d])
+		}
+		kj := k[j*stride+off : j*stride+off+d]
+		vj := v[j*stride+off : j*stride+off+d]
+		for ti := 0; ti < tb; ti++ {
+			i := i0 + ti
+			if mask == nil && j > past+i || mask != nil && !mask[i*n+j] {
+				continue
+			}
+			qb := (i*nh + h0) * d
+			kernels.DotRows(kj, q[qb:qb+group*d], s[ti*group:(ti+1)*group])
+			for hh := 0; hh < group; hh++ {
+				r := ti*group + hh
+				oh := o[qb+hh*d : qb+(hh+1)*d]
+				sv := s[r] * scale
+				ms, vs := float32(1), float32(1)
+				if sv > m[r] {
+					ms = expf(m[r] - sv)
+					m[r] = sv
+					kernels.ScaleF16(ms, oh)
+				} else {
+					vs = expf(sv - m[r])
+				}
+				kernels.MadF16(vs, vj, oh)
+				sum[r] = sum[r]*ms + vs
+			}
+		}
+	}
+	for i := i0; i < i1; i++ {
+		for hh := 0; hh < group; hh++ {
+			qb := (i*nh + h0 + hh) * d
+			kernels.Scale(1/sum[(i-i0)*group+hh], o[qb:qb+d])
+		}
+	}
+}

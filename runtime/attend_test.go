@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/runtime/kernels"
 )
 
@@ -43,9 +44,49 @@ func attend(q, k, v []float32, stride, off int, row []bool, last int, scale floa
 	}
 }
 
-// TestAttendBlockMatchesAttend checks that the grouped, token-blocked walk
-// over the cache gives every (token, head) pair exactly the bits of the
-// one-pair-at-a-time form, with and without a mask.
+// flashF16 is the plain form of flashBlock: one (token, head) of attention the way llama.cpp's CPU flash
+// attention computes it over an F16 KV cache: one pass over the slots with
+// an online softmax, the running output held in binary16 (each update
+// y = f16(y·ms) or f16(y + v·vs) with a fused multiply-add), the running sum
+// in float32, and a final division. k and v hold f16-rounded values; q is
+// f16-rounded too.
+func flashF16(q, k, v []float32, stride, off int, row []bool, last int, scale float32, o []float32) {
+	d := len(o)
+	m := float32(math.Inf(-1))
+	var sum float32
+	clear(o)
+	for j := 0; j <= last; j++ {
+		if row != nil && !row[j] {
+			continue
+		}
+		s := kernels.Dot(q, k[j*stride+off:j*stride+off+d]) * scale
+		ms, vs := float32(1), float32(1)
+		if s > m {
+			ms = expf(m - s)
+			m = s
+			for x := range o {
+				o[x] = f16round(o[x] * ms)
+			}
+		} else {
+			vs = expf(s - m)
+		}
+		vj := v[j*stride+off : j*stride+off+d]
+		for x := range o {
+			o[x] = f16round(float32(math.FMA(float64(vj[x]), float64(vs), float64(o[x]))))
+		}
+		sum = sum*ms + vs
+	}
+	inv := 1 / sum
+	for x := range o {
+		o[x] *= inv
+	}
+}
+
+func f16round(x float32) float32 { return half.F16ToF32(half.F32ToF16(x)) }
+
+// TestAttendBlockMatchesAttend checks that the grouped, token-blocked walks
+// over the cache (float32 and KVF16) give every (token, head) pair exactly
+// the bits of the one-pair-at-a-time forms, with and without a mask.
 func TestAttendBlockMatchesAttend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, tc := range []struct{ nh, nkv, d, past, t int }{
@@ -86,18 +127,40 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 					attend(q[p*tc.d:(p+1)*tc.d], k, v, kvDim, (h/group)*tc.d, row, last, scale, scores, want[p*tc.d:(p+1)*tc.d])
 				}
 			}
-			got := make([]float32, len(q))
-			w := new(attnWork)
-			for i0 := 0; i0 < tc.t; i0 += 2 {
-				for g := range tc.nkv {
-					attendBlock(w, q, k, v, got, i0, min(i0+2, tc.t), g, tc.nh, group, tc.d, kvDim, tc.past, mask, scale)
+			check := func(name string, block func(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32)) {
+				t.Helper()
+				got := make([]float32, len(q))
+				w := new(attnWork)
+				for i0 := 0; i0 < tc.t; i0 += 2 {
+					for g := range tc.nkv {
+						block(w, q, k, v, got, i0, min(i0+2, tc.t), g, tc.nh, group, tc.d, kvDim, tc.past, mask, scale)
+					}
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s %+v masked=%v: element %d = %v, want %v", name, tc, masked, i, got[i], want[i])
+					}
 				}
 			}
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%+v masked=%v: element %d = %v, want %v", tc, masked, i, got[i], want[i])
+			check("attendBlock", attendBlock)
+
+			// KVF16: the cache and q hold binary16 values.
+			roundF16(q)
+			roundF16(k)
+			roundF16(v)
+			clear(want)
+			for i := range tc.t {
+				for h := range tc.nh {
+					var row []bool
+					last := tc.past + i
+					if mask != nil {
+						row, last = mask[i*n:(i+1)*n], n-1
+					}
+					p := i*tc.nh + h
+					flashF16(q[p*tc.d:(p+1)*tc.d], k, v, kvDim, (h/group)*tc.d, row, last, scale, want[p*tc.d:(p+1)*tc.d])
 				}
 			}
+			check("flashBlock", flashBlock)
 		}
 	}
 }

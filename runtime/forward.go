@@ -271,33 +271,23 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	clear(att)
 	scale := float32(1 / math.Sqrt(float64(d)))
 	group := nh / nkv
-	if e.kvF16 {
-		e.parallel(t*nh, t*nh*n*d, func(lo, hi int) {
-			for p := lo; p < hi; p++ {
-				i, hh := p/nh, p%nh
-				var row []bool
-				last := past + i // causal: slots 0…past+i
-				if mask != nil {
-					row = mask[i*n : (i+1)*n]
-					last = n - 1
-				}
-				flashF16(qs[p*d:(p+1)*d], ls.k, ls.v, kvDim, (hh/group)*d, row, last, scale, att[p*d:(p+1)*d])
+	// Units are (block of attnTokens tokens, KV head): each reads its KV
+	// head's cache rows once for all its query heads.
+	blocks := (t + attnTokens - 1) / attnTokens
+	e.parallel(blocks*nkv, t*nh*n*d, func(lo, hi int) {
+		w := attnPool.Get().(*attnWork)
+		for u := lo; u < hi; u++ {
+			b, g := u/nkv, u%nkv
+			i0 := b * attnTokens
+			i1 := min(i0+attnTokens, t)
+			if e.kvF16 {
+				flashBlock(w, qs, ls.k, ls.v, att, i0, i1, g, nh, group, d, kvDim, past, mask, scale)
+			} else {
+				attendBlock(w, qs, ls.k, ls.v, att, i0, i1, g, nh, group, d, kvDim, past, mask, scale)
 			}
-		})
-	} else {
-		// Units are (block of attnTokens tokens, KV head): each reads
-		// its KV head's cache rows once for all its query heads.
-		blocks := (t + attnTokens - 1) / attnTokens
-		e.parallel(blocks*nkv, t*nh*n*d, func(lo, hi int) {
-			w := attnPool.Get().(*attnWork)
-			for u := lo; u < hi; u++ {
-				b, g := u/nkv, u%nkv
-				i0 := b * attnTokens
-				attendBlock(w, qs, ls.k, ls.v, att, i0, min(i0+attnTokens, t), g, nh, group, d, kvDim, past, mask, scale)
-			}
-			attnPool.Put(w)
-		})
-	}
+		}
+		attnPool.Put(w)
+	})
 	if gate != nil {
 		for i := range att {
 			att[i] *= sigmoid(gate[i])
@@ -306,46 +296,6 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	sc.mid.reset(att, t, nh*d)
 	return e.matmul(l.wo, &sc.mid, grow(&sc.proj, t*c.Hidden))
 }
-
-// flashF16 is one (token, head) of attention the way llama.cpp's CPU flash
-// attention computes it over an F16 KV cache: one pass over the slots with
-// an online softmax, the running output held in binary16 (each update
-// y = f16(y·ms) or f16(y + v·vs) with a fused multiply-add), the running sum
-// in float32, and a final division. k and v hold f16-rounded values; q is
-// f16-rounded too.
-func flashF16(q, k, v []float32, stride, off int, row []bool, last int, scale float32, o []float32) {
-	d := len(o)
-	m := float32(math.Inf(-1))
-	var sum float32
-	clear(o)
-	for j := 0; j <= last; j++ {
-		if row != nil && !row[j] {
-			continue
-		}
-		s := kernels.Dot(q, k[j*stride+off:j*stride+off+d]) * scale
-		ms, vs := float32(1), float32(1)
-		if s > m {
-			ms = expf(m - s)
-			m = s
-			for x := range o {
-				o[x] = f16round(o[x] * ms)
-			}
-		} else {
-			vs = expf(s - m)
-		}
-		vj := v[j*stride+off : j*stride+off+d]
-		for x := range o {
-			o[x] = f16round(float32(math.FMA(float64(vj[x]), float64(vs), float64(o[x]))))
-		}
-		sum = sum*ms + vs
-	}
-	inv := 1 / sum
-	for x := range o {
-		o[x] *= inv
-	}
-}
-
-func f16round(x float32) float32 { return half.F16ToF32(half.F32ToF16(x)) }
 
 // roundF16 rounds x to binary16 values in place.
 func roundF16(x []float32) {

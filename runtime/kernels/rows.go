@@ -1,6 +1,11 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
 
 // DotRows sets out[r] = Dot(x, rows[r·n:(r+1)·n]) for r < len(out), n =
 // len(x): one vector against consecutive rows, as attention needs for the
@@ -63,3 +68,38 @@ func Prefetch(x []float32) {
 }
 
 var prefetch = func([]float32) {}
+
+// MadF16 sets y[i] = f16(float32(fma(x[i], a, y[i]))) with the fused
+// multiply-add in float64 and f16 rounding to the nearest binary16 value
+// (ties to even, kept as float32): one update of a binary16 running sum,
+// as llama.cpp's flash attention keeps its output over an F16 cache. It
+// panics if len(y) < len(x).
+func MadF16(a float32, x, y []float32) {
+	if len(y) < len(x) {
+		panic(fmt.Sprintf("kernels: MadF16: len(y) = %d < len(x) = %d", len(y), len(x)))
+	}
+	madF16(a, x, y[:len(x)])
+}
+
+// ScaleF16 sets x[i] = f16(a·x[i]), the product rounded to float32 and
+// then to the nearest binary16 value.
+func ScaleF16(a float32, x []float32) { scaleF16(a, x) }
+
+var (
+	madF16   = madF16Go
+	scaleF16 = scaleF16Go
+)
+
+func f16(x float32) float32 { return half.F16ToF32(half.F32ToF16(x)) }
+
+func madF16Go(a float32, x, y []float32) {
+	for i, v := range x {
+		y[i] = f16(float32(math.FMA(float64(v), float64(a), float64(y[i]))))
+	}
+}
+
+func scaleF16Go(a float32, x []float32) {
+	for i, v := range x {
+		x[i] = f16(v * a)
+	}
+}

@@ -13,6 +13,10 @@ func init() {
 		dotRows = dotRowsAVX2
 		axpyRows = axpyRowsAVX2
 	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA {
+		madF16 = madF16AVX2
+		scaleF16 = scaleF16AVX2
+	}
 	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }
 }
 
@@ -44,3 +48,27 @@ func axpyRowsAsm(a, x, ys unsafe.Pointer, n8, m int)
 
 //go:noescape
 func prefetchAsm(p unsafe.Pointer, n int)
+
+// madF16AVX2 and scaleF16AVX2 run the assembly on whole groups of 4 or 8
+// and the Go code on the rest: the same operations either way.
+func madF16AVX2(a float32, x, y []float32) {
+	n4 := len(x) &^ 3
+	if n4 > 0 {
+		madF16Asm(a, unsafe.Pointer(&x[0]), unsafe.Pointer(&y[0]), n4)
+	}
+	madF16Go(a, x[n4:], y[n4:])
+}
+
+func scaleF16AVX2(a float32, x []float32) {
+	n8 := len(x) &^ 7
+	if n8 > 0 {
+		scaleF16Asm(a, unsafe.Pointer(&x[0]), n8)
+	}
+	scaleF16Go(a, x[n8:])
+}
+
+//go:noescape
+func madF16Asm(a float32, x, y unsafe.Pointer, n4 int)
+
+//go:noescape
+func scaleF16Asm(a float32, x unsafe.Pointer, n8 int)

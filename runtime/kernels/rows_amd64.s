@@ -108,3 +108,47 @@ pfloop:
 	CMPQ       SI, CX
 	JB         pfloop
 	RET
+
+// func madF16Asm(a float32, x, y unsafe.Pointer, n4 int)
+//
+// Four at a time in float64: y = fma(x, a, y), rounded to float32
+// (VCVTPD2PS, nearest) and then to binary16 and back (VCVTPS2PH $0:
+// nearest, ties to even).
+TEXT ·madF16Asm(SB), NOSPLIT, $0-32
+	VCVTSS2SD    a+0(FP), X15, X15
+	VBROADCASTSD X15, Y15
+	MOVQ         x+8(FP), SI
+	MOVQ         y+16(FP), DI
+	MOVQ         n4+24(FP), CX
+
+madloop:
+	VCVTPS2PD   0(SI), Y0
+	VCVTPS2PD   0(DI), Y1
+	VFMADD231PD Y15, Y0, Y1
+	VCVTPD2PSY  Y1, X1
+	VCVTPS2PH   $0, X1, X1
+	VCVTPH2PS   X1, X1
+	VMOVUPS     X1, 0(DI)
+	ADDQ        $16, SI
+	ADDQ        $16, DI
+	SUBQ        $4, CX
+	JNE         madloop
+	VZEROUPPER
+	RET
+
+// func scaleF16Asm(a float32, x unsafe.Pointer, n8 int)
+TEXT ·scaleF16Asm(SB), NOSPLIT, $0-24
+	VBROADCASTSS a+0(FP), Y15
+	MOVQ         x+8(FP), SI
+	MOVQ         n8+16(FP), CX
+
+sf16loop:
+	VMULPS    0(SI), Y15, Y0
+	VCVTPS2PH $0, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, 0(SI)
+	ADDQ      $32, SI
+	SUBQ      $8, CX
+	JNE       sf16loop
+	VZEROUPPER
+	RET

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -28,6 +29,44 @@ func TestRowsMatchSingle(t *testing.T) {
 			for i := range got {
 				if !sameFloat(got[i], want[i]) {
 					t.Fatalf("AxpyRows n=%d m=%d element %d = %v, want %v", n, m, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestF16UpdatesMatchGo checks MadF16 and ScaleF16 (assembly where the CPU
+// has it) against their Go definitions, bit for bit, on values spanning
+// binary16's subnormals, normals and overflow.
+func TestF16UpdatesMatchGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	f16ish := func(n int) []float32 {
+		x := randomF32(r, n, true)
+		for i := range x {
+			if i%3 == 0 {
+				x[i] = f16(x[i] * float32(math.Ldexp(1, r.IntN(40)-26)))
+			}
+		}
+		return x
+	}
+	for _, n := range []int{1, 3, 4, 8, 13, 64, 100} {
+		for range 20 {
+			x, y := f16ish(n), f16ish(n)
+			a := float32(math.Ldexp(r.Float64(), r.IntN(20)-10))
+			got, want := append([]float32(nil), y...), append([]float32(nil), y...)
+			MadF16(a, x, got)
+			madF16Go(a, x, want)
+			for i := range got {
+				if !sameFloat(got[i], want[i]) {
+					t.Fatalf("MadF16(%v) n=%d [%d]: %v·%v+%v = %v, want %v", a, n, i, x[i], a, y[i], got[i], want[i])
+				}
+			}
+			got, want = append([]float32(nil), y...), append([]float32(nil), y...)
+			ScaleF16(a, got)
+			scaleF16Go(a, want)
+			for i := range got {
+				if !sameFloat(got[i], want[i]) {
+					t.Fatalf("ScaleF16(%v) n=%d [%d]: %v = %v, want %v", a, n, i, y[i], got[i], want[i])
 				}
 			}
 		}
