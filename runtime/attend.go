@@ -18,7 +18,7 @@ import (
 // attnTokens is how many tokens one attendBlock call takes: enough to
 // reuse each cache row across tokens in prefill, few enough that the
 // per-pair scores stay small.
-const attnTokens = 4
+const attnTokens = 8
 
 // attnPrefetch is how many slots ahead the walk prefetches the K or V
 // row: the rows of one KV head are strided, so the hardware prefetcher
