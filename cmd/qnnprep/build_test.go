@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -249,55 +248,7 @@ func TestBuildInterrupted(t *testing.T) {
 	pids := filepath.Join(dir, "pids")
 	os.Mkdir(pids, 0o755)
 	args := []string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "-q"}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
-	argsJSON, _ := json.Marshal(args)
-	cmd.Env = append(os.Environ(),
-		"QNNPREP_HELPER_ARGS="+string(argsJSON),
-		"QNN_SDK_ROOT="+fakeSDKRoot(t),
-		"FAKESDK_SLEEP=60s", "FAKESDK_SPAWN=1", "FAKESDK_PIDS="+pids)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if ents, _ := os.ReadDir(pids); len(ents) >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("tools did not start; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("qnnprep did not exit after SIGINT")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit code %d, want 130; stderr:\n%s", code, stderr.String())
-	}
-	ents, _ := os.ReadDir(pids)
-	for _, e := range ents {
-		pid, _ := strconv.Atoi(e.Name())
-		gone := false
-		for i := 0; i < 200 && !gone; i++ {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			gone = err != nil || strings.Contains(string(b[strings.LastIndexByte(string(b), ')'):]), ") Z ")
-			if !gone {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		if !gone {
-			t.Errorf("process %d survived SIGINT", pid)
-		}
-	}
+	interruptFakeSDKRun(t, args, pids, 60*time.Second)
 	if _, err := os.Stat(filepath.Join(out, "bundle")); !os.IsNotExist(err) {
 		t.Errorf("interrupted build left a bundle")
 	}

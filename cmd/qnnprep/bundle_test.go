@@ -167,55 +167,7 @@ func TestBundleBuildInterrupted(t *testing.T) {
 	pids := filepath.Join(dir, "pids")
 	os.Mkdir(pids, 0o755)
 	args := []string{"bundle", "build", "--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--out", out, "--soc", "8elite"}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
-	argsJSON, _ := json.Marshal(args)
-	cmd.Env = append(os.Environ(),
-		"QNNPREP_HELPER_ARGS="+string(argsJSON),
-		"QNN_SDK_ROOT="+fakeSDKRoot(t),
-		"FAKESDK_SLEEP=60s", "FAKESDK_SPAWN=1", "FAKESDK_PIDS="+pids)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if ents, _ := os.ReadDir(pids); len(ents) >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("tools did not start; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("qnnprep did not exit after SIGINT")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit code %d, want 130; stderr:\n%s", code, stderr.String())
-	}
-	ents, _ := os.ReadDir(pids)
-	for _, e := range ents {
-		pid, _ := strconv.Atoi(e.Name())
-		gone := false
-		for i := 0; i < 200 && !gone; i++ {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			gone = err != nil || strings.Contains(string(b[strings.LastIndexByte(string(b), ')'):]), ") Z ")
-			if !gone {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		if !gone {
-			t.Errorf("process %d survived SIGINT", pid)
-		}
-	}
+	interruptFakeSDKRun(t, args, pids, 30*time.Second)
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("interrupted build left %s", out)
 	}
@@ -270,6 +222,63 @@ func TestBundleFromExport(t *testing.T) {
 	for _, j := range jobs {
 		if j.Tool == qnnpack.ToolConverter && (len(j.Inputs) != 3 || filepath.Ext(j.Inputs[2]) != ".data") {
 			t.Errorf("%s: inputs %v", j.Name(), j.Inputs)
+		}
+	}
+}
+
+// interruptFakeSDKRun runs qnnprep with args in a child process against the
+// fake SDK (whose tools sleep and spawn children, recording their pids in
+// pids), sends SIGINT once four tool processes run, and requires exit 130
+// with every tool process gone.
+func interruptFakeSDKRun(t *testing.T, args []string, pids string, startTimeout time.Duration) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
+	argsJSON, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(),
+		"QNNPREP_HELPER_ARGS="+string(argsJSON),
+		"QNN_SDK_ROOT="+fakeSDKRoot(t),
+		"FAKESDK_SLEEP=60s", "FAKESDK_SPAWN=1", "FAKESDK_PIDS="+pids)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if ents, _ := os.ReadDir(pids); len(ents) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("tools did not start; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("qnnprep did not exit after SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130; stderr:\n%s", code, stderr.String())
+	}
+	ents, _ := os.ReadDir(pids)
+	for _, e := range ents {
+		pid, _ := strconv.Atoi(e.Name())
+		gone := false
+		for i := 0; i < 200 && !gone; i++ {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			gone = err != nil || strings.Contains(string(b[strings.LastIndexByte(string(b), ')'):]), ") Z ")
+			if !gone {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if !gone {
+			t.Errorf("process %d survived SIGINT", pid)
 		}
 	}
 }
