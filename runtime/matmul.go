@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -241,26 +242,48 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	if workers == 1 {
 		return e.matmulRows(w, a, out, 0, w.rows)
 	}
-	// The caller takes the last range itself: one hand-off fewer.
+	// Rows go out in chunks from a shared counter, and the caller works
+	// too: it starts at once while a helper goroutine is still being woken,
+	// and whoever is free takes the next chunk, so neither core idles at the
+	// end of a product. Each row is one kernel call whatever chunk it is
+	// in, so the result does not depend on the split.
+	chunks := min(w.rows, workers*matmulChunksPerWorker)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make([]error, workers-1)
-	for i := 0; i < workers-1; i++ {
-		r0, r1 := w.rows*i/workers, w.rows*(i+1)/workers
+	errs := make([]error, workers)
+	run := func(i int) {
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= chunks {
+				return
+			}
+			if err := e.matmulRows(w, a, out, w.rows*c/chunks, w.rows*(c+1)/chunks); err != nil {
+				errs[i] = err
+				return
+			}
+		}
+	}
+	for i := 1; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = e.matmulRows(w, a, out, r0, r1)
+			run(i)
 		}()
 	}
-	err := e.matmulRows(w, a, out, w.rows*(workers-1)/workers, w.rows)
+	run(0)
 	wg.Wait()
-	for _, e := range errs {
-		if e != nil {
-			return e
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	return err
+	return nil
 }
+
+// matmulChunksPerWorker sets how finely a matrix product's rows are dealt
+// out: enough chunks to absorb a late-starting helper, few enough that
+// each is long compared with taking it.
+const matmulChunksPerWorker = 8
 
 // parallel calls f on contiguous ranges of [0, n) on up to Threads
 // goroutines, or once on [0, n) when work (about the number of
