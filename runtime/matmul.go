@@ -285,7 +285,7 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 // each is long compared with taking it.
 const matmulChunksPerWorker = 8
 
-// parallel calls f on contiguous ranges of [0, n) on up to Threads
+// parallel calls f on contiguous ranges covering [0, n) on up to Threads
 // goroutines, or once on [0, n) when work (about the number of
 // multiply-adds) is too small to pay for the hand-off. Callers make each
 // index's result independent of the range it falls in.
@@ -295,16 +295,28 @@ func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
 		f(0, n)
 		return
 	}
+	// Chunks from a shared counter, as in matmul: the caller starts at once
+	// and the load balances itself.
+	chunks := min(n, workers*matmulChunksPerWorker)
+	var next atomic.Int64
+	run := func() {
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= chunks {
+				return
+			}
+			f(n*c/chunks, n*(c+1)/chunks)
+		}
+	}
 	var wg sync.WaitGroup
-	for i := 0; i < workers-1; i++ {
-		lo, hi := n*i/workers, n*(i+1)/workers
+	for i := 1; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f(lo, hi)
+			run()
 		}()
 	}
-	f(n*(workers-1)/workers, n)
+	run()
 	wg.Wait()
 }
 
