@@ -137,12 +137,9 @@ func (s *State) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k i
 		// No proposal past what is asked for: the last window's bonus token
 		// is the n-th token at most.
 		kk := min(k, n-len(out))
-		draft, err := d.Propose(last, kk)
+		draft, err := propose(d, last, kk)
 		if err != nil {
 			return nil, st, err
-		}
-		if len(draft) > kk {
-			return nil, st, fmt.Errorf("runtime: speculate: drafter proposed %d tokens, %d asked for", len(draft), kk)
 		}
 		base := s.Len()
 		rows, feats, err := s.ForwardFeatures(append([]int32{last}, draft...), layers, true)
@@ -362,4 +359,17 @@ func (d *DraftModel) Commit(last int32, draft []int32, accepted int, _ [][]float
 		keep = d.st.Len()
 	}
 	return d.st.Truncate(keep)
+}
+
+// propose asks d for at most k draft tokens after last, refusing a drafter
+// that returns more than asked.
+func propose(d Drafter, last int32, k int) ([]int32, error) {
+	draft, err := d.Propose(last, k)
+	if err != nil {
+		return nil, err
+	}
+	if len(draft) > k {
+		return nil, fmt.Errorf("runtime: speculate: drafter proposed %d tokens, %d asked for", len(draft), k)
+	}
+	return draft, nil
 }
