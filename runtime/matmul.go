@@ -356,6 +356,10 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			}
 		}
 	case gguf.Q8_0, gguf.Q2_0:
+		if w.typ == gguf.Q8_0 && a.q8Sym {
+			matmulQ8_0Sym(w, a, out, r0, r1)
+			return nil
+		}
 		dot := int8.DotQ8_0
 		if a.q8Sym {
 			dot = int8.DotQ8_0Sym
@@ -392,4 +396,26 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		}
 	}
 	return nil
+}
+
+// matmulQ8_0Sym is matmulRows for Q8_0 weights and symmetric Q8_0
+// activations. With four or more tokens (prompts) one weight row meets
+// four tokens per kernel call; each lane is DotQ8_0Sym's exact sequence,
+// so grouping changes no bit of the result. Decoding keeps one row per
+// call: on this hardware several weight streams per core read memory
+// slower than one prefetched stream.
+func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
+	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
+	var o [4]float32
+	for r := r0; r < r1; r++ {
+		row := w.data[r*rb : (r+1)*rb]
+		t := 0
+		for ; t+4 <= a.t; t += 4 {
+			int8.DotQ8_0SymTokens4(row, a.q8[t*xb:(t+4)*xb], xb, n, &o)
+			out[t*rows+r], out[(t+1)*rows+r], out[(t+2)*rows+r], out[(t+3)*rows+r] = o[0], o[1], o[2], o[3]
+		}
+		for ; t < a.t; t++ {
+			out[t*rows+r] = int8.DotQ8_0Sym(row, a.q8[t*xb:(t+1)*xb], n)
+		}
+	}
 }

@@ -1,0 +1,50 @@
+package int8
+
+import "fmt"
+
+// Four dot products in one pass. Each is DotQ8_0Sym's float32 sequence
+// (sum += float32(s)·(w.d·x.d), block by block) computed in its own lane,
+// so the results are bit for bit those of four DotQ8_0Sym calls; the
+// lanes share the weight loads and hide the latency of the serial sum,
+// which bounds a single dot product.
+
+// DotQ8_0SymTokens4 sets out[i] = DotQ8_0Sym(w, x[i*xstride:], n) for
+// i = 0..3: one weight row against four activation rows (prompt
+// processing). The activation rows must have no −128 code.
+func DotQ8_0SymTokens4(w, x []byte, xstride, n int, out *[4]float32) {
+	nb := check4("DotQ8_0SymTokens4", w, x, xstride, n)
+	if nb == 0 {
+		*out = [4]float32{}
+		return
+	}
+	dotQ8_0SymTokens4(w, x, xstride, nb, out)
+}
+
+// check4 checks that w holds a row of n elements and x four rows at
+// stride xs, and returns the number of blocks.
+func check4(name string, w, x []byte, xs, n int) int {
+	if n < 0 || n%BlockQ8_0 != 0 {
+		panic(fmt.Sprintf("int8: %s: %d elements is not a multiple of %d", name, n, BlockQ8_0))
+	}
+	nb := n / BlockQ8_0
+	rb := nb * BlockBytesQ8_0
+	if xs < rb {
+		panic(fmt.Sprintf("int8: %s: stride %d is shorter than a row of %d bytes", name, xs, rb))
+	}
+	if len(w) < rb || len(x) < 3*xs+rb {
+		panic(fmt.Sprintf("int8: %s: rows of %d elements need w %d and x %d bytes, have %d and %d",
+			name, n, rb, 3*xs+rb, len(w), len(x)))
+	}
+	return nb
+}
+
+// The kernels chosen at init; arguments are checked, nb ≥ 1.
+var (
+	dotQ8_0SymTokens4 = dotQ8_0SymTokens4Go
+)
+
+func dotQ8_0SymTokens4Go(w, x []byte, xstride, nb int, out *[4]float32) {
+	for i := range out {
+		out[i] = dotQ8_0Sym(w, x[i*xstride:], nb)
+	}
+}
