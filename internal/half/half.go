@@ -43,16 +43,39 @@ func F32ToBF16(f float32) uint16 {
 // F16SliceToF32 converts little-endian binary16 bytes to float32.
 // len(src) must be 2*len(dst).
 func F16SliceToF32(dst []float32, src []byte) {
-	_ = src[2*len(dst)-1]
-	for i := range dst {
-		dst[i] = f16Table[uint16(src[2*i])|uint16(src[2*i+1])<<8]
+	if len(dst) == 0 {
+		return
 	}
+	_ = src[2*len(dst)-1]
+	f16Slice(dst, src)
 }
 
 // BF16SliceToF32 converts little-endian bfloat16 bytes to float32.
 // len(src) must be 2*len(dst).
 func BF16SliceToF32(dst []float32, src []byte) {
+	if len(dst) == 0 {
+		return
+	}
 	_ = src[2*len(dst)-1]
+	bf16Slice(dst, src)
+}
+
+// The slice converters chosen at init (AVX2/F16C assembly on amd64; the
+// build tag purego keeps the Go loops). Both give the same bits.
+var (
+	f16Slice  = f16SliceGo
+	bf16Slice = bf16SliceGo
+)
+
+func f16SliceGo(dst []float32, src []byte) {
+	_ = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = f16Table[uint16(src[2*i])|uint16(src[2*i+1])<<8]
+	}
+}
+
+func bf16SliceGo(dst []float32, src []byte) {
+	_ = src[:2*len(dst)]
 	for i := range dst {
 		dst[i] = math.Float32frombits(uint32(src[2*i])<<16 | uint32(src[2*i+1])<<24)
 	}
