@@ -42,14 +42,47 @@ func rowBytes(name string, n, block, blockBytes, dstLen int) int {
 // len(src) must be a multiple of 128 and dst must hold len(src)/128*18 bytes.
 func QuantizeRowQ1_0(src []float32, dst []byte) {
 	rowBytes("QuantizeRowQ1_0", len(src), BlockQ1_0, BlockBytesQ1_0, len(dst))
-	for b := 0; b*BlockQ1_0 < len(src); b++ {
-		x := src[b*BlockQ1_0 : (b+1)*BlockQ1_0]
-		y := dst[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
+	nb := len(src) / BlockQ1_0
+	// Each block's Σ|x| is one float32 chain in element order (that is
+	// ggml's rounding); four blocks at a time keep four chains in flight.
+	b := 0
+	for ; b+4 <= nb; b += 4 {
+		x0 := (*[BlockQ1_0]float32)(src[b*BlockQ1_0:])
+		x1 := (*[BlockQ1_0]float32)(src[(b+1)*BlockQ1_0:])
+		x2 := (*[BlockQ1_0]float32)(src[(b+2)*BlockQ1_0:])
+		x3 := (*[BlockQ1_0]float32)(src[(b+3)*BlockQ1_0:])
+		var s0, s1, s2, s3 float32
+		for j := range BlockQ1_0 {
+			s0 += abs32(x0[j])
+			s1 += abs32(x1[j])
+			s2 += abs32(x2[j])
+			s3 += abs32(x3[j])
+		}
+		binary.LittleEndian.PutUint16(dst[b*BlockBytesQ1_0:], half.F32ToF16(s0/BlockQ1_0))
+		binary.LittleEndian.PutUint16(dst[(b+1)*BlockBytesQ1_0:], half.F32ToF16(s1/BlockQ1_0))
+		binary.LittleEndian.PutUint16(dst[(b+2)*BlockBytesQ1_0:], half.F32ToF16(s2/BlockQ1_0))
+		binary.LittleEndian.PutUint16(dst[(b+3)*BlockBytesQ1_0:], half.F32ToF16(s3/BlockQ1_0))
+	}
+	for ; b < nb; b++ {
+		x := (*[BlockQ1_0]float32)(src[b*BlockQ1_0:])
 		var sum float32
 		for _, v := range x {
 			sum += abs32(v)
 		}
-		binary.LittleEndian.PutUint16(y, half.F32ToF16(sum/BlockQ1_0))
+		binary.LittleEndian.PutUint16(dst[b*BlockBytesQ1_0:], half.F32ToF16(sum/BlockQ1_0))
+	}
+	if nb > 0 {
+		q1Signs(src, dst, nb)
+	}
+}
+
+// q1Signs writes the sign bytes of nb blocks (AVX2 on amd64).
+var q1Signs = q1SignsGo
+
+func q1SignsGo(src []float32, dst []byte, nb int) {
+	for b := range nb {
+		x := src[b*BlockQ1_0 : (b+1)*BlockQ1_0]
+		y := dst[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
 		for i := range BlockQ1_0 / 8 {
 			var bits byte
 			for j, v := range x[8*i : 8*i+8] {

@@ -336,3 +336,27 @@ func TestF16Bracket(t *testing.T) {
 		}
 	}
 }
+
+// TestQ1SignsMatchGo compares the chosen sign packer with the Go loop on
+// values that include ±0, ±Inf and NaNs of both signs.
+func TestQ1SignsMatchGo(t *testing.T) {
+	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), math.Float32frombits(0xffc00001), 1e-45, -1e-45}
+	for _, nb := range []int{1, 2, 3, 7} {
+		x := make([]float32, nb*BlockQ1_0)
+		for i := range x {
+			if i%5 == 0 {
+				x[i] = specials[(i/5)%len(specials)]
+			} else {
+				x[i] = float32(math.Sin(float64(i)*1.7)) * 3
+			}
+		}
+		got := make([]byte, nb*BlockBytesQ1_0)
+		want := make([]byte, nb*BlockBytesQ1_0)
+		q1Signs(x, got, nb)
+		q1SignsGo(x, want, nb)
+		if string(got) != string(want) {
+			t.Fatalf("nb=%d: sign bytes differ\n got %x\nwant %x", nb, got, want)
+		}
+	}
+}
