@@ -2,6 +2,7 @@ package quant1bit
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/qnnprep/qnnprep/internal/half"
 )
@@ -18,6 +19,7 @@ type Acts struct {
 	codes []byte    // 32 codes per block, contiguous
 	d     []float32 // block scales
 	sum   []int32   // Σ codes per block
+	bq    []byte    // the batch kernel's layout (see setBatch), when in use
 }
 
 // Set unpacks the Q8_0 activation row x of n elements (n a multiple of
@@ -52,7 +54,42 @@ func (a *Acts) Set(x []byte, n int) {
 		}
 		a.sum[b] = s
 	}
+	if batchLayout {
+		a.setBatch(np)
+	}
 }
+
+// batchLayout is set at init when DotQ1_0ActsBatch's kernel reads Acts.bq.
+var batchLayout bool
+
+// setBatch fills a.bq for the np (a multiple of 8) padded blocks: per
+// pair of Q1_0 blocks (eight activation blocks D = 0..7), 320 bytes:
+//
+//	[0, 256)   the codes transposed by 4-byte words: bytes 32r+4D .. 32r+4D+3
+//	           are codes 4r .. 4r+3 of block D (r = 0..7)
+//	[256, 288) the eight block scales as float32
+//	[288, 320) the eight code sums as int32
+//
+// so that one 32-byte load at 32r holds a piece of every block, and the
+// kernel adds the products of different r vertically.
+func (a *Acts) setBatch(np int) {
+	a.bq = grow(a.bq, np/8*batchPairBytes)
+	for p := range np / 8 {
+		dst := a.bq[p*batchPairBytes : (p+1)*batchPairBytes]
+		src := a.codes[p*256 : (p+1)*256]
+		for d := range 8 {
+			blk := src[d*32 : d*32+32]
+			for r := range 8 {
+				copy(dst[32*r+4*d:32*r+4*d+4], blk[4*r:4*r+4])
+			}
+			binary.LittleEndian.PutUint32(dst[256+4*d:], math.Float32bits(a.d[8*p+d]))
+			binary.LittleEndian.PutUint32(dst[288+4*d:], uint32(a.sum[8*p+d]))
+		}
+	}
+}
+
+// batchPairBytes is the size of one pair's entry in Acts.bq.
+const batchPairBytes = 320
 
 // Len is the number of elements of the row.
 func (a *Acts) Len() int { return a.n }

@@ -80,3 +80,36 @@ func BenchmarkQuantizeRowQ2_0Ref(b *testing.B) {
 func BenchmarkQuantizeRowQ2_0(b *testing.B) {
 	benchQuantize(b, QuantizeRowQ2_0, BlockQ2_0, BlockBytesQ2_0)
 }
+
+// BenchmarkDotQ1_0ActsBatch compares DotQ1_0ActsBatch ("batch") with a
+// loop of DotQ1_0Acts ("loop") for one weight row of n columns against
+// k activation rows; Gweights/s counts weights × tokens.
+func BenchmarkDotQ1_0ActsBatch(b *testing.B) {
+	for _, n := range []int{2048, 5632} {
+		for _, k := range []int{1, 2, 4, 8, 16, 64} {
+			r := rand.New(rand.NewPCG(1, 1))
+			w, _ := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
+			acts := make([]Acts, k)
+			for t := range acts {
+				_, x := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
+				acts[t].Set(x, n)
+			}
+			out := make([]float32, k)
+			for _, mode := range []string{"batch", "loop"} {
+				b.Run(strconv.Itoa(n)+"/"+strconv.Itoa(k)+"/"+mode, func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					f := func() { DotQ1_0ActsBatch(w, acts, out, 1) }
+					if mode == "loop" {
+						f = func() {
+							for t := range acts {
+								out[t] = DotQ1_0Acts(w, &acts[t])
+							}
+						}
+					}
+					cpuBench(b, n*k, f)
+					b.ReportMetric(float64(n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
+				})
+			}
+		}
+	}
+}

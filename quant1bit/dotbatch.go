@@ -1,0 +1,43 @@
+package quant1bit
+
+import "fmt"
+
+// DotQ1_0ActsBatch sets out[t*stride] = DotQ1_0Acts(w, &acts[t]) for
+// every t, bit for bit, faster than separate calls when len(acts) ≥ 2:
+// the weight row's sign bits are expanded once per group of up to four
+// activation rows and shared by them. All acts must have the same Len.
+// It panics if w is too short for that length, if the lengths differ,
+// or if stride < 1 or out is too short.
+func DotQ1_0ActsBatch(w []byte, acts []Acts, out []float32, stride int) {
+	if len(acts) == 0 {
+		return
+	}
+	n := acts[0].n
+	for t := range acts {
+		if acts[t].n != n {
+			panic(fmt.Sprintf("quant1bit: DotQ1_0ActsBatch: acts[%d] has %d elements, acts[0] has %d", t, acts[t].n, n))
+		}
+	}
+	if stride < 1 || len(out) == 0 || (len(out)-1)/stride < len(acts)-1 {
+		panic(fmt.Sprintf("quant1bit: DotQ1_0ActsBatch: %d results at stride %d do not fit in %d floats", len(acts), stride, len(out)))
+	}
+	nb := checkDot("DotQ1_0ActsBatch", w, acts[0].raw, n, BlockQ1_0, BlockBytesQ1_0)
+	if nb == 0 {
+		for t := range acts {
+			out[t*stride] = 0
+		}
+		return
+	}
+	dotQ1_0ActsBatch(w, acts, out, stride, nb)
+}
+
+// dotQ1_0ActsBatch is the kernel chosen at init; arguments are checked,
+// nb ≥ 1.
+var dotQ1_0ActsBatch = dotQ1_0ActsBatchGo
+
+// dotQ1_0ActsBatchGo is the per-token loop.
+func dotQ1_0ActsBatchGo(w []byte, acts []Acts, out []float32, stride, nb int) {
+	for t := range acts {
+		out[t*stride] = dotQ1_0Acts(w, &acts[t], nb)
+	}
+}

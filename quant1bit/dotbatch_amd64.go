@@ -1,0 +1,59 @@
+//go:build !purego
+
+package quant1bit
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
+		batchLayout = true
+	}
+}
+
+// dotQ1_0ActsBatchAVX2 runs the kernel on groups of four tokens (then
+// three, two or one), expanding the weight bits once per group.
+func dotQ1_0ActsBatchAVX2(w []byte, acts []Acts, out []float32, stride, nb int) {
+	var tw [2 * BlockBytesQ1_0]byte
+	var pw unsafe.Pointer
+	if nb%2 == 1 {
+		copy(tw[:], w[(nb-1)*BlockBytesQ1_0:nb*BlockBytesQ1_0])
+		pw = unsafe.Pointer(&tw)
+	}
+	w0 := unsafe.Pointer(&w[0])
+	var toks [4]unsafe.Pointer
+	for t := 0; t < len(acts); {
+		k := min(4, len(acts)-t)
+		for i := range k {
+			toks[i] = unsafe.Pointer(&acts[t+i].bq[0])
+		}
+		o := unsafe.Pointer(&out[t*stride])
+		switch k {
+		case 4:
+			q1Batch4(w0, nb/2, pw, &toks, o, 4*stride)
+		case 3:
+			q1Batch3(w0, nb/2, pw, &toks, o, 4*stride)
+		case 2:
+			q1Batch2(w0, nb/2, pw, &toks, o, 4*stride)
+		default:
+			q1Batch1(w0, nb/2, pw, &toks, o, 4*stride)
+		}
+		t += k
+	}
+}
+
+//go:noescape
+func q1Batch4(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1Batch3(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1Batch2(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1Batch1(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)

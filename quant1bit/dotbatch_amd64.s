@@ -1,0 +1,325 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The batch kernel (DotQ1_0ActsBatch). For a pair of Q1_0 blocks (eight
+// activation blocks D = 0..7), vector r = 0..7 holds at bytes 4D..4D+3
+// the 0/1 sign bits of elements 4r..4r+3 of block D, in the order of the
+// transposed codes in Acts.bq. VPMADDUBSW of vector r with codes r puts
+// block D's products in words 2D, 2D+1 for every r, so the eight products
+// add vertically (int16, |sum| ≤ 16·128) and one VPMADDWD gives the eight
+// Σ_{bit set} x as int32 lanes in block order.
+//
+// Vector r is built from the pair's 32 bit bytes (block h's 16 in lane
+// h): byte 4D+b takes bit byte 4(D%4)+r/2 (bctl, r/2), bit 4(r%2)+b.
+
+DATA bctl<>+0(SB)/8, $0x0404040400000000
+DATA bctl<>+8(SB)/8, $0x0c0c0c0c08080808
+DATA bctl<>+16(SB)/8, $0x0404040400000000
+DATA bctl<>+24(SB)/8, $0x0c0c0c0c08080808
+DATA bctl<>+32(SB)/8, $0x0505050501010101
+DATA bctl<>+40(SB)/8, $0x0d0d0d0d09090909
+DATA bctl<>+48(SB)/8, $0x0505050501010101
+DATA bctl<>+56(SB)/8, $0x0d0d0d0d09090909
+DATA bctl<>+64(SB)/8, $0x0606060602020202
+DATA bctl<>+72(SB)/8, $0x0e0e0e0e0a0a0a0a
+DATA bctl<>+80(SB)/8, $0x0606060602020202
+DATA bctl<>+88(SB)/8, $0x0e0e0e0e0a0a0a0a
+DATA bctl<>+96(SB)/8, $0x0707070703030303
+DATA bctl<>+104(SB)/8, $0x0f0f0f0f0b0b0b0b
+DATA bctl<>+112(SB)/8, $0x0707070703030303
+DATA bctl<>+120(SB)/8, $0x0f0f0f0f0b0b0b0b
+GLOBL bctl<>(SB), RODATA|NOPTR, $128
+
+DATA bmlo<>+0(SB)/8, $0x0804020108040201
+DATA bmlo<>+8(SB)/8, $0x0804020108040201
+DATA bmlo<>+16(SB)/8, $0x0804020108040201
+DATA bmlo<>+24(SB)/8, $0x0804020108040201
+GLOBL bmlo<>(SB), RODATA|NOPTR, $32
+
+DATA bmhi<>+0(SB)/8, $0x8040201080402010
+DATA bmhi<>+8(SB)/8, $0x8040201080402010
+DATA bmhi<>+16(SB)/8, $0x8040201080402010
+DATA bmhi<>+24(SB)/8, $0x8040201080402010
+GLOBL bmhi<>(SB), RODATA|NOPTR, $32
+
+DATA bones8<>+0(SB)/8, $0x0101010101010101
+DATA bones8<>+8(SB)/8, $0x0101010101010101
+DATA bones8<>+16(SB)/8, $0x0101010101010101
+DATA bones8<>+24(SB)/8, $0x0101010101010101
+GLOBL bones8<>(SB), RODATA|NOPTR, $32
+
+DATA bones16<>+0(SB)/8, $0x0001000100010001
+DATA bones16<>+8(SB)/8, $0x0001000100010001
+DATA bones16<>+16(SB)/8, $0x0001000100010001
+DATA bones16<>+24(SB)/8, $0x0001000100010001
+GLOBL bones16<>(SB), RODATA|NOPTR, $32
+
+DATA bperm<>+0(SB)/8, $0x0000000000000000
+DATA bperm<>+8(SB)/8, $0x0000000000000000
+DATA bperm<>+16(SB)/8, $0x0000000100000001
+DATA bperm<>+24(SB)/8, $0x0000000100000001
+GLOBL bperm<>(SB), RODATA|NOPTR, $32
+
+// BMADD0 and BMADD add vector r (in Y14) times token P's codes at off
+// to the int16 sums A; BMADD0 starts them.
+#define BMADD0(P, A) VPMADDUBSW (P)(DX*1), Y14, A
+#define BMADD(off, P, A) \
+	VPMADDUBSW off(P)(DX*1), Y14, Y8 \
+	VPADDW     Y8, A, A
+
+// BFIN adds token P's pair to its float32 lanes F, as Q1PAIRACTS does:
+// l[i] += float32(2·set_i − Σx_i) · (d0 · d1_i), with d0 in Y10.
+#define BFIN(P, A, F) \
+	VPMADDWD  bones16<>(SB), A, A \
+	VPSLLD    $1, A, A            \
+	VPSUBD    288(P)(DX*1), A, A  \
+	VCVTDQ2PS A, A                \
+	VMULPS    256(P)(DX*1), Y10, Y8 \
+	VMULPS    Y8, A, A            \
+	VADDPS    A, F, F
+
+// BEVEN and BODD make vector r from the shuffled bits in Y12.
+#define BEVEN \
+	VPAND   Y9, Y12, Y14  \
+	VPMINUB Y15, Y14, Y14
+#define BODD \
+	VPAND   Y11, Y12, Y14 \
+	VPMINUB Y15, Y14, Y14
+
+// BPAIR adds the pair of Q1_0 blocks at SI to the tokens: M0 and M(off)
+// invoke BMADD0 / BMADD for every token, FINS BFIN.
+#define BPAIR(M0, M, FINS) \
+	VMOVDQU     2(SI), X13              \
+	VINSERTI128 $1, 20(SI), Y13, Y13    \
+	VPSHUFB     bctl<>+0(SB), Y13, Y12  \
+	BEVEN                               \
+	M0                                  \
+	BODD                                \
+	M(32)                               \
+	VPSHUFB     bctl<>+32(SB), Y13, Y12 \
+	BEVEN                               \
+	M(64)                               \
+	BODD                                \
+	M(96)                               \
+	VPSHUFB     bctl<>+64(SB), Y13, Y12 \
+	BEVEN                               \
+	M(128)                              \
+	BODD                                \
+	M(160)                              \
+	VPSHUFB     bctl<>+96(SB), Y13, Y12 \
+	BEVEN                               \
+	M(192)                              \
+	BODD                                \
+	M(224)                              \
+	MOVWLZX     0(SI), AX               \
+	MOVWLZX     18(SI), BX              \
+	SHLL        $16, BX                 \
+	ORL         BX, AX                  \
+	VMOVD       AX, X10                 \
+	VCVTPH2PS   X10, X10                \
+	VMOVDQU     bperm<>(SB), Y8         \
+	VPERMPS     Y10, Y8, Y10            \
+	FINS
+
+// BSUM8 reduces the lanes of F as sum8 does and stores the result at DI.
+#define BSUM8(F, X) \
+	VEXTRACTF128 $1, F, X12 \
+	VADDPS       X12, X, X13 \
+	VMOVHLPS     X13, X13, X12 \
+	VADDPS       X12, X13, X13 \
+	VMOVSHDUP    X13, X12 \
+	VADDSS       X12, X13, X13 \
+	VMOVSS       X13, (DI)
+
+#define BM0_4 BMADD0(R8, Y4) ; BMADD0(R9, Y5) ; BMADD0(R10, Y6) ; BMADD0(R11, Y7)
+#define BM_4(off) BMADD(off, R8, Y4) ; BMADD(off, R9, Y5) ; BMADD(off, R10, Y6) ; BMADD(off, R11, Y7)
+#define BFIN_4 BFIN(R8, Y4, Y0) ; BFIN(R9, Y5, Y1) ; BFIN(R10, Y6, Y2) ; BFIN(R11, Y7, Y3)
+
+#define BM0_3 BMADD0(R8, Y4) ; BMADD0(R9, Y5) ; BMADD0(R10, Y6)
+#define BM_3(off) BMADD(off, R8, Y4) ; BMADD(off, R9, Y5) ; BMADD(off, R10, Y6)
+#define BFIN_3 BFIN(R8, Y4, Y0) ; BFIN(R9, Y5, Y1) ; BFIN(R10, Y6, Y2)
+
+#define BM0_2 BMADD0(R8, Y4) ; BMADD0(R9, Y5)
+#define BM_2(off) BMADD(off, R8, Y4) ; BMADD(off, R9, Y5)
+#define BFIN_2 BFIN(R8, Y4, Y0) ; BFIN(R9, Y5, Y1)
+
+#define BM0_1 BMADD0(R8, Y4)
+#define BM_1(off) BMADD(off, R8, Y4)
+#define BFIN_1 BFIN(R8, Y4, Y0)
+
+// func q1Batch4(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+//
+// For tokens toks[0..3] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
+// w, then (if tw != nil) the zero-padded odd last block at tw; the
+// results go to out, out+stride, ... (stride in bytes).
+TEXT ·q1Batch4(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), SI
+	MOVQ    npairs+8(FP), CX
+	MOVQ    toks+24(FP), AX
+	MOVQ    0(AX), R8
+	MOVQ    8(AX), R9
+	MOVQ    16(AX), R10
+	MOVQ    24(AX), R11
+	VMOVDQU bmlo<>(SB), Y9
+	VMOVDQU bmhi<>(SB), Y11
+	VMOVDQU bones8<>(SB), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	XORQ    DX, DX
+	TESTQ   CX, CX
+	JE      tail
+
+loop:
+	BPAIR(BM0_4, BM_4, BFIN_4)
+	ADDQ $36, SI
+	ADDQ $320, DX
+	DECQ CX
+	JNZ  loop
+
+tail:
+	MOVQ  tw+16(FP), SI
+	TESTQ SI, SI
+	JE    reduce
+	BPAIR(BM0_4, BM_4, BFIN_4)
+
+reduce:
+	MOVQ out+32(FP), DI
+	MOVQ stride+40(FP), R12
+	BSUM8(Y0, X0)
+	ADDQ R12, DI
+	BSUM8(Y1, X1)
+	ADDQ R12, DI
+	BSUM8(Y2, X2)
+	ADDQ R12, DI
+	BSUM8(Y3, X3)
+	VZEROUPPER
+	RET
+
+// func q1Batch3(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+//
+// For tokens toks[0..2] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
+// w, then (if tw != nil) the zero-padded odd last block at tw; the
+// results go to out, out+stride, ... (stride in bytes).
+TEXT ·q1Batch3(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), SI
+	MOVQ    npairs+8(FP), CX
+	MOVQ    toks+24(FP), AX
+	MOVQ    0(AX), R8
+	MOVQ    8(AX), R9
+	MOVQ    16(AX), R10
+	VMOVDQU bmlo<>(SB), Y9
+	VMOVDQU bmhi<>(SB), Y11
+	VMOVDQU bones8<>(SB), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	XORQ    DX, DX
+	TESTQ   CX, CX
+	JE      tail
+
+loop:
+	BPAIR(BM0_3, BM_3, BFIN_3)
+	ADDQ $36, SI
+	ADDQ $320, DX
+	DECQ CX
+	JNZ  loop
+
+tail:
+	MOVQ  tw+16(FP), SI
+	TESTQ SI, SI
+	JE    reduce
+	BPAIR(BM0_3, BM_3, BFIN_3)
+
+reduce:
+	MOVQ out+32(FP), DI
+	MOVQ stride+40(FP), R12
+	BSUM8(Y0, X0)
+	ADDQ R12, DI
+	BSUM8(Y1, X1)
+	ADDQ R12, DI
+	BSUM8(Y2, X2)
+	VZEROUPPER
+	RET
+
+// func q1Batch2(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+//
+// For tokens toks[0..1] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
+// w, then (if tw != nil) the zero-padded odd last block at tw; the
+// results go to out, out+stride, ... (stride in bytes).
+TEXT ·q1Batch2(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), SI
+	MOVQ    npairs+8(FP), CX
+	MOVQ    toks+24(FP), AX
+	MOVQ    0(AX), R8
+	MOVQ    8(AX), R9
+	VMOVDQU bmlo<>(SB), Y9
+	VMOVDQU bmhi<>(SB), Y11
+	VMOVDQU bones8<>(SB), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	XORQ    DX, DX
+	TESTQ   CX, CX
+	JE      tail
+
+loop:
+	BPAIR(BM0_2, BM_2, BFIN_2)
+	ADDQ $36, SI
+	ADDQ $320, DX
+	DECQ CX
+	JNZ  loop
+
+tail:
+	MOVQ  tw+16(FP), SI
+	TESTQ SI, SI
+	JE    reduce
+	BPAIR(BM0_2, BM_2, BFIN_2)
+
+reduce:
+	MOVQ out+32(FP), DI
+	MOVQ stride+40(FP), R12
+	BSUM8(Y0, X0)
+	ADDQ R12, DI
+	BSUM8(Y1, X1)
+	VZEROUPPER
+	RET
+
+// func q1Batch1(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+//
+// For tokens toks[0..0] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
+// w, then (if tw != nil) the zero-padded odd last block at tw; the
+// results go to out, out+stride, ... (stride in bytes).
+TEXT ·q1Batch1(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), SI
+	MOVQ    npairs+8(FP), CX
+	MOVQ    toks+24(FP), AX
+	MOVQ    0(AX), R8
+	VMOVDQU bmlo<>(SB), Y9
+	VMOVDQU bmhi<>(SB), Y11
+	VMOVDQU bones8<>(SB), Y15
+	VXORPS  Y0, Y0, Y0
+	XORQ    DX, DX
+	TESTQ   CX, CX
+	JE      tail
+
+loop:
+	BPAIR(BM0_1, BM_1, BFIN_1)
+	ADDQ $36, SI
+	ADDQ $320, DX
+	DECQ CX
+	JNZ  loop
+
+tail:
+	MOVQ  tw+16(FP), SI
+	TESTQ SI, SI
+	JE    reduce
+	BPAIR(BM0_1, BM_1, BFIN_1)
+
+reduce:
+	MOVQ out+32(FP), DI
+	MOVQ stride+40(FP), R12
+	BSUM8(Y0, X0)
+	VZEROUPPER
+	RET

@@ -1,0 +1,158 @@
+package quant1bit
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// batchCase makes a weight row of nb Q1_0 blocks and k activation rows,
+// in one of several styles: random bytes with edge scales, realistic
+// values, or extremes (largest fp16 scales, codes ±127 and −128, zero
+// scales).
+func batchCase(r *rand.Rand, nb, k, style int) (w []byte, acts []Acts) {
+	n := nb * BlockQ1_0
+	acts = make([]Acts, k)
+	switch style {
+	case 0:
+		w = randomBlocks(r, nb, BlockBytesQ1_0)
+	case 1:
+		w, _ = realistic(r, n, QuantizeRowQ1_0, nb*BlockBytesQ1_0)
+	default:
+		w = randomBlocks(r, nb, BlockBytesQ1_0)
+		for b := range nb {
+			h := [...]uint16{0x7bff, 0xfbff, 0, 0x8000, 0x3c00}[r.IntN(5)]
+			binary.LittleEndian.PutUint16(w[b*BlockBytesQ1_0:], h)
+		}
+	}
+	for t := range acts {
+		var x []byte
+		switch style {
+		case 0:
+			x = randomBlocks(r, n/blockQ8_0, blockBytesQ8_0)
+		case 1:
+			_, x = realistic(r, n, QuantizeRowQ1_0, nb*BlockBytesQ1_0)
+		default:
+			x = randomBlocks(r, n/blockQ8_0, blockBytesQ8_0)
+			for b := range n / blockQ8_0 {
+				blk := x[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
+				h := [...]uint16{0x7bff, 0xfbff, 0, 0x3c00, 0x0001}[r.IntN(5)]
+				binary.LittleEndian.PutUint16(blk, h)
+				c := [...]byte{0x7f, 0x81, 0x80}[r.IntN(3)]
+				for j := 2; j < blockBytesQ8_0; j++ {
+					if r.IntN(4) != 0 {
+						blk[j] = c
+					}
+				}
+			}
+		}
+		acts[t].Set(x, n)
+	}
+	return w, acts
+}
+
+func checkBatch(t *testing.T, what string, w []byte, acts []Acts, stride int) {
+	t.Helper()
+	out := make([]float32, (len(acts)-1)*stride+1+stride)
+	for i := range out {
+		out[i] = 42
+	}
+	DotQ1_0ActsBatch(w, acts, out, stride)
+	for i := range acts {
+		want := DotQ1_0Acts(w, &acts[i])
+		if got := out[i*stride]; !sameFloat(got, want) {
+			t.Fatalf("%s, token %d of %d: batch %v (%#08x), single %v (%#08x)", what, i, len(acts), got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+		for j := i*stride + 1; j < (i+1)*stride; j++ {
+			if out[j] != 42 {
+				t.Fatalf("%s: out[%d] written between results", what, j)
+			}
+		}
+	}
+	if len(acts) > 0 && out[len(acts)*stride] != 42 {
+		t.Fatalf("%s: wrote past the last result", what)
+	}
+}
+
+func TestDotQ1_0ActsBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	widths := []int{128, 256, 384, 640, 896, 2048, 2176, 5632}
+	for iter := range 1500 {
+		nb := 1 + iter%11
+		if iter%5 == 0 {
+			nb = widths[(iter/5)%len(widths)] / BlockQ1_0
+		}
+		k := 1 + iter%9
+		style := iter % 3
+		w, acts := batchCase(r, nb, k, style)
+		checkBatch(t, "random", w, acts, 1+iter%3)
+	}
+}
+
+// TestDotQ1_0ActsBatchSpecial covers rows made entirely of the extreme
+// values, where lanes overflow to ±Inf or NaN or stay zero.
+func TestDotQ1_0ActsBatchSpecial(t *testing.T) {
+	for _, nb := range []int{1, 2, 3, 16, 44} {
+		n := nb * BlockQ1_0
+		for _, ws := range []uint16{0, 0x8000, 0x7bff, 0xfbff, 0x7c00, 0x7e00} {
+			for _, bits := range []byte{0, 0xff, 0x5a} {
+				w := make([]byte, nb*BlockBytesQ1_0)
+				for b := range nb {
+					blk := w[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
+					binary.LittleEndian.PutUint16(blk, ws)
+					for j := 2; j < len(blk); j++ {
+						blk[j] = bits
+					}
+				}
+				var acts []Acts
+				for _, xs := range []uint16{0, 0x7bff, 0xfbff, 0x3c00} {
+					for _, c := range []byte{0x7f, 0x81, 0x80, 0} {
+						x := make([]byte, n/blockQ8_0*blockBytesQ8_0)
+						for b := range n / blockQ8_0 {
+							blk := x[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
+							binary.LittleEndian.PutUint16(blk, xs)
+							for j := 2; j < len(blk); j++ {
+								blk[j] = c
+							}
+						}
+						acts = append(acts, Acts{})
+						acts[len(acts)-1].Set(x, n)
+					}
+				}
+				checkBatch(t, "special", w, acts, 1)
+			}
+		}
+	}
+}
+
+func TestDotQ1_0ActsBatchChecks(t *testing.T) {
+	DotQ1_0ActsBatch(nil, nil, nil, 0) // no rows: nothing to do
+	var empty [3]Acts
+	out := []float32{1, 2, 3}
+	DotQ1_0ActsBatch(nil, empty[:], out, 1)
+	if out[0] != 0 || out[1] != 0 || out[2] != 0 {
+		t.Errorf("empty rows must give 0, got %v", out)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	w, acts := batchCase(r, 2, 3, 1)
+	var other Acts
+	other.Set(make([]byte, 4*blockBytesQ8_0), 4*blockQ8_0)
+	for name, f := range map[string]func(){
+		"short w":     func() { DotQ1_0ActsBatch(w[:35], acts, make([]float32, 3), 1) },
+		"short out":   func() { DotQ1_0ActsBatch(w, acts, make([]float32, 2), 1) },
+		"short out 2": func() { DotQ1_0ActsBatch(w, acts, make([]float32, 4), 2) },
+		"stride 0":    func() { DotQ1_0ActsBatch(w, acts, make([]float32, 3), 0) },
+		"mixed Len":   func() { DotQ1_0ActsBatch(w, append(acts[:2:2], other), make([]float32, 3), 1) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	DotQ1_0ActsBatch(w, acts, make([]float32, 5), 2) // exactly fits
+}
