@@ -74,16 +74,24 @@ var batchLayout bool
 // kernel adds the products of different r vertically.
 func (a *Acts) setBatch(np int) {
 	a.bq = grow(a.bq, np/8*batchPairBytes)
-	for p := range np / 8 {
-		dst := a.bq[p*batchPairBytes : (p+1)*batchPairBytes]
-		src := a.codes[p*256 : (p+1)*256]
-		for d := range 8 {
-			blk := src[d*32 : d*32+32]
+	packBatch(a.bq, a.codes, a.d, a.sum, np/8)
+}
+
+// packBatch fills bq for npairs pairs; an assembly version replaces it
+// where the batch kernel is assembly.
+var packBatch = packBatchGo
+
+func packBatchGo(bq, codes []byte, d []float32, sum []int32, npairs int) {
+	for p := range npairs {
+		dst := bq[p*batchPairBytes : (p+1)*batchPairBytes]
+		src := codes[p*256 : (p+1)*256]
+		for b := range 8 {
+			blk := src[b*32 : b*32+32]
 			for r := range 8 {
-				copy(dst[32*r+4*d:32*r+4*d+4], blk[4*r:4*r+4])
+				copy(dst[32*r+4*b:32*r+4*b+4], blk[4*r:4*r+4])
 			}
-			binary.LittleEndian.PutUint32(dst[256+4*d:], math.Float32bits(a.d[8*p+d]))
-			binary.LittleEndian.PutUint32(dst[288+4*d:], uint32(a.sum[8*p+d]))
+			binary.LittleEndian.PutUint32(dst[256+4*b:], math.Float32bits(d[8*p+b]))
+			binary.LittleEndian.PutUint32(dst[288+4*b:], uint32(sum[8*p+b]))
 		}
 	}
 }

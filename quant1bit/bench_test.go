@@ -113,3 +113,14 @@ func BenchmarkDotQ1_0ActsBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkActsSet reports the cost of unpacking one activation row
+// (including the batch layout where the batch kernel uses it).
+func BenchmarkActsSet(b *testing.B) {
+	const n = 5632
+	r := rand.New(rand.NewPCG(1, 1))
+	_, x := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
+	var a Acts
+	b.SetBytes(int64(len(x)))
+	cpuBench(b, 0, func() { a.Set(x, n) })
+}

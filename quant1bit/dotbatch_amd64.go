@@ -12,8 +12,20 @@ func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
 		batchLayout = true
+		packBatch = packBatchAVX2
 	}
 }
+
+func packBatchAVX2(bq, codes []byte, d []float32, sum []int32, npairs int) {
+	if npairs == 0 {
+		return
+	}
+	_, _, _, _ = bq[npairs*batchPairBytes-1], codes[npairs*256-1], d[npairs*8-1], sum[npairs*8-1]
+	q1BatchPack(unsafe.Pointer(&codes[0]), unsafe.Pointer(&d[0]), unsafe.Pointer(&sum[0]), npairs, unsafe.Pointer(&bq[0]))
+}
+
+//go:noescape
+func q1BatchPack(codes, d, sum unsafe.Pointer, npairs int, dst unsafe.Pointer)
 
 // dotQ1_0ActsBatchAVX2 runs the kernel on groups of four tokens (then
 // three, two or one), expanding the weight bits once per group.

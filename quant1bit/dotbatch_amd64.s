@@ -323,3 +323,73 @@ reduce:
 	BSUM8(Y0, X0)
 	VZEROUPPER
 	RET
+
+// func q1BatchPack(codes, d, sum unsafe.Pointer, npairs int, dst unsafe.Pointer)
+//
+// Acts.bq from the padded codes, scales and sums (see Acts.setBatch):
+// per pair an 8×8 transpose of the codes' 4-byte words, then the scales
+// and sums copied.
+TEXT ·q1BatchPack(SB), NOSPLIT, $0-40
+	MOVQ  codes+0(FP), SI
+	MOVQ  d+8(FP), R8
+	MOVQ  sum+16(FP), R9
+	MOVQ  npairs+24(FP), CX
+	MOVQ  dst+32(FP), DI
+	TESTQ CX, CX
+	JE    packdone
+
+packloop:
+	VMOVDQU     0(SI), Y0
+	VMOVDQU     32(SI), Y1
+	VMOVDQU     64(SI), Y2
+	VMOVDQU     96(SI), Y3
+	VMOVDQU     128(SI), Y4
+	VMOVDQU     160(SI), Y5
+	VMOVDQU     192(SI), Y6
+	VMOVDQU     224(SI), Y7
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLDQ  Y5, Y4, Y12
+	VPUNPCKHDQ  Y5, Y4, Y13
+	VPUNPCKLDQ  Y7, Y6, Y14
+	VPUNPCKHDQ  Y7, Y6, Y15
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLQDQ Y14, Y12, Y4
+	VPUNPCKHQDQ Y14, Y12, Y5
+	VPUNPCKLQDQ Y15, Y13, Y6
+	VPUNPCKHQDQ Y15, Y13, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x20, Y5, Y1, Y9
+	VPERM2I128  $0x20, Y6, Y2, Y10
+	VPERM2I128  $0x20, Y7, Y3, Y11
+	VPERM2I128  $0x31, Y4, Y0, Y12
+	VPERM2I128  $0x31, Y5, Y1, Y13
+	VPERM2I128  $0x31, Y6, Y2, Y14
+	VPERM2I128  $0x31, Y7, Y3, Y15
+	VMOVDQU     Y8, 0(DI)
+	VMOVDQU     Y9, 32(DI)
+	VMOVDQU     Y10, 64(DI)
+	VMOVDQU     Y11, 96(DI)
+	VMOVDQU     Y12, 128(DI)
+	VMOVDQU     Y13, 160(DI)
+	VMOVDQU     Y14, 192(DI)
+	VMOVDQU     Y15, 224(DI)
+	VMOVDQU     (R8), Y0
+	VMOVDQU     Y0, 256(DI)
+	VMOVDQU     (R9), Y1
+	VMOVDQU     Y1, 288(DI)
+	ADDQ        $256, SI
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $320, DI
+	DECQ        CX
+	JNZ         packloop
+
+packdone:
+	VZEROUPPER
+	RET

@@ -156,3 +156,21 @@ func TestDotQ1_0ActsBatchChecks(t *testing.T) {
 	}
 	DotQ1_0ActsBatch(w, acts, make([]float32, 5), 2) // exactly fits
 }
+
+// TestPackBatch compares the batch layout made at init's choice with the
+// Go reference.
+func TestPackBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, nb := range []int{1, 2, 3, 8, 44} {
+		_, acts := batchCase(r, nb, 1, 0)
+		a := &acts[0]
+		np := len(a.d) / 8
+		want := make([]byte, np*batchPairBytes)
+		packBatchGo(want, a.codes, a.d, a.sum, np)
+		got := make([]byte, np*batchPairBytes)
+		packBatch(got, a.codes, a.d, a.sum, np)
+		if string(got) != string(want) {
+			t.Fatalf("%d blocks: packed layouts differ", nb)
+		}
+	}
+}
