@@ -20,6 +20,34 @@ func DotQ8_0SymTokens4(w, x []byte, xstride, n int, out *[4]float32) {
 	dotQ8_0SymTokens4(w, x, xstride, nb, out)
 }
 
+// DotQ8_0SymTokens8 sets out[i] = DotQ8_0Sym(w, x[i*xstride:], n) for
+// i = 0..7, with xd the activation scales as Q8_0Scales8 lays them out.
+// The activation rows must have no −128 code.
+func DotQ8_0SymTokens8(w, x []byte, xstride int, xd []float32, n int, out *[8]float32) {
+	nb := check4("DotQ8_0SymTokens8", w, x[:min(len(x), 4*xstride)], xstride, n)
+	check4("DotQ8_0SymTokens8", w, x[min(len(x), 4*xstride):], xstride, n)
+	if len(xd) < 8*nb {
+		panic(fmt.Sprintf("int8: DotQ8_0SymTokens8: %d scales, want %d", len(xd), 8*nb))
+	}
+	if nb == 0 {
+		*out = [8]float32{}
+		return
+	}
+	dotQ8_0SymTokens8(w, x, xstride, xd, nb, out)
+}
+
+// Q8_0Scales8 sets dst[8*b+i] to the scale of block b of activation row i
+// (x[i*xstride:]) for i = 0..7 and the first nb blocks: the order in
+// which DotQ8_0SymTokens8 reads them.
+func Q8_0Scales8(x []byte, xstride, nb int, dst []float32) {
+	for i := range 8 {
+		row := x[i*xstride:]
+		for b := range nb {
+			dst[8*b+i] = f16At(row[b*BlockBytesQ8_0:])
+		}
+	}
+}
+
 // check4 checks that w holds a row of n elements and x four rows at
 // stride xs, and returns the number of blocks.
 func check4(name string, w, x []byte, xs, n int) int {
@@ -41,9 +69,16 @@ func check4(name string, w, x []byte, xs, n int) int {
 // The kernels chosen at init; arguments are checked, nb ≥ 1.
 var (
 	dotQ8_0SymTokens4 = dotQ8_0SymTokens4Go
+	dotQ8_0SymTokens8 = dotQ8_0SymTokens8Go
 )
 
 func dotQ8_0SymTokens4Go(w, x []byte, xstride, nb int, out *[4]float32) {
+	for i := range out {
+		out[i] = dotQ8_0Sym(w, x[i*xstride:], nb)
+	}
+}
+
+func dotQ8_0SymTokens8Go(w, x []byte, xstride int, _ []float32, nb int, out *[8]float32) {
 	for i := range out {
 		out[i] = dotQ8_0Sym(w, x[i*xstride:], nb)
 	}

@@ -71,6 +71,72 @@ t4loop:
 	VZEROUPPER
 	RET
 
+// Q8SUB sets P to the eight int32 partial sums of |w|·(x·sign w) for the
+// activation block at X (w in Y0, |w| in Y1).
+#define Q8SUB(X, P) \
+	VMOVDQU    X, P       \
+	VPSIGNB    Y0, P, P   \
+	VPMADDUBSW P, Y1, P   \
+	VPMADDWD   Y15, P, P
+
+// func dotQ8_0SymTokens8Asm(w, x unsafe.Pointer, xstride int, xd unsafe.Pointer, nb int, out *[8]float32)
+//
+// dotQ8_0SymTokens4Asm for eight activation rows, whose scales are read
+// as float32 from xd (eight per block).
+TEXT ·dotQ8_0SymTokens8Asm(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), SI
+	MOVQ    x+8(FP), DI
+	MOVQ    xstride+16(FP), R10
+	MOVQ    xd+24(FP), R8
+	MOVQ    nb+32(FP), CX
+	LEAQ    (R10)(R10*2), R11
+	LEAQ    (DI)(R10*4), R9
+	VMOVDQU q4ones16<>(SB), Y15
+	VXORPS  Y14, Y14, Y14
+
+t8loop:
+	VMOVDQU 2(SI), Y0
+	VPABSB  Y0, Y1
+	Q8SUB(2(DI), Y2)
+	Q8SUB(2(DI)(R10*1), Y3)
+	Q8SUB(2(DI)(R10*2), Y4)
+	Q8SUB(2(DI)(R11*1), Y5)
+	Q8SUB(2(R9), Y6)
+	Q8SUB(2(R9)(R10*1), Y7)
+	Q8SUB(2(R9)(R10*2), Y8)
+	Q8SUB(2(R9)(R11*1), Y9)
+
+	// [s0 … s7], exact.
+	VPHADDD    Y3, Y2, Y2
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y7, Y6, Y6
+	VPHADDD    Y9, Y8, Y8
+	VPHADDD    Y4, Y2, Y2
+	VPHADDD    Y8, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y2, Y10
+	VPERM2I128 $0x31, Y6, Y2, Y11
+	VPADDD     Y11, Y10, Y10
+	VCVTDQ2PS  Y10, Y10
+
+	// d_i = dw·dx_i (exact), then sum_i += s_i·d_i.
+	VPBROADCASTW 0(SI), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       (R8), Y12, Y12
+	VMULPS       Y12, Y10, Y10
+	VADDPS       Y10, Y14, Y14
+
+	ADDQ $34, SI
+	ADDQ $34, DI
+	ADDQ $34, R9
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  t8loop
+
+	MOVQ    out+40(FP), AX
+	VMOVUPS Y14, (AX)
+	VZEROUPPER
+	RET
+
 DATA q4ones16<>+0(SB)/8, $0x0001000100010001
 DATA q4ones16<>+8(SB)/8, $0x0001000100010001
 DATA q4ones16<>+16(SB)/8, $0x0001000100010001

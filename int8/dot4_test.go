@@ -59,6 +59,18 @@ func TestDot4MatchesSingle(t *testing.T) {
 				t.Fatalf("Tokens4 nb=%d lane %d: %v, Go reference %v", nb, i, got[i], want)
 			}
 		}
+
+		xs8 := append(xs, symRow(r, nb), symRow(r, nb), symRow(r, nb), symRow(r, nb))
+		x8 := rowsAt(r, xs8, stride)
+		xd := make([]float32, 8*nb)
+		Q8_0Scales8(x8, stride, nb, xd)
+		var got8 [8]float32
+		DotQ8_0SymTokens8(w, x8, stride, xd, n, &got8)
+		for i := range got8 {
+			if want := dotQ8_0Go(w, xs8[i], nb); !sameFloat(got8[i], want) {
+				t.Fatalf("Tokens8 nb=%d lane %d: %v (%#08x), Go reference %v (%#08x)", nb, i, got8[i], math.Float32bits(got8[i]), want, math.Float32bits(want))
+			}
+		}
 	}
 }
 
@@ -104,6 +116,18 @@ func BenchmarkDot4(b *testing.B) {
 		b.Run(strconv.Itoa(n)+"/tokens4", func(b *testing.B) {
 			cpuBench(b, 4*n, func() { DotQ8_0SymTokens4(w[:rb], x, rb, n, &out) })
 			report(b)
+		})
+		x8 := make([]byte, 8*rb)
+		for i := 0; i < 8; i++ {
+			_, xr := benchRows(n)
+			copy(x8[i*rb:], xr)
+		}
+		xd := make([]float32, 8*nb)
+		Q8_0Scales8(x8, rb, nb, xd)
+		var out8 [8]float32
+		b.Run(strconv.Itoa(n)+"/tokens8", func(b *testing.B) {
+			cpuBench(b, 8*n, func() { DotQ8_0SymTokens8(w[:rb], x8, rb, xd, n, &out8) })
+			b.ReportMetric(8*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
 		})
 		b.Run(strconv.Itoa(n)+"/single4", func(b *testing.B) {
 			cpuBench(b, 4*n, func() {

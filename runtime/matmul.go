@@ -112,8 +112,9 @@ type acts struct {
 	f16     []float32 // binary16-rounded values
 	bf16    []uint16
 	q8      []byte
-	q8Bytes int  // bytes per row of q8
-	q8Sym   bool // no code of q8 is −128: int8.DotQ8_0Sym applies
+	q8Bytes int       // bytes per row of q8
+	q8Sym   bool      // no code of q8 is −128: int8.DotQ8_0Sym applies
+	q8d8    []float32 // scales of each group of 8 q8 rows, as int8.Q8_0Scales8 lays them out
 	q1      []quant1bit.Acts
 	q8f     []float32 // Q8_0-rounded values
 	q8kf    []float32 // Q8_K-rounded values
@@ -151,6 +152,11 @@ func (a *acts) prepare(k actKind) {
 		}
 		// Finite activations never quantize to −128; NaN or ±Inf may.
 		a.q8Sym = int8.SymmetricQ8_0(a.q8)
+		nb := a.cols / 32
+		a.q8d8 = growF32(a.q8d8, a.t/8*8*nb)
+		for g := 0; g < a.t/8; g++ {
+			int8.Q8_0Scales8(a.q8[g*8*rb:], rb, nb, a.q8d8[g*8*nb:(g+1)*8*nb])
+		}
 	case actQ8f:
 		a.prepare(actQ8)
 		a.q8f = growF32(a.q8f, n)
@@ -400,19 +406,29 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 
 // matmulQ8_0Sym is matmulRows for Q8_0 weights and symmetric Q8_0
 // activations. With four or more tokens (prompts) one weight row meets
-// four tokens per kernel call; each lane is DotQ8_0Sym's exact sequence,
-// so grouping changes no bit of the result. Decoding keeps one row per
-// call: on this hardware several weight streams per core read memory
-// slower than one prefetched stream.
+// eight, then four tokens per kernel call; each lane is DotQ8_0Sym's exact
+// sequence, so grouping changes no bit of the result. Decoding keeps one
+// row per call: on this hardware several weight streams per core read
+// memory slower than one prefetched stream.
 func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
 	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
-	var o [4]float32
+	nb := n / 32
+	var o4 [4]float32
+	var o8 [8]float32
 	for r := r0; r < r1; r++ {
 		row := w.data[r*rb : (r+1)*rb]
 		t := 0
+		for ; t+8 <= a.t; t += 8 {
+			int8.DotQ8_0SymTokens8(row, a.q8[t*xb:(t+8)*xb], xb, a.q8d8[t*nb:(t+8)*nb], n, &o8)
+			for i, v := range o8 {
+				out[(t+i)*rows+r] = v
+			}
+		}
 		for ; t+4 <= a.t; t += 4 {
-			int8.DotQ8_0SymTokens4(row, a.q8[t*xb:(t+4)*xb], xb, n, &o)
-			out[t*rows+r], out[(t+1)*rows+r], out[(t+2)*rows+r], out[(t+3)*rows+r] = o[0], o[1], o[2], o[3]
+			int8.DotQ8_0SymTokens4(row, a.q8[t*xb:(t+4)*xb], xb, n, &o4)
+			for i, v := range o4 {
+				out[(t+i)*rows+r] = v
+			}
 		}
 		for ; t < a.t; t++ {
 			out[t*rows+r] = int8.DotQ8_0Sym(row, a.q8[t*xb:(t+1)*xb], n)
