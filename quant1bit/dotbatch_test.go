@@ -10,10 +10,14 @@ import (
 // batchCase makes a weight row of nb Q1_0 blocks and k activation rows,
 // in one of several styles: random bytes with edge scales, realistic
 // values, or extremes (largest fp16 scales, codes ±127 and −128, zero
-// scales).
-func batchCase(r *rand.Rand, nb, k, style int) (w []byte, acts []Acts) {
+// scales). It reuses the activation rows in reuse when there are enough.
+func batchCase(r *rand.Rand, nb, k, style int, reuse []Acts) (w []byte, acts []Acts) {
 	n := nb * BlockQ1_0
-	acts = make([]Acts, k)
+	if len(reuse) >= k {
+		acts = reuse[:k]
+	} else {
+		acts = make([]Acts, k)
+	}
 	switch style {
 	case 0:
 		w = randomBlocks(r, nb, BlockBytesQ1_0)
@@ -78,6 +82,7 @@ func checkBatch(t *testing.T, what string, w []byte, acts []Acts, stride int) {
 func TestDotQ1_0ActsBatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	widths := []int{128, 256, 384, 640, 896, 2048, 2176, 5632}
+	reuse := make([]Acts, 9) // rows Set again at other lengths
 	for iter := range 1500 {
 		nb := 1 + iter%11
 		if iter%5 == 0 {
@@ -85,7 +90,7 @@ func TestDotQ1_0ActsBatch(t *testing.T) {
 		}
 		k := 1 + iter%9
 		style := iter % 3
-		w, acts := batchCase(r, nb, k, style)
+		w, acts := batchCase(r, nb, k, style, reuse)
 		checkBatch(t, "random", w, acts, 1+iter%3)
 	}
 }
@@ -135,7 +140,7 @@ func TestDotQ1_0ActsBatchChecks(t *testing.T) {
 		t.Errorf("empty rows must give 0, got %v", out)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	w, acts := batchCase(r, 2, 3, 1)
+	w, acts := batchCase(r, 2, 3, 1, nil)
 	var other Acts
 	other.Set(make([]byte, 4*blockBytesQ8_0), 4*blockQ8_0)
 	for name, f := range map[string]func(){
@@ -162,7 +167,7 @@ func TestDotQ1_0ActsBatchChecks(t *testing.T) {
 func TestPackBatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, nb := range []int{1, 2, 3, 8, 44} {
-		_, acts := batchCase(r, nb, 1, 0)
+		_, acts := batchCase(r, nb, 1, 0, nil)
 		a := &acts[0]
 		np := len(a.d) / 8
 		want := make([]byte, np*batchPairBytes)
