@@ -11,8 +11,9 @@ import (
 // weight rows: the codes of each block without their scales, the scales
 // as float32, and the sum of each block's codes. DotQ1_0Acts(w, a) is
 // bit for bit DotQ1_0(w, x, n); it only skips work that does not depend
-// on the weights. DotQ2_0Acts is the same for DotQ2_0. Goroutines may
-// share an Acts while none of them calls Set.
+// on the weights. DotQ2_0Acts is the same for DotQ2_0, and
+// DotQ1_0ActsBatch computes DotQ1_0Acts for several rows at once.
+// Goroutines may share an Acts while none of them calls Set.
 type Acts struct {
 	n     int
 	raw   []byte    // the Q8_0 row (for the Go kernels)
