@@ -3,7 +3,6 @@ package quant1bit
 import (
 	"encoding/binary"
 	"math"
-	"slices"
 
 	"github.com/qnnprep/qnnprep/internal/half"
 )
@@ -68,35 +67,20 @@ func QuantizeRowQ2_0(src []float32, dst []byte) {
 const f16Inf = 0x7c00 // first non-finite fp16 magnitude
 
 func quantizeBlockQ2_0(x []float32, y []byte) {
-	var amax float32
-	for _, v := range x {
-		if v-v != 0 { // NaN or ±Inf
-			QuantizeRowQ2_0Ref(x, y)
-			return
-		}
-		amax = max(amax, abs32(v))
-	}
-	best := q2Candidate{h: half.F32ToF16(amax), err: math.Inf(1)}
-	if best.h < f16Inf {
-		best.err = q2Error(x, best.d())
-	}
-	var s q2Search
-	s.best.err = math.Inf(1)
-	s.init(x)
-	s.sweep()
-	// The sweep's errors come from running sums; confirm against the
-	// reference scale with a direct computation.
-	if s.best.err < math.Inf(1) {
-		if e := q2Error(x, s.best.d()); e < best.err {
-			best = s.best
-			best.err = e
-		}
-	}
-	if best.err == math.Inf(1) { // amax overflows fp16 and no finite scale was found
+	var q q2Search
+	if !q.init(x) { // NaN or ±Inf
 		QuantizeRowQ2_0Ref(x, y)
 		return
 	}
-	q2Encode(x, best, y)
+	q.best.err = math.Inf(1)
+	q.bound = math.Inf(1)
+	q.consider(half.F32ToF16(q.amax), false) // the reference scale first, so it wins ties
+	q.search()
+	if q.best.err == math.Inf(1) { // amax overflows fp16 and no finite scale was found
+		QuantizeRowQ2_0Ref(x, y)
+		return
+	}
+	q2Encode(x, q.best, y)
 }
 
 // q2Candidate is a stored scale: fp16 magnitude bits h and a sign.
@@ -122,17 +106,19 @@ func q2Code(x, d float64) int {
 	return min(max(int(math.Round(x/d)), -1), 2)
 }
 
-// q2Error is Σ (x − c·d)² with each c the best code for d.
+// q2Error is Σ (x − c·d)² with each c the best code for d, summed in
+// four interleaved partial sums (element i into sum i%4) that are then
+// added as (e0+e1)+(e2+e3); len(x) must be a multiple of 4.
 func q2Error(x []float32, d float64) float64 {
-	var e float64
-	for _, v := range x {
+	var e [4]float64
+	for i, v := range x {
 		// Explicit conversions keep each product rounded on its own: Go may
 		// otherwise fuse a*b+c, and the chosen scale must not depend on
 		// the build.
 		r := float64(v) - float64(float64(q2Code(float64(v), d))*d)
-		e += float64(r * r)
+		e[i%4] += float64(r * r)
 	}
-	return e
+	return float64(e[0]+e[1]) + float64(e[2]+e[3])
 }
 
 func q2Encode(x []float32, c q2Candidate, y []byte) {
@@ -151,109 +137,229 @@ func q2Encode(x []float32, c q2Candidate, y []byte) {
 	}
 }
 
-// q2Search holds one block's magnitudes sorted ascending, with signs, and
-// the best candidate so far.
+// q2Search holds one block, its magnitudes in increasing order, and the
+// best candidate so far.
+//
+// Write y = x for a positive d and y = −x for a negative one and let s =
+// |d|. An element's best code is 2 while s < 2y/3, then 1 while s < 2y,
+// then 0; for y < 0 it is −1 while s < 2|y|, then 0. So at s = 2|x| the
+// element loses |x| from Σc·y and 1 from Σc² for both signs, and at
+// s = 2|x|/3 the sign for which y > 0 loses |x| and 3. Between
+// consecutive breakpoints the codes are fixed for each sign and the error
+// is the parabola syy − 2s·Σc·y + s²·Σc².
 type q2Search struct {
-	ax   [BlockQ2_0]float64 // |x| ascending, zeros dropped
-	ax2  [BlockQ2_0]float64 // 2|x|: where code ±1 gives way to 0
-	ax3  [BlockQ2_0]float64 // 2|x|/3: where code 2 gives way to 1
-	neg  [BlockQ2_0]bool    // x < 0 for the same element
-	n    int
-	syy  float64 // Σx²
+	x    [BlockQ2_0]float64 // the block
+	syy  float64            // Σx² (the error of d = 0, summed as q2Error sums)
+	amax float32
+	n    int                    // nonzero elements
+	ax   [BlockQ2_0 + 1]float64 // |x| ascending, then a 0 pad
+	a2   [BlockQ2_0 + 1]float64 // 2|x|, then +Inf
+	a3   [BlockQ2_0 + 1]float64 // 2|x|/3, then +Inf
+	ng   [BlockQ2_0 + 1]float64 // 1 where x < 0, else 0
 	best q2Candidate
+	// bound is best.err widened by a relative 1e-9: the running sums and
+	// the vertex bounds carry rounding error, so anything within the
+	// slack is scored exactly before it is rejected.
+	bound float64
+	// The intervals of the sweep: [lo[i], lo[i+1]] with the sums of each
+	// sign, for the second pass.
+	lo       [2*BlockQ2_0 + 2]float64
+	sxc, scc [2][2*BlockQ2_0 + 1]float64
+	m        int
 }
 
-func (q *q2Search) init(x []float32) {
+// init loads x and sorts its magnitudes; it reports false if x holds a
+// NaN or ±Inf.
+func (q *q2Search) init(x []float32) bool {
+	var amax float32
+	var e [4]float64 // Σx² summed as q2Error sums
+	for i := range x {
+		v := x[i]
+		if v-v != 0 {
+			return false
+		}
+		amax = max(amax, abs32(v))
+		f := float64(v)
+		q.x[i] = f
+		e[i%4] += float64(f * f)
+	}
+	q.syy = float64(e[0]+e[1]) + float64(e[2]+e[3])
+	q.amax = amax
 	// Sort keys: the float64 bits of |x| (monotonic for non-negative
 	// values) with the sign in the lowest bit, which a float32 widened to
-	// float64 never uses. Ties in |x| put positive values first.
-	var keys [BlockQ2_0]uint64
-	q.n, q.syy = 0, 0
-	for _, v := range x {
-		q.syy += float64(float64(v) * float64(v))
-		if v == 0 {
-			continue
+	// float64 never uses. A bucket pass by |x|/amax leaves the keys
+	// nearly sorted and insertion sort finishes them.
+	var keys, sorted [BlockQ2_0]uint64
+	var bucket [BlockQ2_0]uint8
+	var start [BlockQ2_0 + 1]uint8
+	n := 0
+	if amax > 0 {
+		scale := float64(BlockQ2_0) / float64(amax)
+		for i := range q.x {
+			f := q.x[i]
+			if f == 0 {
+				continue
+			}
+			b := math.Float64bits(f)
+			k := b&^(1<<63) | b>>63
+			bk := min(int(math.Abs(f)*scale), BlockQ2_0-1)
+			keys[n], bucket[n] = k, uint8(bk)
+			start[bk+1]++
+			n++
 		}
-		k := math.Float64bits(float64(abs32(v)))
-		if v < 0 {
-			k |= 1
-		}
-		keys[q.n] = k
-		q.n++
 	}
-	slices.Sort(keys[:q.n])
-	for i, k := range keys[:q.n] {
+	for b := 1; b <= BlockQ2_0; b++ {
+		start[b] += start[b-1]
+	}
+	for i := range n {
+		b := bucket[i]
+		sorted[start[b]] = keys[i]
+		start[b]++
+	}
+	for i := 1; i < n; i++ {
+		k := sorted[i]
+		j := i
+		for j > 0 && sorted[j-1] > k {
+			sorted[j] = sorted[j-1]
+			j--
+		}
+		sorted[j] = k
+	}
+	q.n = n
+	for i := range n {
+		k := sorted[i]
 		a := math.Float64frombits(k &^ 1)
-		q.ax[i], q.ax2[i], q.ax3[i], q.neg[i] = a, 2*a, 2*a/3, k&1 != 0
+		q.ax[i], q.a2[i], q.a3[i], q.ng[i] = a, 2*a, 2*a/3, float64(k&1)
+	}
+	q.ax[n], q.a2[n], q.a3[n], q.ng[n] = 0, math.Inf(1), math.Inf(1), 0
+	return true
+}
+
+// sb is the sign bit of v as 0 or 1. For a difference of two floats it
+// tells exactly whether the first is smaller: a rounded difference never
+// changes sign, and equal values give +0.
+func sb(v float64) float64 { return float64(int64(math.Float64bits(v) >> 63)) }
+
+// err is q2Error(x, d): each element's code is found by comparing with
+// the midpoints ±d/2 and 3d/2, which for float32 x and fp16 d decides
+// exactly as rounding x/d does (x/d is never within a float64 rounding
+// of a half-integer without being one).
+func (q *q2Search) err(d float64) float64 {
+	if d == 0 {
+		return q.syy
+	}
+	a := math.Abs(d)
+	sg := 1.0
+	if d < 0 {
+		sg = -1
+	}
+	h1, h3, m1 := 0.5*a, 1.5*a, -0.5*a
+	var e [4]float64
+	for i := 0; i < BlockQ2_0; i += 4 {
+		for j := range 4 {
+			v := q.x[i+j]
+			y := sg * v
+			// c is round(x/d) clamped (for d < 0, x/d = y/|d|): 1 for y ≥ d/2,
+			// 1 more for y ≥ 3d/2, −1 for y ≤ −d/2. c·d is exact, and the
+			// rounding of x − c·d is q2Error's.
+			c := 1 - sb(y-h1) - sb(y-h3) + sb(m1-y)
+			r := v - float64(c*d)
+			e[j] += float64(r * r)
+		}
+	}
+	return float64(e[0]+e[1]) + float64(e[2]+e[3])
+}
+
+// consider scores the stored scale (h, neg) exactly and keeps it if it is
+// strictly better than the best so far.
+func (q *q2Search) consider(h uint16, neg bool) {
+	if h >= f16Inf || (h == q.best.h && neg == q.best.neg && q.best.err < math.Inf(1)) {
+		return
+	}
+	c := q2Candidate{h: h, neg: neg}
+	if e := q.err(c.d()); e < q.best.err {
+		c.err = e
+		q.best = c
+		q.bound = e + e*1e-9
 	}
 }
 
-// sweep raises the scale magnitude s from 0 for both signs of d at once.
-// With y = x for a positive d and y = −x for a negative one, an element's
-// best code is 2 while s < 2y/3, then 1 while s < 2y, then 0; for y < 0 it
-// is −1 while s < 2|y|, then 0. So at s = 2|x| both signs lose |x| from
-// Σc·y and 1 from Σc², and at s = 2|x|/3 the sign for which y > 0 loses
-// |x| and 3. Both breakpoint lists follow the sorted |x|; they are merged,
-// and all events at one breakpoint are applied together before the next
-// interval, so the sums do not depend on how ties are ordered.
-func (q *q2Search) sweep() {
-	var sxc, scc [2]float64 // [positive d, negative d]
-	for k := range q.n {
-		p := b2i(q.neg[k]) // the sign for which y > 0
-		sxc[p] += 2 * q.ax[k]
-		scc[p] += 4
-		sxc[1-p] += q.ax[k]
-		scc[1-p]++
+// search finds the best stored scale in two passes over the intervals.
+// The error as a function of s is continuous and each element's term is
+// a minimum of parabolas, so its kinks point up and its minimum is the
+// vertex of some interval's parabola that lies inside that interval.
+// The first pass walks the breakpoints in increasing order (the 2|x|/3
+// and 2|x| lists, both sorted, merged without branches) and finds that
+// interval; scoring the fp16 neighbours of its vertex gives a bound
+// within an fp16 step of the optimum. The second pass then scores, in
+// increasing s, the neighbours of the vertex (clamped to the interval) of
+// every interval whose vertex value is below the bound: the best fp16
+// value inside an interval is one of them.
+func (q *q2Search) search() {
+	var x0, c0, x1, c1 float64 // sums just above s = 0: y > 0 codes 2, y < 0 codes −1
+	for i := range q.n {
+		a, g := q.ax[i], q.ng[i]
+		x0 += a + a*(1-g)
+		c0 += 1 + 3*(1-g)
+		x1 += a + a*g
+		c1 += 1 + 3*g
 	}
+	bestX, bestC, bestSign := 0.0, 0.0, -1
 	ia, ib := 0, 0
 	lo := 0.0
-	for {
-		hi := math.Inf(1)
-		if ia < q.n {
-			hi = q.ax3[ia]
-		}
-		if ib < q.n && q.ax2[ib] < hi {
-			hi = q.ax2[ib]
-		}
+	m := 0
+	for range 2*q.n + 1 {
+		// Non-negative floats (and +Inf) order as their bits do.
+		b3, b2 := math.Float64bits(q.a3[ia]), math.Float64bits(q.a2[ib])
+		ti := (b3 - b2) >> 63 // 1: the next breakpoint is a 2|x|/3 one
+		hi := math.Float64frombits(b2 ^ (b2^b3)&-ti)
+		t := float64(int64(ti))
 		if hi > lo {
-			q.interval(lo, hi, sxc[0], scc[0], false)
-			q.interval(lo, hi, sxc[1], scc[1], true)
+			q.lo[m], q.sxc[0][m], q.scc[0][m], q.sxc[1][m], q.scc[1][m] = lo, x0, c0, x1, c1
+			m++
+			if c0 > 0 && x0 >= lo*c0 && x0 <= hi*c0 && (bestSign < 0 || float64(x0*x0)*bestC > float64(bestX*bestX)*c0) {
+				bestX, bestC, bestSign = x0, c0, 0
+			}
+			if c1 > 0 && x1 >= lo*c1 && x1 <= hi*c1 && (bestSign < 0 || float64(x1*x1)*bestC > float64(bestX*bestX)*c1) {
+				bestX, bestC, bestSign = x1, c1, 1
+			}
 		}
-		if hi > math.MaxFloat64 {
-			return
-		}
-		for ib < q.n && q.ax2[ib] == hi {
-			sxc[0] -= q.ax[ib]
-			sxc[1] -= q.ax[ib]
-			scc[0]--
-			scc[1]--
-			ib++
-		}
-		for ia < q.n && q.ax3[ia] == hi {
-			p := b2i(q.neg[ia])
-			sxc[p] -= q.ax[ia]
-			scc[p] -= 3
-			ia++
-		}
+		// A 2|x|/3 breakpoint moves the sign with y > 0 by (|x|, 3); a
+		// 2|x| one moves both by (|x|, 1).
+		a3, g := q.ax[ia], q.ng[ia]
+		a2 := q.ax[ib]
+		u := 1 - t
+		x0 -= t*(a3*(1-g)) + u*a2
+		c0 -= t*(3*(1-g)) + u
+		x1 -= t*(a3*g) + u*a2
+		c1 -= t*(3*g) + u
+		ia += int(ti)
+		ib += 1 - int(ti)
 		lo = hi
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
+	q.lo[m] = math.Inf(1)
+	q.m = m
+	if bestSign >= 0 {
+		a, b := f16Bracket(bestX / bestC)
+		q.consider(a, bestSign == 1)
+		q.consider(b, bestSign == 1)
 	}
-	return 0
+	for i := range m {
+		for p := range 2 {
+			x, c := q.sxc[p][i], q.scc[p][i]
+			if c > 0 && float64((q.syy-q.bound)*c) < float64(x*x) {
+				q.interval(q.lo[i], q.lo[i+1], x, c, p == 1)
+			}
+		}
+	}
 }
 
 // interval scores the fp16 neighbours of the error parabola's vertex,
-// clamped to [lo, hi], for one sign of d. The vertex value
-// syy − sxc²/scc bounds the interval's error from below, so most
-// intervals are skipped without a division.
+// clamped to [lo, hi]. The running-sum error of a neighbour outside the
+// interval overestimates its true error, which is harmless: the best
+// fp16 value inside each interval is one of the two neighbours, and the
+// true optimum is scored by its own interval.
 func (q *q2Search) interval(lo, hi, sxc, scc float64, neg bool) {
-	if scc <= 0 || float64((q.syy-q.best.err)*scc) >= float64(sxc*sxc) {
-		return
-	}
 	v := sxc / scc
 	if v < lo {
 		v = lo
@@ -267,16 +373,15 @@ func (q *q2Search) interval(lo, hi, sxc, scc float64, neg bool) {
 	}
 }
 
-// try scores magnitude h with the current interval's codes. Outside the
-// interval this overestimates the true error, which is harmless: the true
-// optimum is scored exactly by its own interval.
+// try scores magnitude h exactly if the interval's running sums say it
+// may beat the best so far.
 func (q *q2Search) try(h uint16, neg bool, sxc, scc float64) {
 	if h >= f16Inf {
 		return
 	}
 	s := float64(half.F16ToF32(h))
-	if e := q.syy - float64(2*s*sxc) + float64(float64(s*s)*scc); e < q.best.err {
-		q.best = q2Candidate{h: h, neg: neg, err: e}
+	if e := q.syy - float64(2*s*sxc) + float64(float64(s*s)*scc); e < q.bound {
+		q.consider(h, neg)
 	}
 }
 
