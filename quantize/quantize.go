@@ -133,6 +133,44 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	}
 	rep.SourceBytes = total
 
+	n, err := int64(0), errNoMapping
+	if mapOutput {
+		n, err = runMapped(ctx, m, out, md, decisions, workers, opts, rep)
+	}
+	if errors.Is(err, errNoMapping) {
+		n, err = runStreamed(ctx, m, out, md, decisions, workers, opts, rep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep.OutputBytes = n
+	for _, r := range rep.Tensors {
+		n := product(r.Dims)
+		rep.Weights += n
+		if r.Fallback {
+			rep.Fallbacks = append(rep.Fallbacks, r.Name+": "+r.Reason)
+		}
+	}
+	var tb int64
+	for _, r := range rep.Tensors {
+		tb += r.Bytes
+	}
+	if rep.Weights > 0 {
+		rep.BPW = float64(tb*8) / float64(rep.Weights)
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// mapOutput selects runMapped where the platform allows (tests turn it
+// off to compare the two paths).
+var mapOutput = true
+
+// runStreamed is Run's portable path: a producer encodes one tensor at a
+// time (rows spread over the workers) while the writer streams the
+// previous one into the file. It returns the file size.
+func runStreamed(ctx context.Context, m *model.Model, out string, md gguf.Metadata, decisions []Decision, workers int, opts Options, rep *Report) (int64, error) {
+	total := rep.SourceBytes
 	// Two output buffers circulate: the producer fills one while the writer
 	// drains the other. Reusing them keeps the heap at about two of the
 	// largest output tensors, with no garbage for the collector to let grow.
@@ -209,7 +247,7 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 
 	f, err := atomicfile.Create(out)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer f.Abort()
 	n, werr := w.WriteTo(f)
@@ -218,40 +256,24 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	}
 	wg.Wait()
 	if prodErr != nil && !errors.Is(prodErr, context.Canceled) {
-		return nil, prodErr
+		return 0, prodErr
 	}
 	if werr != nil {
-		return nil, fmt.Errorf("write %s: %w", out, werr)
+		return 0, fmt.Errorf("write %s: %w", out, werr)
 	}
 	if err := ctxErr(ctx, prodErr); err != nil {
-		return nil, err
+		return 0, err
 	}
 	sum := hex.EncodeToString(src.Sum(nil))
 	if err := patchPlaceholder(f, sum); err != nil {
-		return nil, fmt.Errorf("write %s: %w", out, err)
+		return 0, fmt.Errorf("write %s: %w", out, err)
 	}
 	if err := f.Commit(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	rep.SourceSHA256 = sum
-	rep.OutputBytes = n
 	rep.Tensors = reports
-	for _, r := range reports {
-		n := product(r.Dims)
-		rep.Weights += n
-		if r.Fallback {
-			rep.Fallbacks = append(rep.Fallbacks, r.Name+": "+r.Reason)
-		}
-	}
-	var tb int64
-	for _, r := range reports {
-		tb += r.Bytes
-	}
-	if rep.Weights > 0 {
-		rep.BPW = float64(tb*8) / float64(rep.Weights)
-	}
-	rep.Seconds = time.Since(start).Seconds()
-	return rep, nil
+	return n, nil
 }
 
 func ctxErr(ctx context.Context, prodErr error) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 )
 
-func mmap(*os.File, int) ([]byte, error) { return nil, errors.New("mmap not supported") }
-func munmap([]byte) error                { return nil }
-func dontNeed([]byte)                    {}
+func mmap(*os.File, int) ([]byte, error)   { return nil, errors.New("mmap not supported") }
+func mmapRW(*os.File, int) ([]byte, error) { return nil, errors.New("mmap not supported") }
+func munmap([]byte) error                  { return nil }
+func dontNeed([]byte)                      {}

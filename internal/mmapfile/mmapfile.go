@@ -31,7 +31,27 @@ func Map(f *os.File, size int64) ([]byte, error) {
 	return b, nil
 }
 
-// Unmap releases a mapping made by Map.
+// MapWritable maps the first size bytes of f (opened read-write and at
+// least size bytes long) shared and writable: stores land in the file's
+// page cache with no copy. Release drops written pages from the resident
+// set without losing them (the mapping is shared). On failure the caller
+// falls back to writing.
+func MapWritable(f *os.File, size int64) ([]byte, error) {
+	if size <= 0 || int64(int(size)) != size {
+		return nil, os.ErrInvalid
+	}
+	b, err := mmapRW(f, int(size))
+	if err != nil {
+		return nil, err
+	}
+	start := uintptr(unsafe.Pointer(&b[0]))
+	mu.Lock()
+	regions[start] = start + uintptr(len(b))
+	mu.Unlock()
+	return b, nil
+}
+
+// Unmap releases a mapping made by Map or MapWritable.
 func Unmap(b []byte) error {
 	if len(b) == 0 {
 		return nil

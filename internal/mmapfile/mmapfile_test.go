@@ -34,3 +34,34 @@ func TestReleaseKeepsContents(t *testing.T) {
 		t.Fatal("Release changed a heap slice")
 	}
 }
+
+func TestMapWritableKeepsReleasedWrites(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const n = 1 << 20
+	if err := f.Truncate(n); err != nil {
+		t.Fatal(err)
+	}
+	b, err := MapWritable(f, n)
+	if err != nil {
+		t.Skip("no mmap here:", err)
+	}
+	want := bytes.Repeat([]byte("written!"), n/8)
+	copy(b, want)
+	Release(b[:n/2]) // written pages leave the process, not the file
+	copy(b[n/2:], want[n/2:])
+	if err := Unmap(b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("file contents differ from what was written through the mapping")
+	}
+}

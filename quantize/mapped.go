@@ -1,0 +1,370 @@
+package quantize
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/internal/mmapfile"
+	"github.com/qnnprep/qnnprep/model"
+)
+
+// errNoMapping makes Run fall back to streaming through a writer.
+var errNoMapping = errors.New("output cannot be mapped")
+
+// zeroData writes n zero bytes without holding them.
+type zeroData int64
+
+var zeros [1 << 20]byte
+
+func (z zeroData) WriteTo(w io.Writer) (int64, error) {
+	var done int64
+	for done < int64(z) {
+		n, err := w.Write(zeros[:min(int64(len(zeros)), int64(z)-done)])
+		done += int64(n)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// capWriter counts what is written and keeps the first limit bytes.
+type capWriter struct {
+	n     int64
+	limit int64
+	buf   bytes.Buffer
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if keep := c.limit - c.n; keep > 0 {
+		c.buf.Write(p[:min(int64(len(p)), keep)])
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// fileLayout returns the exact bytes gguf.Writer puts before the tensor
+// data (header, tensor infos, alignment padding), each tensor's data
+// offset in the file and the file size, by letting the writer stream
+// zeros for the data into a counter.
+func fileLayout(md gguf.Metadata, m *model.Model, decisions []Decision) (header []byte, offs []int64, size int64, err error) {
+	w := &gguf.Writer{Metadata: md}
+	for i, t := range m.Tensors {
+		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: t.Name, Dims: t.Dims, Type: decisions[i].Kind.Type, Data: zeroData(0)})
+	}
+	align, _, infos, err := w.Layout()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var data int64
+	for i := range infos {
+		w.Tensors[i].Data = zeroData(infos[i].Bytes())
+		data = int64(infos[i].Offset) + (infos[i].Bytes()+align-1)&^(align-1)
+	}
+	var cw capWriter
+	if size, err = w.WriteTo(&cw); err != nil {
+		return nil, nil, 0, err
+	}
+	start := size - data
+	if start < 0 || start%align != 0 {
+		return nil, nil, 0, fmt.Errorf("quantize: unexpected GGUF layout (data at %d)", start)
+	}
+	cw = capWriter{limit: start}
+	if _, err := w.WriteTo(&cw); err != nil {
+		return nil, nil, 0, err
+	}
+	offs = make([]int64, len(infos))
+	for i := range infos {
+		offs[i] = start + int64(infos[i].Offset)
+	}
+	return cw.buf.Bytes(), offs, size, nil
+}
+
+// tensorJob is one tensor's share of the mapped pipeline.
+type tensorJob struct {
+	t       *model.Tensor
+	d       Decision
+	dst     []byte // the tensor's bytes in the output mapping
+	rows    int64
+	srcRow  int64
+	dstRow  int64
+	chunkRs int64
+	chunks  int64
+	stride  int64
+
+	load sync.Once
+	src  []byte
+	err  error
+
+	left  atomic.Int64 // chunks not yet finished
+	sums  [][32]byte
+	parts []partial
+	e     encoded
+}
+
+type partial struct{ x2, err2, y2, xy float64 }
+
+func (j *tensorJob) data() ([]byte, error) {
+	j.load.Do(func() {
+		src, err := j.t.Data()
+		if err == nil && int64(len(src)) != j.t.Bytes() {
+			err = fmt.Errorf("%d bytes of data, expected %d", len(src), j.t.Bytes())
+		}
+		if err != nil {
+			j.err = fmt.Errorf("tensor %s: %w", j.t.Name, err)
+		}
+		j.src = src
+	})
+	return j.src, j.err
+}
+
+// runMapped is Run's fast path: the output file is sized from the GGUF
+// layout and mapped, and a pool of workers takes chunks of rows from every
+// tensor in order, each chunk hashed, decoded and encoded straight into
+// the mapping while it is in cache. No tensor waits for another, so both
+// cores stay busy across tensor boundaries, and nothing is copied into a
+// write buffer. The bytes are those the streaming path writes: the same
+// encoders, per-row, at the offsets gguf.Writer lays out.
+func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata, decisions []Decision, workers int, opts Options, rep *Report) (int64, error) {
+	header, offs, size, err := fileLayout(md, m, decisions)
+	if err != nil {
+		return 0, err
+	}
+	f, err := atomicfile.Create(out)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Abort()
+	if err := f.Truncate(size); err != nil {
+		return 0, fmt.Errorf("write %s: %w", out, err)
+	}
+	mapping, err := mmapfile.MapWritable(f.File, size)
+	if err != nil {
+		return 0, errNoMapping
+	}
+	unmapped := false
+	defer func() {
+		if !unmapped {
+			mmapfile.Unmap(mapping)
+		}
+	}()
+	copy(mapping, header)
+
+	jobs := make([]*tensorJob, len(m.Tensors))
+	type item struct{ job, chunk int64 }
+	var items []item
+	for i, t := range m.Tensors {
+		d := decisions[i]
+		j := &tensorJob{t: t, d: d}
+		jobs[i] = j
+		n := t.Dims[0]
+		j.rows = t.Rows()
+		if j.srcRow, err = t.Type.RowBytes(n); err != nil {
+			return 0, fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		j.dstRow = j.srcRow
+		if !d.Copy {
+			if j.dstRow, err = d.Kind.Type.RowBytes(n); err != nil {
+				return 0, fmt.Errorf("tensor %s: %w", t.Name, err)
+			}
+		}
+		j.dst = mapping[offs[i] : offs[i]+j.dstRow*j.rows]
+		j.chunkRs = chunkRows(j.srcRow)
+		j.chunks = (j.rows + j.chunkRs - 1) / j.chunkRs
+		j.stride = max(1, j.rows/max(1, sampleElems/n))
+		j.sums = make([][32]byte, j.chunks)
+		j.parts = make([]partial, j.chunks)
+		j.left.Store(j.chunks)
+		for c := range j.chunks {
+			items = append(items, item{int64(i), c})
+		}
+	}
+
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		errMu   sync.Mutex
+		first   error
+		progMu  sync.Mutex
+		done    int64
+		wg      sync.WaitGroup
+		scratch = make([][]float32, workers)
+	)
+	fail := func(err error) {
+		errMu.Lock()
+		if first == nil {
+			first = err
+		}
+		errMu.Unlock()
+		failed.Store(true)
+	}
+	finish := func(j *tensorJob) {
+		j.e.sourceSum = combine(j.sums)
+		if j.d.Copy {
+			j.e.sumSq, j.e.sumOut, j.e.sumDot = 1, 1, 1
+		} else {
+			for _, p := range j.parts { // in chunk order: deterministic
+				j.e.sumSq += p.x2
+				j.e.sumErr += p.err2
+				j.e.sumOut += p.y2
+				j.e.sumDot += p.xy
+			}
+		}
+		j.e.data = j.dst
+		mmapfile.Release(j.dst)
+		j.t.Release()
+		if opts.Progress != nil {
+			progMu.Lock()
+			done += j.t.Bytes()
+			opts.Progress(done, rep.SourceBytes)
+			progMu.Unlock()
+		}
+	}
+	for _, j := range jobs {
+		if j.chunks == 0 {
+			if _, err := j.data(); err != nil {
+				return 0, err
+			}
+			finish(j)
+		}
+	}
+	for w := range min(workers, max(1, len(items))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				k := next.Add(1) - 1
+				if k >= int64(len(items)) {
+					return
+				}
+				if ctx.Err() != nil {
+					fail(ctx.Err())
+					return
+				}
+				it := items[k]
+				j := jobs[it.job]
+				src, err := j.data()
+				if err != nil {
+					fail(err)
+					return
+				}
+				if err := j.chunk(it.chunk, src, &scratch[w]); err != nil {
+					fail(err)
+					return
+				}
+				if j.left.Add(-1) == 0 {
+					finish(j)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return 0, first
+	}
+
+	h := sha256.New()
+	for i, t := range m.Tensors {
+		j := jobs[i]
+		fingerprintTensor(h, t, j.e.sourceSum)
+		rep.Tensors = append(rep.Tensors, j.e.report(t, j.d))
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if err := patchBytes(mapping[:len(header)], sum); err != nil {
+		return 0, fmt.Errorf("write %s: %w", out, err)
+	}
+	unmapped = true
+	if err := mmapfile.Unmap(mapping); err != nil {
+		return 0, fmt.Errorf("write %s: %w", out, err)
+	}
+	if err := f.Commit(); err != nil {
+		return 0, err
+	}
+	rep.SourceSHA256 = sum
+	return size, nil
+}
+
+// subRows is how many rows a worker hashes, decodes and encodes at a time
+// within a chunk: about 64 KiB of source, so the bytes the hash just read
+// are still in L2 when they are decoded.
+func subRows(rowBytes int64) int64 { return max(1, (64<<10)/rowBytes) }
+
+// chunk hashes, converts and samples rows [c·chunkRs, (c+1)·chunkRs).
+func (j *tensorJob) chunk(c int64, src []byte, scratch *[]float32) error {
+	lo, hi := c*j.chunkRs, min((c+1)*j.chunkRs, j.rows)
+	h := sha256.New()
+	if j.d.Copy {
+		step := subRows(j.srcRow)
+		for r := lo; r < hi; r += step {
+			e := min(r+step, hi)
+			b := src[r*j.srcRow : e*j.srcRow]
+			h.Write(b)
+			copy(j.dst[r*j.srcRow:], b)
+		}
+		h.Sum(j.sums[c][:0])
+		mmapfile.Release(src[lo*j.srcRow : hi*j.srcRow])
+		return nil
+	}
+	n := j.t.Dims[0]
+	if int64(cap(*scratch)) < 2*n {
+		*scratch = make([]float32, 2*n)
+	}
+	x, y := (*scratch)[:n], (*scratch)[n:2*n]
+	var p partial
+	step := subRows(j.srcRow)
+	for r0 := lo; r0 < hi; r0 += step {
+		r1 := min(r0+step, hi)
+		h.Write(src[r0*j.srcRow : r1*j.srcRow])
+		for r := r0; r < r1; r++ {
+			if err := gguf.Dequantize(j.t.Type, src[r*j.srcRow:(r+1)*j.srcRow], x); err != nil {
+				return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
+			}
+			dst := j.dst[r*j.dstRow : (r+1)*j.dstRow]
+			EncodeRow(j.d.Kind, x, dst)
+			if r%j.stride != 0 {
+				continue
+			}
+			if err := gguf.Dequantize(j.d.Kind.Type, dst, y); err != nil {
+				return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
+			}
+			for i := range x {
+				xv, yv := float64(x[i]), float64(y[i])
+				p.x2 += xv * xv
+				p.y2 += yv * yv
+				p.xy += xv * yv
+				p.err2 += (xv - yv) * (xv - yv)
+			}
+		}
+	}
+	h.Sum(j.sums[c][:0])
+	j.parts[c] = p
+	mmapfile.Release(src[lo*j.srcRow : hi*j.srcRow])
+	mmapfile.Release(j.dst[lo*j.dstRow : hi*j.dstRow])
+	return nil
+}
+
+// patchBytes writes sum over the hash placeholder in header.
+func patchBytes(header []byte, sum string) error {
+	key := []byte(KeySourceSHA256)
+	for i := 0; i+len(key) <= len(header); i++ {
+		if !bytes.Equal(header[i:i+len(key)], key) {
+			continue
+		}
+		off := i + len(key) + 4 + 8
+		if off+64 > len(header) || string(header[off:off+64]) != hashPlaceholder {
+			continue
+		}
+		copy(header[off:], sum)
+		return nil
+	}
+	return errors.New("source hash placeholder not found in header")
+}

@@ -1,0 +1,49 @@
+package quantize
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMappedMatchesStreamed checks that the mapped pipeline writes the
+// same bytes and reports the same figures as the streaming one, for every
+// built-in recipe and several worker counts.
+func TestMappedMatchesStreamed(t *testing.T) {
+	m := openStories(t)
+	dir := t.TempDir()
+	defer func() { mapOutput = true }()
+	for name, r := range Recipes {
+		var want []byte
+		var wantRep []byte
+		for _, c := range []struct {
+			mapped  bool
+			workers int
+		}{{false, 1}, {true, 1}, {true, 2}, {true, 3}} {
+			mapOutput = c.mapped
+			out := filepath.Join(dir, name+".gguf")
+			rep, err := Run(context.Background(), m, out, Options{Recipe: r, Workers: c.workers})
+			if err != nil {
+				t.Fatalf("%s mapped=%v workers=%d: %v", name, c.mapped, c.workers, err)
+			}
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep.Seconds = 0
+			gotRep, _ := json.Marshal(rep)
+			if want == nil {
+				want, wantRep = got, gotRep
+				continue
+			}
+			if string(got) != string(want) {
+				t.Errorf("%s mapped=%v workers=%d: bytes differ from the streamed output", name, c.mapped, c.workers)
+			}
+			if string(gotRep) != string(wantRep) {
+				t.Errorf("%s mapped=%v workers=%d: report differs\n got %s\nwant %s", name, c.mapped, c.workers, gotRep, wantRep)
+			}
+		}
+	}
+}
