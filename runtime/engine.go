@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	goruntime "runtime"
 
 	"github.com/qnnprep/qnnprep/model"
 )
@@ -54,6 +55,7 @@ type Engine struct {
 	// minWork is the smallest job (about multiply-adds) worth splitting
 	// over goroutines; tests lower it to exercise the parallel paths.
 	minWork int
+	pool    *pool // helper goroutines when threads > 1
 
 	embd      *matrix // token_embd: rows = vocab
 	outNorm   []float32
@@ -117,6 +119,12 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	}
 	if !opt.MapWeights {
 		e.placeWeights()
+	}
+	if e.threads > 1 {
+		// The helpers hold the pool, not the engine, so an engine that is
+		// no longer used is collected and its cleanup ends them.
+		e.pool = newPool(e.threads - 1)
+		goruntime.AddCleanup(e, func(p *pool) { p.close() }, e.pool)
 	}
 	return e, nil
 }

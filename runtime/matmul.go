@@ -255,7 +255,6 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	// in, so the result does not depend on the split.
 	chunks := min(w.rows, workers*matmulChunksPerWorker)
 	var next atomic.Int64
-	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	run := func(i int) {
 		for {
@@ -269,15 +268,7 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 			}
 		}
 	}
-	for i := 1; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run(i)
-		}()
-	}
-	run(0)
-	wg.Wait()
+	e.fork(workers, run)
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -314,15 +305,25 @@ func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
 			f(n*c/chunks, n*(c+1)/chunks)
 		}
 	}
+	e.fork(workers, func(int) { run() })
+}
+
+// fork calls f(0..workers-1), f(0) on the calling goroutine, and returns
+// when all have returned: on the engine's pool when it is free and has
+// exactly the helpers needed, else on fresh goroutines.
+func (e *Engine) fork(workers int, f func(worker int)) {
+	if e.pool != nil && e.pool.helpers == workers-1 && e.pool.run(f) {
+		return
+	}
 	var wg sync.WaitGroup
 	for i := 1; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run()
+			f(i)
 		}()
 	}
-	run()
+	f(0)
 	wg.Wait()
 }
 
@@ -355,11 +356,10 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			}
 		}
 	case gguf.Q1_0:
+		// The batch kernel expands each weight row's bits once for up to
+		// four tokens; it is also the faster kernel for one.
 		for r := r0; r < r1; r++ {
-			row := w.data[r*rb : (r+1)*rb]
-			for t := 0; t < a.t; t++ {
-				out[t*rows+r] = quant1bit.DotQ1_0Acts(row, &a.q1[t])
-			}
+			quant1bit.DotQ1_0ActsBatch(w.data[r*rb:(r+1)*rb], a.q1, out[r:], rows)
 		}
 	case gguf.Q8_0, gguf.Q2_0:
 		if w.typ == gguf.Q8_0 && a.q8Sym {
