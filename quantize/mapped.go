@@ -303,6 +303,8 @@ func (j *tensorJob) chunk(c int64, src []byte, scratch *[]float32) error {
 	lo, hi := c*j.chunkRs, min((c+1)*j.chunkRs, j.rows)
 	h := sha256.New()
 	if j.d.Copy {
+		mmapfile.Populate(src[lo*j.srcRow:hi*j.srcRow], false)
+		mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
 		step := subRows(j.srcRow)
 		for r := lo; r < hi; r += step {
 			e := min(r+step, hi)
@@ -314,6 +316,10 @@ func (j *tensorJob) chunk(c int64, src []byte, scratch *[]float32) error {
 		mmapfile.Release(src[lo*j.srcRow : hi*j.srcRow])
 		return nil
 	}
+	// One call maps the chunk's source and output pages instead of a
+	// fault per page.
+	mmapfile.Populate(src[lo*j.srcRow:hi*j.srcRow], false)
+	mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
 	n := j.t.Dims[0]
 	if int64(cap(*scratch)) < 2*n {
 		*scratch = make([]float32, 2*n)

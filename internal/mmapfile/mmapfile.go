@@ -62,6 +62,36 @@ func Unmap(b []byte) error {
 	return munmap(b)
 }
 
+// Populate maps the pages under b into the process in one go, writable if
+// write is set, instead of one page fault per page (or per few pages) as b
+// is first touched. Contents do not change. Slices outside a mapping made
+// by Map or MapWritable are left alone; write must only be set for
+// MapWritable mappings.
+func Populate(b []byte, write bool) {
+	if len(b) == 0 {
+		return
+	}
+	lo := uintptr(unsafe.Pointer(&b[0]))
+	hi := lo + uintptr(len(b))
+	mu.Lock()
+	var rs, re uintptr
+	for s, e := range regions {
+		if lo >= s && hi <= e {
+			rs, re = s, e
+			break
+		}
+	}
+	mu.Unlock()
+	if re == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	alo := max(lo&^(page-1), rs)
+	ahi := min((hi+page-1)&^(page-1), (re+page-1)&^(page-1))
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), -int(lo-alo))
+	populate(unsafe.Slice((*byte)(p), ahi-alo), write)
+}
+
 // Release tells the kernel that the pages wholly inside b will not be
 // needed soon; they leave the resident set and are read again from the
 // file if touched later. Slices that are not inside a mapping made by Map

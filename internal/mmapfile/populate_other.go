@@ -1,0 +1,5 @@
+//go:build !linux
+
+package mmapfile
+
+func populate([]byte, bool) {}
