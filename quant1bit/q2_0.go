@@ -127,13 +127,26 @@ func q2Encode(x []float32, c q2Candidate, y []byte) {
 		h |= 0x8000
 	}
 	binary.LittleEndian.PutUint16(y, h)
+	// The codes are q2Code's, found by comparing with the midpoints as
+	// q2Search.err does.
 	d := c.d()
+	a := math.Abs(d)
+	sg := 1.0
+	if d < 0 {
+		sg = -1
+	}
+	h1, h3, m1 := 0.5*a, 1.5*a, -0.5*a
+	if d == 0 {
+		h1, h3, m1 = math.Inf(1), math.Inf(1), math.Inf(-1)
+	}
 	for i := range BlockQ2_0 / 4 {
-		var codes byte
-		for j, v := range x[4*i : 4*i+4] {
-			codes |= byte(q2Code(float64(v), d)+1) << (2 * j)
+		var codes uint64
+		for j := range 4 {
+			yv := sg * float64(x[4*i+j])
+			c := 2 - int64(math.Float64bits(yv-h1)>>63) - int64(math.Float64bits(yv-h3)>>63) + int64(math.Float64bits(m1-yv)>>63)
+			codes |= uint64(c) << (2 * j)
 		}
-		y[2+i] = codes
+		y[2+i] = byte(codes)
 	}
 }
 

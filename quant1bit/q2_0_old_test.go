@@ -252,3 +252,34 @@ func TestQ2_0MatchesOldSearch(t *testing.T) {
 	}
 	t.Logf("%d of %d blocks encode differently from the old search: %d with a smaller error, %d worse, the rest equal", diff, n, better, worse)
 }
+
+// TestQ2EncodeMatchesQ2Code checks the threshold encoder against rounding
+// x/d with q2Code, for scales around the elements' breakpoints.
+func TestQ2EncodeMatchesQ2Code(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	got := make([]byte, BlockBytesQ2_0)
+	for it := range 300 {
+		x := randomBlock(r, BlockQ2_0)
+		for _, v := range x[:8] {
+			for _, f := range []float64{0, 2, 2.0 / 3, 1, 0.7} {
+				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
+				for _, hh := range []uint16{h - 1, h, h + 1} {
+					if hh >= f16Inf {
+						continue
+					}
+					for _, neg := range []bool{false, true} {
+						c := q2Candidate{h: hh, neg: neg}
+						q2Encode(x, c, got)
+						d := c.d()
+						for j, v := range x {
+							want := byte(q2Code(float64(v), d) + 1)
+							if g := got[2+j/4] >> (2 * (j % 4)) & 3; g != want {
+								t.Fatalf("block %d d=%v element %d (%v): code %d, q2Code gives %d", it, d, j, v, g, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

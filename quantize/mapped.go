@@ -252,6 +252,12 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 				}
 				it := items[k]
 				j := jobs[it.job]
+				if it.chunk == 0 && it.job+1 < int64(len(jobs)) {
+					// Load the next tensor (a gather, for permuted ones)
+					// while this one is encoded, so that no worker waits
+					// for it later.
+					go jobs[it.job+1].data()
+				}
 				src, err := j.data()
 				if err != nil {
 					fail(err)
