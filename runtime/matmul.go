@@ -415,23 +415,37 @@ func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
 	nb := n / 32
 	var o4 [4]float32
 	var o8 [8]float32
-	for r := r0; r < r1; r++ {
-		row := w.data[r*rb : (r+1)*rb]
+	// Tiles of a few rows by eight tokens keep both operands in L1.
+	for rt := r0; rt < r1; rt += q8RowTile {
+		re := min(rt+q8RowTile, r1)
 		t := 0
 		for ; t+8 <= a.t; t += 8 {
-			int8.DotQ8_0SymTokens8(row, a.q8[t*xb:(t+8)*xb], xb, a.q8d8[t*nb:(t+8)*nb], n, &o8)
-			for i, v := range o8 {
-				out[(t+i)*rows+r] = v
+			x, xd := a.q8[t*xb:(t+8)*xb], a.q8d8[t*nb:(t+8)*nb]
+			for r := rt; r < re; r++ {
+				int8.DotQ8_0SymTokens8(w.data[r*rb:(r+1)*rb], x, xb, xd, n, &o8)
+				for i, v := range o8 {
+					out[(t+i)*rows+r] = v
+				}
 			}
 		}
 		for ; t+4 <= a.t; t += 4 {
-			int8.DotQ8_0SymTokens4(row, a.q8[t*xb:(t+4)*xb], xb, n, &o4)
-			for i, v := range o4 {
-				out[(t+i)*rows+r] = v
+			x := a.q8[t*xb : (t+4)*xb]
+			for r := rt; r < re; r++ {
+				int8.DotQ8_0SymTokens4(w.data[r*rb:(r+1)*rb], x, xb, n, &o4)
+				for i, v := range o4 {
+					out[(t+i)*rows+r] = v
+				}
 			}
 		}
 		for ; t < a.t; t++ {
-			out[t*rows+r] = int8.DotQ8_0Sym(row, a.q8[t*xb:(t+1)*xb], n)
+			x := a.q8[t*xb : (t+1)*xb]
+			for r := rt; r < re; r++ {
+				out[t*rows+r] = int8.DotQ8_0Sym(w.data[r*rb:(r+1)*rb], x, n)
+			}
 		}
 	}
 }
+
+// q8RowTile is how many weight rows meet each group of tokens before the
+// next group: 4 rows and 8 tokens of 2048 columns take 26 KiB of L1.
+const q8RowTile = 4
