@@ -316,7 +316,11 @@ func permuted(src *Tensor, rows func() []int) *Tensor {
 	if len(src.Dims) == 1 {
 		per = 1
 	}
-	return permutedBlocks(src, per, rows)
+	t := permutedBlocks(src, per, rows)
+	if len(src.Dims) > 1 {
+		t.rowPerm = rows
+	}
+	return t
 }
 
 // permutedBlocks gathers src's data in blocks of per elements.

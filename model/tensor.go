@@ -25,6 +25,31 @@ type Tensor struct {
 	from   *Tensor // the tensor a transformed one is computed from
 	src    string  // where the bytes come from, for messages ("" = Name)
 	bad    string  // why the source cannot be used (reported by Open)
+
+	rowPerm func() []int // set when Data is from's rows in this order (from.Dims == Dims)
+}
+
+// PermutedRows reports whether t's bytes are the rows of another tensor
+// (same type and dims) in a different order: row r of t is row idx[r] of
+// base. A streaming reader can then read base's rows in place instead of
+// having Data gather a copy. idx is checked to be a permutation.
+func (t *Tensor) PermutedRows() (base *Tensor, idx []int, ok bool) {
+	if t.rowPerm == nil || t.from == nil {
+		return nil, nil, false
+	}
+	idx = t.rowPerm()
+	rows := t.Rows()
+	if int64(len(idx)) != rows {
+		return nil, nil, false
+	}
+	seen := make([]bool, len(idx))
+	for _, r := range idx {
+		if r < 0 || r >= len(idx) || seen[r] {
+			return nil, nil, false
+		}
+		seen[r] = true
+	}
+	return t.from, idx, true
 }
 
 // NewTensor returns an in-memory tensor over data (not copied).

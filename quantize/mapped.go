@@ -103,6 +103,7 @@ type tensorJob struct {
 
 	load sync.Once
 	src  []byte
+	perm []int // row r is src's row perm[r] (nil: in order)
 	err  error
 
 	left  atomic.Int64 // chunks not yet finished
@@ -115,6 +116,18 @@ type partial struct{ x2, err2, y2, xy float64 }
 
 func (j *tensorJob) data() ([]byte, error) {
 	j.load.Do(func() {
+		if base, idx, ok := j.t.PermutedRows(); ok && base.Type == j.t.Type {
+			// Read the rows in place rather than gathering a copy.
+			src, err := base.Data()
+			if err == nil && int64(len(src)) != j.t.Bytes() {
+				err = fmt.Errorf("%d bytes of data, expected %d", len(src), j.t.Bytes())
+			}
+			if err != nil {
+				j.err = fmt.Errorf("tensor %s: %w", j.t.Name, err)
+			}
+			j.src, j.perm = src, idx
+			return
+		}
 		src, err := j.t.Data()
 		if err == nil && int64(len(src)) != j.t.Bytes() {
 			err = fmt.Errorf("%d bytes of data, expected %d", len(src), j.t.Bytes())
@@ -258,12 +271,11 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 					// for it later.
 					go jobs[it.job+1].data()
 				}
-				src, err := j.data()
-				if err != nil {
+				if _, err := j.data(); err != nil {
 					fail(err)
 					return
 				}
-				if err := j.chunk(it.chunk, src, &scratch[w]); err != nil {
+				if err := j.chunk(it.chunk, &scratch[w]); err != nil {
 					fail(err)
 					return
 				}
@@ -304,40 +316,64 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 // are still in L2 when they are decoded.
 func subRows(rowBytes int64) int64 { return max(1, (64<<10)/rowBytes) }
 
-// chunk hashes, converts and samples rows [c·chunkRs, (c+1)·chunkRs).
-func (j *tensorJob) chunk(c int64, src []byte, scratch *[]float32) error {
-	lo, hi := c*j.chunkRs, min((c+1)*j.chunkRs, j.rows)
-	h := sha256.New()
-	if j.d.Copy {
-		mmapfile.Populate(src[lo*j.srcRow:hi*j.srcRow], false)
-		mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
-		step := subRows(j.srcRow)
-		for r := lo; r < hi; r += step {
-			e := min(r+step, hi)
-			b := src[r*j.srcRow : e*j.srcRow]
-			h.Write(b)
-			copy(j.dst[r*j.srcRow:], b)
-		}
-		h.Sum(j.sums[c][:0])
-		mmapfile.Release(src[lo*j.srcRow : hi*j.srcRow])
+// row is source row r.
+func (j *tensorJob) row(r int64) []byte {
+	if j.perm != nil {
+		r = int64(j.perm[r])
+	}
+	return j.src[r*j.srcRow : (r+1)*j.srcRow]
+}
+
+// srcRange is source rows [lo, hi) as one slice, or nil if they are permuted.
+func (j *tensorJob) srcRange(lo, hi int64) []byte {
+	if j.perm != nil {
 		return nil
 	}
+	return j.src[lo*j.srcRow : hi*j.srcRow]
+}
+
+// chunk hashes, converts and samples rows [c·chunkRs, (c+1)·chunkRs).
+func (j *tensorJob) chunk(c int64, scratch *[]float32) error {
+	lo, hi := c*j.chunkRs, min((c+1)*j.chunkRs, j.rows)
+	h := sha256.New()
 	// One call maps the chunk's source and output pages instead of a
 	// fault per page.
-	mmapfile.Populate(src[lo*j.srcRow:hi*j.srcRow], false)
+	mmapfile.Populate(j.srcRange(lo, hi), false)
 	mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
+	step := subRows(j.srcRow)
+	hash := func(r0, r1 int64) {
+		if b := j.srcRange(r0, r1); b != nil {
+			h.Write(b)
+			return
+		}
+		for r := r0; r < r1; r++ {
+			h.Write(j.row(r))
+		}
+	}
+	if j.d.Copy {
+		for r0 := lo; r0 < hi; r0 += step {
+			r1 := min(r0+step, hi)
+			hash(r0, r1)
+			for r := r0; r < r1; r++ {
+				copy(j.dst[r*j.srcRow:], j.row(r))
+			}
+		}
+		h.Sum(j.sums[c][:0])
+		mmapfile.Release(j.srcRange(lo, hi))
+		mmapfile.Release(j.dst[lo*j.dstRow : hi*j.dstRow])
+		return nil
+	}
 	n := j.t.Dims[0]
 	if int64(cap(*scratch)) < 2*n {
 		*scratch = make([]float32, 2*n)
 	}
 	x, y := (*scratch)[:n], (*scratch)[n:2*n]
 	var p partial
-	step := subRows(j.srcRow)
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
-		h.Write(src[r0*j.srcRow : r1*j.srcRow])
+		hash(r0, r1)
 		for r := r0; r < r1; r++ {
-			if err := gguf.Dequantize(j.t.Type, src[r*j.srcRow:(r+1)*j.srcRow], x); err != nil {
+			if err := gguf.Dequantize(j.t.Type, j.row(r), x); err != nil {
 				return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
 			}
 			dst := j.dst[r*j.dstRow : (r+1)*j.dstRow]
@@ -359,7 +395,7 @@ func (j *tensorJob) chunk(c int64, src []byte, scratch *[]float32) error {
 	}
 	h.Sum(j.sums[c][:0])
 	j.parts[c] = p
-	mmapfile.Release(src[lo*j.srcRow : hi*j.srcRow])
+	mmapfile.Release(j.srcRange(lo, hi))
 	mmapfile.Release(j.dst[lo*j.dstRow : hi*j.dstRow])
 	return nil
 }
