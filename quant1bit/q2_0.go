@@ -59,15 +59,15 @@ func QuantizeRowQ2_0Ref(src []float32, dst []byte) {
 // len(src) must be a multiple of 64 and dst must hold len(src)/64*18 bytes.
 func QuantizeRowQ2_0(src []float32, dst []byte) {
 	rowBytes("QuantizeRowQ2_0", len(src), BlockQ2_0, BlockBytesQ2_0, len(dst))
+	var q q2Search // reused: init and search overwrite what they read
 	for b := 0; b*BlockQ2_0 < len(src); b++ {
-		quantizeBlockQ2_0(src[b*BlockQ2_0:(b+1)*BlockQ2_0], dst[b*BlockBytesQ2_0:(b+1)*BlockBytesQ2_0])
+		quantizeBlockQ2_0(&q, src[b*BlockQ2_0:(b+1)*BlockQ2_0], dst[b*BlockBytesQ2_0:(b+1)*BlockBytesQ2_0])
 	}
 }
 
 const f16Inf = 0x7c00 // first non-finite fp16 magnitude
 
-func quantizeBlockQ2_0(x []float32, y []byte) {
-	var q q2Search
+func quantizeBlockQ2_0(q *q2Search, x []float32, y []byte) {
 	if !q.init(x) { // NaN or ±Inf
 		QuantizeRowQ2_0Ref(x, y)
 		return
@@ -179,6 +179,9 @@ type q2Search struct {
 	lo       [2*BlockQ2_0 + 2]float64
 	sxc, scc [2][2*BlockQ2_0 + 1]float64
 	m        int
+	// init's scratch.
+	keys, sorted [BlockQ2_0]uint64
+	bucket       [BlockQ2_0]uint8
 }
 
 // init loads x and sorts its magnitudes; it reports false if x holds a
@@ -202,8 +205,7 @@ func (q *q2Search) init(x []float32) bool {
 	// values) with the sign in the lowest bit, which a float32 widened to
 	// float64 never uses. A bucket pass by |x|/amax leaves the keys
 	// nearly sorted and insertion sort finishes them.
-	var keys, sorted [BlockQ2_0]uint64
-	var bucket [BlockQ2_0]uint8
+	keys, sorted, bucket := &q.keys, &q.sorted, &q.bucket // written before read
 	var start [BlockQ2_0 + 1]uint8
 	n := 0
 	if amax > 0 {

@@ -283,3 +283,7 @@ func TestQ2EncodeMatchesQ2Code(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkQuantizeRowQ2_0Old(b *testing.B) {
+	benchQuantize(b, oldQuantizeRowQ2_0, BlockQ2_0, BlockBytesQ2_0)
+}
