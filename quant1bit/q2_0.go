@@ -268,11 +268,17 @@ func (q *q2Search) err(d float64) float64 {
 	if d < 0 {
 		sg = -1
 	}
-	h1, h3, m1 := 0.5*a, 1.5*a, -0.5*a
+	return q2Err(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+}
+
+// q2Err is the loop of q2Search.err (AVX2 on amd64, the same bits).
+var q2Err = q2ErrGo
+
+func q2ErrGo(x *[BlockQ2_0]float64, d, sg, h1, h3, m1 float64) float64 {
 	var e [4]float64
 	for i := 0; i < BlockQ2_0; i += 4 {
 		for j := range 4 {
-			v := q.x[i+j]
+			v := x[i+j]
 			y := sg * v
 			// c is round(x/d) clamped (for d < 0, x/d = y/|d|): 1 for y ≥ d/2,
 			// 1 more for y ≥ 3d/2, −1 for y ≤ −d/2. c·d is exact, and the

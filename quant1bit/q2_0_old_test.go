@@ -287,3 +287,35 @@ func TestQ2EncodeMatchesQ2Code(t *testing.T) {
 func BenchmarkQuantizeRowQ2_0Old(b *testing.B) {
 	benchQuantize(b, oldQuantizeRowQ2_0, BlockQ2_0, BlockBytesQ2_0)
 }
+
+// TestQ2ErrAsmMatchesGo compares the chosen error kernel with the Go loop
+// bit for bit.
+func TestQ2ErrAsmMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	for it := range 2000 {
+		x := randomBlock(r, BlockQ2_0)
+		var q q2Search
+		q.init(x)
+		for _, v := range x[:4] {
+			for _, f := range []float64{2, 2.0 / 3, 1, 0.4} {
+				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
+				if h == 0 || h >= f16Inf {
+					continue
+				}
+				for _, neg := range []bool{false, true} {
+					d := q2Candidate{h: h, neg: neg}.d()
+					a := math.Abs(d)
+					sg := 1.0
+					if neg {
+						sg = -1
+					}
+					got := q2Err(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+					want := q2ErrGo(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+					if math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("block %d d=%v: %v, Go loop %v", it, d, got, want)
+					}
+				}
+			}
+		}
+	}
+}
