@@ -174,15 +174,15 @@ type q2Search struct {
 	// the vertex bounds carry rounding error, so anything within the
 	// slack is scored exactly before it is rejected.
 	bound float64
-	// The intervals of the sweep: [lo[i], lo[i+1]] with the sums of each
-	// sign, for the second pass.
-	lo       [2*BlockQ2_0 + 2]float64
-	sxc, scc [2][2*BlockQ2_0 + 1]float64
-	m        int
+	// The intervals of the sweep that can beat the reference scale, per
+	// sign: bounds and sums, for the second pass.
+	iv [2][2*BlockQ2_0 + 1]q2Interval
 	// init's scratch.
 	keys, sorted [BlockQ2_0]uint64
 	bucket       [BlockQ2_0]uint8
 }
+
+type q2Interval struct{ lo, hi, sxc, scc float64 }
 
 // init loads x and sorts its magnitudes; it reports false if x holds a
 // NaN or ±Inf.
@@ -328,7 +328,12 @@ func (q *q2Search) search() {
 	bestX, bestC, bestSign := 0.0, 0.0, -1
 	ia, ib := 0, 0
 	lo := 0.0
-	m := 0
+	// Only intervals whose vertex value is below the bound so far (the
+	// reference scale's error, widened) can matter in the second pass:
+	// they are appended without a branch, the count advancing by the
+	// sign bit of (syy − bound)·Σc² − (Σc·y)².
+	k := q.syy - q.bound
+	m0, m1 := 0, 0
 	for range 2*q.n + 1 {
 		// Non-negative floats (and +Inf) order as their bits do.
 		b3, b2 := math.Float64bits(q.a3[ia]), math.Float64bits(q.a2[ib])
@@ -336,8 +341,10 @@ func (q *q2Search) search() {
 		hi := math.Float64frombits(b2 ^ (b2^b3)&-ti)
 		t := float64(int64(ti))
 		if hi > lo {
-			q.lo[m], q.sxc[0][m], q.scc[0][m], q.sxc[1][m], q.scc[1][m] = lo, x0, c0, x1, c1
-			m++
+			q.iv[0][m0] = q2Interval{lo, hi, x0, c0}
+			q.iv[1][m1] = q2Interval{lo, hi, x1, c1}
+			m0 += int(math.Float64bits(float64(k*c0)-float64(x0*x0)) >> 63)
+			m1 += int(math.Float64bits(float64(k*c1)-float64(x1*x1)) >> 63)
 			if c0 > 0 && x0 >= lo*c0 && x0 <= hi*c0 && (bestSign < 0 || float64(x0*x0)*bestC > float64(bestX*bestX)*c0) {
 				bestX, bestC, bestSign = x0, c0, 0
 			}
@@ -358,18 +365,16 @@ func (q *q2Search) search() {
 		ib += 1 - int(ti)
 		lo = hi
 	}
-	q.lo[m] = math.Inf(1)
-	q.m = m
 	if bestSign >= 0 {
 		a, b := f16Bracket(bestX / bestC)
 		q.consider(a, bestSign == 1)
 		q.consider(b, bestSign == 1)
 	}
-	for i := range m {
-		for p := range 2 {
-			x, c := q.sxc[p][i], q.scc[p][i]
-			if c > 0 && float64((q.syy-q.bound)*c) < float64(x*x) {
-				q.interval(q.lo[i], q.lo[i+1], x, c, p == 1)
+	// Pass 2, in increasing s for each sign.
+	for p, m := range [2]int{m0, m1} {
+		for _, iv := range q.iv[p][:m] {
+			if iv.scc > 0 && float64((q.syy-q.bound)*iv.scc) < float64(iv.sxc*iv.sxc) {
+				q.interval(iv.lo, iv.hi, iv.sxc, iv.scc, p == 1)
 			}
 		}
 	}
