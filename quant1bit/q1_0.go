@@ -44,8 +44,16 @@ func QuantizeRowQ1_0(src []float32, dst []byte) {
 	rowBytes("QuantizeRowQ1_0", len(src), BlockQ1_0, BlockBytesQ1_0, len(dst))
 	nb := len(src) / BlockQ1_0
 	// Each block's Σ|x| is one float32 chain in element order (that is
-	// ggml's rounding); four blocks at a time keep four chains in flight.
+	// ggml's rounding); eight (q1Sums8) or four blocks at a time keep
+	// several chains in flight.
 	b := 0
+	for ; b+8 <= nb; b += 8 {
+		var s [8]float32
+		q1Sums8((*[8 * BlockQ1_0]float32)(src[b*BlockQ1_0:]), &s)
+		for k, v := range s {
+			binary.LittleEndian.PutUint16(dst[(b+k)*BlockBytesQ1_0:], half.F32ToF16(v/BlockQ1_0))
+		}
+	}
 	for ; b+4 <= nb; b += 4 {
 		x0 := (*[BlockQ1_0]float32)(src[b*BlockQ1_0:])
 		x1 := (*[BlockQ1_0]float32)(src[(b+1)*BlockQ1_0:])
@@ -73,6 +81,20 @@ func QuantizeRowQ1_0(src []float32, dst []byte) {
 	}
 	if nb > 0 {
 		q1Signs(src, dst, nb)
+	}
+}
+
+// q1Sums8 writes Σ|x| of 8 consecutive blocks, each summed in element
+// order in float32 (AVX2 on amd64, the same bits).
+var q1Sums8 = q1Sums8Go
+
+func q1Sums8Go(x *[8 * BlockQ1_0]float32, s *[8]float32) {
+	for k := range 8 {
+		var sum float32
+		for _, v := range x[k*BlockQ1_0 : (k+1)*BlockQ1_0] {
+			sum += abs32(v)
+		}
+		s[k] = sum
 	}
 }
 

@@ -360,3 +360,28 @@ func TestQ1SignsMatchGo(t *testing.T) {
 		}
 	}
 }
+
+// TestQ1Sums8MatchesGo compares the chosen 8-block sum kernel with the Go
+// loop bit for bit, NaN and ±Inf included.
+func TestQ1Sums8MatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 13))
+	var x [8 * BlockQ1_0]float32
+	for it := range 200 {
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * math.Ldexp(1, r.IntN(20)-10))
+		}
+		if it%3 == 0 {
+			x[r.IntN(len(x))] = float32(math.NaN())
+			x[r.IntN(len(x))] = float32(math.Inf(1 - 2*r.IntN(2)))
+			x[r.IntN(len(x))] = math.Float32frombits(0x7fa00001)
+		}
+		var got, want [8]float32
+		q1Sums8(&x, &got)
+		q1Sums8Go(&x, &want)
+		for k := range got {
+			if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+				t.Fatalf("iteration %d block %d: %#08x, Go loop %#08x", it, k, math.Float32bits(got[k]), math.Float32bits(want[k]))
+			}
+		}
+	}
+}

@@ -12,8 +12,14 @@ func init() {
 	if cpu.X86.HasAVX2 {
 		q1Signs = q1SignsAVX2
 		q2Err = q2ErrAsm
+		q1Sums8 = q1Sums8AVX2
 	}
 }
+
+//go:noescape
+func q1SumsAsm(x *float32, groups int, sums *float32)
+
+func q1Sums8AVX2(x *[8 * BlockQ1_0]float32, s *[8]float32) { q1SumsAsm(&x[0], 1, &s[0]) }
 
 //go:noescape
 func q2ErrAsm(x *[BlockQ2_0]float64, d, sg, h1, h3, m1 float64) float64

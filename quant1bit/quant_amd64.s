@@ -92,3 +92,84 @@ eloop:
 	VZEROUPPER
 	MOVSD        X0, ret+48(FP)
 	RET
+
+DATA q1abs<>+0(SB)/4, $0x7fffffff
+GLOBL q1abs<>(SB), RODATA|NOPTR, $4
+
+// func q1SumsAsm(x *float32, groups int, sums *float32)
+//
+// For each group of 8 consecutive Q1_0 blocks (8×128 floats) writes the 8
+// sums Σ|x| of the blocks, each added in element order in float32 (lane
+// k of the accumulator is block k), so the bits are those of the Go
+// loop. Element j of the 8 blocks is gathered by an 8×8 transpose of
+// elements j..j+7 of each block.
+TEXT ·q1SumsAsm(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         groups+8(FP), CX
+	MOVQ         sums+16(FP), DI
+	TESTQ        CX, CX
+	JZ           sdone
+	VBROADCASTSS q1abs<>(SB), Y14
+
+sgroup:
+	VXORPS Y15, Y15, Y15
+	MOVQ   $16, DX
+
+sstep:
+	VMOVUPS    0(SI), Y0
+	VMOVUPS    1024(SI), Y1
+	VMOVUPS    2048(SI), Y2
+	VMOVUPS    3072(SI), Y3
+	VUNPCKLPS  512(SI), Y0, Y4
+	VUNPCKHPS  512(SI), Y0, Y5
+	VUNPCKLPS  1536(SI), Y1, Y6
+	VUNPCKHPS  1536(SI), Y1, Y7
+	VUNPCKLPS  2560(SI), Y2, Y8
+	VUNPCKHPS  2560(SI), Y2, Y9
+	VUNPCKLPS  3584(SI), Y3, Y10
+	VUNPCKHPS  3584(SI), Y3, Y11
+	VSHUFPS    $0x44, Y6, Y4, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y7, Y5, Y2
+	VSHUFPS    $0xee, Y7, Y5, Y3
+	VSHUFPS    $0x44, Y10, Y8, Y4
+	VSHUFPS    $0xee, Y10, Y8, Y5
+	VSHUFPS    $0x44, Y11, Y9, Y6
+	VSHUFPS    $0xee, Y11, Y9, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y0
+	VPERM2F128 $0x31, Y6, Y2, Y1
+	VPERM2F128 $0x31, Y7, Y3, Y2
+	VANDPS     Y14, Y8, Y8
+	VANDPS     Y14, Y9, Y9
+	VANDPS     Y14, Y10, Y10
+	VANDPS     Y14, Y11, Y11
+	VANDPS     Y14, Y12, Y12
+	VANDPS     Y14, Y0, Y0
+	VANDPS     Y14, Y1, Y1
+	VANDPS     Y14, Y2, Y2
+	VADDPS     Y8, Y15, Y15
+	VADDPS     Y9, Y15, Y15
+	VADDPS     Y10, Y15, Y15
+	VADDPS     Y11, Y15, Y15
+	VADDPS     Y12, Y15, Y15
+	VADDPS     Y0, Y15, Y15
+	VADDPS     Y1, Y15, Y15
+	VADDPS     Y2, Y15, Y15
+	ADDQ       $32, SI
+	DECQ       DX
+	JNZ        sstep
+
+	VMOVUPS Y15, (DI)
+	ADDQ    $32, DI
+	ADDQ    $3584, SI // to the next group: 8 blocks of 512 bytes, 512 done
+	DECQ    CX
+	JNZ     sgroup
+
+sdone:
+	VZEROUPPER
+	RET
