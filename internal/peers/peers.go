@@ -1,7 +1,8 @@
 // Package peers finds and calls the reference implementations that qnnprep
 // is checked against in tests and CI (reference/peers.md): llama.cpp through
 // node-llama-cpp, @huggingface/gguf and onnxruntime-node from npm, and
-// Debian's python3-onnx.
+// Debian's python3-onnx; and llama.cpp's own llama-bench, built by
+// llama-bench.sh from the source node-llama-cpp ships.
 //
 // Each call runs one of the committed helper scripts beside this file (js/,
 // python/) with node or /usr/bin/python3 and reads a JSON reply from its
@@ -28,6 +29,8 @@ const (
 	HFGGUF          = "@huggingface/gguf"
 	ONNXRuntimeNode = "onnxruntime-node"
 	PythonONNX      = "python3-onnx"
+	// LlamaBenchBin is llama.cpp's llama-bench tool (LlamaBenchPath).
+	LlamaBenchBin = "llama-bench"
 )
 
 // Versions pinned in js/package.json; a different version is treated as
@@ -89,10 +92,10 @@ var (
 // whether it is installed and usable; the first missing one gives the error.
 func Check(what ...string) error {
 	if len(what) == 0 {
-		what = []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, PythonONNX}
+		what = []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, PythonONNX, LlamaBenchBin}
 	}
 	for _, w := range what {
-		key := w + "\x00" + os.Getenv(EnvDir)
+		key := w + "\x00" + os.Getenv(EnvDir) + "\x00" + os.Getenv(EnvLlamaBench)
 		checkMu.Lock()
 		err, ok := checkCache[key]
 		if !ok {
@@ -118,6 +121,8 @@ func check(what string) error {
 			return fmt.Errorf("peer %s not installed: %s cannot import onnx (%s)", what, Python, lastLine(out))
 		}
 		return nil
+	case LlamaBenchBin:
+		return checkLlamaBench()
 	case NodeLlamaCpp, HFGGUF, ONNXRuntimeNode:
 	default:
 		return fmt.Errorf("peers: unknown peer %q", what)
