@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 )
@@ -206,14 +207,15 @@ func TestParseFault(t *testing.T) {
 func TestOptionsRejected(t *testing.T) {
 	p := smallModel(t, gguf.Q8_0)
 	for _, o := range []Options{
-		{},                                     // nothing to measure
-		{Prompt: 4, Depths: []int{-1}},         // negative depth
-		{Prompt: 4, Threads: []int{0}},         // no threads
-		{Prompt: 4, Reps: -1},                  // negative reps
-		{Gen: 4, DraftLayers: 1, K: []int{0}},  // K 0
-		{Gen: 1, DraftLayers: 1},               // speculative needs 2 tokens
-		{Gen: 4, DraftLayers: 1, DraftPath: p}, // both drafts
-		{Gen: 4, DraftLayers: 2},               // the whole model is no draft
+		{},                                               // nothing to measure
+		{Prompt: 4, Depths: []int{-1}},                   // negative depth
+		{Prompt: 4, Threads: []int{0}},                   // no threads
+		{Prompt: 4, Reps: -1},                            // negative reps
+		{Gen: 4, DraftLayers: 1, K: []int{0}},            // K 0
+		{Gen: 1, DraftLayers: 1},                         // speculative needs 2 tokens
+		{Gen: 4, DraftLayers: 1, DraftPath: p},           // both drafts
+		{Gen: 4, DraftLayers: 2},                         // the whole model is no draft
+		{Prompt: 4, Llama: true, LlamaPeer: "llamafile"}, // unknown llama.cpp peer
 	} {
 		if _, err := Run(context.Background(), p, o); err == nil {
 			t.Errorf("Run(%+v): no error", o)
@@ -398,5 +400,105 @@ func TestCommittedResults(t *testing.T) {
 		if err := validate(t, s, b); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestSchemaPeer: llama.cpp rows may name their peer, qnnprep rows may not,
+// and rows without it (reports written before it) still validate.
+func TestSchemaPeer(t *testing.T) {
+	s := compileSchema(t)
+	for _, tc := range []struct {
+		row  int
+		peer string
+		ok   bool
+	}{
+		{1, "", true},
+		{1, peers.LlamaBenchBin, true},
+		{1, peers.NodeLlamaCpp, true},
+		{1, "llamafile", false},
+		{0, peers.LlamaBenchBin, false},
+	} {
+		rep := fakeReport()
+		rep.Results[tc.row].Peer = tc.peer
+		err := validate(t, s, suiteJSON(t, NewSuite([]*Report{rep}, nil)))
+		if (err == nil) != tc.ok {
+			t.Errorf("row %d (%s) with peer %q: validation error %v, want ok %v", tc.row, rep.Results[tc.row].Engine, tc.peer, err, tc.ok)
+		}
+	}
+	rep := fakeReport()
+	rep.Results[1].Peer = peers.LlamaBenchBin
+	var tb bytes.Buffer
+	if err := NewSuite([]*Report{rep}, nil).WriteTable(&tb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tb.String(), "| llama.cpp (llama-bench) |") || !strings.Contains(tb.String(), "| qnnprep |") {
+		t.Errorf("table:\n%s", tb.String())
+	}
+}
+
+// TestRunLlamaPeers times llama.cpp beside qnnprep on a small synthetic
+// model with each peer and checks the rows name it.
+func TestRunLlamaPeers(t *testing.T) {
+	p := smallModel(t, gguf.Q8_0)
+	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 2, Threads: []int{1}, NoSanity: true, Llama: true}
+	for _, tc := range []struct{ flag, peer string }{
+		{LlamaPeerBench, peers.LlamaBenchBin},
+		{LlamaPeerNode, peers.NodeLlamaCpp},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			peers.Need(t, tc.peer)
+			o := opt
+			o.LlamaPeer = tc.flag
+			rep, err := Run(context.Background(), p, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, r := range rep.Results {
+				switch r.Engine {
+				case "llama.cpp":
+					n++
+					if r.Peer != tc.peer || len(r.Samples) != 2 || !(r.TokensPerSec > 0) || r.PeakRSS <= 0 {
+						t.Errorf("llama.cpp %s depth %d: peer %q, samples %v, rss %d", r.Test, r.Depth, r.Peer, r.Samples, r.PeakRSS)
+					}
+				case "qnnprep":
+					if r.Peer != "" || !(r.VsLlama > 0) {
+						t.Errorf("qnnprep %s depth %d: peer %q, vs llama.cpp %g", r.Test, r.Depth, r.Peer, r.VsLlama)
+					}
+				}
+			}
+			if n != 4 {
+				t.Errorf("%d llama.cpp rows, want 4", n)
+			}
+			s := NewSuite([]*Report{rep}, nil)
+			if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
+				t.Fatalf("JSON does not validate: %v", err)
+			}
+			var tb bytes.Buffer
+			if err := s.WriteTable(&tb); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(tb.String(), "| llama.cpp ("+tc.peer+") |") {
+				t.Errorf("table:\n%s", tb.String())
+			}
+		})
+	}
+}
+
+// TestLlamaPeerMissing: asking for llama-bench when it is not there fails
+// before anything is timed; auto falls back to node-llama-cpp.
+func TestLlamaPeerMissing(t *testing.T) {
+	p := smallModel(t, gguf.Q8_0)
+	t.Setenv(peers.EnvLlamaBench, filepath.Join(t.TempDir(), "no-llama-bench"))
+	opt := Options{Prompt: 4, Gen: 2, Reps: 1, Threads: []int{1}, NoSanity: true, Llama: true, LlamaPeer: LlamaPeerBench}
+	_, err := Run(context.Background(), p, opt)
+	if err == nil || !strings.Contains(err.Error(), "llama-bench not installed") {
+		t.Errorf("--llama-peer llama-bench without it: %v", err)
+	}
+	peers.Need(t, peers.NodeLlamaCpp)
+	opt.LlamaPeer = LlamaPeerAuto
+	got, err := opt.llamaPeer()
+	if err != nil || got != peers.NodeLlamaCpp {
+		t.Errorf("auto without llama-bench: %q, %v", got, err)
 	}
 }

@@ -91,7 +91,7 @@ func (s *Suite) WriteTable(w io.Writer) error {
 					vs = fmt.Sprintf("%.2f×", x.VsLlama)
 				}
 				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %.2f ± %.2f | %s | %s | %.1f |\n",
-					modelLabel(r.Model), sizeLabel(r.Model.Bytes), x.Engine, x.Threads, x.Test, x.Depth,
+					modelLabel(r.Model), sizeLabel(r.Model.Bytes), engineLabel(x), x.Threads, x.Test, x.Depth,
 					x.TokensPerSec, x.Stddev, vs, saneLabel(x.Sane, x.SanityNote), x.Load)
 			}
 		}
@@ -135,6 +135,15 @@ func (s *Suite) WriteTable(w io.Writer) error {
 	return err
 }
 
+// engineLabel is the engine column: "llama.cpp (llama-bench)" names the
+// peer that timed a llama.cpp row.
+func engineLabel(x Result) string {
+	if x.Peer != "" {
+		return x.Engine + " (" + x.Peer + ")"
+	}
+	return x.Engine
+}
+
 func batchLabel(b int) string {
 	if b == 0 {
 		return "default"
@@ -153,7 +162,7 @@ func draftLabel(d *ModelInfo) string {
 // speculative result (kind "spec") and conversion stage (kind "convert").
 var csvHeader = []string{"model", "type", "engine", "kind", "test", "tokens", "depth", "threads", "k",
 	"tokens_per_s", "stddev", "speedup", "acceptance_length", "window_s", "gb_per_s", "seconds",
-	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes"}
+	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes", "peer"}
 
 // WriteCSV writes every result as one CSV row (columns: csvHeader).
 func (s *Suite) WriteCSV(w io.Writer) error {
@@ -170,14 +179,14 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 				sane = strconv.FormatBool(*x.Sane)
 			}
 			row := []string{r.Model.Path, r.Model.Type, x.Engine, x.Kind, x.Test, i(x.Tokens), i(x.Depth), i(x.Threads), "",
-				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10)}
+				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10), x.Peer}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}
 		for _, x := range r.Speculative {
 			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", fmt.Sprintf("spec-k%d", x.K), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
-				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), ""}
+				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -186,7 +195,7 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 	for _, c := range s.Conversions {
 		for _, st := range c.Stages {
 			row := []string{c.Source, c.Recipe, "qnnprep", "convert", st.Name, "", "", "", "",
-				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10)}
+				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}

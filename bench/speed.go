@@ -57,11 +57,52 @@ type Options struct {
 	Fault *Fault
 
 	// Llama also times llama.cpp (node-llama-cpp's prebuilt CPU build) on
-	// the same file, tokens, depths and thread counts.
+	// the same file, depths and thread counts, with the peer LlamaPeer
+	// names.
 	Llama bool
+	// LlamaPeer is how llama.cpp is timed: LlamaPeerBench (llama.cpp's own
+	// llama-bench tool, peers.RunLlamaBench: its own random prompt and
+	// depth tokens), LlamaPeerNode (node-llama-cpp, peers.LlamaBench: the
+	// same token ids as qnnprep, but tg includes the package's per-token
+	// JavaScript overhead), or LlamaPeerAuto ("" too): llama-bench when it
+	// is installed, else node-llama-cpp.
+	LlamaPeer string
 
 	Seed uint64    // token ids of the depth fill and the prompt (default 1)
 	Log  io.Writer // progress lines (nil: none)
+}
+
+// Values of Options.LlamaPeer.
+const (
+	LlamaPeerAuto  = "auto"
+	LlamaPeerBench = "llama-bench"
+	LlamaPeerNode  = "node"
+)
+
+// llamaPeer resolves Options.LlamaPeer to the peer that times llama.cpp
+// (peers.LlamaBenchBin or peers.NodeLlamaCpp), checking that it is there.
+func (o *Options) llamaPeer() (string, error) {
+	switch o.LlamaPeer {
+	case "", LlamaPeerAuto:
+		if peers.Check(peers.LlamaBenchBin) == nil {
+			return peers.LlamaBenchBin, nil
+		}
+		if err := peers.Check(peers.NodeLlamaCpp); err != nil {
+			return "", fmt.Errorf("bench: --llama: neither llama-bench nor node-llama-cpp is installed: %w", err)
+		}
+		return peers.NodeLlamaCpp, nil
+	case LlamaPeerBench:
+		if err := peers.Check(peers.LlamaBenchBin); err != nil {
+			return "", fmt.Errorf("bench: --llama-peer llama-bench: %w", err)
+		}
+		return peers.LlamaBenchBin, nil
+	case LlamaPeerNode:
+		if err := peers.Check(peers.NodeLlamaCpp); err != nil {
+			return "", fmt.Errorf("bench: --llama-peer node: %w", err)
+		}
+		return peers.NodeLlamaCpp, nil
+	}
+	return "", fmt.Errorf("bench: llama peer %q: want auto, llama-bench or node", o.LlamaPeer)
 }
 
 // Fault deliberately breaks a kernel of the timed engines so that the
@@ -163,9 +204,13 @@ type Settings struct {
 
 // Result is one test (pp or tg) at one depth and thread count.
 type Result struct {
-	Engine       string    `json:"engine"` // "qnnprep" or "llama.cpp"
-	Test         string    `json:"test"`   // "pp512", "tg128" (llama-bench's names)
-	Kind         string    `json:"kind"`   // "pp" or "tg"
+	Engine string `json:"engine"` // "qnnprep" or "llama.cpp"
+	// Peer is what timed a llama.cpp row: "llama-bench" (llama.cpp's own
+	// tool) or "node-llama-cpp"; empty for qnnprep rows (and in reports
+	// written before it was recorded, all node-llama-cpp).
+	Peer         string    `json:"peer,omitempty"`
+	Test         string    `json:"test"` // "pp512", "tg128" (llama-bench's names)
+	Kind         string    `json:"kind"` // "pp" or "tg"
 	Tokens       int       `json:"tokens"`
 	Depth        int       `json:"depth"`
 	Threads      int       `json:"threads"`
@@ -253,6 +298,11 @@ func (o *Options) resolve() error {
 	if o.SpecDepth < 0 {
 		return fmt.Errorf("bench: spec depth %d is negative", o.SpecDepth)
 	}
+	switch o.LlamaPeer {
+	case "", LlamaPeerAuto, LlamaPeerBench, LlamaPeerNode:
+	default:
+		return fmt.Errorf("bench: llama peer %q: want auto, llama-bench or node", o.LlamaPeer)
+	}
 	return nil
 }
 
@@ -272,6 +322,15 @@ func (o *Options) logf(format string, args ...any) {
 func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	if err := opt.resolve(); err != nil {
 		return nil, err
+	}
+	// The llama.cpp peer is resolved first, so that a missing one fails
+	// before the qnnprep timings rather than after.
+	var llamaPeer string
+	if opt.Llama {
+		var err error
+		if llamaPeer, err = opt.llamaPeer(); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	ResetPeakRSS()
@@ -394,20 +453,28 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				opt.logf("llama.cpp: depth %d, %d threads", d, th)
+				opt.logf("llama.cpp (%s): depth %d, %d threads", llamaPeer, d, th)
 				l0 := LoadAvg()[0]
-				lb, err := peers.LlamaBench(path, peers.LlamaBenchRequest{
-					Threads: th, DepthIDs: fill[:d], PromptIDs: prompt[:opt.Prompt], Gen: opt.Gen, Reps: opt.Reps,
-				})
+				var lb *peers.LlamaBenchResult
+				var err error
+				if llamaPeer == peers.LlamaBenchBin {
+					lb, err = peers.RunLlamaBench(path, peers.LlamaBenchArgs{
+						Threads: th, Prompt: opt.Prompt, Gen: opt.Gen, Depth: d, Reps: opt.Reps,
+					})
+				} else {
+					lb, err = peers.LlamaBench(path, peers.LlamaBenchRequest{
+						Threads: th, DepthIDs: fill[:d], PromptIDs: prompt[:opt.Prompt], Gen: opt.Gen, Reps: opt.Reps,
+					})
+				}
 				if err != nil {
 					return nil, err
 				}
 				load := (l0 + LoadAvg()[0]) / 2
 				if opt.Prompt > 0 {
-					rep.Results = append(rep.Results, llamaResult("pp", opt.Prompt, d, th, lb.PPSeconds, load, lb.PeakRSS))
+					rep.Results = append(rep.Results, llamaResult(llamaPeer, "pp", opt.Prompt, d, th, lb.PPSeconds, load, lb.PeakRSS))
 				}
 				if opt.Gen > 0 {
-					rep.Results = append(rep.Results, llamaResult("tg", opt.Gen, d, th, lb.TGSeconds, load, lb.PeakRSS))
+					rep.Results = append(rep.Results, llamaResult(llamaPeer, "tg", opt.Gen, d, th, lb.TGSeconds, load, lb.PeakRSS))
 				}
 			}
 		}
@@ -722,8 +789,8 @@ func measureSpec(ctx context.Context, e, de *runtime.Engine, opt *Options, threa
 	return out, nil
 }
 
-func llamaResult(kind string, tokens, depth, threads int, secs []float64, load float64, rss int64) Result {
-	r := Result{Engine: "llama.cpp", Test: fmt.Sprintf("%s%d", kind, tokens), Kind: kind, Tokens: tokens, Depth: depth, Threads: threads, Load: load, PeakRSS: rss}
+func llamaResult(peer, kind string, tokens, depth, threads int, secs []float64, load float64, rss int64) Result {
+	r := Result{Engine: "llama.cpp", Peer: peer, Test: fmt.Sprintf("%s%d", kind, tokens), Kind: kind, Tokens: tokens, Depth: depth, Threads: threads, Load: load, PeakRSS: rss}
 	for _, s := range secs {
 		r.Samples = append(r.Samples, float64(tokens)/s)
 	}

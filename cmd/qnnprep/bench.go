@@ -12,7 +12,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "bench",
-		Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+		Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama [--llama-peer auto|llama-bench|node]] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
 		Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -34,7 +34,8 @@ func init() {
 		draftLayers := fs.Int("draft-layers", 0, "use the target's first N layers as the draft")
 		ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
 		specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")
-		llama := fs.Bool("llama", false, "also time llama.cpp (node-llama-cpp) on the same file")
+		llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
+		llamaPeer := fs.String("llama-peer", "auto", "with --llama: auto (llama-bench if built, else node-llama-cpp), llama-bench or node")
 		format := fs.StringP("output", "o", "table", "output format: table, json or csv")
 		plotPath := fs.String("plot", "", "write a plot: FILE.svg or FILE.png")
 		noSanity := fs.Bool("no-sanity", false, "skip the untimed reference runs")
@@ -57,6 +58,12 @@ func init() {
 			Prompt: *p, Gen: *n, Depths: *depths, Reps: *reps, Threads: *threads, Batch: *batch, KVF16: *kvf16,
 			DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, Llama: *llama,
 			NoSanity: *noSanity, RefThreads: *refThreads, Tolerance: *tol, Seed: *seed,
+		}
+		switch *llamaPeer {
+		case bench.LlamaPeerAuto, bench.LlamaPeerBench, bench.LlamaPeerNode:
+			opt.LlamaPeer = *llamaPeer
+		default:
+			return usageError("--llama-peer %q: want auto, llama-bench or node", *llamaPeer)
 		}
 		if *reps < 1 || *refThreads < 1 {
 			return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
