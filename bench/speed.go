@@ -56,9 +56,9 @@ type Options struct {
 	// Fault perturbs the timed engines only (tests and --fault).
 	Fault *Fault
 
-	// Llama also times llama.cpp (node-llama-cpp's prebuilt CPU build) on
-	// the same file, depths and thread counts, with the peer LlamaPeer
-	// names.
+	// Llama also times llama.cpp (the prebuilt CPU build node-llama-cpp
+	// ships) on the same file, depths and thread counts, with the peer
+	// LlamaPeer names.
 	Llama bool
 	// LlamaPeer is how llama.cpp is timed: LlamaPeerBench (llama.cpp's own
 	// llama-bench tool, peers.RunLlamaBench: its own random prompt and
@@ -204,13 +204,10 @@ type Settings struct {
 
 // Result is one test (pp or tg) at one depth and thread count.
 type Result struct {
-	Engine string `json:"engine"` // "qnnprep" or "llama.cpp"
-	// Peer is what timed a llama.cpp row: "llama-bench" (llama.cpp's own
-	// tool) or "node-llama-cpp"; empty for qnnprep rows (and in reports
-	// written before it was recorded, all node-llama-cpp).
-	Peer         string    `json:"peer,omitempty"`
-	Test         string    `json:"test"` // "pp512", "tg128" (llama-bench's names)
-	Kind         string    `json:"kind"` // "pp" or "tg"
+	Engine       string    `json:"engine"`         // "qnnprep" or "llama.cpp"
+	Peer         string    `json:"peer,omitempty"` // what timed a llama.cpp row: "llama-bench" or "node-llama-cpp" (none in older reports: node-llama-cpp)
+	Test         string    `json:"test"`           // "pp512", "tg128" (llama-bench's names)
+	Kind         string    `json:"kind"`           // "pp" or "tg"
 	Tokens       int       `json:"tokens"`
 	Depth        int       `json:"depth"`
 	Threads      int       `json:"threads"`

@@ -32,6 +32,12 @@ for f in "$bundle" "$bins"; do
 		exit 1
 	fi
 done
+for tool in git g++; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "llama-bench.sh: $tool not found (Debian: apt-get install $tool)" >&2
+		exit 1
+	fi
+done
 if [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]; then
 	echo "llama-bench.sh: only linux-x64 prebuilt libraries are installed; this is $(uname -s)-$(uname -m)" >&2
 	exit 1
