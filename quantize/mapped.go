@@ -211,6 +211,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 		done    int64
 		wg      sync.WaitGroup
 		scratch = make([][]float32, workers)
+		bufs    = make([][]byte, workers)
 	)
 	fail := func(err error) {
 		errMu.Lock()
@@ -275,7 +276,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 					fail(err)
 					return
 				}
-				if err := j.chunk(it.chunk, &scratch[w]); err != nil {
+				if err := j.chunk(it.chunk, &scratch[w], &bufs[w]); err != nil {
 					fail(err)
 					return
 				}
@@ -333,14 +334,23 @@ func (j *tensorJob) srcRange(lo, hi int64) []byte {
 }
 
 // chunk hashes, converts and samples rows [c·chunkRs, (c+1)·chunkRs).
-func (j *tensorJob) chunk(c int64, scratch *[]float32) error {
+func (j *tensorJob) chunk(c int64, scratch *[]float32, buf *[]byte) error {
 	lo, hi := c*j.chunkRs, min((c+1)*j.chunkRs, j.rows)
 	h := sha256.New()
-	// One call maps the chunk's source and output pages instead of a
-	// fault per page.
-	mmapfile.Populate(j.srcRange(lo, hi), false)
-	mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
 	step := subRows(j.srcRow)
+	// Rows in file order are read with pread into a cache-sized buffer:
+	// the page cache is copied once into L2 and nothing is mapped into
+	// (or later dropped from) the process. Otherwise one call maps the
+	// chunk's source pages instead of a fault per page.
+	read := !j.d.Copy && mmapfile.CanReadInto(j.srcRange(lo, hi))
+	if read {
+		if need := int(step * j.srcRow); len(*buf) < need {
+			*buf = make([]byte, need)
+		}
+	} else {
+		mmapfile.Populate(j.srcRange(lo, hi), false)
+	}
+	mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
 	hash := func(r0, r1 int64) {
 		if b := j.srcRange(r0, r1); b != nil {
 			h.Write(b)
@@ -371,9 +381,16 @@ func (j *tensorJob) chunk(c int64, scratch *[]float32) error {
 	var p partial
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(r0+step, hi)
-		hash(r0, r1)
+		row := j.row
+		if b := j.srcRange(r0, r1); read && mmapfile.ReadInto(*buf, b) {
+			b = (*buf)[:len(b)]
+			h.Write(b)
+			row = func(r int64) []byte { return b[(r-r0)*j.srcRow : (r-r0+1)*j.srcRow] }
+		} else {
+			hash(r0, r1)
+		}
 		for r := r0; r < r1; r++ {
-			if err := gguf.Dequantize(j.t.Type, j.row(r), x); err != nil {
+			if err := gguf.Dequantize(j.t.Type, row(r), x); err != nil {
 				return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
 			}
 			dst := j.dst[r*j.dstRow : (r+1)*j.dstRow]
@@ -395,7 +412,9 @@ func (j *tensorJob) chunk(c int64, scratch *[]float32) error {
 	}
 	h.Sum(j.sums[c][:0])
 	j.parts[c] = p
-	mmapfile.Release(j.srcRange(lo, hi))
+	if !read {
+		mmapfile.Release(j.srcRange(lo, hi))
+	}
 	mmapfile.Release(j.dst[lo*j.dstRow : hi*j.dstRow])
 	return nil
 }

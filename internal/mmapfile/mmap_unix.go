@@ -22,3 +22,18 @@ func munmap(b []byte) error { return unix.Munmap(b) }
 // they stay in the file's page cache (written ones included) and the next
 // access faults them in again, so contents never change.
 func dontNeed(b []byte) { unix.Madvise(b, unix.MADV_DONTNEED) }
+
+// dupFd keeps the mapped file readable after the caller closes it (-1 if
+// it cannot).
+func dupFd(f *os.File) int {
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return -1
+	}
+	unix.CloseOnExec(fd)
+	return fd
+}
+
+func closeFd(fd int) { unix.Close(fd) }
+
+func pread(fd int, b []byte, off int64) (int, error) { return unix.Pread(fd, b, off) }

@@ -12,6 +12,7 @@ import (
 var (
 	mu      sync.Mutex
 	regions = map[uintptr]uintptr{} // start → end of every live mapping
+	fds     = map[uintptr]int{}     // start → a duplicate of the mapped file's descriptor (read-only maps)
 )
 
 // Map maps the first size bytes of f read-only. On failure the caller
@@ -25,10 +26,69 @@ func Map(f *os.File, size int64) ([]byte, error) {
 		return nil, err
 	}
 	start := uintptr(unsafe.Pointer(&b[0]))
+	fd := dupFd(f)
 	mu.Lock()
 	regions[start] = start + uintptr(len(b))
+	if fd >= 0 {
+		fds[start] = fd
+	}
 	mu.Unlock()
 	return b, nil
+}
+
+// ReadInto copies src, which must lie inside a mapping made by Map, into
+// dst (len(dst) ≥ len(src)) with pread on the mapped file instead of
+// through the mapping: the bytes come from the page cache without the
+// mapping's pages being faulted in (and later released). It reports false,
+// leaving dst undefined, if src is not inside such a mapping or the read
+// fails; the caller then reads src itself.
+func ReadInto(dst, src []byte) bool {
+	if len(src) == 0 {
+		return true
+	}
+	lo := uintptr(unsafe.Pointer(&src[0]))
+	hi := lo + uintptr(len(src))
+	fd, off := -1, int64(0)
+	mu.Lock()
+	for s, e := range regions {
+		if lo >= s && hi <= e {
+			if f, ok := fds[s]; ok {
+				fd, off = f, int64(lo-s)
+			}
+			break
+		}
+	}
+	mu.Unlock()
+	if fd < 0 {
+		return false
+	}
+	dst = dst[:len(src)]
+	for len(dst) > 0 {
+		n, err := pread(fd, dst, off)
+		if err != nil || n <= 0 {
+			return false
+		}
+		dst, off = dst[n:], off+int64(n)
+	}
+	return true
+}
+
+// CanReadInto reports whether ReadInto can serve src.
+func CanReadInto(src []byte) bool {
+	if len(src) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(&src[0]))
+	hi := lo + uintptr(len(src))
+	mu.Lock()
+	defer mu.Unlock()
+	for s, e := range regions {
+		if lo >= s && hi <= e {
+			_, ok := fds[s]
+			return ok
+		}
+	}
+	return false
 }
 
 // MapWritable maps the first size bytes of f (opened read-write and at
@@ -56,9 +116,15 @@ func Unmap(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
+	start := uintptr(unsafe.Pointer(&b[0]))
 	mu.Lock()
-	delete(regions, uintptr(unsafe.Pointer(&b[0])))
+	delete(regions, start)
+	fd, ok := fds[start]
+	delete(fds, start)
 	mu.Unlock()
+	if ok {
+		closeFd(fd)
+	}
 	return munmap(b)
 }
 

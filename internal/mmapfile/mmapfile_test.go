@@ -65,3 +65,39 @@ func TestMapWritableKeepsReleasedWrites(t *testing.T) {
 		t.Fatal("file contents differ from what was written through the mapping")
 	}
 }
+
+func TestReadIntoMatchesMapping(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	want := make([]byte, 300<<10)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Map(f, int64(len(want)))
+	f.Close() // the mapping keeps its own descriptor
+	if err != nil {
+		t.Skip("no mmap here:", err)
+	}
+	defer Unmap(b)
+	if !CanReadInto(b[10:20]) {
+		t.Skip("no pread here")
+	}
+	dst := make([]byte, 100<<10)
+	for _, r := range [][2]int{{0, 1}, {4095, 4097}, {12345, 12345 + 100<<10}, {len(want) - 5, len(want)}} {
+		if !ReadInto(dst, b[r[0]:r[1]]) {
+			t.Fatalf("ReadInto %v failed", r)
+		}
+		if !bytes.Equal(dst[:r[1]-r[0]], want[r[0]:r[1]]) {
+			t.Fatalf("ReadInto %v: wrong bytes", r)
+		}
+	}
+	if ReadInto(dst, append([]byte(nil), want[:10]...)) {
+		t.Fatal("ReadInto served a heap slice")
+	}
+}
