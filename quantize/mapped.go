@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -16,6 +17,11 @@ import (
 	"github.com/qnnprep/qnnprep/internal/mmapfile"
 	"github.com/qnnprep/qnnprep/model"
 )
+
+// pwriteOutput writes encoded rows with pwrite from a cache-sized buffer
+// rather than storing them through the mapping: the kernel then fills
+// fresh page-cache pages by copying, without zeroing them first.
+var pwriteOutput = true
 
 // errNoMapping makes Run fall back to streaming through a writer.
 var errNoMapping = errors.New("output cannot be mapped")
@@ -94,6 +100,8 @@ type tensorJob struct {
 	t       *model.Tensor
 	d       Decision
 	dst     []byte // the tensor's bytes in the output mapping
+	out     *os.File
+	outOff  int64 // file offset of dst, for writing through out
 	rows    int64
 	srcRow  int64
 	dstRow  int64
@@ -191,6 +199,9 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 			}
 		}
 		j.dst = mapping[offs[i] : offs[i]+j.dstRow*j.rows]
+		if pwriteOutput {
+			j.out, j.outOff = f.File, offs[i]
+		}
 		j.chunkRs = chunkRows(j.srcRow)
 		j.chunks = (j.rows + j.chunkRs - 1) / j.chunkRs
 		j.stride = max(1, j.rows/max(1, sampleElems/n))
@@ -212,6 +223,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 		wg      sync.WaitGroup
 		scratch = make([][]float32, workers)
 		bufs    = make([][]byte, workers)
+		obufs   = make([][]byte, workers)
 	)
 	fail := func(err error) {
 		errMu.Lock()
@@ -276,7 +288,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 					fail(err)
 					return
 				}
-				if err := j.chunk(it.chunk, &scratch[w], &bufs[w]); err != nil {
+				if err := j.chunk(it.chunk, &scratch[w], &bufs[w], &obufs[w]); err != nil {
 					fail(err)
 					return
 				}
@@ -334,7 +346,7 @@ func (j *tensorJob) srcRange(lo, hi int64) []byte {
 }
 
 // chunk hashes, converts and samples rows [c·chunkRs, (c+1)·chunkRs).
-func (j *tensorJob) chunk(c int64, scratch *[]float32, buf *[]byte) error {
+func (j *tensorJob) chunk(c int64, scratch *[]float32, buf, obuf *[]byte) error {
 	lo, hi := c*j.chunkRs, min((c+1)*j.chunkRs, j.rows)
 	h := sha256.New()
 	step := subRows(j.srcRow)
@@ -350,7 +362,14 @@ func (j *tensorJob) chunk(c int64, scratch *[]float32, buf *[]byte) error {
 	} else {
 		mmapfile.Populate(j.srcRange(lo, hi), false)
 	}
-	mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
+	write := j.out != nil && !j.d.Copy
+	if write {
+		if need := int(step * j.dstRow); len(*obuf) < need {
+			*obuf = make([]byte, need)
+		}
+	} else {
+		mmapfile.Populate(j.dst[lo*j.dstRow:hi*j.dstRow], true)
+	}
 	hash := func(r0, r1 int64) {
 		if b := j.srcRange(r0, r1); b != nil {
 			h.Write(b)
@@ -389,11 +408,15 @@ func (j *tensorJob) chunk(c int64, scratch *[]float32, buf *[]byte) error {
 		} else {
 			hash(r0, r1)
 		}
+		out := j.dst[r0*j.dstRow : r1*j.dstRow]
+		if write {
+			out = (*obuf)[:len(out)]
+		}
 		for r := r0; r < r1; r++ {
 			if err := gguf.Dequantize(j.t.Type, row(r), x); err != nil {
 				return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
 			}
-			dst := j.dst[r*j.dstRow : (r+1)*j.dstRow]
+			dst := out[(r-r0)*j.dstRow : (r-r0+1)*j.dstRow]
 			EncodeRow(j.d.Kind, x, dst)
 			if r%j.stride != 0 {
 				continue
@@ -409,13 +432,20 @@ func (j *tensorJob) chunk(c int64, scratch *[]float32, buf *[]byte) error {
 				p.err2 += (xv - yv) * (xv - yv)
 			}
 		}
+		if write {
+			if _, err := j.out.WriteAt(out, j.outOff+r0*j.dstRow); err != nil {
+				return fmt.Errorf("tensor %s: %w", j.t.Name, err)
+			}
+		}
 	}
 	h.Sum(j.sums[c][:0])
 	j.parts[c] = p
 	if !read {
 		mmapfile.Release(j.srcRange(lo, hi))
 	}
-	mmapfile.Release(j.dst[lo*j.dstRow : hi*j.dstRow])
+	if !write {
+		mmapfile.Release(j.dst[lo*j.dstRow : hi*j.dstRow])
+	}
 	return nil
 }
 
