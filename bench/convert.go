@@ -60,8 +60,9 @@ type Stage struct {
 }
 
 // Convert measures quantize.Run on the model at src with a recipe.
-// quantize.Run overlaps reading, quantizing and writing (a producer and a
-// writer goroutine) and exposes no per-stage timings, so the stages are
+// quantize.Run overlaps reading, quantizing and writing (workers take row
+// chunks of every tensor in order and hash, encode and write each slice
+// while it is in cache) and exposes no per-stage timings, so the stages are
 // isolated from outside:
 //
 //   - pipeline: one end-to-end run into Dir, fsync included; its source
@@ -188,8 +189,10 @@ func timedRun(ctx context.Context, m *model.Model, out string, opts quantize.Opt
 			defer mu.Unlock()
 			read += time.Since(t0)
 			// Run releases a tensor's pages when it is done with it; the
-			// wrapper cannot forward that, so the previous source tensor
-			// (finished: Run encodes one tensor at a time) is released here.
+			// wrapper cannot forward that, so the previous source tensor is
+			// released here (Run loads a tensor while it still encodes the
+			// one before, whose remaining rows it reads with pread, so this
+			// costs at most some refaults).
 			if prev != nil && prev != t {
 				prev.Release()
 			}

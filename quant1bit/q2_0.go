@@ -244,7 +244,7 @@ func (q *q2Search) init(x []float32) bool {
 	for i := range n {
 		k := sorted[i]
 		a := math.Float64frombits(k &^ 1)
-		q.ax[i], q.a2[i], q.a3[i], q.ng[i] = a, 2*a, 2*a/3, float64(k&1)
+		q.ax[i], q.a2[i], q.a3[i], q.ng[i] = a, 2*a, a*(2.0/3), float64(k&1)
 	}
 	q.ax[n], q.a2[n], q.a3[n], q.ng[n] = 0, math.Inf(1), math.Inf(1), 0
 	return true
