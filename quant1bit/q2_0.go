@@ -187,18 +187,21 @@ type q2Interval struct{ lo, hi, sxc, scc float64 }
 // init loads x and sorts its magnitudes; it reports false if x holds a
 // NaN or ±Inf.
 func (q *q2Search) init(x []float32) bool {
-	var amax float32
+	// |x| bits order as the values do, and every NaN or ±Inf has |x| bits
+	// ≥ those of +Inf, so one integer max finds amax and the bad blocks.
+	var abits uint32
 	var e [4]float64 // Σx² summed as q2Error sums
 	for i := range x {
 		v := x[i]
-		if v-v != 0 {
-			return false
-		}
-		amax = max(amax, abs32(v))
+		abits = max(abits, math.Float32bits(v)&0x7fffffff)
 		f := float64(v)
 		q.x[i] = f
 		e[i%4] += float64(f * f)
 	}
+	if abits >= 0x7f800000 {
+		return false
+	}
+	amax := math.Float32frombits(abits)
 	q.syy = float64(e[0]+e[1]) + float64(e[2]+e[3])
 	q.amax = amax
 	// Sort keys: the float64 bits of |x| (monotonic for non-negative
