@@ -221,6 +221,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 		progMu  sync.Mutex
 		done    int64
 		wg      sync.WaitGroup
+		pre     sync.WaitGroup // loads started ahead of their tensor
 		scratch = make([][]float32, workers)
 		bufs    = make([][]byte, workers)
 		obufs   = make([][]byte, workers)
@@ -282,7 +283,11 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 					// Load the next tensor (a gather, for permuted ones)
 					// while this one is encoded, so that no worker waits
 					// for it later.
-					go jobs[it.job+1].data()
+					pre.Add(1)
+					go func() {
+						defer pre.Done()
+						jobs[it.job+1].data()
+					}()
 				}
 				if _, err := j.data(); err != nil {
 					fail(err)
@@ -299,6 +304,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 		}()
 	}
 	wg.Wait()
+	pre.Wait() // no load may outlive Run: the caller may close the model
 	if first != nil {
 		return 0, first
 	}
