@@ -226,8 +226,10 @@ func (q *q2Search) init(x []float32) bool {
 			n++
 		}
 	}
+	var acc uint8 // prefix sums carried in a register, not through memory
 	for b := 1; b <= BlockQ2_0; b++ {
-		start[b] += start[b-1]
+		acc += start[b]
+		start[b] = acc
 	}
 	for i := range n {
 		b := bucket[i]
