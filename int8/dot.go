@@ -73,8 +73,10 @@ var dotQ8_0 = dotQ8_0Go
 
 func f16At(b []byte) float32 { return half.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-func dotQ8_0Go(w, x []byte, nb int) float32 {
-	var sum float32
+func dotQ8_0Go(w, x []byte, nb int) float32 { return dotQ8_0GoFrom(0, w, x, nb) }
+
+// dotQ8_0GoFrom is dotQ8_0Go with the serial sum starting from sum.
+func dotQ8_0GoFrom(sum float32, w, x []byte, nb int) float32 {
 	for b := range nb {
 		wb := w[b*BlockBytesQ8_0 : (b+1)*BlockBytesQ8_0]
 		xb := x[b*BlockBytesQ8_0 : (b+1)*BlockBytesQ8_0]

@@ -24,16 +24,26 @@ func DotQ8_0SymTokens4(w, x []byte, xstride, n int, out *[4]float32) {
 // i = 0..7, with xd the activation scales as Q8_0Scales8 lays them out.
 // The activation rows must have no −128 code.
 func DotQ8_0SymTokens8(w, x []byte, xstride int, xd []float32, n int, out *[8]float32) {
+	*out = [8]float32{}
+	DotQ8_0SymTokens8Add(w, x, xstride, xd, n, out)
+}
+
+// DotQ8_0SymTokens8Add is DotQ8_0SymTokens8 continued: each lane's serial
+// sum starts from acc[i] instead of +0 and is stored back. Running it over
+// consecutive pieces of the rows (weights, activations and scales cut at
+// the same block) gives bit for bit the result of one call on the whole
+// rows, so a product can be cut along its columns to keep its operands
+// in cache.
+func DotQ8_0SymTokens8Add(w, x []byte, xstride int, xd []float32, n int, acc *[8]float32) {
 	nb := check4("DotQ8_0SymTokens8", w, x[:min(len(x), 4*xstride)], xstride, n)
 	check4("DotQ8_0SymTokens8", w, x[min(len(x), 4*xstride):], xstride, n)
 	if len(xd) < 8*nb {
 		panic(fmt.Sprintf("int8: DotQ8_0SymTokens8: %d scales, want %d", len(xd), 8*nb))
 	}
 	if nb == 0 {
-		*out = [8]float32{}
 		return
 	}
-	dotQ8_0SymTokens8(w, x, xstride, xd, nb, out)
+	dotQ8_0SymTokens8(w, x, xstride, xd, nb, acc)
 }
 
 // Q8_0Scales8 sets dst[8*b+i] to the scale of block b of activation row i
@@ -78,8 +88,8 @@ func dotQ8_0SymTokens4Go(w, x []byte, xstride, nb int, out *[4]float32) {
 	}
 }
 
-func dotQ8_0SymTokens8Go(w, x []byte, xstride int, _ []float32, nb int, out *[8]float32) {
-	for i := range out {
-		out[i] = dotQ8_0Sym(w, x[i*xstride:], nb)
+func dotQ8_0SymTokens8Go(w, x []byte, xstride int, _ []float32, nb int, acc *[8]float32) {
+	for i := range acc {
+		acc[i] = dotQ8_0GoFrom(acc[i], w, x[i*xstride:], nb)
 	}
 }

@@ -82,7 +82,8 @@ t4loop:
 // func dotQ8_0SymTokens8Asm(w, x unsafe.Pointer, xstride int, xd unsafe.Pointer, nb int, out *[8]float32)
 //
 // dotQ8_0SymTokens4Asm for eight activation rows, whose scales are read
-// as float32 from xd (eight per block).
+// as float32 from xd (eight per block); the lanes start from out and end
+// there.
 TEXT ·dotQ8_0SymTokens8Asm(SB), NOSPLIT, $0-48
 	MOVQ    w+0(FP), SI
 	MOVQ    x+8(FP), DI
@@ -92,7 +93,8 @@ TEXT ·dotQ8_0SymTokens8Asm(SB), NOSPLIT, $0-48
 	LEAQ    (R10)(R10*2), R11
 	LEAQ    (DI)(R10*4), R9
 	VMOVDQU q4ones16<>(SB), Y15
-	VXORPS  Y14, Y14, Y14
+	MOVQ    out+40(FP), AX
+	VMOVUPS (AX), Y14 // the sums so far
 
 t8loop:
 	VMOVDQU 2(SI), Y0

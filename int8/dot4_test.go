@@ -71,6 +71,18 @@ func TestDot4MatchesSingle(t *testing.T) {
 				t.Fatalf("Tokens8 nb=%d lane %d: %v (%#08x), Go reference %v (%#08x)", nb, i, got8[i], math.Float32bits(got8[i]), want, math.Float32bits(want))
 			}
 		}
+		// The same rows cut at a random block and summed in two calls.
+		cut := r.IntN(nb + 1)
+		w1, w2 := w[:cut*BlockBytesQ8_0], w[cut*BlockBytesQ8_0:]
+		x1, x2 := x8, x8[cut*BlockBytesQ8_0:]
+		var acc [8]float32
+		DotQ8_0SymTokens8Add(w1, x1, stride, xd[:8*cut], cut*BlockQ8_0, &acc)
+		DotQ8_0SymTokens8Add(w2, x2, stride, xd[8*cut:], (nb-cut)*BlockQ8_0, &acc)
+		for i := range acc {
+			if !sameFloat(acc[i], got8[i]) {
+				t.Fatalf("Tokens8Add cut %d of %d lane %d: %v, whole %v", cut, nb, i, acc[i], got8[i])
+			}
+		}
 	}
 }
 

@@ -413,17 +413,31 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
 	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
 	nb := n / 32
+	// Column pieces of q8ColBlocks blocks, when rows are longer than that:
+	// the eight tokens' piece then stays in L1 across the tile's rows. The
+	// lanes carry their serial sums from piece to piece (Tokens8Add), so
+	// the cut changes no bit.
+	kb := nb
+	if nb > q8ColBlocks {
+		kb = (nb + (nb+q8ColBlocks-1)/q8ColBlocks - 1) / ((nb + q8ColBlocks - 1) / q8ColBlocks)
+	}
 	var o4 [4]float32
-	var o8 [8]float32
+	var acc [q8RowTile][8]float32
 	// Tiles of a few rows by eight tokens keep both operands in L1.
 	for rt := r0; rt < r1; rt += q8RowTile {
 		re := min(rt+q8RowTile, r1)
 		t := 0
 		for ; t+8 <= a.t; t += 8 {
 			x, xd := a.q8[t*xb:(t+8)*xb], a.q8d8[t*nb:(t+8)*nb]
+			acc = [q8RowTile][8]float32{}
+			for k0 := 0; k0 < nb; k0 += kb {
+				k1 := min(k0+kb, nb)
+				for r := rt; r < re; r++ {
+					int8.DotQ8_0SymTokens8Add(w.data[r*rb+k0*34:r*rb+k1*34], x[k0*34:], xb, xd[8*k0:8*k1], (k1-k0)*32, &acc[r-rt])
+				}
+			}
 			for r := rt; r < re; r++ {
-				int8.DotQ8_0SymTokens8(w.data[r*rb:(r+1)*rb], x, xb, xd, n, &o8)
-				for i, v := range o8 {
+				for i, v := range acc[r-rt] {
 					out[(t+i)*rows+r] = v
 				}
 			}
@@ -446,6 +460,11 @@ func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
 	}
 }
 
+// q8ColBlocks is the longest column piece, in blocks of 32: eight tokens'
+// piece of 64 blocks is 17 KiB, and a tile's four weight rows 8.5 KiB.
+// A variable so that tests can cut the tiny test models too.
+var q8ColBlocks = 64
+
 // q8RowTile is how many weight rows meet each group of tokens before the
-// next group: 4 rows and 8 tokens of 2048 columns take 26 KiB of L1.
+// next group.
 const q8RowTile = 4

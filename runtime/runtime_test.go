@@ -58,6 +58,39 @@ func TestBatchedEqualsPerToken(t *testing.T) {
 	}
 }
 
+// TestQ8ColumnPieces: Q8_0 prompt products cut into column pieces (one
+// and three blocks, so every tiny matrix is cut, evenly or not) give the
+// same bits as single-token steps.
+func TestQ8ColumnPieces(t *testing.T) {
+	defer func(n int) { q8ColBlocks = n }(q8ColBlocks)
+	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
+		cfg := tinyConfig(arch)
+		m := randomModel(t, cfg, gguf.Q8_0, 1)
+		toks := randomTokens(19, cfg.VocabSize, 2)
+		ref := newEngine(t, m, Options{Threads: 1, Batch: 1}).NewState()
+		var want [][]float32
+		for _, tok := range toks {
+			l, err := ref.Forward([]int32{tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, l)
+		}
+		for _, pieces := range []int{1, 3} {
+			q8ColBlocks = pieces
+			got, err := newEngine(t, m, Options{Threads: 2, Batch: 19}).NewState().ForwardAll(toks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if err := sameBits(got[i], want[i]); err != nil {
+					t.Fatalf("%s, pieces of %d blocks: token %d: %v", arch, pieces, i, err)
+				}
+			}
+		}
+	}
+}
+
 // TestStatePrefixClone: continuing a cloned state equals continuing the
 // original, and truncation rolls back exactly (with snapshots on hybrids).
 func TestStateCloneTruncate(t *testing.T) {
