@@ -12,7 +12,7 @@ import "fmt"
 // i = 0..3: one weight row against four activation rows (prompt
 // processing). The activation rows must have no −128 code.
 func DotQ8_0SymTokens4(w, x []byte, xstride, n int, out *[4]float32) {
-	nb := check4("DotQ8_0SymTokens4", w, x, xstride, n)
+	nb := checkTokens("DotQ8_0SymTokens4", w, x, xstride, n, 4)
 	if nb == 0 {
 		*out = [4]float32{}
 		return
@@ -35,8 +35,7 @@ func DotQ8_0SymTokens8(w, x []byte, xstride int, xd []float32, n int, out *[8]fl
 // rows, so a product can be cut along its columns to keep its operands
 // in cache.
 func DotQ8_0SymTokens8Add(w, x []byte, xstride int, xd []float32, n int, acc *[8]float32) {
-	nb := check4("DotQ8_0SymTokens8", w, x[:min(len(x), 4*xstride)], xstride, n)
-	check4("DotQ8_0SymTokens8", w, x[min(len(x), 4*xstride):], xstride, n)
+	nb := checkTokens("DotQ8_0SymTokens8", w, x, xstride, n, 8)
 	if len(xd) < 8*nb {
 		panic(fmt.Sprintf("int8: DotQ8_0SymTokens8: %d scales, want %d", len(xd), 8*nb))
 	}
@@ -58,9 +57,9 @@ func Q8_0Scales8(x []byte, xstride, nb int, dst []float32) {
 	}
 }
 
-// check4 checks that w holds a row of n elements and x four rows at
+// checkTokens checks that w holds a row of n elements and x k rows at
 // stride xs, and returns the number of blocks.
-func check4(name string, w, x []byte, xs, n int) int {
+func checkTokens(name string, w, x []byte, xs, n, k int) int {
 	if n < 0 || n%BlockQ8_0 != 0 {
 		panic(fmt.Sprintf("int8: %s: %d elements is not a multiple of %d", name, n, BlockQ8_0))
 	}
@@ -69,9 +68,9 @@ func check4(name string, w, x []byte, xs, n int) int {
 	if xs < rb {
 		panic(fmt.Sprintf("int8: %s: stride %d is shorter than a row of %d bytes", name, xs, rb))
 	}
-	if len(w) < rb || len(x) < 3*xs+rb {
+	if need := (k-1)*xs + rb; len(w) < rb || len(x) < need {
 		panic(fmt.Sprintf("int8: %s: rows of %d elements need w %d and x %d bytes, have %d and %d",
-			name, n, rb, 3*xs+rb, len(w), len(x)))
+			name, n, rb, need, len(w), len(x)))
 	}
 	return nb
 }

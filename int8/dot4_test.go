@@ -112,12 +112,10 @@ func BenchmarkDot4(b *testing.B) {
 	for _, n := range []int{2048, 5632} {
 		nb := n / BlockQ8_0
 		rb := nb * BlockBytesQ8_0
-		r := rand.New(rand.NewPCG(1, 1))
 		w := make([]byte, 4*rb)
 		x := make([]byte, 4*rb)
 		for i := 0; i < 4; i++ {
 			wr, xr := benchRows(n)
-			_ = r
 			copy(w[i*rb:], wr)
 			copy(x[i*rb:], xr)
 		}

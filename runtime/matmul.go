@@ -411,16 +411,15 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 // row per call: on this hardware several weight streams per core read
 // memory slower than one prefetched stream.
 func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
+	const bs, bb = int8.BlockQ8_0, int8.BlockBytesQ8_0
 	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
-	nb := n / 32
-	// Column pieces of q8ColBlocks blocks, when rows are longer than that:
-	// the eight tokens' piece then stays in L1 across the tile's rows. The
-	// lanes carry their serial sums from piece to piece (Tokens8Add), so
-	// the cut changes no bit.
-	kb := nb
-	if nb > q8ColBlocks {
-		kb = (nb + (nb+q8ColBlocks-1)/q8ColBlocks - 1) / ((nb + q8ColBlocks - 1) / q8ColBlocks)
-	}
+	nb := n / bs
+	// Equal column pieces of at most q8ColBlocks blocks: the eight tokens'
+	// piece then stays in L1 across the tile's rows. The lanes carry their
+	// serial sums from piece to piece (Tokens8Add), so the cut changes no
+	// bit.
+	pieces := max(1, (nb+q8ColBlocks-1)/q8ColBlocks)
+	kb := (nb + pieces - 1) / pieces
 	var o4 [4]float32
 	var acc [q8RowTile][8]float32
 	// Tiles of a few rows by eight tokens keep both operands in L1.
@@ -433,7 +432,7 @@ func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
 			for k0 := 0; k0 < nb; k0 += kb {
 				k1 := min(k0+kb, nb)
 				for r := rt; r < re; r++ {
-					int8.DotQ8_0SymTokens8Add(w.data[r*rb+k0*34:r*rb+k1*34], x[k0*34:], xb, xd[8*k0:8*k1], (k1-k0)*32, &acc[r-rt])
+					int8.DotQ8_0SymTokens8Add(w.data[r*rb+k0*bb:r*rb+k1*bb], x[k0*bb:], xb, xd[8*k0:8*k1], (k1-k0)*bs, &acc[r-rt])
 				}
 			}
 			for r := rt; r < re; r++ {
