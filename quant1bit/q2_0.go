@@ -3,6 +3,7 @@ package quant1bit
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 
 	"github.com/qnnprep/qnnprep/internal/half"
 )
@@ -150,8 +151,8 @@ func q2Encode(x []float32, c q2Candidate, y []byte) {
 	}
 }
 
-// q2Search holds one block, its magnitudes in increasing order, and the
-// best candidate so far.
+// q2Search holds one block, its magnitudes in increasing order, the
+// sweep over the breakpoints and the best candidate so far.
 //
 // Write y = x for a positive d and y = −x for a negative one and let s =
 // |d|. An element's best code is 2 while s < 2y/3, then 1 while s < 2y,
@@ -166,23 +167,23 @@ type q2Search struct {
 	amax float32
 	n    int                    // nonzero elements
 	ax   [BlockQ2_0 + 1]float64 // |x| ascending, then a 0 pad
-	a2   [BlockQ2_0 + 1]float64 // 2|x|, then +Inf
-	a3   [BlockQ2_0 + 1]float64 // 2|x|/3, then +Inf
-	ng   [BlockQ2_0 + 1]float64 // 1 where x < 0, else 0
-	best q2Candidate
+	ng   [BlockQ2_0 + 1]uint64  // 1 where x < 0, else 0
+	k2   [BlockQ2_0 + 1]uint64  // bits of 2|x|, then +Inf
+	k3   [BlockQ2_0 + 1]uint64  // bits of 2|x|/3, then +Inf
+	// The sweep: step k of 2n+1 covers [bp[k], bp[k+1]) (empty where
+	// breakpoints tie), with running sums Σc·y in sx[p][k] and Σc² in
+	// sc[p][k] for the positive (p = 0) and negative (p = 1) sign.
+	bp     [q2Steps + 1 + q2Pad]float64
+	sx, sc [2][q2Steps + q2Pad]float64
+	best   q2Candidate
 	// bound is best.err widened by a relative 1e-9: the running sums and
 	// the vertex bounds carry rounding error, so anything within the
 	// slack is scored exactly before it is rejected.
 	bound float64
-	// The intervals of the sweep that can beat the reference scale, per
-	// sign: bounds and sums, for the second pass.
-	iv [2][2*BlockQ2_0 + 1]q2Interval
 	// init's scratch.
 	keys, sorted [BlockQ2_0]uint64
 	bucket       [BlockQ2_0]uint8
 }
-
-type q2Interval struct{ lo, hi, sxc, scc float64 }
 
 // init loads x and sorts its magnitudes; it reports false if x holds a
 // NaN or ±Inf.
@@ -249,9 +250,11 @@ func (q *q2Search) init(x []float32) bool {
 	for i := range n {
 		k := sorted[i]
 		a := math.Float64frombits(k &^ 1)
-		q.ax[i], q.a2[i], q.a3[i], q.ng[i] = a, 2*a, a*(2.0/3), float64(k&1)
+		q.ax[i], q.ng[i] = a, k&1
+		q.k2[i], q.k3[i] = math.Float64bits(2*a), math.Float64bits(a*(2.0/3))
 	}
-	q.ax[n], q.a2[n], q.a3[n], q.ng[n] = 0, math.Inf(1), math.Inf(1), 0
+	const inf = 0x7ff0000000000000
+	q.ax[n], q.ng[n], q.k2[n], q.k3[n] = 0, 0, inf, inf
 	return true
 }
 
@@ -314,53 +317,114 @@ func (q *q2Search) consider(h uint16, neg bool) {
 // The error as a function of s is continuous and each element's term is
 // a minimum of parabolas, so its kinks point up and its minimum is the
 // vertex of some interval's parabola that lies inside that interval.
-// The first pass walks the breakpoints in increasing order (the 2|x|/3
-// and 2|x| lists, both sorted, merged without branches) and finds that
-// interval; scoring the fp16 neighbours of its vertex gives a bound
+// The sweep walks the breakpoints in increasing order (the 2|x|/3 and
+// 2|x| lists, both sorted, merged without branches) and records every
+// interval's running sums; the first pass finds the interval holding the
+// minimum, and scoring the fp16 neighbours of its vertex gives a bound
 // within an fp16 step of the optimum. The second pass then scores, in
 // increasing s, the neighbours of the vertex (clamped to the interval) of
 // every interval whose vertex value is below the bound: the best fp16
 // value inside an interval is one of them.
 func (q *q2Search) search() {
-	var x0, c0, x1, c1 float64 // sums just above s = 0: y > 0 codes 2, y < 0 codes −1
+	n := q.n
+	steps := 2*n + 1
+	q.sweep()
+	bestX, bestC, bestSign := 0.0, 0.0, -1
+	var in [2][q2MaskWords]uint64
+	q2Vertex(&q.bp, &q.sx[0], &q.sc[0], steps, &in[0])
+	q2Vertex(&q.bp, &q.sx[1], &q.sc[1], steps, &in[1])
+	for w := range q2MaskWords {
+		for m := in[0][w] | in[1][w]; m != 0; m &= m - 1 {
+			k := 64*w + bits.TrailingZeros64(m)
+			for p := range 2 {
+				x, c := q.sx[p][k], q.sc[p][k]
+				if in[p][w]&(m&-m) != 0 && (bestSign < 0 || float64(x*x)*bestC > float64(bestX*bestX)*c) {
+					bestX, bestC, bestSign = x, c, p
+				}
+			}
+		}
+	}
+	if bestSign >= 0 {
+		a, b := f16Bracket(bestX / bestC)
+		q.consider(a, bestSign == 1)
+		q.consider(b, bestSign == 1)
+	}
+	// Pass 2, in increasing s for each sign. (The bound only falls, so
+	// an interval that passes here would also have passed against the
+	// reference scale's bound.)
+	for p := range 2 {
+		for k := q2Below(&q.bp, &q.sx[p], &q.sc[p], 0, steps, q.syy-q.bound); k < steps; k = q2Below(&q.bp, &q.sx[p], &q.sc[p], k+1, steps, q.syy-q.bound) {
+			q.interval(q.bp[k], q.bp[k+1], q.sx[p][k], q.sc[p][k], p == 1)
+		}
+	}
+}
+
+// q2Steps is the most sweep steps (2·64 + 1), q2Pad the room after them
+// for 4-wide loads, and q2MaskWords the words of a step bit mask.
+const (
+	q2Steps     = 2*BlockQ2_0 + 1
+	q2Pad       = 4
+	q2MaskWords = (q2Steps + 63) / 64
+)
+
+// q2Vertex sets bit k of in for each of the first steps steps whose
+// interval [bp[k], bp[k+1]) is not empty and holds the vertex sx[k]/sc[k]
+// of its parabola (sc[k] > 0); AVX2 on amd64, the same bits. Entries
+// from steps to steps+3 are read and must have sc = 0.
+var q2Vertex = q2VertexGo
+
+func q2VertexGo(bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[q2Steps + q2Pad]float64, steps int, in *[q2MaskWords]uint64) {
+	*in = [q2MaskWords]uint64{}
+	for k := range steps {
+		lo, hi, x, c := bp[k], bp[k+1], sx[k], sc[k]
+		if hi > lo && c > 0 && x >= lo*c && x <= hi*c {
+			in[k/64] |= 1 << (k % 64)
+		}
+	}
+}
+
+// q2Below returns the first step j in [k, steps) whose interval is not
+// empty and whose parabola's vertex value is below the bound, that is
+// sc[j] > 0 and K·sc[j] < sx[j]² for K = syy − bound, or steps if there
+// is none; AVX2 on amd64, the same result. Entries from steps to steps+3
+// are read and must have sc = 0.
+var q2Below = q2BelowGo
+
+func q2BelowGo(bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[q2Steps + q2Pad]float64, k, steps int, K float64) int {
+	for ; k < steps; k++ {
+		if c := sc[k]; c > 0 && float64(K*c) < float64(sx[k]*sx[k]) && bp[k+1] > bp[k] {
+			return k
+		}
+	}
+	return steps
+}
+
+// sweep fills bp, sx and sc. The sums start just above s = 0 (y > 0
+// codes 2, y < 0 codes −1) and lose each breakpoint's share as it is
+// passed, in the order of the merge.
+func (q *q2Search) sweep() {
+	var x0, c0, x1, c1 float64
 	for i := range q.n {
-		a, g := q.ax[i], q.ng[i]
+		a, g := q.ax[i], float64(q.ng[i])
 		x0 += a + a*(1-g)
 		c0 += 1 + 3*(1-g)
 		x1 += a + a*g
 		c1 += 1 + 3*g
 	}
-	bestX, bestC, bestSign := 0.0, 0.0, -1
+	steps := 2*q.n + 1
 	ia, ib := 0, 0
-	lo := 0.0
-	// Only intervals whose vertex value is below the bound so far (the
-	// reference scale's error, widened) can matter in the second pass:
-	// they are appended without a branch, the count advancing by the
-	// sign bit of (syy − bound)·Σc² − (Σc·y)².
-	k := q.syy - q.bound
-	m0, m1 := 0, 0
-	for range 2*q.n + 1 {
+	q.bp[0] = 0
+	for k := range steps {
 		// Non-negative floats (and +Inf) order as their bits do.
-		b3, b2 := math.Float64bits(q.a3[ia]), math.Float64bits(q.a2[ib])
+		b3, b2 := q.k3[ia], q.k2[ib]
 		ti := (b3 - b2) >> 63 // 1: the next breakpoint is a 2|x|/3 one
-		hi := math.Float64frombits(b2 ^ (b2^b3)&-ti)
-		t := float64(int64(ti))
-		if hi > lo {
-			q.iv[0][m0] = q2Interval{lo, hi, x0, c0}
-			q.iv[1][m1] = q2Interval{lo, hi, x1, c1}
-			m0 += int(math.Float64bits(float64(k*c0)-float64(x0*x0)) >> 63)
-			m1 += int(math.Float64bits(float64(k*c1)-float64(x1*x1)) >> 63)
-			if c0 > 0 && x0 >= lo*c0 && x0 <= hi*c0 && (bestSign < 0 || float64(x0*x0)*bestC > float64(bestX*bestX)*c0) {
-				bestX, bestC, bestSign = x0, c0, 0
-			}
-			if c1 > 0 && x1 >= lo*c1 && x1 <= hi*c1 && (bestSign < 0 || float64(x1*x1)*bestC > float64(bestX*bestX)*c1) {
-				bestX, bestC, bestSign = x1, c1, 1
-			}
-		}
+		q.bp[k+1] = math.Float64frombits(b2 ^ (b2^b3)&-ti)
+		q.sx[0][k], q.sc[0][k], q.sx[1][k], q.sc[1][k] = x0, c0, x1, c1
 		// A 2|x|/3 breakpoint moves the sign with y > 0 by (|x|, 3); a
 		// 2|x| one moves both by (|x|, 1).
-		a3, g := q.ax[ia], q.ng[ia]
+		a3, g := q.ax[ia], float64(q.ng[ia])
 		a2 := q.ax[ib]
+		t := float64(int64(ti))
 		u := 1 - t
 		x0 -= t*(a3*(1-g)) + u*a2
 		c0 -= t*(3*(1-g)) + u
@@ -368,20 +432,9 @@ func (q *q2Search) search() {
 		c1 -= t*(3*g) + u
 		ia += int(ti)
 		ib += 1 - int(ti)
-		lo = hi
 	}
-	if bestSign >= 0 {
-		a, b := f16Bracket(bestX / bestC)
-		q.consider(a, bestSign == 1)
-		q.consider(b, bestSign == 1)
-	}
-	// Pass 2, in increasing s for each sign.
-	for p, m := range [2]int{m0, m1} {
-		for _, iv := range q.iv[p][:m] {
-			if iv.scc > 0 && float64((q.syy-q.bound)*iv.scc) < float64(iv.sxc*iv.sxc) {
-				q.interval(iv.lo, iv.hi, iv.sxc, iv.scc, p == 1)
-			}
-		}
+	for k := steps; k < steps+q2Pad; k++ {
+		q.sc[0][k], q.sc[1][k] = 0, 0
 	}
 }
 

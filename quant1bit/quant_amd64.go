@@ -13,7 +13,23 @@ func init() {
 		q1Signs = q1SignsAVX2
 		q2Err = q2ErrAsm
 		q1Sums8 = q1Sums8AVX2
+		q2Vertex = q2VertexAVX2
+		q2Below = q2BelowAVX2
 	}
+}
+
+//go:noescape
+func q2VertexAsm(bp, sx, sc *float64, steps int, in *[q2MaskWords]uint64)
+
+func q2VertexAVX2(bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[q2Steps + q2Pad]float64, steps int, in *[q2MaskWords]uint64) {
+	q2VertexAsm(&bp[0], &sx[0], &sc[0], steps, in)
+}
+
+//go:noescape
+func q2BelowAsm(bp, sx, sc *float64, k, steps int, K float64) int
+
+func q2BelowAVX2(bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[q2Steps + q2Pad]float64, k, steps int, K float64) int {
+	return q2BelowAsm(&bp[0], &sx[0], &sc[0], k, steps, K)
 }
 
 //go:noescape

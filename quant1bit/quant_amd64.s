@@ -173,3 +173,97 @@ sstep:
 sdone:
 	VZEROUPPER
 	RET
+
+// func q2VertexAsm(bp, sx, sc *float64, steps int, in *[3]uint64)
+//
+// q2VertexGo four steps at a time: bit k is set where bp[k+1] > bp[k],
+// sc[k] > 0, sx[k] >= bp[k]·sc[k] and sx[k] <= bp[k+1]·sc[k]. Steps are
+// taken four at a time from 0, so a group's bits never straddle a word;
+// the padding after steps has sc = 0 and sets nothing.
+TEXT ·q2VertexAsm(SB), NOSPLIT, $0-40
+	MOVQ   bp+0(FP), SI
+	MOVQ   sx+8(FP), DI
+	MOVQ   sc+16(FP), R8
+	MOVQ   steps+24(FP), R12
+	MOVQ   in+32(FP), R9
+	MOVQ   $0, 0(R9)
+	MOVQ   $0, 8(R9)
+	MOVQ   $0, 16(R9)
+	VXORPD Y15, Y15, Y15
+	XORQ   DX, DX
+
+vloop:
+	CMPQ      DX, R12
+	JGE       vdone
+	VMOVUPD   (SI)(DX*8), Y0
+	VMOVUPD   8(SI)(DX*8), Y1
+	VMOVUPD   (DI)(DX*8), Y2
+	VMOVUPD   (R8)(DX*8), Y3
+	VCMPPD    $0x1e, Y0, Y1, Y4 // hi > lo
+	VCMPPD    $0x1e, Y15, Y3, Y5 // c > 0
+	VMULPD    Y3, Y0, Y6
+	VMULPD    Y3, Y1, Y7
+	VCMPPD    $0x1d, Y6, Y2, Y6 // x >= lo·c
+	VCMPPD    $0x12, Y7, Y2, Y7 // x <= hi·c
+	VANDPD    Y5, Y4, Y4
+	VANDPD    Y7, Y6, Y6
+	VANDPD    Y6, Y4, Y4
+	VMOVMSKPD Y4, AX
+	MOVQ      DX, CX
+	ANDQ      $63, CX
+	SHLQ      CL, AX
+	MOVQ      DX, BX
+	SHRQ      $6, BX
+	ORQ       AX, (R9)(BX*8)
+	ADDQ      $4, DX
+	JMP       vloop
+
+vdone:
+	VZEROUPPER
+	RET
+
+// func q2BelowAsm(bp, sx, sc *float64, k, steps int, K float64) int
+//
+// q2BelowGo four steps at a time: the first j >= k with sc[j] > 0,
+// K·sc[j] < sx[j]² and bp[j+1] > bp[j], or steps. The padding after
+// steps has sc = 0 and never matches.
+TEXT ·q2BelowAsm(SB), NOSPLIT, $0-56
+	MOVQ         bp+0(FP), SI
+	MOVQ         sx+8(FP), DI
+	MOVQ         sc+16(FP), R8
+	MOVQ         k+24(FP), DX
+	MOVQ         steps+32(FP), R12
+	VBROADCASTSD K+40(FP), Y8
+	VXORPD       Y15, Y15, Y15
+
+bloop:
+	CMPQ      DX, R12
+	JGE       bnone
+	VMOVUPD   (SI)(DX*8), Y0
+	VMOVUPD   8(SI)(DX*8), Y1
+	VMOVUPD   (DI)(DX*8), Y2
+	VMOVUPD   (R8)(DX*8), Y3
+	VCMPPD    $0x1e, Y15, Y3, Y4 // c > 0
+	VMULPD    Y3, Y8, Y5
+	VMULPD    Y2, Y2, Y6
+	VCMPPD    $0x11, Y6, Y5, Y5 // K·c < x²
+	VCMPPD    $0x1e, Y0, Y1, Y7 // hi > lo
+	VANDPD    Y5, Y4, Y4
+	VANDPD    Y7, Y4, Y4
+	VMOVMSKPD Y4, AX
+	TESTQ     AX, AX
+	JNZ       bfound
+	ADDQ      $4, DX
+	JMP       bloop
+
+bfound:
+	BSFQ AX, AX
+	ADDQ AX, DX
+	MOVQ DX, ret+48(FP)
+	VZEROUPPER
+	RET
+
+bnone:
+	MOVQ R12, ret+48(FP)
+	VZEROUPPER
+	RET

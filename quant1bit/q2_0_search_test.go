@@ -1,0 +1,168 @@
+package quant1bit
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/internal/half"
+)
+
+// adversarialBlock draws a block from a mix of shapes that stress the
+// Q2_0 search: rounded weights (BF16, fp16) with many equal magnitudes,
+// exact ties between breakpoints (|x| and 3|x|), symmetric and one-sided
+// blocks, zeros, fp16-subnormal and beyond-fp16 magnitudes, float32
+// subnormals and single outliers.
+func adversarialBlock(r *rand.Rand) []float32 {
+	x := make([]float32, BlockQ2_0)
+	scale := math.Ldexp(1, r.IntN(60)-40)
+	switch r.IntN(12) {
+	case 0, 1: // BF16-rounded Gaussian, like a checkpoint
+		for i := range x {
+			x[i] = half.BF16ToF32(half.F32ToBF16(float32(r.NormFloat64() * 0.02)))
+		}
+	case 2: // fp16-rounded Gaussian at a random scale
+		for i := range x {
+			x[i] = half.F16ToF32(half.F32ToF16(float32(r.NormFloat64() * scale)))
+		}
+	case 3: // few small integers: many ties and exact errors
+		k := 1 + r.IntN(6)
+		for i := range x {
+			x[i] = float32(r.IntN(2*k+1)-k) * float32(scale)
+		}
+	case 4: // values and their triples, so 2|x| meets 2|3x|/3
+		v := make([]float32, 1+r.IntN(4))
+		for i := range v {
+			v[i] = float32(1+r.IntN(8)) * float32(scale)
+		}
+		for i := range x {
+			a := v[r.IntN(len(v))]
+			if r.IntN(2) == 0 {
+				a *= 3
+			}
+			if r.IntN(2) == 0 {
+				a = -a
+			}
+			x[i] = a
+		}
+	case 5: // symmetric: every value with its negation
+		for i := 0; i < BlockQ2_0; i += 2 {
+			v := float32(r.NormFloat64() * scale)
+			if r.IntN(3) == 0 {
+				v = float32(math.Round(r.NormFloat64()*4)) * float32(scale)
+			}
+			x[i], x[i+1] = v, -v
+		}
+	case 6: // mostly zeros
+		for range 1 + r.IntN(5) {
+			x[r.IntN(BlockQ2_0)] = float32(r.NormFloat64() * scale)
+		}
+	case 7: // one-sided, one sign
+		sg := float32(1 - 2*r.IntN(2))
+		for i := range x {
+			x[i] = sg * float32(math.Abs(r.NormFloat64())*scale)
+		}
+	case 8: // huge: near and beyond the fp16 range
+		s := math.Ldexp(1, 10+r.IntN(12))
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * s)
+		}
+	case 9: // tiny: fp16 subnormals and float32 subnormals
+		s := math.Ldexp(1, -r.IntN(130)-10)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * s)
+		}
+	case 10: // one outlier in noise
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * scale)
+		}
+		x[r.IntN(BlockQ2_0)] = float32(r.NormFloat64() * scale * 100)
+	default: // all equal magnitude, random signs
+		v := float32(scale * float64(1+r.IntN(100)))
+		for i := range x {
+			x[i] = v * float32(1-2*r.IntN(2))
+		}
+	}
+	if r.IntN(8) == 0 { // sprinkle zeros of both signs
+		for range r.IntN(20) {
+			x[r.IntN(BlockQ2_0)] = float32(math.Copysign(0, float64(1-2*r.IntN(2))))
+		}
+	}
+	return x
+}
+
+// TestQ2_0MatchesPrevious compares the search byte for byte with the
+// previous implementation on random and adversarial blocks.
+func TestQ2_0MatchesPrevious(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	n := 200000
+	if testing.Short() {
+		n = 20000
+	}
+	a, b := make([]byte, BlockBytesQ2_0), make([]byte, BlockBytesQ2_0)
+	for i := range n {
+		var x []float32
+		if i%4 == 0 {
+			x = randomBlock(r, BlockQ2_0)
+		} else {
+			x = adversarialBlock(r)
+		}
+		QuantizeRowQ2_0(x, a)
+		prevQuantizeRowQ2_0(x, b)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("block %d %v:\n got %x\nwant %x", i, x, a, b)
+		}
+	}
+}
+
+// TestQ2KernelsMatchGo compares the chosen vertex and bound scans with
+// the Go loops, on the sweeps of many blocks and on arbitrary arrays
+// (ties, zeros, infinities, NaN).
+func TestQ2KernelsMatchGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 13))
+	var q q2Search
+	pick := []float64{0, math.Copysign(0, -1), 1, 2, 3, 0.5, math.Inf(1), math.NaN(), 1e-310, 7}
+	for it := range 20000 {
+		steps := 2*r.IntN(BlockQ2_0+1) + 1
+		if it%2 == 0 {
+			x := adversarialBlock(r)
+			if !q.init(x) {
+				continue
+			}
+			q.sweep()
+			steps = 2*q.n + 1
+		} else {
+			for k := range q.bp {
+				q.bp[k] = pick[r.IntN(len(pick))] * float64(1+r.IntN(3))
+			}
+			for p := range 2 {
+				for k := range q.sx[p] {
+					q.sx[p][k] = pick[r.IntN(len(pick))] * float64(1+r.IntN(3))
+					q.sc[p][k] = float64(r.IntN(4))
+					if k >= steps {
+						q.sc[p][k] = 0
+					}
+				}
+			}
+		}
+		for p := range 2 {
+			var got, want [q2MaskWords]uint64
+			q2Vertex(&q.bp, &q.sx[p], &q.sc[p], steps, &got)
+			q2VertexGo(&q.bp, &q.sx[p], &q.sc[p], steps, &want)
+			if got != want {
+				t.Fatalf("case %d sign %d: vertex mask %x, Go %x", it, p, got, want)
+			}
+			for range 4 {
+				K := pick[r.IntN(len(pick))] * (r.Float64()*4 - 2)
+				if it%2 == 0 {
+					K = q.syy * (1 - r.Float64()*r.Float64())
+				}
+				k := r.IntN(steps + 1)
+				if g, w := q2Below(&q.bp, &q.sx[p], &q.sc[p], k, steps, K), q2BelowGo(&q.bp, &q.sx[p], &q.sc[p], k, steps, K); g != w {
+					t.Fatalf("case %d sign %d from %d K=%v: %d, Go %d", it, p, k, K, g, w)
+				}
+			}
+		}
+	}
+}
