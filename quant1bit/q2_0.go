@@ -180,9 +180,51 @@ type q2Search struct {
 	// the vertex bounds carry rounding error, so anything within the
 	// slack is scored exactly before it is rejected.
 	bound float64
-	// init's scratch.
-	keys, sorted [BlockQ2_0]uint64
-	bucket       [BlockQ2_0]uint8
+	keys  [BlockQ2_0]uint32 // init's sort
+}
+
+// q2Sort writes the sort keys of the 64 elements of x in increasing
+// order: the bits of |x| shifted up one with the sign in the lowest bit
+// (the float32 bits rotated left by one), so keys order as |x| does, a
+// positive value before its negation, and the zeros (keys 0 and 1)
+// first. amax is max|x|. A sorted list is unique, so every
+// implementation gives the same keys (a rank sort in AVX2 on amd64).
+var q2Sort = q2SortGo
+
+func q2SortGo(x *[BlockQ2_0]float32, amax float32, keys *[BlockQ2_0]uint32) {
+	// A bucket pass by |x|/amax leaves the keys nearly sorted and
+	// insertion sort finishes them.
+	var unsorted [BlockQ2_0]uint32
+	var bucket [BlockQ2_0]uint8
+	var start [BlockQ2_0 + 1]uint8
+	scale := 0.0 // float64: 64/amax overflows float32 for tiny amax
+	if amax > 0 {
+		scale = float64(BlockQ2_0) / float64(amax)
+	}
+	for i, v := range x {
+		k := bits.RotateLeft32(math.Float32bits(v), 1)
+		b := min(int(float64(abs32(v))*scale), BlockQ2_0-1)
+		unsorted[i], bucket[i] = k, uint8(b)
+		start[b+1]++
+	}
+	var acc uint8 // prefix sums carried in a register, not through memory
+	for b := 1; b <= BlockQ2_0; b++ {
+		acc += start[b]
+		start[b] = acc
+	}
+	for i, b := range bucket {
+		keys[start[b]] = unsorted[i]
+		start[b]++
+	}
+	for i := 1; i < BlockQ2_0; i++ {
+		k := keys[i]
+		j := i
+		for j > 0 && keys[j-1] > k {
+			keys[j] = keys[j-1]
+			j--
+		}
+		keys[j] = k
+	}
 }
 
 // init loads x and sorts its magnitudes; it reports false if x holds a
@@ -205,52 +247,18 @@ func (q *q2Search) init(x []float32) bool {
 	amax := math.Float32frombits(abits)
 	q.syy = float64(e[0]+e[1]) + float64(e[2]+e[3])
 	q.amax = amax
-	// Sort keys: the float64 bits of |x| (monotonic for non-negative
-	// values) with the sign in the lowest bit, which a float32 widened to
-	// float64 never uses. A bucket pass by |x|/amax leaves the keys
-	// nearly sorted and insertion sort finishes them.
-	keys, sorted, bucket := &q.keys, &q.sorted, &q.bucket // written before read
-	var start [BlockQ2_0 + 1]uint8
-	n := 0
-	if amax > 0 {
-		scale := float64(BlockQ2_0) / float64(amax)
-		for i := range q.x {
-			f := q.x[i]
-			if f == 0 {
-				continue
-			}
-			b := math.Float64bits(f)
-			k := b&^(1<<63) | b>>63
-			bk := min(int(math.Abs(f)*scale), BlockQ2_0-1)
-			keys[n], bucket[n] = k, uint8(bk)
-			start[bk+1]++
-			n++
-		}
+	keys := &q.keys
+	q2Sort((*[BlockQ2_0]float32)(x), amax, keys)
+	z := 0 // zeros (keys 0 and 1) come first and are dropped
+	for z < BlockQ2_0 && keys[z] < 2 {
+		z++
 	}
-	var acc uint8 // prefix sums carried in a register, not through memory
-	for b := 1; b <= BlockQ2_0; b++ {
-		acc += start[b]
-		start[b] = acc
-	}
-	for i := range n {
-		b := bucket[i]
-		sorted[start[b]] = keys[i]
-		start[b]++
-	}
-	for i := 1; i < n; i++ {
-		k := sorted[i]
-		j := i
-		for j > 0 && sorted[j-1] > k {
-			sorted[j] = sorted[j-1]
-			j--
-		}
-		sorted[j] = k
-	}
+	n := BlockQ2_0 - z
 	q.n = n
 	for i := range n {
-		k := sorted[i]
-		a := math.Float64frombits(k &^ 1)
-		q.ax[i], q.ng[i] = a, k&1
+		k := keys[z+i]
+		a := float64(math.Float32frombits(k >> 1))
+		q.ax[i], q.ng[i] = a, uint64(k&1)
 		q.k2[i], q.k3[i] = math.Float64bits(2*a), math.Float64bits(a*(2.0/3))
 	}
 	const inf = 0x7ff0000000000000

@@ -13,7 +13,7 @@ import (
 // Q2_0 search: rounded weights (BF16, fp16) with many equal magnitudes,
 // exact ties between breakpoints (|x| and 3|x|), symmetric and one-sided
 // blocks, zeros, fp16-subnormal and beyond-fp16 magnitudes, float32
-// subnormals and single outliers.
+// subnormals, single outliers, and now and then a NaN or ±Inf.
 func adversarialBlock(r *rand.Rand) []float32 {
 	x := make([]float32, BlockQ2_0)
 	scale := math.Ldexp(1, r.IntN(60)-40)
@@ -89,6 +89,9 @@ func adversarialBlock(r *rand.Rand) []float32 {
 			x[r.IntN(BlockQ2_0)] = float32(math.Copysign(0, float64(1-2*r.IntN(2))))
 		}
 	}
+	if r.IntN(64) == 0 { // the reference encoder's blocks
+		x[r.IntN(BlockQ2_0)] = float32(math.NaN())
+	}
 	return x
 }
 
@@ -163,6 +166,36 @@ func TestQ2KernelsMatchGo(t *testing.T) {
 					t.Fatalf("case %d sign %d from %d K=%v: %d, Go %d", it, p, k, K, g, w)
 				}
 			}
+		}
+	}
+}
+
+// TestQ2SortMatchesGo compares the chosen sort with the Go one on
+// adversarial blocks and on arbitrary finite bit patterns.
+func TestQ2SortMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 15))
+	for it := range 50000 {
+		x := adversarialBlock(r)
+		if it%3 == 0 {
+			for i := range x {
+				x[i] = math.Float32frombits(r.Uint32()%0x7f800000 | r.Uint32()&0x80000000)
+				if r.IntN(4) == 0 {
+					x[i] = x[r.IntN(i+1)]
+				}
+			}
+		}
+		var amax float32
+		for _, v := range x {
+			amax = max(amax, abs32(v))
+		}
+		if amax-amax != 0 { // NaN or ±Inf: not sorted
+			continue
+		}
+		var got, want [BlockQ2_0]uint32
+		q2Sort((*[BlockQ2_0]float32)(x), amax, &got)
+		q2SortGo((*[BlockQ2_0]float32)(x), amax, &want)
+		if got != want {
+			t.Fatalf("case %d %v:\n got %x\nwant %x", it, x, got, want)
 		}
 	}
 }

@@ -15,8 +15,14 @@ func init() {
 		q1Sums8 = q1Sums8AVX2
 		q2Vertex = q2VertexAVX2
 		q2Below = q2BelowAVX2
+		q2Sort = q2SortAVX2
 	}
 }
+
+//go:noescape
+func q2SortAsm(x *[BlockQ2_0]float32, keys *[BlockQ2_0]uint32)
+
+func q2SortAVX2(x *[BlockQ2_0]float32, _ float32, keys *[BlockQ2_0]uint32) { q2SortAsm(x, keys) }
 
 //go:noescape
 func q2VertexAsm(bp, sx, sc *float64, steps int, in *[q2MaskWords]uint64)

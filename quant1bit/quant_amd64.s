@@ -267,3 +267,95 @@ bnone:
 	MOVQ R12, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// func q2SortAsm(x *[64]float32, keys *[64]uint32)
+//
+// q2SortGo as a rank sort: each key's position is 63 minus the number
+// of keys greater than it (signed compares of the keys with the top bit
+// flipped), so equal keys all land on the last slot of their run; the
+// slots left empty (0xffffffff, never a key of a finite value) take the
+// key above them.
+TEXT ·q2SortAsm(SB), NOSPLIT, $512-16
+	MOVQ     x+0(FP), SI
+	MOVQ     keys+8(FP), DI
+	VPCMPEQD Y15, Y15, Y15
+	VPSLLD   $31, Y15, Y14
+	XORQ     CX, CX
+
+skeys:
+	VMOVDQU (SI)(CX*1), Y0
+	VPSLLD  $1, Y0, Y1
+	VPSRLD  $31, Y0, Y2
+	VPOR    Y2, Y1, Y1
+	VPXOR   Y14, Y1, Y1
+	VMOVDQU Y1, (SP)(CX*1)
+	VMOVDQU Y15, (DI)(CX*1)
+	ADDQ    $32, CX
+	CMPQ    CX, $256
+	JLT     skeys
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	XORQ  CX, CX
+
+srank:
+	VPBROADCASTD (SP)(CX*4), Y8
+	VPCMPGTD     0(SP), Y8, Y9
+	VPSUBD       Y9, Y0, Y0
+	VPCMPGTD     32(SP), Y8, Y10
+	VPSUBD       Y10, Y1, Y1
+	VPCMPGTD     64(SP), Y8, Y11
+	VPSUBD       Y11, Y2, Y2
+	VPCMPGTD     96(SP), Y8, Y12
+	VPSUBD       Y12, Y3, Y3
+	VPCMPGTD     128(SP), Y8, Y9
+	VPSUBD       Y9, Y4, Y4
+	VPCMPGTD     160(SP), Y8, Y10
+	VPSUBD       Y10, Y5, Y5
+	VPCMPGTD     192(SP), Y8, Y11
+	VPSUBD       Y11, Y6, Y6
+	VPCMPGTD     224(SP), Y8, Y12
+	VPSUBD       Y12, Y7, Y7
+	INCQ         CX
+	CMPQ         CX, $64
+	JLT          srank
+
+	VMOVDQU Y0, 256(SP)
+	VMOVDQU Y1, 288(SP)
+	VMOVDQU Y2, 320(SP)
+	VMOVDQU Y3, 352(SP)
+	VMOVDQU Y4, 384(SP)
+	VMOVDQU Y5, 416(SP)
+	VMOVDQU Y6, 448(SP)
+	VMOVDQU Y7, 480(SP)
+	VZEROUPPER
+	XORQ    CX, CX
+
+sscatter:
+	MOVL $63, BX
+	SUBL 256(SP)(CX*4), BX
+	MOVL (SP)(CX*4), DX
+	XORL $0x80000000, DX
+	MOVL DX, (DI)(BX*4)
+	INCQ CX
+	CMPQ CX, $64
+	JLT  sscatter
+
+	MOVL 252(DI), AX
+	MOVQ $62, CX
+
+sfill:
+	MOVL    (DI)(CX*4), DX
+	CMPL    DX, $-1
+	CMOVLEQ AX, DX
+	MOVL    DX, (DI)(CX*4)
+	MOVL    DX, AX
+	DECQ    CX
+	JGE     sfill
+	RET
