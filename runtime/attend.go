@@ -90,17 +90,26 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 			}
 		}
 	}
+	// Exponentials in one vector pass; a pair's slot it may not see gets
+	// e^−Inf = +0, which leaves its sum unchanged.
+	negInf := float32(math.Inf(-1))
 	for j := 0; j <= last; j++ {
 		s := scores[j*pairs : (j+1)*pairs]
 		for ti := 0; ti < tb; ti++ {
-			if !allowed(ti, j) {
-				continue
-			}
+			ok := allowed(ti, j)
 			for r := ti * group; r < (ti+1)*group; r++ {
-				p := expf(s[r] - mx[r])
-				s[r] = p
-				sum[r] += float64(p)
+				if ok {
+					s[r] -= mx[r]
+				} else {
+					s[r] = negInf
+				}
 			}
+		}
+	}
+	kernels.Exp(scores)
+	for j := 0; j <= last; j++ {
+		for r, p := range scores[j*pairs : (j+1)*pairs] {
+			sum[r] += float64(p)
 		}
 	}
 	// mx now holds 1/sum per pair.

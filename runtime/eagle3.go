@@ -453,8 +453,10 @@ func (d *Eagle3Drafter) step(toks []int32, g []float32) (int32, error) {
 			}
 			var sum float64
 			for s := 0; s <= last; s++ {
-				p := expf(scores[s] - mx)
-				scores[s] = p
+				scores[s] -= mx
+			}
+			kernels.Exp(scores[:last+1])
+			for _, p := range scores[:last+1] {
 				sum += float64(p)
 			}
 			inv := float32(1 / sum)
@@ -486,9 +488,7 @@ func (d *Eagle3Drafter) step(toks []int32, g []float32) (int32, error) {
 	if err := e.matmul(h.wup, &d.in, up); err != nil {
 		return 0, err
 	}
-	for i := range ga {
-		ga[i] = silu(ga[i]) * up[i]
-	}
+	e.siluMul(ga, up)
 	d.mid.reset(ga, t, c.FFN)
 	if err := e.matmul(h.wdown, &d.mid, proj); err != nil {
 		return 0, err

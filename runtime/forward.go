@@ -171,9 +171,7 @@ func (s *State) layer(li int, x []float32, t int, pos []int32, mask []bool) erro
 	if err := e.matmul(l.wup, &sc.in, u); err != nil {
 		return err
 	}
-	for i := range g {
-		g[i] = silu(g[i]) * u[i]
-	}
+	e.siluMul(g, u)
 	sc.mid.reset(g, t, f)
 	out := grow(&sc.proj, t*h)
 	if err := e.matmul(l.wdown, &sc.mid, out); err != nil {

@@ -1,16 +1,22 @@
 package runtime
 
-import "math"
+import (
+	"math"
+
+	"github.com/qnnprep/qnnprep/runtime/kernels"
+)
 
 // Elementwise operations, written to round like ggml's CPU kernels:
 // float32 arithmetic, with the sums that ggml accumulates in double
 // (RMS norm, L2 norm, softmax) accumulated in float64 here too.
 
-func expf(x float32) float32  { return float32(math.Exp(float64(x))) }
+// expf is kernels.Expf, the exponential every path shares, so that
+// vectorised (kernels.Exp, kernels.SiluMul) and scalar uses agree.
+func expf(x float32) float32  { return kernels.Expf(x) }
 func sqrtf(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 
 // silu is x·σ(x) computed as x / (1 + e^−x).
-func silu(x float32) float32 { return x / (1 + expf(-x)) }
+func silu(x float32) float32 { return kernels.Silu(x) }
 
 func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
 
@@ -100,4 +106,14 @@ func argmax(v []float32) int {
 		}
 	}
 	return best
+}
+
+// siluMul sets g = silu(g)·u, the SwiGLU gate, split over the threads for
+// a prompt (elementwise, so the split changes no bit).
+func (e *Engine) siluMul(g, u []float32) {
+	const chunk = 1024
+	n := (len(g) + chunk - 1) / chunk
+	e.parallel(n, 4*len(g), func(lo, hi int) {
+		kernels.SiluMul(g[lo*chunk:min(hi*chunk, len(g))], u[lo*chunk:])
+	})
 }
