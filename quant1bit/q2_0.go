@@ -165,11 +165,10 @@ type q2Search struct {
 	x    [BlockQ2_0]float64 // the block
 	syy  float64            // Σx² (the error of d = 0, summed as q2Error sums)
 	amax float32
-	n    int                    // nonzero elements
-	ax   [BlockQ2_0 + 1]float64 // |x| ascending, then a 0 pad
-	ng   [BlockQ2_0 + 1]uint64  // 1 where x < 0, else 0
-	k2   [BlockQ2_0 + 1]uint64  // bits of 2|x|, then +Inf
-	k3   [BlockQ2_0 + 1]uint64  // bits of 2|x|/3, then +Inf
+	n    int // nonzero elements
+	// The breakpoints of the magnitudes in increasing order, then a +Inf
+	// sentinel: ev3 at 2|x|/3, ev2 at 2|x|.
+	ev3, ev2 [BlockQ2_0 + 1]q2Event
 	// The sweep: step k of 2n+1 covers [bp[k], bp[k+1]) (empty where
 	// breakpoints tie), with running sums Σc·y in sx[p][k] and Σc² in
 	// sc[p][k] for the positive (p = 0) and negative (p = 1) sign.
@@ -258,11 +257,16 @@ func (q *q2Search) init(x []float32) bool {
 	for i := range n {
 		k := keys[z+i]
 		a := float64(math.Float32frombits(k >> 1))
-		q.ax[i], q.ng[i] = a, uint64(k&1)
-		q.k2[i], q.k3[i] = math.Float64bits(2*a), math.Float64bits(a*(2.0/3))
+		g := float64(k & 1)
+		// Field by field: a composite literal is built on the stack and
+		// copied in 16-byte moves, which stall on store forwarding.
+		e3, e2 := &q.ev3[i], &q.ev2[i]
+		e3.key, e3.d[0], e3.d[1], e3.d[2], e3.d[3] = math.Float64bits(a*(2.0/3)), a*(1-g), a*g, 3*(1-g), 3*g
+		e2.key, e2.d[0], e2.d[1], e2.d[2], e2.d[3] = math.Float64bits(2*a), a, a, 1, 1
 	}
 	const inf = 0x7ff0000000000000
-	q.ax[n], q.ng[n], q.k2[n], q.k3[n] = 0, 0, inf, inf
+	q.ev3[n].key, q.ev2[n].key = inf, inf
+	q.ev3[n].d, q.ev2[n].d = [4]float64{}, [4]float64{}
 	return true
 }
 
@@ -407,42 +411,60 @@ func q2BelowGo(bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[q2Steps + q2Pad]float6
 	return steps
 }
 
-// sweep fills bp, sx and sc. The sums start just above s = 0 (y > 0
-// codes 2, y < 0 codes −1) and lose each breakpoint's share as it is
-// passed, in the order of the merge.
+// q2Event is one breakpoint of the sweep: its bits (non-negative
+// floats and +Inf order as their bits do) and what passing it takes from
+// Σc·y for p = 0 and 1, then from Σc² for p = 0 and 1. A 2|x|/3
+// breakpoint moves the sign with y > 0 by (|x|, 3); a 2|x| one moves
+// both by (|x|, 1).
+type q2Event struct {
+	key uint64
+	d   [4]float64
+	_   uint64 // 48 bytes
+}
+
+// sweep fills bp, sx and sc, and zeroes the padding of sc.
 func (q *q2Search) sweep() {
-	var x0, c0, x1, c1 float64
-	for i := range q.n {
-		a, g := q.ax[i], float64(q.ng[i])
-		x0 += a + a*(1-g)
-		c0 += 1 + 3*(1-g)
-		x1 += a + a*g
-		c1 += 1 + 3*g
-	}
 	steps := 2*q.n + 1
-	ia, ib := 0, 0
 	q.bp[0] = 0
-	for k := range steps {
-		// Non-negative floats (and +Inf) order as their bits do.
-		b3, b2 := q.k3[ia], q.k2[ib]
-		ti := (b3 - b2) >> 63 // 1: the next breakpoint is a 2|x|/3 one
-		q.bp[k+1] = math.Float64frombits(b2 ^ (b2^b3)&-ti)
-		q.sx[0][k], q.sc[0][k], q.sx[1][k], q.sc[1][k] = x0, c0, x1, c1
-		// A 2|x|/3 breakpoint moves the sign with y > 0 by (|x|, 3); a
-		// 2|x| one moves both by (|x|, 1).
-		a3, g := q.ax[ia], float64(q.ng[ia])
-		a2 := q.ax[ib]
-		t := float64(int64(ti))
-		u := 1 - t
-		x0 -= t*(a3*(1-g)) + u*a2
-		c0 -= t*(3*(1-g)) + u
-		x1 -= t*(a3*g) + u*a2
-		c1 -= t*(3*g) + u
-		ia += int(ti)
-		ib += 1 - int(ti)
-	}
+	q2Sweep(&q.ev3, &q.ev2, steps, &q.bp, &q.sx, &q.sc)
 	for k := steps; k < steps+q2Pad; k++ {
 		q.sc[0][k], q.sc[1][k] = 0, 0
+	}
+}
+
+// q2Sweep merges the two breakpoint lists (a 2|x|/3 one first only if
+// strictly smaller) and records, for each of the steps steps, the
+// breakpoint that ends it in bp[k+1] and the running sums before it in
+// sx[p][k], sc[p][k]. The sums start just above s = 0, where y > 0 codes
+// 2 and y < 0 codes −1, and each is a serial float64 sum in element and
+// then merge order (AVX2 on amd64, the same bits).
+var q2Sweep = q2SweepGo
+
+func q2SweepGo(e3, e2 *[BlockQ2_0 + 1]q2Event, steps int, bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[2][q2Steps + q2Pad]float64) {
+	// Four scalars rather than an array, so the sums stay in registers.
+	var s0, s1, s2, s3 float64
+	for i := range steps / 2 {
+		a, b := &e3[i].d, &e2[i].d
+		s0 += a[0] + b[0]
+		s1 += a[1] + b[1]
+		s2 += a[2] + b[2]
+		s3 += a[3] + b[3]
+	}
+	ia, ib := 0, 0
+	for k := range steps {
+		a, b := &e3[ia], &e2[ib]
+		t := (a.key - b.key) >> 63 // 1: the next breakpoint is a 2|x|/3 one
+		bp[k+1] = math.Float64frombits(b.key ^ (b.key^a.key)&-t)
+		sx[0][k], sx[1][k], sc[0][k], sc[1][k] = s0, s1, s2, s3
+		// One of the products is an exact zero, so the delta is exact.
+		ft := float64(int64(t))
+		fu := 1 - ft
+		s0 -= ft*a.d[0] + fu*b.d[0]
+		s1 -= ft*a.d[1] + fu*b.d[1]
+		s2 -= ft*a.d[2] + fu*b.d[2]
+		s3 -= ft*a.d[3] + fu*b.d[3]
+		ia += int(t)
+		ib += 1 - int(t)
 	}
 }
 

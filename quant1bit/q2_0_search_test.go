@@ -199,3 +199,30 @@ func TestQ2SortMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestQ2SweepMatchesGo compares the chosen sweep with the Go one, bit for
+// bit, on adversarial blocks.
+func TestQ2SweepMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 17))
+	var q q2Search
+	for it := range 50000 {
+		if !q.init(adversarialBlock(r)) {
+			continue
+		}
+		steps := 2*q.n + 1
+		var bp [2][q2Steps + 1 + q2Pad]float64
+		var sx, sc [2][2][q2Steps + q2Pad]float64
+		q2Sweep(&q.ev3, &q.ev2, steps, &bp[0], &sx[0], &sc[0])
+		q2SweepGo(&q.ev3, &q.ev2, steps, &bp[1], &sx[1], &sc[1])
+		for k := range steps {
+			for p := range 2 {
+				if math.Float64bits(sx[0][p][k]) != math.Float64bits(sx[1][p][k]) || math.Float64bits(sc[0][p][k]) != math.Float64bits(sc[1][p][k]) {
+					t.Fatalf("case %d step %d sign %d: sums %v %v, Go %v %v", it, k, p, sx[0][p][k], sc[0][p][k], sx[1][p][k], sc[1][p][k])
+				}
+			}
+			if math.Float64bits(bp[0][k+1]) != math.Float64bits(bp[1][k+1]) {
+				t.Fatalf("case %d step %d: breakpoint %v, Go %v", it, k, bp[0][k+1], bp[1][k+1])
+			}
+		}
+	}
+}

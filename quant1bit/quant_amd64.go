@@ -16,7 +16,18 @@ func init() {
 		q2Vertex = q2VertexAVX2
 		q2Below = q2BelowAVX2
 		q2Sort = q2SortAVX2
+		q2Sweep = q2SweepAVX2
 	}
+}
+
+// q2SweepAsm's layout: 48-byte events, 133 sums per sign.
+var _ = [1]int{}[unsafe.Sizeof(q2Event{})-48+q2Steps+q2Pad-133]
+
+//go:noescape
+func q2SweepAsm(e3, e2 *q2Event, steps int, bp, sx, sc *float64)
+
+func q2SweepAVX2(e3, e2 *[BlockQ2_0 + 1]q2Event, steps int, bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[2][q2Steps + q2Pad]float64) {
+	q2SweepAsm(&e3[0], &e2[0], steps, &bp[0], &sx[0][0], &sc[0][0])
 }
 
 //go:noescape

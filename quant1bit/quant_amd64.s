@@ -359,3 +359,66 @@ sfill:
 	DECQ    CX
 	JGE     sfill
 	RET
+
+// func q2SweepAsm(e3, e2 *q2Event, steps int, bp, sx, sc *float64)
+//
+// q2SweepGo with the four sums in one vector (lanes: Σc·y for p = 0, 1,
+// then Σc² for p = 0, 1), each lane the same serial sum. Events are 48
+// bytes (key, then the four deltas); sx and sc hold 133 float64 per sign.
+// The merge keeps both list positions as byte offsets and advances one
+// by a conditional move, so a step waits only on the key loads.
+TEXT ·q2SweepAsm(SB), NOSPLIT, $0-48
+	MOVQ   e3+0(FP), SI
+	MOVQ   e2+8(FP), DI
+	MOVQ   steps+16(FP), CX
+	MOVQ   bp+24(FP), R12
+	MOVQ   sx+32(FP), R13
+	MOVQ   sc+40(FP), R8
+	VXORPD Y0, Y0, Y0
+	MOVQ   CX, AX
+	SHRQ   $1, AX
+	XORQ   DX, DX
+
+wstart:
+	TESTQ   AX, AX
+	JZ      wmerge
+	VMOVUPD 8(SI)(DX*1), Y1
+	VADDPD  8(DI)(DX*1), Y1, Y1
+	VADDPD  Y1, Y0, Y0
+	ADDQ    $48, DX
+	DECQ    AX
+	JMP     wstart
+
+wmerge:
+	XORQ BX, BX  // e3 offset
+	XORQ R11, R11 // e2 offset
+	XORQ DX, DX  // step
+
+wloop:
+	MOVQ         (SI)(BX*1), AX
+	MOVQ         (DI)(R11*1), R9
+	LEAQ         48(BX), R10
+	LEAQ         48(R11), CX
+	VMOVUPD      8(SI)(BX*1), Y1
+	VMOVUPD      8(DI)(R11*1), Y2
+	CMPQ         AX, R9
+	CMOVQCS      AX, R9
+	CMOVQCS      R10, BX
+	CMOVQCC      CX, R11
+	SBBQ         AX, AX
+	MOVQ         R9, 8(R12)(DX*8)
+	VMOVSD       X0, (R13)(DX*8)
+	VMOVHPD      X0, 1064(R13)(DX*8)
+	VEXTRACTF128 $1, Y0, X3
+	VMOVSD       X3, (R8)(DX*8)
+	VMOVHPD      X3, 1064(R8)(DX*8)
+	VMOVQ        AX, X4
+	VPBROADCASTQ X4, Y4
+	VBLENDVPD    Y4, Y1, Y2, Y5
+	VSUBPD       Y5, Y0, Y0
+	INCQ         DX
+	CMPQ         DX, steps+16(FP)
+	JLT          wloop
+
+	VZEROUPPER
+	RET
