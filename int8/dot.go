@@ -52,6 +52,37 @@ func DotQ8_0Sym(w, x []byte, n int) float32 {
 	return dotQ8_0Sym(w, x, nb)
 }
 
+// DotQ8_0SymRows sets out[r] = DotQ8_0Sym(w[r*rowBytes:], x, n) for
+// every r < len(out): consecutive weight rows against one activation row,
+// with the arguments checked once (in decoding a row is some hundreds of
+// nanoseconds of work, and per-call checks were a few percent of it). It
+// panics if the rows do not fit in w or are shorter than n elements.
+func DotQ8_0SymRows(w []byte, rowBytes int, x []byte, n int, out []float32) {
+	rows := len(out)
+	if rows == 0 {
+		return
+	}
+	if rowBytes < 0 || rowBytes*(rows-1) > len(w) {
+		panic(fmt.Sprintf("int8: DotQ8_0SymRows: %d rows of %d bytes do not fit in %d", rows, rowBytes, len(w)))
+	}
+	nb := checkDot("DotQ8_0SymRows", w[rowBytes*(rows-1):], x, n)
+	if rows > 1 && rowBytes < nb*BlockBytesQ8_0 {
+		panic(fmt.Sprintf("int8: DotQ8_0SymRows: rows of %d bytes are shorter than %d elements", rowBytes, n))
+	}
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	dotQ8_0SymRows(w, rowBytes, x, nb, out)
+}
+
+// dotQ8_0SymRows is the kernel chosen at init; the arguments are checked.
+var dotQ8_0SymRows = func(w []byte, rowBytes int, x []byte, nb int, out []float32) {
+	for r := range out {
+		out[r] = dotQ8_0Sym(w[r*rowBytes:], x, nb)
+	}
+}
+
 // SymmetricQ8_0 reports whether no code of the Q8_0 row x (whole blocks)
 // is −128, so that DotQ8_0Sym may take it.
 func SymmetricQ8_0(x []byte) bool {

@@ -12,6 +12,7 @@ func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		dotQ8_0 = dotQ8_0AVX2
 		dotQ8_0Sym = dotQ8_0SymAVX2
+		dotQ8_0SymRows = dotQ8_0SymRowsAVX2
 		quantizeQ8_0 = quantizeQ8_0AVX2
 	}
 }
@@ -22,6 +23,13 @@ func dotQ8_0AVX2(w, x []byte, nb int) float32 {
 
 func dotQ8_0SymAVX2(w, x []byte, nb int) float32 {
 	return dotQ8_0SymAsm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb)
+}
+
+func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32) {
+	px := unsafe.Pointer(&x[0])
+	for r := range out {
+		out[r] = dotQ8_0SymAsm(unsafe.Pointer(&w[r*rowBytes]), px, nb)
+	}
 }
 
 //go:noescape

@@ -214,3 +214,44 @@ func TestQuantizeRowQ8_0Symmetric(t *testing.T) {
 		}
 	}
 }
+
+// TestDotQ8_0SymRows checks the many-rows form against single dots,
+// with rows padded (rowBytes above the row length) or not, and its checks.
+func TestDotQ8_0SymRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for iter := range 200 {
+		nb, rows, pad := 1+iter%9, 1+iter%6, (iter/2%2)*7
+		rowBytes := nb*BlockBytesQ8_0 + pad
+		var w []byte
+		for range rows {
+			w = append(w, randomQ8Row(r, nb)...)
+			w = append(w, make([]byte, pad)...)
+		}
+		w = w[:len(w)-pad]
+		x := symmetric(randomQ8Row(r, nb))
+		out := make([]float32, rows)
+		DotQ8_0SymRows(w, rowBytes, x, nb*BlockQ8_0, out)
+		for i, got := range out {
+			if want := DotQ8_0Sym(w[i*rowBytes:], x, nb*BlockQ8_0); !sameFloat(got, want) {
+				t.Fatalf("iter %d row %d: %v, single %v", iter, i, got, want)
+			}
+		}
+	}
+	w := randomQ8Row(r, 4) // two rows of 2 blocks
+	x := symmetric(randomQ8Row(r, 2))
+	for name, f := range map[string]func(){
+		"short w":   func() { DotQ8_0SymRows(w, 2*BlockBytesQ8_0, x, 64, make([]float32, 3)) },
+		"short row": func() { DotQ8_0SymRows(w, BlockBytesQ8_0, x, 64, make([]float32, 2)) },
+		"short x":   func() { DotQ8_0SymRows(w, 2*BlockBytesQ8_0, x[:40], 64, make([]float32, 2)) },
+		"negative":  func() { DotQ8_0SymRows(w, -1, x, 64, make([]float32, 2)) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

@@ -11,6 +11,7 @@ import (
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
+		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
 		batchLayout = true
 		packBatch = packBatchAVX2
 	}
@@ -55,6 +56,24 @@ func dotQ1_0ActsBatchAVX2(w []byte, acts []Acts, out []float32, stride, nb int) 
 			q1Batch1(w0, nb/2, pw, &toks, o, 4*stride)
 		}
 		t += k
+	}
+}
+
+// dotQ1_0ActsRowsAVX2 calls the kernel for each row directly when all
+// tokens fit one group and the rows need no padded last block.
+func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	if len(acts) > 4 || nb%2 == 1 {
+		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
+		return
+	}
+	var toks [4]unsafe.Pointer
+	for i := range acts {
+		toks[i] = unsafe.Pointer(&acts[i].bq[0])
+	}
+	kernel := [...]func(unsafe.Pointer, int, unsafe.Pointer, *[4]unsafe.Pointer, unsafe.Pointer, int){
+		q1Batch1, q1Batch2, q1Batch3, q1Batch4}[len(acts)-1]
+	for r := range rows {
+		kernel(unsafe.Pointer(&w[r*rowBytes]), nb/2, nil, &toks, unsafe.Pointer(&out[r]), 4*stride)
 	}
 }
 

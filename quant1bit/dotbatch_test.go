@@ -179,3 +179,64 @@ func TestPackBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestDotQ1_0ActsRows checks the many-rows form against single dots for
+// 1-9 tokens, odd and even block counts and padded rows (rowBytes larger
+// than the row), and that nothing outside the results is written.
+func TestDotQ1_0ActsRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for iter := range 300 {
+		nb := 1 + iter%7
+		k := 1 + iter%9
+		rows := 1 + iter%5
+		pad := (iter / 3 % 2) * 5
+		rowBytes := nb*BlockBytesQ1_0 + pad
+		w := make([]byte, 0, rows*rowBytes)
+		var acts []Acts
+		for range rows {
+			var row []byte
+			row, acts = batchCase(r, nb, k, iter%3, acts)
+			w = append(w, row...)
+			w = append(w, make([]byte, pad)...)
+		}
+		w = w[:(rows-1)*rowBytes+nb*BlockBytesQ1_0] // the last row unpadded
+		stride := rows + iter%2
+		out := make([]float32, (k-1)*stride+rows+1)
+		for i := range out {
+			out[i] = 42
+		}
+		DotQ1_0ActsRows(w, rowBytes, rows, acts, out, stride)
+		for ti := range acts {
+			for ri := range rows {
+				want := DotQ1_0Acts(w[ri*rowBytes:ri*rowBytes+nb*BlockBytesQ1_0], &acts[ti])
+				if got := out[ti*stride+ri]; !sameFloat(got, want) {
+					t.Fatalf("iter %d: row %d token %d: %v, single %v", iter, ri, ti, got, want)
+				}
+			}
+			for j := ti*stride + rows; j < min((ti+1)*stride, len(out)); j++ {
+				if out[j] != 42 {
+					t.Fatalf("iter %d: out[%d] written", iter, j)
+				}
+			}
+		}
+	}
+	w, acts := batchCase(r, 2, 2, 0, nil) // rows of 2 blocks
+	two := 2 * BlockBytesQ1_0
+	w2 := append(append([]byte(nil), w...), w...)
+	for name, f := range map[string]func(){
+		"short out": func() { DotQ1_0ActsRows(w2, two, 2, acts, make([]float32, 3), 2) },
+		"stride":    func() { DotQ1_0ActsRows(w2, two, 2, acts, make([]float32, 8), 1) },
+		"short w":   func() { DotQ1_0ActsRows(w, two, 2, acts, make([]float32, 8), 2) },
+		"short row": func() { DotQ1_0ActsRows(w2, BlockBytesQ1_0, 2, acts, make([]float32, 8), 2) },
+		"negative":  func() { DotQ1_0ActsRows(w2, two, -1, acts, make([]float32, 8), 2) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

@@ -358,9 +358,7 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 	case gguf.Q1_0:
 		// The batch kernel expands each weight row's bits once for up to
 		// four tokens; it is also the faster kernel for one.
-		for r := r0; r < r1; r++ {
-			quant1bit.DotQ1_0ActsBatch(w.data[r*rb:(r+1)*rb], a.q1, out[r:], rows)
-		}
+		quant1bit.DotQ1_0ActsRows(w.data[r0*rb:], rb, r1-r0, a.q1, out[r0:], rows)
 	case gguf.Q8_0, gguf.Q2_0:
 		if w.typ == gguf.Q8_0 && a.q8Sym {
 			matmulQ8_0Sym(w, a, out, r0, r1)
@@ -413,6 +411,11 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
 	const bs, bb = int8.BlockQ8_0, int8.BlockBytesQ8_0
 	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
+	if a.t == 1 {
+		// Decoding: the rows stream once from memory, whatever the order.
+		int8.DotQ8_0SymRows(w.data[r0*rb:], rb, a.q8[:xb], n, out[r0:r1])
+		return
+	}
 	nb := n / bs
 	// Equal column pieces of at most q8ColBlocks blocks: the eight tokens'
 	// piece then stays in L1 across the tile's rows. The lanes carry their
