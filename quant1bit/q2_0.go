@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"sync"
 
 	"github.com/qnnprep/qnnprep/internal/half"
 )
@@ -60,11 +61,16 @@ func QuantizeRowQ2_0Ref(src []float32, dst []byte) {
 // len(src) must be a multiple of 64 and dst must hold len(src)/64*18 bytes.
 func QuantizeRowQ2_0(src []float32, dst []byte) {
 	rowBytes("QuantizeRowQ2_0", len(src), BlockQ2_0, BlockBytesQ2_0, len(dst))
-	var q q2Search // reused: init and search overwrite what they read
+	q := q2Pool.Get().(*q2Search) // reused: init and search overwrite what they read
 	for b := 0; b*BlockQ2_0 < len(src); b++ {
-		quantizeBlockQ2_0(&q, src[b*BlockQ2_0:(b+1)*BlockQ2_0], dst[b*BlockBytesQ2_0:(b+1)*BlockBytesQ2_0])
+		quantizeBlockQ2_0(q, src[b*BlockQ2_0:(b+1)*BlockQ2_0], dst[b*BlockBytesQ2_0:(b+1)*BlockBytesQ2_0])
 	}
+	q2Pool.Put(q)
 }
+
+// q2Pool keeps search states (9 KiB, on the heap since the kernels take
+// pointers into them) from one row to the next.
+var q2Pool = sync.Pool{New: func() any { return new(q2Search) }}
 
 const f16Inf = 0x7c00 // first non-finite fp16 magnitude
 
@@ -179,7 +185,8 @@ type q2Search struct {
 	// the vertex bounds carry rounding error, so anything within the
 	// slack is scored exactly before it is rejected.
 	bound float64
-	keys  [BlockQ2_0]uint32 // init's sort
+	keys  [BlockQ2_0]uint32      // init's sort
+	in    [2][q2MaskWords]uint64 // search's vertex masks
 }
 
 // q2Sort writes the sort keys of the 64 elements of x in increasing
@@ -342,7 +349,7 @@ func (q *q2Search) search() {
 	steps := 2*n + 1
 	q.sweep()
 	bestX, bestC, bestSign := 0.0, 0.0, -1
-	var in [2][q2MaskWords]uint64
+	in := &q.in
 	q2Vertex(&q.bp, &q.sx[0], &q.sc[0], steps, &in[0])
 	q2Vertex(&q.bp, &q.sx[1], &q.sc[1], steps, &in[1])
 	for w := range q2MaskWords {

@@ -179,7 +179,8 @@ sdone:
 // q2VertexGo four steps at a time: bit k is set where bp[k+1] > bp[k],
 // sc[k] > 0, sx[k] >= bp[k]·sc[k] and sx[k] <= bp[k+1]·sc[k]. Steps are
 // taken four at a time from 0, so a group's bits never straddle a word;
-// the padding after steps has sc = 0 and sets nothing.
+// the padding after steps has sc = 0 and sets nothing. Bits gather in
+// a register and each word is stored once.
 TEXT ·q2VertexAsm(SB), NOSPLIT, $0-40
 	MOVQ   bp+0(FP), SI
 	MOVQ   sx+8(FP), DI
@@ -191,6 +192,7 @@ TEXT ·q2VertexAsm(SB), NOSPLIT, $0-40
 	MOVQ   $0, 16(R9)
 	VXORPD Y15, Y15, Y15
 	XORQ   DX, DX
+	XORQ   R10, R10 // the word being filled
 
 vloop:
 	CMPQ      DX, R12
@@ -212,13 +214,24 @@ vloop:
 	MOVQ      DX, CX
 	ANDQ      $63, CX
 	SHLQ      CL, AX
-	MOVQ      DX, BX
-	SHRQ      $6, BX
-	ORQ       AX, (R9)(BX*8)
+	ORQ       AX, R10
 	ADDQ      $4, DX
+	TESTQ     $63, DX
+	JNZ       vloop
+	MOVQ      DX, BX  // a word is full: store it
+	SHRQ      $6, BX
+	MOVQ      R10, -8(R9)(BX*8)
+	XORQ      R10, R10
 	JMP       vloop
 
 vdone:
+	TESTQ $63, DX // the last, partial word
+	JZ    vret
+	MOVQ  DX, BX
+	SHRQ  $6, BX
+	MOVQ  R10, (R9)(BX*8)
+
+vret:
 	VZEROUPPER
 	RET
 
