@@ -146,6 +146,14 @@ func q2Encode(x []float32, c q2Candidate, y []byte) {
 	if d == 0 {
 		h1, h3, m1 = math.Inf(1), math.Inf(1), math.Inf(-1)
 	}
+	q2Codes((*[BlockQ2_0]float32)(x), sg, h1, h3, m1, (*[BlockQ2_0 / 4]byte)(y[2:]))
+}
+
+// q2Codes packs the codes of x for the thresholds (AVX2 on amd64, the
+// same bytes): 0 up to m1, 1 below h1, 2 below h3, else 3, for y = sg·x.
+var q2Codes = q2CodesGo
+
+func q2CodesGo(x *[BlockQ2_0]float32, sg, h1, h3, m1 float64, y *[BlockQ2_0 / 4]byte) {
 	for i := range BlockQ2_0 / 4 {
 		var codes uint64
 		for j := range 4 {
@@ -153,7 +161,7 @@ func q2Encode(x []float32, c q2Candidate, y []byte) {
 			c := 2 - int64(math.Float64bits(yv-h1)>>63) - int64(math.Float64bits(yv-h3)>>63) + int64(math.Float64bits(m1-yv)>>63)
 			codes |= uint64(c) << (2 * j)
 		}
-		y[2+i] = byte(codes)
+		y[i] = byte(codes)
 	}
 }
 

@@ -226,3 +226,42 @@ func TestQ2SweepMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestQ2CodesMatchGo compares the chosen code packer with the Go one for
+// scales at and around the elements' thresholds, of both signs, and 0.
+func TestQ2CodesMatchGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(18, 19))
+	for it := range 20000 {
+		x := adversarialBlock(r)
+		bad := false
+		for _, v := range x {
+			bad = bad || v-v != 0
+		}
+		if bad {
+			continue
+		}
+		v := math.Abs(float64(x[r.IntN(BlockQ2_0)]))
+		h := half.F32ToF16(float32(v * []float64{0, 2, 2.0 / 3, 1, 0.7}[r.IntN(5)]))
+		h += uint16(r.IntN(3)) - 1
+		if h >= f16Inf {
+			continue
+		}
+		c := q2Candidate{h: h, neg: r.IntN(2) == 0}
+		d := c.d()
+		a := math.Abs(d)
+		sg := 1.0
+		if d < 0 {
+			sg = -1
+		}
+		h1, h3, m1 := 0.5*a, 1.5*a, -0.5*a
+		if d == 0 {
+			h1, h3, m1 = math.Inf(1), math.Inf(1), math.Inf(-1)
+		}
+		var got, want [BlockQ2_0 / 4]byte
+		q2Codes((*[BlockQ2_0]float32)(x), sg, h1, h3, m1, &got)
+		q2CodesGo((*[BlockQ2_0]float32)(x), sg, h1, h3, m1, &want)
+		if got != want {
+			t.Fatalf("case %d d=%v %v:\n got %x\nwant %x", it, d, x, got, want)
+		}
+	}
+}

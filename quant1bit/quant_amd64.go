@@ -17,7 +17,19 @@ func init() {
 		q2Below = q2BelowAVX2
 		q2Sort = q2SortAVX2
 		q2Sweep = q2SweepAVX2
+		q2Codes = q2CodesAVX2
 	}
+}
+
+//go:noescape
+func q2CodesAsm(x *[BlockQ2_0]float32, neg uint32, h1, h3, m1 float32, y *[BlockQ2_0 / 4]byte)
+
+func q2CodesAVX2(x *[BlockQ2_0]float32, sg, h1, h3, m1 float64, y *[BlockQ2_0 / 4]byte) {
+	var neg uint32
+	if sg < 0 {
+		neg = 1 << 31
+	}
+	q2CodesAsm(x, neg, float32(h1), float32(h3), float32(m1), y)
 }
 
 // q2SweepAsm's layout: 48-byte events, 133 sums per sign.

@@ -435,3 +435,67 @@ wloop:
 
 	VZEROUPPER
 	RET
+
+// func q2CodesAsm(x *[64]float32, neg uint32, h1, h3, m1 float32, y *[16]byte)
+//
+// q2CodesGo in float32, eight elements at a time: the thresholds (±d/2,
+// 3d/2 of an fp16 d, or infinities) are exact in float32 and negation is
+// exact, so the compares decide as the float64 ones do for finite x.
+// Code c is [y > m1] + [y >= h1] + [y >= h3]; its low bits (c odd) and
+// high bits (c >= 2) are spread to even and odd bit positions.
+TEXT ·q2CodesAsm(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), SI
+	VBROADCASTSS neg+8(FP), Y13
+	VBROADCASTSS h1+12(FP), Y10
+	VBROADCASTSS h3+16(FP), Y11
+	VBROADCASTSS m1+20(FP), Y12
+	MOVQ         y+24(FP), DI
+	XORQ         DX, DX
+
+cloop:
+	VMOVUPS   (SI)(DX*8), Y0 // elements 2·DX to 2·DX+7
+	VXORPS    Y13, Y0, Y0
+	VCMPPS    $0x1d, Y10, Y0, Y1 // y >= h1
+	VCMPPS    $0x1d, Y11, Y0, Y2 // y >= h3
+	VCMPPS    $0x1e, Y12, Y0, Y3 // y > m1
+	VMOVMSKPS Y1, AX
+	VMOVMSKPS Y2, BX
+	VMOVMSKPS Y3, CX
+	NOTL      AX
+	ANDL      AX, CX
+	NOTL      AX
+	ORL       BX, CX // c odd: (y > m1 and y < h1) or y >= h3
+	MOVL      CX, BX
+	SHLL      $4, BX
+	ORL       BX, CX
+	ANDL      $0x0f0f, CX
+	MOVL      CX, BX
+	SHLL      $2, BX
+	ORL       BX, CX
+	ANDL      $0x3333, CX
+	MOVL      CX, BX
+	SHLL      $1, BX
+	ORL       BX, CX
+	ANDL      $0x5555, CX
+	MOVL      AX, BX
+	SHLL      $4, BX
+	ORL       BX, AX
+	ANDL      $0x0f0f, AX
+	MOVL      AX, BX
+	SHLL      $2, BX
+	ORL       BX, AX
+	ANDL      $0x3333, AX
+	MOVL      AX, BX
+	SHLL      $1, BX
+	ORL       BX, AX
+	ANDL      $0x5555, AX
+	SHLL      $1, AX
+	ORL       AX, CX
+	MOVW      CX, (DI)
+	ADDQ      $2, DI
+	ADDQ      $4, DX
+	CMPQ      DX, $32
+	JLT       cloop
+
+	VZEROUPPER
+	RET
