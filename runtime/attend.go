@@ -55,7 +55,7 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 	if cap(w.mx) < pairs {
 		w.mx, w.coef, w.sum = make([]float32, pairs), make([]float32, pairs), make([]float64, pairs)
 	}
-	mx, coef, sum := w.mx[:pairs], w.coef[:pairs], w.sum[:pairs]
+	mx, sum := w.mx[:pairs], w.sum[:pairs]
 	for r := range mx {
 		mx[r] = float32(math.Inf(-1))
 		sum[r] = 0
@@ -81,6 +81,26 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 			}
 			qb := ((i0+ti)*nh + h0) * d
 			kernels.DotRows(kj, q[qb:qb+group*d], s[ti*group:(ti+1)*group])
+		}
+	}
+	// Slots up to full are seen by every pair of the block (all of the
+	// cache before it, without a mask): their rows go through the vector
+	// row operations, the few others pair by pair with the same
+	// arithmetic. A slot a pair may not see becomes −Inf before the
+	// exponentials, so e^−Inf = +0 leaves its sum unchanged.
+	full := min(past+i0, last)
+	if mask != nil {
+		full = -1
+	}
+	head := scores[:(full+1)*pairs]
+	negInf := float32(math.Inf(-1))
+	kernels.ScaleMaxRows(head, scale, mx)
+	for j := full + 1; j <= last; j++ {
+		s := scores[j*pairs : (j+1)*pairs]
+		for ti := 0; ti < tb; ti++ {
+			if !allowed(ti, j) {
+				continue
+			}
 			for r := ti * group; r < (ti+1)*group; r++ {
 				sv := s[r] * scale
 				s[r] = sv
@@ -90,10 +110,8 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 			}
 		}
 	}
-	// Exponentials in one vector pass; a pair's slot it may not see gets
-	// e^−Inf = +0, which leaves its sum unchanged.
-	negInf := float32(math.Inf(-1))
-	for j := 0; j <= last; j++ {
+	kernels.SubRows(head, mx)
+	for j := full + 1; j <= last; j++ {
 		s := scores[j*pairs : (j+1)*pairs]
 		for ti := 0; ti < tb; ti++ {
 			ok := allowed(ti, j)
@@ -107,15 +125,12 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		}
 	}
 	kernels.Exp(scores)
-	for j := 0; j <= last; j++ {
-		for r, p := range scores[j*pairs : (j+1)*pairs] {
-			sum[r] += float64(p)
-		}
-	}
-	// mx now holds 1/sum per pair.
+	kernels.SumRowsF64(sum, scores)
+	// mx now holds 1/sum per pair, and the scores become the weights.
 	for r := range mx {
 		mx[r] = float32(1 / sum[r])
 	}
+	kernels.MulRows(scores, mx)
 	for j := 0; j <= last; j++ {
 		if jp := j + attnPrefetch; jp <= last {
 			kernels.Prefetch(v[jp*stride+off : jp*stride+off+d])
@@ -123,14 +138,11 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		vj := v[j*stride+off : j*stride+off+d]
 		s := scores[j*pairs : (j+1)*pairs]
 		for ti := 0; ti < tb; ti++ {
-			if !allowed(ti, j) {
+			if j > full && !allowed(ti, j) {
 				continue
 			}
-			for r := ti * group; r < (ti+1)*group; r++ {
-				coef[r] = s[r] * mx[r]
-			}
 			ob := ((i0+ti)*nh + h0) * d
-			kernels.AxpyRows(coef[ti*group:(ti+1)*group], vj, o[ob:ob+group*d])
+			kernels.AxpyRows(s[ti*group:(ti+1)*group], vj, o[ob:ob+group*d])
 		}
 	}
 }
