@@ -180,20 +180,18 @@ type q2Search struct {
 	syy  float64            // Σx² (the error of d = 0, summed as q2Error sums)
 	amax float32
 	n    int // nonzero elements
-	// The breakpoints of the magnitudes in increasing order, then a +Inf
-	// sentinel: ev3 at 2|x|/3, ev2 at 2|x|.
-	ev3, ev2 [BlockQ2_0 + 1]q2Event
+	mags q2Mags
 	// The sweep: step k of 2n+1 covers [bp[k], bp[k+1]) (empty where
 	// breakpoints tie), with running sums Σc·y in sx[p][k] and Σc² in
 	// sc[p][k] for the positive (p = 0) and negative (p = 1) sign.
-	bp     [q2Steps + 1 + q2Pad]float64
-	sx, sc [2][q2Steps + q2Pad]float64
-	best   q2Candidate
+	bp [q2Steps + 1 + q2Pad]float64
+	q2Sums
+	best q2Candidate
 	// bound is best.err widened by a relative 1e-9: the running sums and
 	// the vertex bounds carry rounding error, so anything within the
 	// slack is scored exactly before it is rejected.
 	bound float64
-	keys  [BlockQ2_0]uint32      // init's sort
+	keys  [q2MagLen]uint32       // init's sort (and room for 4-wide loads)
 	in    [2][q2MaskWords]uint64 // search's vertex masks
 }
 
@@ -246,42 +244,37 @@ func q2SortGo(x *[BlockQ2_0]float32, amax float32, keys *[BlockQ2_0]uint32) {
 func (q *q2Search) init(x []float32) bool {
 	// |x| bits order as the values do, and every NaN or ±Inf has |x| bits
 	// ≥ those of +Inf, so one integer max finds amax and the bad blocks.
+	// Σx² is summed as q2Error sums, in four scalars (an array indexed
+	// by i%4 would keep the sums in memory).
 	var abits uint32
-	var e [4]float64 // Σx² summed as q2Error sums
-	for i := range x {
-		v := x[i]
-		abits = max(abits, math.Float32bits(v)&0x7fffffff)
-		f := float64(v)
-		q.x[i] = f
-		e[i%4] += float64(f * f)
+	var e0, e1, e2, e3 float64
+	xb := (*[BlockQ2_0]float32)(x)
+	for i := 0; i < BlockQ2_0; i += 4 {
+		v0, v1, v2, v3 := xb[i], xb[i+1], xb[i+2], xb[i+3]
+		abits = max(abits, math.Float32bits(v0)&0x7fffffff, math.Float32bits(v1)&0x7fffffff,
+			math.Float32bits(v2)&0x7fffffff, math.Float32bits(v3)&0x7fffffff)
+		f0, f1, f2, f3 := float64(v0), float64(v1), float64(v2), float64(v3)
+		q.x[i], q.x[i+1], q.x[i+2], q.x[i+3] = f0, f1, f2, f3
+		e0 += float64(f0 * f0)
+		e1 += float64(f1 * f1)
+		e2 += float64(f2 * f2)
+		e3 += float64(f3 * f3)
 	}
 	if abits >= 0x7f800000 {
 		return false
 	}
 	amax := math.Float32frombits(abits)
-	q.syy = float64(e[0]+e[1]) + float64(e[2]+e[3])
+	q.syy = float64(e0+e1) + float64(e2+e3)
 	q.amax = amax
 	keys := &q.keys
-	q2Sort((*[BlockQ2_0]float32)(x), amax, keys)
+	q2Sort((*[BlockQ2_0]float32)(x), amax, (*[BlockQ2_0]uint32)(keys[:BlockQ2_0]))
 	z := 0 // zeros (keys 0 and 1) come first and are dropped
 	for z < BlockQ2_0 && keys[z] < 2 {
 		z++
 	}
 	n := BlockQ2_0 - z
 	q.n = n
-	for i := range n {
-		k := keys[z+i]
-		a := float64(math.Float32frombits(k >> 1))
-		g := float64(k & 1)
-		// Field by field: a composite literal is built on the stack and
-		// copied in 16-byte moves, which stall on store forwarding.
-		e3, e2 := &q.ev3[i], &q.ev2[i]
-		e3.key, e3.d[0], e3.d[1], e3.d[2], e3.d[3] = math.Float64bits(a*(2.0/3)), a*(1-g), a*g, 3*(1-g), 3*g
-		e2.key, e2.d[0], e2.d[1], e2.d[2], e2.d[3] = math.Float64bits(2*a), a, a, 1, 1
-	}
-	const inf = 0x7ff0000000000000
-	q.ev3[n].key, q.ev2[n].key = inf, inf
-	q.ev3[n].d, q.ev2[n].d = [4]float64{}, [4]float64{}
+	q2Fill(keys, z, n, &q.mags)
 	return true
 }
 
@@ -426,22 +419,47 @@ func q2BelowGo(bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[q2Steps + q2Pad]float6
 	return steps
 }
 
-// q2Event is one breakpoint of the sweep: its bits (non-negative
-// floats and +Inf order as their bits do) and what passing it takes from
-// Σc·y for p = 0 and 1, then from Σc² for p = 0 and 1. A 2|x|/3
-// breakpoint moves the sign with y > 0 by (|x|, 3); a 2|x| one moves
-// both by (|x|, 1).
-type q2Event struct {
-	key uint64
-	d   [4]float64
-	_   uint64 // 48 bytes
+// q2MagLen is the length of the magnitude lists: 64 and a sentinel,
+// rounded up for 4-wide stores.
+const q2MagLen = BlockQ2_0 + 4
+
+// q2Mags holds a block's nonzero magnitudes in increasing order, each
+// list followed by a sentinel: the bits of the breakpoints 2|x|/3 (k3)
+// and 2|x| (k2), +Inf after the last; |x| (0 after); and a mask of ones
+// where x < 0 (0 after). Non-negative floats and +Inf order as their bits
+// do.
+type q2Mags struct {
+	k3, k2 [q2MagLen]uint64
+	ax     [q2MagLen]float64
+	gm     [q2MagLen]uint64
+}
+
+// q2Fill fills m from the n sort keys from keys[z] (AVX2 on amd64, the
+// same bits). It may write entries up to the next multiple of 4 after n.
+var q2Fill = q2FillGo
+
+func q2FillGo(keys *[q2MagLen]uint32, z, n int, m *q2Mags) {
+	for i := range n {
+		k := keys[z+i]
+		a := float64(math.Float32frombits(k >> 1))
+		m.ax[i], m.gm[i] = a, -uint64(k&1)
+		m.k3[i], m.k2[i] = math.Float64bits(a*(2.0/3)), math.Float64bits(2*a)
+	}
+	const inf = 0x7ff0000000000000
+	m.k3[n], m.k2[n], m.ax[n], m.gm[n] = inf, inf, 0, 0
+}
+
+// q2Sums holds the sweep's running sums: Σc·y in sx[p][k] and Σc² in
+// sc[p][k] for the positive (p = 0) and negative (p = 1) sign.
+type q2Sums struct {
+	sx, sc [2][q2Steps + q2Pad]float64
 }
 
 // sweep fills bp, sx and sc, and zeroes the padding of sc.
 func (q *q2Search) sweep() {
 	steps := 2*q.n + 1
 	q.bp[0] = 0
-	q2Sweep(&q.ev3, &q.ev2, steps, &q.bp, &q.sx, &q.sc)
+	q2Sweep(&q.mags, steps, &q.bp, &q.q2Sums)
 	for k := steps; k < steps+q2Pad; k++ {
 		q.sc[0][k], q.sc[1][k] = 0, 0
 	}
@@ -452,34 +470,38 @@ func (q *q2Search) sweep() {
 // breakpoint that ends it in bp[k+1] and the running sums before it in
 // sx[p][k], sc[p][k]. The sums start just above s = 0, where y > 0 codes
 // 2 and y < 0 codes −1, and each is a serial float64 sum in element and
-// then merge order (AVX2 on amd64, the same bits).
+// then merge order (AVX2 on amd64, the same bits). A 2|x|/3 breakpoint
+// moves the sign with y > 0 by (|x|, 3); a 2|x| one moves both by
+// (|x|, 1).
 var q2Sweep = q2SweepGo
 
-func q2SweepGo(e3, e2 *[BlockQ2_0 + 1]q2Event, steps int, bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[2][q2Steps + q2Pad]float64) {
-	// Four scalars rather than an array, so the sums stay in registers.
-	var s0, s1, s2, s3 float64
+func q2SweepGo(m *q2Mags, steps int, bp *[q2Steps + 1 + q2Pad]float64, s *q2Sums) {
+	sx, sc := &s.sx, &s.sc
+	var x0, c0, x1, c1 float64
 	for i := range steps / 2 {
-		a, b := &e3[i].d, &e2[i].d
-		s0 += a[0] + b[0]
-		s1 += a[1] + b[1]
-		s2 += a[2] + b[2]
-		s3 += a[3] + b[3]
+		a, g := m.ax[i], float64(m.gm[i]&1)
+		x0 += a + a*(1-g)
+		c0 += 1 + 3*(1-g)
+		x1 += a + a*g
+		c1 += 1 + 3*g
 	}
 	ia, ib := 0, 0
 	for k := range steps {
-		a, b := &e3[ia], &e2[ib]
-		t := (a.key - b.key) >> 63 // 1: the next breakpoint is a 2|x|/3 one
-		bp[k+1] = math.Float64frombits(b.key ^ (b.key^a.key)&-t)
-		sx[0][k], sx[1][k], sc[0][k], sc[1][k] = s0, s1, s2, s3
-		// One of the products is an exact zero, so the delta is exact.
-		ft := float64(int64(t))
-		fu := 1 - ft
-		s0 -= ft*a.d[0] + fu*b.d[0]
-		s1 -= ft*a.d[1] + fu*b.d[1]
-		s2 -= ft*a.d[2] + fu*b.d[2]
-		s3 -= ft*a.d[3] + fu*b.d[3]
-		ia += int(t)
-		ib += 1 - int(t)
+		b3, b2 := m.k3[ia], m.k2[ib]
+		ti := (b3 - b2) >> 63 // 1: the next breakpoint is a 2|x|/3 one
+		bp[k+1] = math.Float64frombits(b2 ^ (b2^b3)&-ti)
+		sx[0][k], sc[0][k], sx[1][k], sc[1][k] = x0, c0, x1, c1
+		// t and u are 0 and 1, so each delta is exact.
+		a3, g := m.ax[ia], float64(m.gm[ia]&1)
+		a2 := m.ax[ib]
+		t := float64(int64(ti))
+		u := 1 - t
+		x0 -= t*(a3*(1-g)) + u*a2
+		c0 -= t*(3*(1-g)) + u
+		x1 -= t*(a3*g) + u*a2
+		c1 -= t*(3*g) + u
+		ia += int(ti)
+		ib += 1 - int(ti)
 	}
 }
 

@@ -200,8 +200,8 @@ func TestQ2SortMatchesGo(t *testing.T) {
 	}
 }
 
-// TestQ2SweepMatchesGo compares the chosen sweep with the Go one, bit for
-// bit, on adversarial blocks.
+// TestQ2SweepMatchesGo compares the chosen fill and sweep with the Go
+// ones, bit for bit, on adversarial blocks.
 func TestQ2SweepMatchesGo(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 17))
 	var q q2Search
@@ -209,15 +209,24 @@ func TestQ2SweepMatchesGo(t *testing.T) {
 		if !q.init(adversarialBlock(r)) {
 			continue
 		}
+		var m q2Mags
+		z := BlockQ2_0 - q.n
+		q2FillGo(&q.keys, z, q.n, &m)
+		for i := range q.n + 1 {
+			if m.k3[i] != q.mags.k3[i] || m.k2[i] != q.mags.k2[i] || math.Float64bits(m.ax[i]) != math.Float64bits(q.mags.ax[i]) || m.gm[i] != q.mags.gm[i] {
+				t.Fatalf("case %d element %d: fill %x %x %v %x, Go %x %x %v %x", it, i, q.mags.k3[i], q.mags.k2[i], q.mags.ax[i], q.mags.gm[i], m.k3[i], m.k2[i], m.ax[i], m.gm[i])
+			}
+		}
 		steps := 2*q.n + 1
 		var bp [2][q2Steps + 1 + q2Pad]float64
-		var sx, sc [2][2][q2Steps + q2Pad]float64
-		q2Sweep(&q.ev3, &q.ev2, steps, &bp[0], &sx[0], &sc[0])
-		q2SweepGo(&q.ev3, &q.ev2, steps, &bp[1], &sx[1], &sc[1])
+		var sums [2]q2Sums
+		q2Sweep(&q.mags, steps, &bp[0], &sums[0])
+		q2SweepGo(&q.mags, steps, &bp[1], &sums[1])
 		for k := range steps {
 			for p := range 2 {
-				if math.Float64bits(sx[0][p][k]) != math.Float64bits(sx[1][p][k]) || math.Float64bits(sc[0][p][k]) != math.Float64bits(sc[1][p][k]) {
-					t.Fatalf("case %d step %d sign %d: sums %v %v, Go %v %v", it, k, p, sx[0][p][k], sc[0][p][k], sx[1][p][k], sc[1][p][k])
+				a, b := &sums[0], &sums[1]
+				if math.Float64bits(a.sx[p][k]) != math.Float64bits(b.sx[p][k]) || math.Float64bits(a.sc[p][k]) != math.Float64bits(b.sc[p][k]) {
+					t.Fatalf("case %d step %d sign %d: sums %v %v, Go %v %v", it, k, p, a.sx[p][k], a.sc[p][k], b.sx[p][k], b.sc[p][k])
 				}
 			}
 			if math.Float64bits(bp[0][k+1]) != math.Float64bits(bp[1][k+1]) {

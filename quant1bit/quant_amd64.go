@@ -17,6 +17,7 @@ func init() {
 		q2Below = q2BelowAVX2
 		q2Sort = q2SortAVX2
 		q2Sweep = q2SweepAVX2
+		q2Fill = q2FillAVX2
 		q2Codes = q2CodesAVX2
 	}
 }
@@ -32,14 +33,23 @@ func q2CodesAVX2(x *[BlockQ2_0]float32, sg, h1, h3, m1 float64, y *[BlockQ2_0 / 
 	q2CodesAsm(x, neg, float32(h1), float32(h3), float32(m1), y)
 }
 
-// q2SweepAsm's layout: 48-byte events, 133 sums per sign.
-var _ = [1]int{}[unsafe.Sizeof(q2Event{})-48+q2Steps+q2Pad-133]
+// q2SweepAsm finds sc 2·133 float64 after sx.
+var _ = [1]int{}[unsafe.Offsetof(q2Sums{}.sc)-2*8*(q2Steps+q2Pad)]
 
 //go:noescape
-func q2SweepAsm(e3, e2 *q2Event, steps int, bp, sx, sc *float64)
+func q2SweepAsm(k3, k2 *uint64, ax *float64, gm *uint64, steps int, bp, sx *float64)
 
-func q2SweepAVX2(e3, e2 *[BlockQ2_0 + 1]q2Event, steps int, bp *[q2Steps + 1 + q2Pad]float64, sx, sc *[2][q2Steps + q2Pad]float64) {
-	q2SweepAsm(&e3[0], &e2[0], steps, &bp[0], &sx[0][0], &sc[0][0])
+func q2SweepAVX2(m *q2Mags, steps int, bp *[q2Steps + 1 + q2Pad]float64, s *q2Sums) {
+	q2SweepAsm(&m.k3[0], &m.k2[0], &m.ax[0], &m.gm[0], steps, &bp[0], &s.sx[0][0])
+}
+
+//go:noescape
+func q2FillAsm(keys *uint32, n int, k3, k2 *uint64, ax *float64, gm *uint64)
+
+func q2FillAVX2(keys *[q2MagLen]uint32, z, n int, m *q2Mags) {
+	q2FillAsm(&keys[z], n, &m.k3[0], &m.k2[0], &m.ax[0], &m.gm[0])
+	const inf = 0x7ff0000000000000
+	m.k3[n], m.k2[n], m.ax[n], m.gm[n] = inf, inf, 0, 0
 }
 
 //go:noescape

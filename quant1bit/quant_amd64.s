@@ -373,66 +373,142 @@ sfill:
 	JGE     sfill
 	RET
 
-// func q2SweepAsm(e3, e2 *q2Event, steps int, bp, sx, sc *float64)
+DATA q2c33<>+0(SB)/8, $0.0
+DATA q2c33<>+8(SB)/8, $0.0
+DATA q2c33<>+16(SB)/8, $3.0
+DATA q2c33<>+24(SB)/8, $3.0
+GLOBL q2c33<>(SB), RODATA|NOPTR, $32
+
+DATA q2c11<>+0(SB)/8, $0.0
+DATA q2c11<>+8(SB)/8, $0.0
+DATA q2c11<>+16(SB)/8, $1.0
+DATA q2c11<>+24(SB)/8, $1.0
+GLOBL q2c11<>(SB), RODATA|NOPTR, $32
+
+DATA q2flip<>+0(SB)/8, $-1
+DATA q2flip<>+8(SB)/8, $0
+DATA q2flip<>+16(SB)/8, $-1
+DATA q2flip<>+24(SB)/8, $0
+GLOBL q2flip<>(SB), RODATA|NOPTR, $32
+
+// func q2SweepAsm(k3, k2 *uint64, ax *float64, gm *uint64, steps int, bp, sx *float64)
 //
 // q2SweepGo with the four sums in one vector (lanes: Σc·y for p = 0, 1,
-// then Σc² for p = 0, 1), each lane the same serial sum. Events are 48
-// bytes (key, then the four deltas); sx and sc hold 133 float64 per sign.
-// The merge keeps both list positions as byte offsets and advances one
-// by a conditional move, so a step waits only on the key loads.
-TEXT ·q2SweepAsm(SB), NOSPLIT, $0-48
-	MOVQ   e3+0(FP), SI
-	MOVQ   e2+8(FP), DI
-	MOVQ   steps+16(FP), CX
-	MOVQ   bp+24(FP), R12
-	MOVQ   sx+32(FP), R13
-	MOVQ   sc+40(FP), R8
-	VXORPD Y0, Y0, Y0
-	MOVQ   CX, AX
-	SHRQ   $1, AX
-	XORQ   DX, DX
+// then Σc² for p = 0, 1), each lane the same serial sum; sc follows sx
+// (133 float64 per sign). A 2|x|/3 breakpoint's deltas are
+// (|x|, |x|, 3, 3) masked to the sign with y > 0 and a 2|x| one's are
+// (|x|, |x|, 1, 1); they are built from the lists as the merge goes,
+// which costs nothing: a step waits only on its key loads, the compare
+// and a conditional advance of one list.
+TEXT ·q2SweepAsm(SB), NOSPLIT, $0-56
+	MOVQ    k3+0(FP), SI
+	MOVQ    k2+8(FP), DI
+	MOVQ    ax+16(FP), R8
+	MOVQ    gm+24(FP), R9
+	MOVQ    bp+40(FP), R12
+	MOVQ    sx+48(FP), R13
+	VMOVUPD q2c33<>(SB), Y14
+	VMOVUPD q2c11<>(SB), Y12
+	VMOVUPD q2flip<>(SB), Y13
+	VXORPD  Y0, Y0, Y0
+	MOVQ    steps+32(FP), CX
+	SHRQ    $1, CX
+	XORQ    BX, BX
 
 wstart:
-	TESTQ   AX, AX
-	JZ      wmerge
-	VMOVUPD 8(SI)(DX*1), Y1
-	VADDPD  8(DI)(DX*1), Y1, Y1
-	VADDPD  Y1, Y0, Y0
-	ADDQ    $48, DX
-	DECQ    AX
-	JMP     wstart
+	CMPQ         BX, CX
+	JGE          wmerge
+	VBROADCASTSD (R8)(BX*8), Y1
+	VBLENDPD     $0x0c, Y14, Y1, Y2
+	VBROADCASTSD (R9)(BX*8), Y3
+	VXORPD       Y13, Y3, Y3
+	VANDPD       Y3, Y2, Y2
+	VBLENDPD     $0x0c, Y12, Y1, Y1
+	VADDPD       Y1, Y2, Y1
+	VADDPD       Y1, Y0, Y0
+	INCQ         BX
+	JMP          wstart
 
 wmerge:
-	XORQ BX, BX  // e3 offset
-	XORQ R11, R11 // e2 offset
-	XORQ DX, DX  // step
+	XORQ BX, BX   // position in k3
+	XORQ R10, R10 // position in k2
+	XORQ DX, DX   // step
 
 wloop:
-	MOVQ         (SI)(BX*1), AX
-	MOVQ         (DI)(R11*1), R9
-	LEAQ         48(BX), R10
-	LEAQ         48(R11), CX
-	VMOVUPD      8(SI)(BX*1), Y1
-	VMOVUPD      8(DI)(R11*1), Y2
-	CMPQ         AX, R9
-	CMOVQCS      AX, R9
-	CMOVQCS      R10, BX
-	CMOVQCC      CX, R11
+	MOVQ         (SI)(BX*8), AX
+	MOVQ         (DI)(R10*8), CX
+	VBROADCASTSD (R8)(BX*8), Y1
+	VBLENDPD     $0x0c, Y14, Y1, Y1
+	VBROADCASTSD (R9)(BX*8), Y2
+	VXORPD       Y13, Y2, Y2
+	VANDPD       Y2, Y1, Y1 // the 2|x|/3 deltas
+	VBROADCASTSD (R8)(R10*8), Y3
+	VBLENDPD     $0x0c, Y12, Y3, Y3 // the 2|x| deltas
+	CMPQ         AX, CX
+	CMOVQCS      AX, CX
+	LEAQ         1(R10), AX
+	CMOVQCC      AX, R10
 	SBBQ         AX, AX
-	MOVQ         R9, 8(R12)(DX*8)
+	ADCQ         $0, BX
+	MOVQ         CX, 8(R12)(DX*8)
 	VMOVSD       X0, (R13)(DX*8)
 	VMOVHPD      X0, 1064(R13)(DX*8)
-	VEXTRACTF128 $1, Y0, X3
-	VMOVSD       X3, (R8)(DX*8)
-	VMOVHPD      X3, 1064(R8)(DX*8)
+	VEXTRACTF128 $1, Y0, X6
+	VMOVSD       X6, 2128(R13)(DX*8)
+	VMOVHPD      X6, 3192(R13)(DX*8)
 	VMOVQ        AX, X4
 	VPBROADCASTQ X4, Y4
-	VBLENDVPD    Y4, Y1, Y2, Y5
+	VBLENDVPD    Y4, Y1, Y3, Y5
 	VSUBPD       Y5, Y0, Y0
 	INCQ         DX
-	CMPQ         DX, steps+16(FP)
+	CMPQ         DX, steps+32(FP)
 	JLT          wloop
 
+	VZEROUPPER
+	RET
+
+DATA q2twothirds<>+0(SB)/8, $0.6666666666666666
+GLOBL q2twothirds<>(SB), RODATA|NOPTR, $8
+
+DATA q2one32<>+0(SB)/4, $1
+GLOBL q2one32<>(SB), RODATA|NOPTR, $4
+
+// func q2FillAsm(keys *uint32, n int, k3, k2 *uint64, ax *float64, gm *uint64)
+//
+// q2FillGo without the sentinel, four keys at a time: |x| is the key
+// shifted down one, widened exactly; 2|x| and 2|x|/3 as the Go code
+// rounds them; the mask is minus the key's low bit.
+TEXT ·q2FillAsm(SB), NOSPLIT, $0-48
+	MOVQ         keys+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVQ         k3+16(FP), R8
+	MOVQ         k2+24(FP), R9
+	MOVQ         ax+32(FP), R10
+	MOVQ         gm+40(FP), R11
+	VBROADCASTSD q2twothirds<>(SB), Y14
+	VPBROADCASTD q2one32<>(SB), X13
+	VPXOR        Y15, Y15, Y15
+	XORQ         DX, DX
+
+floop:
+	CMPQ      DX, CX
+	JGE       fdone
+	VMOVDQU   (SI)(DX*4), X0
+	VPSRLD    $1, X0, X1
+	VCVTPS2PD X1, Y1
+	VMOVUPD   Y1, (R10)(DX*8)
+	VADDPD    Y1, Y1, Y2
+	VMOVUPD   Y2, (R9)(DX*8)
+	VMULPD    Y14, Y1, Y3
+	VMOVUPD   Y3, (R8)(DX*8)
+	VPAND     X13, X0, X4
+	VPMOVZXDQ X4, Y4
+	VPSUBQ    Y4, Y15, Y4
+	VMOVDQU   Y4, (R11)(DX*8)
+	ADDQ      $4, DX
+	JMP       floop
+
+fdone:
 	VZEROUPPER
 	RET
 
