@@ -131,14 +131,20 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		mx[r] = float32(1 / sum[r])
 	}
 	kernels.MulRows(scores, mx)
-	for j := 0; j <= last; j++ {
-		if jp := j + attnPrefetch; jp <= last {
-			kernels.Prefetch(v[jp*stride+off : jp*stride+off+d])
+	// o += Σ_j p_j v_j in slot order: the shared slots in tiles whose V
+	// rows stay in L1 across the block's tokens, then the rest.
+	for j0 := 0; j0 <= full; j0 += attnSlotTile {
+		nt := min(attnSlotTile, full+1-j0)
+		for ti := 0; ti < tb; ti++ {
+			ob := ((i0+ti)*nh + h0) * d
+			kernels.AxpySlots(nt, scores[j0*pairs+ti*group:], pairs, v[j0*stride+off:], stride, o[ob:ob+group*d], group)
 		}
+	}
+	for j := full + 1; j <= last; j++ {
 		vj := v[j*stride+off : j*stride+off+d]
 		s := scores[j*pairs : (j+1)*pairs]
 		for ti := 0; ti < tb; ti++ {
-			if j > full && !allowed(ti, j) {
+			if !allowed(ti, j) {
 				continue
 			}
 			ob := ((i0+ti)*nh + h0) * d
@@ -146,6 +152,11 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		}
 	}
 }
+
+// attnSlotTile is how many slots' V rows one AxpySlots call walks: 128
+// rows of a 128-wide head are 64 KiB of cache lines at most, read once
+// per token of the block.
+const attnSlotTile = 128
 
 // flashBlock is attendBlock for Options.KVF16: each (token, head) pair of
 // the block runs flashF16's online softmax over the slots in order (the
