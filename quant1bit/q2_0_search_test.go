@@ -2,6 +2,7 @@ package quant1bit
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -273,4 +274,26 @@ func TestQ2CodesMatchGo(t *testing.T) {
 			t.Fatalf("case %d d=%v %v:\n got %x\nwant %x", it, d, x, got, want)
 		}
 	}
+}
+
+// FuzzQ2_0MatchesPrevious compares the search with the previous one, byte
+// for byte, on arbitrary blocks (any bits, NaN and ±Inf included).
+func FuzzQ2_0MatchesPrevious(f *testing.F) {
+	f.Add(bytes.Repeat([]byte{0, 0, 0x80, 0x3f}, 64))
+	f.Add(bytes.Repeat([]byte{0, 0, 0x40, 0xc0, 0, 0, 0x80, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x80}, 16))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 4*BlockQ2_0 {
+			return
+		}
+		x := make([]float32, BlockQ2_0)
+		for i := range x {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		a, b := make([]byte, BlockBytesQ2_0), make([]byte, BlockBytesQ2_0)
+		QuantizeRowQ2_0(x, a)
+		prevQuantizeRowQ2_0(x, b)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%v:\n got %x\nwant %x", x, a, b)
+		}
+	})
 }
