@@ -47,8 +47,10 @@ func QuantizeRowQ1_0(src []float32, dst []byte) {
 	// ggml's rounding); eight (q1Sums8) or four blocks at a time keep
 	// several chains in flight.
 	b := 0
+	// q1Sums8 is a function variable, so s escapes: one per row, not one
+	// per eight blocks.
+	var s [8]float32
 	for ; b+8 <= nb; b += 8 {
-		var s [8]float32
 		q1Sums8((*[8 * BlockQ1_0]float32)(src[b*BlockQ1_0:]), &s)
 		for k, v := range s {
 			binary.LittleEndian.PutUint16(dst[(b+k)*BlockBytesQ1_0:], half.F32ToF16(v/BlockQ1_0))
