@@ -15,6 +15,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/internal/mmapfile"
+	"github.com/qnnprep/qnnprep/internal/sha256pair"
 	"github.com/qnnprep/qnnprep/model"
 )
 
@@ -181,7 +182,9 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 	copy(mapping, header)
 
 	jobs := make([]*tensorJob, len(m.Tensors))
-	type item struct{ job, chunk int64 }
+	// An item is one chunk, or two neighbours whose digests are hashed
+	// together (sha256pair: two SHA-NI streams on one core).
+	type item struct{ job, chunk, n int64 }
 	var items []item
 	for i, t := range m.Tensors {
 		d := decisions[i]
@@ -208,8 +211,8 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 		j.sums = make([][32]byte, j.chunks)
 		j.parts = make([]partial, j.chunks)
 		j.left.Store(j.chunks)
-		for c := range j.chunks {
-			items = append(items, item{int64(i), c})
+		for c := int64(0); c < j.chunks; c += 2 {
+			items = append(items, item{int64(i), c, min(2, j.chunks-c)})
 		}
 	}
 
@@ -293,11 +296,17 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 					fail(err)
 					return
 				}
-				if err := j.chunk(it.chunk, &scratch[w], &bufs[w], &obufs[w]); err != nil {
+				var err error
+				if it.n == 2 {
+					err = j.chunkPair(it.chunk, &scratch[w], &bufs[w], &obufs[w])
+				} else {
+					err = j.chunk(it.chunk, &scratch[w], &bufs[w], &obufs[w])
+				}
+				if err != nil {
 					fail(err)
 					return
 				}
-				if j.left.Add(-1) == 0 {
+				if j.left.Add(-it.n) == 0 {
 					finish(j)
 				}
 			}
@@ -333,7 +342,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 // subRows is how many rows a worker hashes, decodes and encodes at a time
 // within a chunk: about 64 KiB of source, so the bytes the hash just read
 // are still in L2 when they are decoded.
-func subRows(rowBytes int64) int64 { return max(1, (64<<10)/rowBytes) }
+func subRows(rowBytes int64) int64 { return max(1, pieceBytes/rowBytes) }
 
 // row is source row r.
 func (j *tensorJob) row(r int64) []byte {
@@ -421,25 +430,8 @@ func (j *tensorJob) chunk(c int64, scratch *[]float32, buf, obuf *[]byte) error 
 		if write {
 			out = (*obuf)[(r0-lo)*j.dstRow : (r1-lo)*j.dstRow]
 		}
-		for r := r0; r < r1; r++ {
-			if err := gguf.Dequantize(j.t.Type, row(r), x); err != nil {
-				return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
-			}
-			dst := out[(r-r0)*j.dstRow : (r-r0+1)*j.dstRow]
-			EncodeRow(j.d.Kind, x, dst)
-			if r%j.stride != 0 {
-				continue
-			}
-			if err := gguf.Dequantize(j.d.Kind.Type, dst, y); err != nil {
-				return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
-			}
-			for i := range x {
-				xv, yv := float64(x[i]), float64(y[i])
-				p.x2 += xv * xv
-				p.y2 += yv * yv
-				p.xy += xv * yv
-				p.err2 += (xv - yv) * (xv - yv)
-			}
+		if err := j.encode(r0, r1, row, out, x, y, &p); err != nil {
+			return err
 		}
 	}
 	if write {
@@ -455,6 +447,109 @@ func (j *tensorJob) chunk(c int64, scratch *[]float32, buf, obuf *[]byte) error 
 	if !write {
 		mmapfile.Release(j.dst[lo*j.dstRow : hi*j.dstRow])
 	}
+	return nil
+}
+
+// encode converts rows [r0, r1) (row gives their source bytes) into out
+// and adds the sampled rows' error figures to p, in row order.
+func (j *tensorJob) encode(r0, r1 int64, row func(int64) []byte, out []byte, x, y []float32, p *partial) error {
+	for r := r0; r < r1; r++ {
+		if err := gguf.Dequantize(j.t.Type, row(r), x); err != nil {
+			return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
+		}
+		dst := out[(r-r0)*j.dstRow : (r-r0+1)*j.dstRow]
+		EncodeRow(j.d.Kind, x, dst)
+		if r%j.stride != 0 {
+			continue
+		}
+		if err := gguf.Dequantize(j.d.Kind.Type, dst, y); err != nil {
+			return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
+		}
+		for i := range x {
+			xv, yv := float64(x[i]), float64(y[i])
+			p.x2 += xv * xv
+			p.y2 += yv * yv
+			p.xy += xv * yv
+			p.err2 += (xv - yv) * (xv - yv)
+		}
+	}
+	return nil
+}
+
+// chunkPair is chunk for chunks c and c+1 together: their 64 KiB pieces
+// are read side by side and hashed as two streams at once, then each is
+// converted as chunk converts it, so digests, bytes and error figures are
+// chunk's. It handles the common case (rows in file order read with
+// pread, output written with pwrite) and hands the others to chunk.
+func (j *tensorJob) chunkPair(c int64, scratch *[]float32, buf, obuf *[]byte) error {
+	lo, mid, hi := c*j.chunkRs, (c+1)*j.chunkRs, min((c+2)*j.chunkRs, j.rows)
+	if j.d.Copy || j.out == nil || !mmapfile.CanReadInto(j.srcRange(lo, hi)) {
+		if err := j.chunk(c, scratch, buf, obuf); err != nil {
+			return err
+		}
+		return j.chunk(c+1, scratch, buf, obuf)
+	}
+	step := subRows(j.srcRow)
+	piece := step * j.srcRow
+	if need := int(2 * piece); len(*buf) < need {
+		*buf = make([]byte, need)
+	}
+	if need := int((hi - lo) * j.dstRow); len(*obuf) < need {
+		*obuf = make([]byte, need)
+	}
+	n := j.t.Dims[0]
+	if int64(cap(*scratch)) < 2*n {
+		*scratch = make([]float32, 2*n)
+	}
+	x, y := (*scratch)[:n], (*scratch)[n:2*n]
+	ha, hb := sha256pair.New(), sha256pair.New()
+	var pa, pb partial
+	bufA, bufB := (*buf)[:piece], (*buf)[piece:2*piece]
+	// read loads rows [r0, r1) of the chunk ending at end into b.
+	read := func(r0, end int64, b []byte) ([]byte, int64, error) {
+		r1 := min(r0+step, end)
+		if r0 >= r1 {
+			return nil, r0, nil
+		}
+		src := j.srcRange(r0, r1)
+		if !mmapfile.ReadInto(b, src) {
+			return nil, r0, fmt.Errorf("tensor %s: reading rows %d-%d failed", j.t.Name, r0, r1)
+		}
+		return b[:len(src)], r1, nil
+	}
+	for a0, b0 := lo, mid; a0 < mid || b0 < hi; {
+		sa, a1, err := read(a0, mid, bufA)
+		if err != nil {
+			return err
+		}
+		sb, b1, err := read(b0, hi, bufB)
+		if err != nil {
+			return err
+		}
+		sha256pair.WritePair(ha, hb, sa, sb)
+		for _, part := range [...]struct {
+			r0, r1 int64
+			src    []byte
+			p      *partial
+		}{{a0, a1, sa, &pa}, {b0, b1, sb, &pb}} {
+			if part.r0 == part.r1 {
+				continue
+			}
+			r0, src := part.r0, part.src
+			row := func(r int64) []byte { return src[(r-r0)*j.srcRow : (r-r0+1)*j.srcRow] }
+			out := (*obuf)[(r0-lo)*j.dstRow : (part.r1-lo)*j.dstRow]
+			if err := j.encode(r0, part.r1, row, out, x, y, part.p); err != nil {
+				return err
+			}
+		}
+		a0, b0 = a1, b1
+	}
+	if _, err := j.out.WriteAt((*obuf)[:(hi-lo)*j.dstRow], j.outOff+lo*j.dstRow); err != nil {
+		return fmt.Errorf("tensor %s: %w", j.t.Name, err)
+	}
+	ha.Sum(j.sums[c][:0])
+	hb.Sum(j.sums[c+1][:0])
+	j.parts[c], j.parts[c+1] = pa, pb
 	return nil
 }
 

@@ -10,8 +10,17 @@ import (
 
 // TestMappedMatchesStreamed checks that the mapped pipeline writes the
 // same bytes and reports the same figures as the streaming one, for every
-// built-in recipe and several worker counts.
+// built-in recipe and several worker counts: with the default chunks (one
+// per tensor of this small model) and with chunks of 2 KiB read in pieces
+// of 512 bytes, where neighbouring chunks are hashed as pairs.
 func TestMappedMatchesStreamed(t *testing.T) {
+	t.Run("default chunks", testMappedMatchesStreamed)
+	defer func(c, p int64) { chunkBytes, pieceBytes = c, p }(chunkBytes, pieceBytes)
+	chunkBytes, pieceBytes = 2048, 512
+	t.Run("small chunks", testMappedMatchesStreamed)
+}
+
+func testMappedMatchesStreamed(t *testing.T) {
 	m := openStories(t)
 	dir := t.TempDir()
 	permuted := 0

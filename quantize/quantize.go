@@ -453,9 +453,15 @@ func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded
 	return e, nil
 }
 
-const (
-	chunkBytes  = 4 << 20 // source bytes per work item and per digest chunk
-	sampleElems = 1 << 20 // values per tensor the error figures are taken from
+const sampleElems = 1 << 20 // values per tensor the error figures are taken from
+
+// chunkBytes is the source bytes per work item and per digest chunk, and
+// pieceBytes the part of a chunk a worker reads, hashes and converts at
+// a time. Variables only so that tests can cut small models into many
+// chunks; the digest (and so the source hash) depends on chunkBytes.
+var (
+	chunkBytes int64 = 4 << 20
+	pieceBytes int64 = 64 << 10
 )
 
 // chunkRows is how many rows of rowBytes make one chunk (at least one).
