@@ -477,13 +477,13 @@ func (j *tensorJob) encode(r0, r1 int64, row func(int64) []byte, out []byte, x, 
 }
 
 // chunkPair is chunk for chunks c and c+1 together: their 64 KiB pieces
-// are read side by side and hashed as two streams at once, then each is
-// converted as chunk converts it, so digests, bytes and error figures are
-// chunk's. It handles the common case (rows in file order read with
-// pread, output written with pwrite) and hands the others to chunk.
+// (or, for permuted rows, their rows) are read side by side and hashed as
+// two streams at once, then each is converted as chunk converts it, so
+// digests, bytes and error figures are chunk's. It handles output written
+// with pwrite and hands the other cases to chunk.
 func (j *tensorJob) chunkPair(c int64, scratch *[]float32, buf, obuf *[]byte) error {
 	lo, mid, hi := c*j.chunkRs, (c+1)*j.chunkRs, min((c+2)*j.chunkRs, j.rows)
-	if j.d.Copy || j.out == nil || !mmapfile.CanReadInto(j.srcRange(lo, hi)) {
+	if j.d.Copy || j.out == nil || j.perm == nil && !mmapfile.CanReadInto(j.srcRange(lo, hi)) {
 		if err := j.chunk(c, scratch, buf, obuf); err != nil {
 			return err
 		}
@@ -504,6 +504,40 @@ func (j *tensorJob) chunkPair(c int64, scratch *[]float32, buf, obuf *[]byte) er
 	x, y := (*scratch)[:n], (*scratch)[n:2*n]
 	ha, hb := sha256pair.New(), sha256pair.New()
 	var pa, pb partial
+	done := func() error {
+		if _, err := j.out.WriteAt((*obuf)[:(hi-lo)*j.dstRow], j.outOff+lo*j.dstRow); err != nil {
+			return fmt.Errorf("tensor %s: %w", j.t.Name, err)
+		}
+		ha.Sum(j.sums[c][:0])
+		hb.Sum(j.sums[c+1][:0])
+		j.parts[c], j.parts[c+1] = pa, pb
+		return nil
+	}
+	if j.perm != nil {
+		// Rows in a permuted order (the q and k projections of an HF
+		// llama): read from the mapping one row of each chunk at a time.
+		for ra, rb := lo, mid; ra < mid || rb < hi; ra, rb = ra+1, rb+1 {
+			var sa, sb []byte
+			if ra < mid {
+				sa = j.row(ra)
+			}
+			if rb < hi {
+				sb = j.row(rb)
+			}
+			sha256pair.WritePair(ha, hb, sa, sb)
+			if ra < mid {
+				if err := j.encode(ra, ra+1, j.row, (*obuf)[(ra-lo)*j.dstRow:(ra-lo+1)*j.dstRow], x, y, &pa); err != nil {
+					return err
+				}
+			}
+			if rb < hi {
+				if err := j.encode(rb, rb+1, j.row, (*obuf)[(rb-lo)*j.dstRow:(rb-lo+1)*j.dstRow], x, y, &pb); err != nil {
+					return err
+				}
+			}
+		}
+		return done()
+	}
 	bufA, bufB := (*buf)[:piece], (*buf)[piece:2*piece]
 	// read loads rows [r0, r1) of the chunk ending at end into b.
 	read := func(r0, end int64, b []byte) ([]byte, int64, error) {
@@ -544,13 +578,7 @@ func (j *tensorJob) chunkPair(c int64, scratch *[]float32, buf, obuf *[]byte) er
 		}
 		a0, b0 = a1, b1
 	}
-	if _, err := j.out.WriteAt((*obuf)[:(hi-lo)*j.dstRow], j.outOff+lo*j.dstRow); err != nil {
-		return fmt.Errorf("tensor %s: %w", j.t.Name, err)
-	}
-	ha.Sum(j.sums[c][:0])
-	hb.Sum(j.sums[c+1][:0])
-	j.parts[c], j.parts[c+1] = pa, pb
-	return nil
+	return done()
 }
 
 // patchBytes writes sum over the hash placeholder in header.
