@@ -159,7 +159,7 @@ func (q *oldQ2Search) interval(lo, hi, sxc, scc float64, neg bool) {
 	} else if v > hi {
 		v = hi
 	}
-	a, b := oldF16Bracket(v)
+	a, b := f16Bracket(v)
 	q.try(a, neg, sxc, scc)
 	if b != a {
 		q.try(b, neg, sxc, scc)
@@ -177,26 +177,6 @@ func (q *oldQ2Search) try(h uint16, neg bool, sxc, scc float64) {
 	if e := q.syy - float64(2*s*sxc) + float64(float64(s*s)*scc); e < q.best.err {
 		q.best = q2Candidate{h: h, neg: neg, err: e}
 	}
-}
-
-// oldF16Bracket returns the largest and smallest fp16 bit patterns whose
-// values are ≤ v and ≥ v (v ≥ 0; above the fp16 range hi is Inf). The
-// floor comes from truncating v's binary expansion to fp16 precision.
-func oldF16Bracket(v float64) (lo, hi uint16) {
-	var h uint16
-	switch {
-	case v >= 65504:
-		return 0x7bff, f16Inf
-	case v < 0x1p-14: // subnormal fp16 range: multiples of 2⁻²⁴
-		h = uint16(v * 0x1p24)
-	default:
-		b := math.Float64bits(v)
-		h = uint16(int(b>>52)-1023+15)<<10 | uint16(b>>42)&0x3ff
-	}
-	if float64(half.F16ToF32(h)) == v {
-		return h, h
-	}
-	return h, h + 1
 }
 
 // TestQ2ErrMatchesQ2Error checks the threshold-coded error against

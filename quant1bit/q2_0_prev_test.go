@@ -2,7 +2,8 @@ package quant1bit
 
 // The Q2_0 search as it was before the sweep was split into merge, sums
 // and filters (commit 381e3fd), kept verbatim as the oracle: the new
-// search must give these bytes for every block.
+// search must give these bytes for every block. The two helpers the new
+// search still has unchanged (q2ErrGo, f16Bracket) are called, not copied.
 
 import (
 	"testing"
@@ -171,11 +172,6 @@ func (q *prevQ2Search) init(x []float32) bool {
 	return true
 }
 
-// sb is the sign bit of v as 0 or 1. For a difference of two floats it
-// tells exactly whether the first is smaller: a rounded difference never
-// changes sign, and equal values give +0.
-func prevSb(v float64) float64 { return float64(int64(math.Float64bits(v) >> 63)) }
-
 // err is q2Error(x, d): each element's code is found by comparing with
 // the midpoints ±d/2 and 3d/2, which for float32 x and fp16 d decides
 // exactly as rounding x/d does (x/d is never within a float64 rounding
@@ -189,24 +185,7 @@ func (q *prevQ2Search) err(d float64) float64 {
 	if d < 0 {
 		sg = -1
 	}
-	return prevQ2ErrGo(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
-}
-
-func prevQ2ErrGo(x *[BlockQ2_0]float64, d, sg, h1, h3, m1 float64) float64 {
-	var e [4]float64
-	for i := 0; i < BlockQ2_0; i += 4 {
-		for j := range 4 {
-			v := x[i+j]
-			y := sg * v
-			// c is round(x/d) clamped (for d < 0, x/d = y/|d|): 1 for y ≥ d/2,
-			// 1 more for y ≥ 3d/2, −1 for y ≤ −d/2. c·d is exact, and the
-			// rounding of x − c·d is q2Error's.
-			c := 1 - prevSb(y-h1) - prevSb(y-h3) + prevSb(m1-y)
-			r := v - float64(c*d)
-			e[j] += float64(r * r)
-		}
-	}
-	return float64(e[0]+e[1]) + float64(e[2]+e[3])
+	return q2ErrGo(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
 }
 
 // consider scores the stored scale (h, neg) exactly and keeps it if it is
@@ -284,7 +263,7 @@ func (q *prevQ2Search) search() {
 		lo = hi
 	}
 	if bestSign >= 0 {
-		a, b := prevF16Bracket(bestX / bestC)
+		a, b := f16Bracket(bestX / bestC)
 		q.consider(a, bestSign == 1)
 		q.consider(b, bestSign == 1)
 	}
@@ -310,7 +289,7 @@ func (q *prevQ2Search) interval(lo, hi, sxc, scc float64, neg bool) {
 	} else if v > hi {
 		v = hi
 	}
-	a, b := prevF16Bracket(v)
+	a, b := f16Bracket(v)
 	q.try(a, neg, sxc, scc)
 	if b != a {
 		q.try(b, neg, sxc, scc)
@@ -327,26 +306,6 @@ func (q *prevQ2Search) try(h uint16, neg bool, sxc, scc float64) {
 	if e := q.syy - float64(2*s*sxc) + float64(float64(s*s)*scc); e < q.bound {
 		q.consider(h, neg)
 	}
-}
-
-// f16Bracket returns the largest and smallest fp16 bit patterns whose
-// values are ≤ v and ≥ v (v ≥ 0; above the fp16 range hi is Inf). The
-// floor comes from truncating v's binary expansion to fp16 precision.
-func prevF16Bracket(v float64) (lo, hi uint16) {
-	var h uint16
-	switch {
-	case v >= 65504:
-		return 0x7bff, f16Inf
-	case v < 0x1p-14: // subnormal fp16 range: multiples of 2⁻²⁴
-		h = uint16(v * 0x1p24)
-	default:
-		b := math.Float64bits(v)
-		h = uint16(int(b>>52)-1023+15)<<10 | uint16(b>>42)&0x3ff
-	}
-	if float64(half.F16ToF32(h)) == v {
-		return h, h
-	}
-	return h, h + 1
 }
 
 func BenchmarkQuantizeRowQ2_0Prev(b *testing.B) {
