@@ -121,7 +121,20 @@ type tensorJob struct {
 	e     encoded
 }
 
+// partial holds a chunk's error figures over its sampled rows: Σx², the
+// squared error, Σy² and Σxy, x the source row and y its encoding decoded.
 type partial struct{ x2, err2, y2, xy float64 }
+
+// add adds one sampled row.
+func (p *partial) add(x, y []float32) {
+	for i := range x {
+		xv, yv := float64(x[i]), float64(y[i])
+		p.x2 += xv * xv
+		p.y2 += yv * yv
+		p.xy += xv * yv
+		p.err2 += (xv - yv) * (xv - yv)
+	}
+}
 
 func (j *tensorJob) data() ([]byte, error) {
 	j.load.Do(func() {
@@ -465,13 +478,7 @@ func (j *tensorJob) encode(r0, r1 int64, row func(int64) []byte, out []byte, x, 
 		if err := gguf.Dequantize(j.d.Kind.Type, dst, y); err != nil {
 			return fmt.Errorf("tensor %s row %d: %w", j.t.Name, r, err)
 		}
-		for i := range x {
-			xv, yv := float64(x[i]), float64(y[i])
-			p.x2 += xv * xv
-			p.y2 += yv * yv
-			p.xy += xv * yv
-			p.err2 += (xv - yv) * (xv - yv)
-		}
+		p.add(x, y)
 	}
 	return nil
 }

@@ -405,7 +405,6 @@ func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded
 	// decoding every row a second time.
 	stride := max(1, rows/max(1, sampleElems/n))
 
-	type partial struct{ x2, err2, y2, xy float64 }
 	parts := make([]partial, chunks)
 	err = parallel(workers, chunks, func(c int64) error {
 		lo, hi := c*chunkRows, min((c+1)*chunkRows, rows)
@@ -428,13 +427,7 @@ func encodeTensor(t *model.Tensor, d Decision, workers int, buf []byte) (encoded
 			if err := gguf.Dequantize(d.Kind.Type, dst, y); err != nil {
 				return fmt.Errorf("tensor %s row %d: %w", t.Name, r, err)
 			}
-			for i := range x {
-				xv, yv := float64(x[i]), float64(y[i])
-				p.x2 += xv * xv
-				p.y2 += yv * yv
-				p.xy += xv * yv
-				p.err2 += (xv - yv) * (xv - yv)
-			}
+			p.add(x, y)
 		}
 		parts[c] = p
 		return nil
