@@ -48,23 +48,27 @@ func (d *Digest) Write(p []byte) (int, error) {
 	if d.std != nil {
 		return d.std.Write(p)
 	}
-	n := len(p)
+	d.n += uint64(len(p))
+	d.write(p)
+	return len(p), nil
+}
+
+// write hashes p, already counted in d.n, as one stream.
+func (d *Digest) write(p []byte) {
 	p = d.fill(p)
 	if nb := len(p) / 64; nb > 0 {
-		var scratch [8]uint32
+		var scratch [8]uint32 // the kernel's second stream, unused
 		blocks2(&d.h, &scratch, p, p, nb)
 		p = p[nb*64:]
 	}
 	if len(p) > 0 { // then fill left no partial block
 		d.nx = copy(d.x[:], p)
 	}
-	return n, nil
 }
 
 // fill completes a partial block from p, compresses it when full, and
 // returns the rest of p.
 func (d *Digest) fill(p []byte) []byte {
-	d.n += uint64(len(p))
 	if d.nx == 0 {
 		return p
 	}
@@ -87,24 +91,19 @@ func WritePair(a, b *Digest, pa, pb []byte) {
 		b.std.Write(pb)
 		return
 	}
+	a.n += uint64(len(pa))
+	b.n += uint64(len(pb))
 	pa, pb = a.fill(pa), b.fill(pb)
-	if a.nx > 0 || b.nx > 0 {
-		// A partial block is left (only when p was shorter than it
-		// needed): hash the rest one stream at a time.
-		a.n -= uint64(len(pa))
-		b.n -= uint64(len(pb))
-		a.Write(pa)
-		b.Write(pb)
-		return
+	// With a partial block left in either stream (p was too short to
+	// complete it) the rest goes one stream at a time.
+	if a.nx == 0 && b.nx == 0 {
+		if nb := min(len(pa), len(pb)) / 64; nb > 0 {
+			blocks2(&a.h, &b.h, pa, pb, nb)
+			pa, pb = pa[nb*64:], pb[nb*64:]
+		}
 	}
-	if nb := min(len(pa), len(pb)) / 64; nb > 0 {
-		blocks2(&a.h, &b.h, pa, pb, nb)
-		pa, pb = pa[nb*64:], pb[nb*64:]
-	}
-	a.n -= uint64(len(pa))
-	b.n -= uint64(len(pb))
-	a.Write(pa)
-	b.Write(pb)
+	a.write(pa)
+	b.write(pb)
 }
 
 // Sum appends the digest of the message so far to in; d is unchanged.
