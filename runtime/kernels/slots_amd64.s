@@ -22,9 +22,6 @@ TEXT ·axpySlotsAsm(SB), NOSPLIT, $0-64
 	MOVQ R13, R14
 	SHLQ $3, R14 // 8 slots ahead
 
-	MOVQ DX, CX
-	ANDQ $63, CX
-	JZ   slotrow64
 
 slotrow:
 	XORQ AX, AX // offset into the row, bytes
@@ -68,69 +65,5 @@ slotloop:
 	LEAQ (DI)(DX*4), DI
 	DECQ BX
 	JNZ  slotrow
-	VZEROUPPER
-	RET
-
-	// Rows of a multiple of 64: eight accumulators, so that eight
-	// independent add chains hide the add latency.
-slotrow64:
-	XORQ AX, AX
-
-slotcol64:
-	VMOVUPS 0(DI)(AX*1), Y0
-	VMOVUPS 32(DI)(AX*1), Y1
-	VMOVUPS 64(DI)(AX*1), Y2
-	VMOVUPS 96(DI)(AX*1), Y3
-	VMOVUPS 128(DI)(AX*1), Y4
-	VMOVUPS 160(DI)(AX*1), Y5
-	VMOVUPS 192(DI)(AX*1), Y6
-	VMOVUPS 224(DI)(AX*1), Y7
-	MOVQ    R10, SI
-	LEAQ    (R12)(AX*1), R8
-	MOVQ    R9, CX
-
-slotloop64:
-	PREFETCHT0   (R8)(R14*1)
-	PREFETCHT0   128(R8)(R14*1)
-	VBROADCASTSS (SI), Y15
-	VMULPS       0(R8), Y15, Y8
-	VMULPS       32(R8), Y15, Y9
-	VMULPS       64(R8), Y15, Y10
-	VMULPS       96(R8), Y15, Y11
-	VADDPS       Y8, Y0, Y0
-	VADDPS       Y9, Y1, Y1
-	VADDPS       Y10, Y2, Y2
-	VADDPS       Y11, Y3, Y3
-	VMULPS       128(R8), Y15, Y12
-	VMULPS       160(R8), Y15, Y13
-	VMULPS       192(R8), Y15, Y14
-	VMULPS       224(R8), Y15, Y8
-	VADDPS       Y12, Y4, Y4
-	VADDPS       Y13, Y5, Y5
-	VADDPS       Y14, Y6, Y6
-	VADDPS       Y8, Y7, Y7
-	ADDQ         R11, SI
-	ADDQ         R13, R8
-	DECQ         CX
-	JNZ          slotloop64
-
-	VMOVUPS Y0, 0(DI)(AX*1)
-	VMOVUPS Y1, 32(DI)(AX*1)
-	VMOVUPS Y2, 64(DI)(AX*1)
-	VMOVUPS Y3, 96(DI)(AX*1)
-	VMOVUPS Y4, 128(DI)(AX*1)
-	VMOVUPS Y5, 160(DI)(AX*1)
-	VMOVUPS Y6, 192(DI)(AX*1)
-	VMOVUPS Y7, 224(DI)(AX*1)
-	ADDQ    $256, AX
-	MOVQ    DX, CX
-	SHLQ    $2, CX
-	CMPQ    AX, CX
-	JB      slotcol64
-
-	ADDQ $4, R10
-	LEAQ (DI)(DX*4), DI
-	DECQ BX
-	JNZ  slotrow64
 	VZEROUPPER
 	RET
