@@ -148,189 +148,73 @@ GLOBL bperm<>(SB), RODATA|NOPTR, $32
 #define BM_1(off) BMADD(off, R8, Y4)
 #define BFIN_1 BFIN(R8, Y4, Y0)
 
-// func q1Batch4(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-//
-// For tokens toks[0..3] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
-// w, then (if tw != nil) the zero-padded odd last block at tw; the
-// results go to out, out+stride, ... (stride in bytes).
-TEXT ·q1Batch4(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), SI
-	MOVQ    npairs+8(FP), CX
-	MOVQ    toks+24(FP), AX
-	MOVQ    0(AX), R8
-	MOVQ    8(AX), R9
-	MOVQ    16(AX), R10
-	MOVQ    24(AX), R11
-	VMOVDQU bmlo<>(SB), Y9
-	VMOVDQU bmhi<>(SB), Y11
-	VMOVDQU bones8<>(SB), Y15
-	VXORPS  Y0, Y0, Y0
-	VXORPS  Y1, Y1, Y1
-	VXORPS  Y2, Y2, Y2
-	VXORPS  Y3, Y3, Y3
-	XORQ    DX, DX
-	TESTQ   CX, CX
-	JE      tail
-
-loop:
-	// Weight rows stream from memory: fetch 2 KiB ahead.
-	PREFETCHT0 2048(SI)
-	BPAIR(BM0_4, BM_4, BFIN_4)
-	ADDQ $36, SI
-	ADDQ $320, DX
-	DECQ CX
-	JNZ  loop
-
-tail:
-	MOVQ  tw+16(FP), SI
-	TESTQ SI, SI
-	JE    reduce
-	BPAIR(BM0_4, BM_4, BFIN_4)
-
-reduce:
-	MOVQ out+32(FP), DI
-	MOVQ stride+40(FP), R12
-	BSUM8(Y0, X0)
-	ADDQ R12, DI
-	BSUM8(Y1, X1)
-	ADDQ R12, DI
-	BSUM8(Y2, X2)
-	ADDQ R12, DI
-	BSUM8(Y3, X3)
-	VZEROUPPER
+// Q1BATCH is the body of q1BatchK, K = 1..4 tokens: for tokens toks[0..K−1]
+// (each &Acts.bq[0]), the pairs of Q1_0 blocks at w, then (if tw != nil)
+// the zero-padded odd last block at tw; the results go to out,
+// out+stride, ... (stride in bytes). TOKS loads the token pointers, ZERO
+// clears the lanes, M0/M/FIN are BPAIR's per-token steps and SUMS stores
+// the results.
+#define Q1BATCH(TOKS, ZERO, M0, M, FIN, SUMS) \
+	MOVQ    w+0(FP), SI            \
+	MOVQ    npairs+8(FP), CX       \
+	MOVQ    toks+24(FP), AX        \
+	TOKS                           \
+	VMOVDQU bmlo<>(SB), Y9         \
+	VMOVDQU bmhi<>(SB), Y11        \
+	VMOVDQU bones8<>(SB), Y15      \
+	ZERO                           \
+	XORQ    DX, DX                 \
+	TESTQ   CX, CX                 \
+	JE      tail                   \
+loop:                                  \
+	PREFETCHT0 2048(SI)            \
+	BPAIR(M0, M, FIN)              \
+	ADDQ    $36, SI                \
+	ADDQ    $320, DX               \
+	DECQ    CX                     \
+	JNZ     loop                   \
+tail:                                  \
+	MOVQ    tw+16(FP), SI          \
+	TESTQ   SI, SI                 \
+	JE      reduce                 \
+	BPAIR(M0, M, FIN)              \
+reduce:                                \
+	MOVQ    out+32(FP), DI         \
+	MOVQ    stride+40(FP), R12     \
+	SUMS                           \
+	VZEROUPPER                     \
 	RET
+
+#define TOKS_1 MOVQ 0(AX), R8
+#define TOKS_2 TOKS_1 ; MOVQ 8(AX), R9
+#define TOKS_3 TOKS_2 ; MOVQ 16(AX), R10
+#define TOKS_4 TOKS_3 ; MOVQ 24(AX), R11
+
+#define ZERO_1 VXORPS Y0, Y0, Y0
+#define ZERO_2 ZERO_1 ; VXORPS Y1, Y1, Y1
+#define ZERO_3 ZERO_2 ; VXORPS Y2, Y2, Y2
+#define ZERO_4 ZERO_3 ; VXORPS Y3, Y3, Y3
+
+#define SUMS_1 BSUM8(Y0, X0)
+#define SUMS_2 SUMS_1 ; ADDQ R12, DI ; BSUM8(Y1, X1)
+#define SUMS_3 SUMS_2 ; ADDQ R12, DI ; BSUM8(Y2, X2)
+#define SUMS_4 SUMS_3 ; ADDQ R12, DI ; BSUM8(Y3, X3)
+
+// func q1Batch4(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1Batch4(SB), NOSPLIT, $0-48
+	Q1BATCH(TOKS_4, ZERO_4, BM0_4, BM_4, BFIN_4, SUMS_4)
 
 // func q1Batch3(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-//
-// For tokens toks[0..2] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
-// w, then (if tw != nil) the zero-padded odd last block at tw; the
-// results go to out, out+stride, ... (stride in bytes).
 TEXT ·q1Batch3(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), SI
-	MOVQ    npairs+8(FP), CX
-	MOVQ    toks+24(FP), AX
-	MOVQ    0(AX), R8
-	MOVQ    8(AX), R9
-	MOVQ    16(AX), R10
-	VMOVDQU bmlo<>(SB), Y9
-	VMOVDQU bmhi<>(SB), Y11
-	VMOVDQU bones8<>(SB), Y15
-	VXORPS  Y0, Y0, Y0
-	VXORPS  Y1, Y1, Y1
-	VXORPS  Y2, Y2, Y2
-	XORQ    DX, DX
-	TESTQ   CX, CX
-	JE      tail
-
-loop:
-	// Weight rows stream from memory: fetch 2 KiB ahead.
-	PREFETCHT0 2048(SI)
-	BPAIR(BM0_3, BM_3, BFIN_3)
-	ADDQ $36, SI
-	ADDQ $320, DX
-	DECQ CX
-	JNZ  loop
-
-tail:
-	MOVQ  tw+16(FP), SI
-	TESTQ SI, SI
-	JE    reduce
-	BPAIR(BM0_3, BM_3, BFIN_3)
-
-reduce:
-	MOVQ out+32(FP), DI
-	MOVQ stride+40(FP), R12
-	BSUM8(Y0, X0)
-	ADDQ R12, DI
-	BSUM8(Y1, X1)
-	ADDQ R12, DI
-	BSUM8(Y2, X2)
-	VZEROUPPER
-	RET
+	Q1BATCH(TOKS_3, ZERO_3, BM0_3, BM_3, BFIN_3, SUMS_3)
 
 // func q1Batch2(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-//
-// For tokens toks[0..1] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
-// w, then (if tw != nil) the zero-padded odd last block at tw; the
-// results go to out, out+stride, ... (stride in bytes).
 TEXT ·q1Batch2(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), SI
-	MOVQ    npairs+8(FP), CX
-	MOVQ    toks+24(FP), AX
-	MOVQ    0(AX), R8
-	MOVQ    8(AX), R9
-	VMOVDQU bmlo<>(SB), Y9
-	VMOVDQU bmhi<>(SB), Y11
-	VMOVDQU bones8<>(SB), Y15
-	VXORPS  Y0, Y0, Y0
-	VXORPS  Y1, Y1, Y1
-	XORQ    DX, DX
-	TESTQ   CX, CX
-	JE      tail
-
-loop:
-	// Weight rows stream from memory: fetch 2 KiB ahead.
-	PREFETCHT0 2048(SI)
-	BPAIR(BM0_2, BM_2, BFIN_2)
-	ADDQ $36, SI
-	ADDQ $320, DX
-	DECQ CX
-	JNZ  loop
-
-tail:
-	MOVQ  tw+16(FP), SI
-	TESTQ SI, SI
-	JE    reduce
-	BPAIR(BM0_2, BM_2, BFIN_2)
-
-reduce:
-	MOVQ out+32(FP), DI
-	MOVQ stride+40(FP), R12
-	BSUM8(Y0, X0)
-	ADDQ R12, DI
-	BSUM8(Y1, X1)
-	VZEROUPPER
-	RET
+	Q1BATCH(TOKS_2, ZERO_2, BM0_2, BM_2, BFIN_2, SUMS_2)
 
 // func q1Batch1(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-//
-// For tokens toks[0..0] (each &Acts.bq[0]): the pairs of Q1_0 blocks at
-// w, then (if tw != nil) the zero-padded odd last block at tw; the
-// results go to out, out+stride, ... (stride in bytes).
 TEXT ·q1Batch1(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), SI
-	MOVQ    npairs+8(FP), CX
-	MOVQ    toks+24(FP), AX
-	MOVQ    0(AX), R8
-	VMOVDQU bmlo<>(SB), Y9
-	VMOVDQU bmhi<>(SB), Y11
-	VMOVDQU bones8<>(SB), Y15
-	VXORPS  Y0, Y0, Y0
-	XORQ    DX, DX
-	TESTQ   CX, CX
-	JE      tail
-
-loop:
-	// Weight rows stream from memory: fetch 2 KiB ahead.
-	PREFETCHT0 2048(SI)
-	BPAIR(BM0_1, BM_1, BFIN_1)
-	ADDQ $36, SI
-	ADDQ $320, DX
-	DECQ CX
-	JNZ  loop
-
-tail:
-	MOVQ  tw+16(FP), SI
-	TESTQ SI, SI
-	JE    reduce
-	BPAIR(BM0_1, BM_1, BFIN_1)
-
-reduce:
-	MOVQ out+32(FP), DI
-	MOVQ stride+40(FP), R12
-	BSUM8(Y0, X0)
-	VZEROUPPER
-	RET
+	Q1BATCH(TOKS_1, ZERO_1, BM0_1, BM_1, BFIN_1, SUMS_1)
 
 // func q1BatchPack(codes, d, sum unsafe.Pointer, npairs int, dst unsafe.Pointer)
 //
