@@ -136,16 +136,7 @@ func q2Encode(x []float32, c q2Candidate, y []byte) {
 	binary.LittleEndian.PutUint16(y, h)
 	// The codes are q2Code's, found by comparing with the midpoints as
 	// q2Search.err does.
-	d := c.d()
-	a := math.Abs(d)
-	sg := 1.0
-	if d < 0 {
-		sg = -1
-	}
-	h1, h3, m1 := 0.5*a, 1.5*a, -0.5*a
-	if d == 0 {
-		h1, h3, m1 = math.Inf(1), math.Inf(1), math.Inf(-1)
-	}
+	sg, h1, h3, m1 := q2Midpoints(c.d())
 	q2Codes((*[BlockQ2_0]float32)(x), sg, h1, h3, m1, (*[BlockQ2_0 / 4]byte)(y[2:]))
 }
 
@@ -291,12 +282,23 @@ func (q *q2Search) err(d float64) float64 {
 	if d == 0 {
 		return q.syy
 	}
+	sg, h1, h3, m1 := q2Midpoints(d)
+	return q2Err(&q.x, d, sg, h1, h3, m1)
+}
+
+// q2Midpoints gives the sign of d and the midpoints the code comparisons
+// use: sg·x ≥ h1 (d/2) and ≥ h3 (3d/2) add a code step, sg·x ≤ m1 (−d/2)
+// removes one. For d = 0 they are infinite: every code is 1, value 0.
+func q2Midpoints(d float64) (sg, h1, h3, m1 float64) {
+	if d == 0 {
+		return 1, math.Inf(1), math.Inf(1), math.Inf(-1)
+	}
 	a := math.Abs(d)
-	sg := 1.0
+	sg = 1
 	if d < 0 {
 		sg = -1
 	}
-	return q2Err(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+	return sg, 0.5 * a, 1.5 * a, -0.5 * a
 }
 
 // q2Err is the loop of q2Search.err (AVX2 on amd64, the same bits).

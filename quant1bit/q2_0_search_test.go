@@ -258,15 +258,7 @@ func TestQ2CodesMatchGo(t *testing.T) {
 		}
 		c := q2Candidate{h: h, neg: r.IntN(2) == 0}
 		d := c.d()
-		a := math.Abs(d)
-		sg := 1.0
-		if d < 0 {
-			sg = -1
-		}
-		h1, h3, m1 := 0.5*a, 1.5*a, -0.5*a
-		if d == 0 {
-			h1, h3, m1 = math.Inf(1), math.Inf(1), math.Inf(-1)
-		}
+		sg, h1, h3, m1 := q2Midpoints(d)
 		var got, want [BlockQ2_0 / 4]byte
 		q2Codes((*[BlockQ2_0]float32)(x), sg, h1, h3, m1, &got)
 		q2CodesGo((*[BlockQ2_0]float32)(x), sg, h1, h3, m1, &want)
