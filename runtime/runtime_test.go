@@ -29,15 +29,7 @@ func TestBatchedEqualsPerToken(t *testing.T) {
 					if kv && typ != gguf.F32 {
 						continue
 					}
-					ref := newEngine(t, m, Options{Threads: 1, Batch: 1, KVF16: kv}).NewState()
-					var want [][]float32
-					for _, tok := range toks {
-						l, err := ref.Forward([]int32{tok})
-						if err != nil {
-							t.Fatal(err)
-						}
-						want = append(want, l)
-					}
+					want := stepByStep(t, newEngine(t, m, Options{Threads: 1, Batch: 1, KVF16: kv}).NewState(), toks)
 					for _, opt := range []Options{{Threads: 2, Batch: 32}, {Threads: 3, Batch: 5}, {Threads: 1, Batch: 13}} {
 						opt.KVF16 = kv
 						pe := newEngine(t, m, opt)
@@ -58,6 +50,21 @@ func TestBatchedEqualsPerToken(t *testing.T) {
 	}
 }
 
+// stepByStep returns st's logits after each of toks, fed one at a time:
+// the reference batched runs must match bit for bit.
+func stepByStep(t *testing.T, st *State, toks []int32) [][]float32 {
+	t.Helper()
+	var out [][]float32
+	for _, tok := range toks {
+		l, err := st.Forward([]int32{tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // TestQ8ColumnPieces: Q8_0 prompt products cut into column pieces (one
 // and three blocks, so every tiny matrix is cut, evenly or not) give the
 // same bits as single-token steps.
@@ -67,15 +74,7 @@ func TestQ8ColumnPieces(t *testing.T) {
 		cfg := tinyConfig(arch)
 		m := randomModel(t, cfg, gguf.Q8_0, 1)
 		toks := randomTokens(19, cfg.VocabSize, 2)
-		ref := newEngine(t, m, Options{Threads: 1, Batch: 1}).NewState()
-		var want [][]float32
-		for _, tok := range toks {
-			l, err := ref.Forward([]int32{tok})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, l)
-		}
+		want := stepByStep(t, newEngine(t, m, Options{Threads: 1, Batch: 1}).NewState(), toks)
 		for _, pieces := range []int{1, 3} {
 			q8ColBlocks = pieces
 			got, err := newEngine(t, m, Options{Threads: 2, Batch: 19}).NewState().ForwardAll(toks)
