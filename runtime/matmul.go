@@ -405,9 +405,9 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 // matmulQ8_0Sym is matmulRows for Q8_0 weights and symmetric Q8_0
 // activations. With four or more tokens (prompts) one weight row meets
 // eight, then four tokens per kernel call; each lane is DotQ8_0Sym's exact
-// sequence, so grouping changes no bit of the result. Decoding keeps one
-// row per call: on this hardware several weight streams per core read
-// memory slower than one prefetched stream.
+// sequence, so grouping changes no bit of the result. Decoding takes the
+// rows one after another (DotQ8_0SymRows): on this hardware several weight
+// streams per core read memory slower than one prefetched stream.
 func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
 	const bs, bb = int8.BlockQ8_0, int8.BlockBytesQ8_0
 	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
