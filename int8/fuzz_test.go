@@ -33,3 +33,35 @@ func FuzzDotQ8_0(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMulQ8_0 cuts arbitrary bytes into weight rows and activation rows
+// (the shape from the first bytes, so that panels, pieces and token
+// groups come out short) and checks every product of the selected
+// implementation against dotQ8_0Go.
+func FuzzMulQ8_0(f *testing.F) {
+	f.Add([]byte{17, 5, 2}, bytes.Repeat([]byte{0x80, 0x7b, 0x01}, 2000))
+	f.Add([]byte{3, 1, 18}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 1000))
+	f.Fuzz(func(t *testing.T, shape []byte, data []byte) {
+		if len(shape) < 3 {
+			return
+		}
+		rows, tokens, nb := 1+int(shape[0])%40, 1+int(shape[1])%9, 1+int(shape[2])%(2*panelBlocks+2)
+		rb := nb * BlockBytesQ8_0
+		if len(data) < (rows+tokens)*rb {
+			return
+		}
+		w, x := data[:rows*rb], data[rows*rb:(rows+tokens)*rb]
+		var b Q8_0Batch
+		b.Set(x, rb, tokens, nb*BlockQ8_0)
+		out := make([]float32, rows*tokens)
+		MulQ8_0(w, rb, rows, &b, out, rows)
+		for ti := range tokens {
+			for r := range rows {
+				want := dotQ8_0Go(w[r*rb:], x[ti*rb:], nb)
+				if got := out[ti*rows+r]; !sameFloat(got, want) {
+					t.Fatalf("%dx%dx%d: row %d token %d: %v (%#08x), Go %v (%#08x)", rows, tokens, nb, r, ti, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		}
+	})
+}

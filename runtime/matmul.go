@@ -19,13 +19,14 @@ import (
 type actKind uint8
 
 const (
-	actF32  actKind = iota // F32 weights, and types decoded row by row
-	actF16                 // F16 weights: activations rounded to binary16
-	actBF16                // BF16 weights: activations rounded to bfloat16
-	actQ8                  // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
-	actQ1                  // Q1_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
-	actQ8f                 // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
-	actQ8Kf                // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
+	actF32     actKind = iota // F32 weights, and types decoded row by row
+	actF16                    // F16 weights: activations rounded to binary16
+	actBF16                   // BF16 weights: activations rounded to bfloat16
+	actQ8                     // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
+	actQ1                     // Q1_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
+	actQ8f                    // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
+	actQ8Kf                   // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
+	actQ8Batch                // Q8_0 weights and a prompt: the Q8_0 rows widened (int8.Q8_0Batch)
 	numActKinds
 )
 
@@ -112,9 +113,9 @@ type acts struct {
 	f16     []float32 // binary16-rounded values
 	bf16    []uint16
 	q8      []byte
-	q8Bytes int       // bytes per row of q8
-	q8Sym   bool      // no code of q8 is −128: int8.DotQ8_0Sym applies
-	q8d8    []float32 // scales of each group of 8 q8 rows, as int8.Q8_0Scales8 lays them out
+	q8Bytes int            // bytes per row of q8
+	q8Sym   bool           // no code of q8 is −128: int8.DotQ8_0Sym applies
+	q8Batch int8.Q8_0Batch // q8 widened for int8.MulQ8_0 (Q8_0 weights, q8PanelTokens or more tokens)
 	q1      []quant1bit.Acts
 	q8f     []float32 // Q8_0-rounded values
 	q8kf    []float32 // Q8_K-rounded values
@@ -152,11 +153,9 @@ func (a *acts) prepare(k actKind) {
 		}
 		// Finite activations never quantize to −128; NaN or ±Inf may.
 		a.q8Sym = int8.SymmetricQ8_0(a.q8)
-		nb := a.cols / 32
-		a.q8d8 = growF32(a.q8d8, a.t/8*8*nb)
-		for g := 0; g < a.t/8; g++ {
-			int8.Q8_0Scales8(a.q8[g*8*rb:], rb, nb, a.q8d8[g*8*nb:(g+1)*8*nb])
-		}
+	case actQ8Batch:
+		a.prepare(actQ8)
+		a.q8Batch.Set(a.q8, a.q8Bytes, a.t, a.cols)
 	case actQ8f:
 		a.prepare(actQ8)
 		a.q8f = growF32(a.q8f, n)
@@ -239,6 +238,9 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 256", w.name, w.cols)
 	}
 	a.prepare(k)
+	if w.typ == gguf.Q8_0 && a.t >= q8PanelTokens {
+		a.prepare(actQ8Batch)
+	}
 	out = out[:a.t*w.rows]
 	workers := e.threads
 	// Small matrices are not worth a goroutine hand-off.
@@ -360,6 +362,12 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		// four tokens; it is also the faster kernel for one.
 		quant1bit.DotQ1_0ActsRows(w.data[r0*rb:], rb, r1-r0, a.q1, out[r0:], rows)
 	case gguf.Q8_0, gguf.Q2_0:
+		if w.typ == gguf.Q8_0 && a.t >= q8PanelTokens {
+			// Prompts: weight panels against the whole batch, exact for any
+			// codes.
+			int8.MulQ8_0(w.data[r0*rb:], rb, r1-r0, &a.q8Batch, out[r0:], rows)
+			return nil
+		}
 		if w.typ == gguf.Q8_0 && a.q8Sym {
 			matmulQ8_0Sym(w, a, out, r0, r1)
 			return nil
@@ -402,71 +410,26 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 	return nil
 }
 
-// matmulQ8_0Sym is matmulRows for Q8_0 weights and symmetric Q8_0
-// activations. With four or more tokens (prompts) one weight row meets
-// eight, then four tokens per kernel call; each lane is DotQ8_0Sym's exact
-// sequence, so grouping changes no bit of the result. Decoding takes the
-// rows one after another (DotQ8_0SymRows): on this hardware several weight
-// streams per core read memory slower than one prefetched stream.
+// q8PanelTokens is the batch from which Q8_0 products take
+// int8.MulQ8_0's weight panels; below it the rows go one by one against
+// the tokens.
+const q8PanelTokens = 4
+
+// matmulQ8_0Sym is matmulRows for Q8_0 weights, symmetric Q8_0 activations
+// and fewer than q8PanelTokens tokens. Decoding takes the rows one after
+// another (DotQ8_0SymRows): on this hardware several weight streams per
+// core read memory slower than one prefetched stream.
 func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
-	const bs, bb = int8.BlockQ8_0, int8.BlockBytesQ8_0
 	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
 	if a.t == 1 {
 		// Decoding: the rows stream once from memory, whatever the order.
 		int8.DotQ8_0SymRows(w.data[r0*rb:], rb, a.q8[:xb], n, out[r0:r1])
 		return
 	}
-	nb := n / bs
-	// Equal column pieces of at most q8ColBlocks blocks: the eight tokens'
-	// piece then stays in L1 across the tile's rows. The lanes carry their
-	// serial sums from piece to piece (Tokens8Add), so the cut changes no
-	// bit.
-	pieces := max(1, (nb+q8ColBlocks-1)/q8ColBlocks)
-	kb := (nb + pieces - 1) / pieces
-	var o4 [4]float32
-	var acc [q8RowTile][8]float32
-	// Tiles of a few rows by eight tokens keep both operands in L1.
-	for rt := r0; rt < r1; rt += q8RowTile {
-		re := min(rt+q8RowTile, r1)
-		t := 0
-		for ; t+8 <= a.t; t += 8 {
-			x, xd := a.q8[t*xb:(t+8)*xb], a.q8d8[t*nb:(t+8)*nb]
-			acc = [q8RowTile][8]float32{}
-			for k0 := 0; k0 < nb; k0 += kb {
-				k1 := min(k0+kb, nb)
-				for r := rt; r < re; r++ {
-					int8.DotQ8_0SymTokens8Add(w.data[r*rb+k0*bb:r*rb+k1*bb], x[k0*bb:], xb, xd[8*k0:8*k1], (k1-k0)*bs, &acc[r-rt])
-				}
-			}
-			for r := rt; r < re; r++ {
-				for i, v := range acc[r-rt] {
-					out[(t+i)*rows+r] = v
-				}
-			}
-		}
-		for ; t+4 <= a.t; t += 4 {
-			x := a.q8[t*xb : (t+4)*xb]
-			for r := rt; r < re; r++ {
-				int8.DotQ8_0SymTokens4(w.data[r*rb:(r+1)*rb], x, xb, n, &o4)
-				for i, v := range o4 {
-					out[(t+i)*rows+r] = v
-				}
-			}
-		}
-		for ; t < a.t; t++ {
-			x := a.q8[t*xb : (t+1)*xb]
-			for r := rt; r < re; r++ {
-				out[t*rows+r] = int8.DotQ8_0Sym(w.data[r*rb:(r+1)*rb], x, n)
-			}
+	for r := r0; r < r1; r++ {
+		row := w.data[r*rb : (r+1)*rb]
+		for t := 0; t < a.t; t++ {
+			out[t*rows+r] = int8.DotQ8_0Sym(row, a.q8[t*xb:(t+1)*xb], n)
 		}
 	}
 }
-
-// q8ColBlocks is the longest column piece, in blocks of 32: eight tokens'
-// piece of 64 blocks is 17 KiB, and a tile's four weight rows 8.5 KiB.
-// A variable so that tests can cut the tiny test models too.
-var q8ColBlocks = 64
-
-// q8RowTile is how many weight rows meet each group of tokens before the
-// next group.
-const q8RowTile = 4

@@ -65,25 +65,28 @@ func stepByStep(t *testing.T, st *State, toks []int32) [][]float32 {
 	return out
 }
 
-// TestQ8ColumnPieces: Q8_0 prompt products cut into column pieces (one
-// and three blocks, so every tiny matrix is cut, evenly or not) give the
-// same bits as single-token steps.
-func TestQ8ColumnPieces(t *testing.T) {
-	defer func(n int) { q8ColBlocks = n }(q8ColBlocks)
+// TestQ8Panels: Q8_0 prompt products through int8.MulQ8_0's weight
+// panels (batches from q8PanelTokens up, token groups cut short, rows
+// dealt to two workers in chunks that are not whole panels) give the same
+// bits as single-token steps, which take the row-by-row dot products.
+func TestQ8Panels(t *testing.T) {
 	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
 		cfg := tinyConfig(arch)
 		m := randomModel(t, cfg, gguf.Q8_0, 1)
 		toks := randomTokens(19, cfg.VocabSize, 2)
 		want := stepByStep(t, newEngine(t, m, Options{Threads: 1, Batch: 1}).NewState(), toks)
-		for _, pieces := range []int{1, 3} {
-			q8ColBlocks = pieces
-			got, err := newEngine(t, m, Options{Threads: 2, Batch: 19}).NewState().ForwardAll(toks)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if err := sameBits(got[i], want[i]); err != nil {
-					t.Fatalf("%s, pieces of %d blocks: token %d: %v", arch, pieces, i, err)
+		for _, batch := range []int{q8PanelTokens - 1, q8PanelTokens, 5, 19} {
+			for _, threads := range []int{1, 2} {
+				e := newEngine(t, m, Options{Threads: threads, Batch: batch})
+				e.minWork = 0 // split every product, into chunks of 128/16 = 8 rows
+				got, err := e.NewState().ForwardAll(toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if err := sameBits(got[i], want[i]); err != nil {
+						t.Fatalf("%s, batch %d, %d threads: token %d: %v", arch, batch, threads, i, err)
+					}
 				}
 			}
 		}

@@ -1,0 +1,87 @@
+//go:build !purego
+
+package int8
+
+import (
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+		mulQ8_0 = mulQ8_0AVX2
+	}
+}
+
+// panelScratch is one worker's panel piece, scales, staging rows for a
+// short last panel, and output sums.
+type panelScratch struct {
+	codes []int16   // [block][pair][row] pairs of int16: 512 per block
+	d     []float32 // [block][row]
+	stage []byte    // panelRows rows of panelBlocks blocks
+	sums  []float32 // [token group][4][panelRows]
+}
+
+var panelPool = sync.Pool{New: func() any {
+	return &panelScratch{
+		codes: make([]int16, panelBlocks*panelRows*BlockQ8_0),
+		d:     make([]float32, panelBlocks*panelRows),
+		stage: make([]byte, panelRows*panelBlocks*BlockBytesQ8_0),
+	}
+}}
+
+// mulQ8_0AVX2 is mulQ8_0 in panels: each panel piece is laid out once
+// (mulQ8_0RepackAsm) and then meets every token group (mulQ8_0KernelAsm),
+// while the next piece is fetched from memory.
+func mulQ8_0AVX2(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
+	s := panelPool.Get().(*panelScratch)
+	defer panelPool.Put(s)
+	groups := (x.t + 3) / 4
+	s.sums = growFloat32(s.sums, groups*4*panelRows)
+	nb := x.nb
+	const bb = BlockBytesQ8_0
+	for r0 := 0; r0 < rows; r0 += panelRows {
+		nr := min(panelRows, rows-r0)
+		clear(s.sums)
+		for k0 := 0; k0 < nb; k0 += panelBlocks {
+			k1 := min(k0+panelBlocks, nb)
+			src, stride := w[r0*rowBytes+k0*bb:], rowBytes
+			if nr < panelRows {
+				// A short panel: its rows and zero rows behind them.
+				stride = (k1 - k0) * bb
+				clear(s.stage)
+				for r := range nr {
+					copy(s.stage[r*stride:(r+1)*stride], w[(r0+r)*rowBytes+k0*bb:])
+				}
+				src = s.stage
+			}
+			mulQ8_0RepackAsm(unsafe.Pointer(&src[0]), stride, k1-k0, unsafe.Pointer(&s.codes[0]), unsafe.Pointer(&s.d[0]))
+			// The next piece: further along these rows, or the next panel.
+			if nk, nr0 := k1, r0; nk < nb || nr0+panelRows < rows {
+				if nk == nb {
+					nk, nr0 = 0, nr0+panelRows
+				}
+				prefetchRowsAsm(unsafe.Pointer(&w[nr0*rowBytes+nk*bb]), rowBytes, min(panelRows, rows-nr0), min(panelBlocks, nb-nk)*bb)
+			}
+			mulQ8_0KernelAsm(unsafe.Pointer(&s.codes[0]), unsafe.Pointer(&s.d[0]), unsafe.Pointer(&x.x[k0*BlockQ8_0]), 2*x.stride,
+				unsafe.Pointer(&x.d[k0*4]), nb, k1-k0, groups, unsafe.Pointer(&s.sums[0]))
+		}
+		for t := range x.t {
+			copy(out[t*outStride+r0:t*outStride+r0+nr], s.sums[t*panelRows:t*panelRows+nr])
+		}
+	}
+}
+
+//go:noescape
+func mulQ8_0KernelAsm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
+
+//go:noescape
+func mulQ8_0RepackAsm(w unsafe.Pointer, rowBytes, nb int, codes, d unsafe.Pointer)
+
+// prefetchRowsAsm asks for n bytes of rows rows at p, rowBytes apart, to
+// be brought into L2.
+//
+//go:noescape
+func prefetchRowsAsm(p unsafe.Pointer, rowBytes, rows, n int)
