@@ -410,6 +410,41 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		}
 	}
 
+	// llama.cpp's runs for a thread count follow qnnprep's at once: the
+	// machine's speed drifts over minutes, and a ratio is only as good as
+	// the closeness in time of its two sides.
+	runLlama := func(th int) error {
+		for _, d := range opt.Depths {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			opt.logf("llama.cpp (%s): depth %d, %d threads", llamaPeer, d, th)
+			l0 := LoadAvg()[0]
+			var lb *peers.LlamaBenchResult
+			var err error
+			if llamaPeer == peers.LlamaBenchBin {
+				lb, err = peers.RunLlamaBench(path, peers.LlamaBenchArgs{
+					Threads: th, Prompt: opt.Prompt, Gen: opt.Gen, Depth: d, Reps: opt.Reps,
+				})
+			} else {
+				lb, err = peers.LlamaBench(path, peers.LlamaBenchRequest{
+					Threads: th, DepthIDs: fill[:d], PromptIDs: prompt[:opt.Prompt], Gen: opt.Gen, Reps: opt.Reps,
+				})
+			}
+			if err != nil {
+				return err
+			}
+			load := (l0 + LoadAvg()[0]) / 2
+			if opt.Prompt > 0 {
+				rep.Results = append(rep.Results, llamaResult(llamaPeer, "pp", opt.Prompt, d, th, lb.PPSeconds, load, lb.PeakRSS))
+			}
+			if opt.Gen > 0 {
+				rep.Results = append(rep.Results, llamaResult(llamaPeer, "tg", opt.Gen, d, th, lb.TGSeconds, load, lb.PeakRSS))
+			}
+		}
+		return nil
+	}
+
 	for _, th := range opt.Threads {
 		e, err := runtime.New(m, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
 		if err != nil {
@@ -442,39 +477,14 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 			rep.Speculative = append(rep.Speculative, res...)
 		}
 		stop()
+		if opt.Llama {
+			if err := runLlama(th); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	if opt.Llama {
-		for _, th := range opt.Threads {
-			for _, d := range opt.Depths {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				opt.logf("llama.cpp (%s): depth %d, %d threads", llamaPeer, d, th)
-				l0 := LoadAvg()[0]
-				var lb *peers.LlamaBenchResult
-				var err error
-				if llamaPeer == peers.LlamaBenchBin {
-					lb, err = peers.RunLlamaBench(path, peers.LlamaBenchArgs{
-						Threads: th, Prompt: opt.Prompt, Gen: opt.Gen, Depth: d, Reps: opt.Reps,
-					})
-				} else {
-					lb, err = peers.LlamaBench(path, peers.LlamaBenchRequest{
-						Threads: th, DepthIDs: fill[:d], PromptIDs: prompt[:opt.Prompt], Gen: opt.Gen, Reps: opt.Reps,
-					})
-				}
-				if err != nil {
-					return nil, err
-				}
-				load := (l0 + LoadAvg()[0]) / 2
-				if opt.Prompt > 0 {
-					rep.Results = append(rep.Results, llamaResult(llamaPeer, "pp", opt.Prompt, d, th, lb.PPSeconds, load, lb.PeakRSS))
-				}
-				if opt.Gen > 0 {
-					rep.Results = append(rep.Results, llamaResult(llamaPeer, "tg", opt.Gen, d, th, lb.TGSeconds, load, lb.PeakRSS))
-				}
-			}
-		}
 		ratios(rep.Results)
 	}
 
