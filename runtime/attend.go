@@ -32,6 +32,7 @@ type attnWork struct {
 	mx     []float32
 	coef   []float32
 	sum    []float64
+	qt     []float32 // the block's query heads laid out for kernels.DotHeads
 }
 
 var attnPool = sync.Pool{New: func() any { return new(attnWork) }}
@@ -69,12 +70,29 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		return mask[(i0+ti)*n+j]
 	}
 	h0 := g * group
+	// With a GQA group of kernels.HeadGroup heads and no mask, a slot's
+	// scores for the tokens that see it (a suffix of the block) come from
+	// one DotHeads call, lanes over the heads: the same bits as DotRows.
+	var qt []float32
+	if group == kernels.HeadGroup && mask == nil {
+		qt = growF32(w.qt, tb*d*group)
+		w.qt = qt
+		for ti := range tb {
+			kernels.TransposeHeads(qt[ti*d*group:(ti+1)*d*group], q[((i0+ti)*nh+h0)*d:], 1, d, d)
+		}
+	}
 	for j := 0; j <= last; j++ {
 		if jp := j + attnPrefetch; jp <= last {
 			kernels.Prefetch(k[jp*stride+off : jp*stride+off+d])
 		}
 		kj := k[j*stride+off : j*stride+off+d]
 		s := scores[j*pairs : (j+1)*pairs]
+		if qt != nil {
+			if lo := max(0, j-past-i0); lo < tb {
+				kernels.DotHeads(kj, qt[lo*d*group:], tb-lo, s[lo*group:], group)
+			}
+			continue
+		}
 		for ti := 0; ti < tb; ti++ {
 			if !allowed(ti, j) {
 				continue

@@ -91,6 +91,7 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, tc := range []struct{ nh, nkv, d, past, t int }{
 		{4, 4, 8, 0, 1}, {8, 2, 16, 5, 3}, {8, 1, 64, 37, 9}, {6, 3, 40, 0, 6}, {32, 4, 64, 70, 1},
+		{16, 2, 128, 20, 7}, {8, 1, 32, 3, 5}, // GQA groups of kernels.HeadGroup: DotHeads (assembly for 64 and 128)
 	} {
 		for _, masked := range []bool{false, true} {
 			n := tc.past + tc.t

@@ -1,0 +1,122 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// DotHeads (heads.go): eight dot products per vector operation, lanes over
+// query heads, each in Dot's order. Element i's products of a 32-element
+// group go to lane l[i%32]; l[j] sums its terms in order, starting with
+// the first (the +0 Dot starts from is added at the end, which gives the
+// same result: a sum is −0 only when every term is).
+
+// LQ64(J, D) sets D to Dot's lane l[J] for 64-element rows (terms J,
+// J+32, …), with lanes over the eight heads.
+#define LQ64(J, D) \
+	VBROADCASTSS ((J)*4)(SI), Y7        \
+	VMULPS       ((J)*32)(DI), Y7, D    \
+	VBROADCASTSS ((J)*4+128)(SI), Y8    \
+	VMULPS       ((J)*32+1024)(DI), Y8, Y8 \
+	VADDPS       Y8, D, D
+
+// R8_64(J, A) sets A to r8[J] = (l[J]+l[J+8]) + (l[J+16]+l[J+24]).
+#define R8_64(J, A) \
+	LQ64(J, A)                 \
+	LQ64((J)+8, Y5)            \
+	VADDPS Y5, A, A          \
+	LQ64((J)+16, Y5)           \
+	LQ64((J)+24, Y6)           \
+	VADDPS Y6, Y5, Y5        \
+	VADDPS Y5, A, A
+
+// LQ128(J, D) sets D to Dot's lane l[J] for 128-element rows (terms J,
+// J+32, …), with lanes over the eight heads.
+#define LQ128(J, D) \
+	VBROADCASTSS ((J)*4)(SI), Y7        \
+	VMULPS       ((J)*32)(DI), Y7, D    \
+	VBROADCASTSS ((J)*4+128)(SI), Y8    \
+	VMULPS       ((J)*32+1024)(DI), Y8, Y8 \
+	VADDPS       Y8, D, D               \
+	VBROADCASTSS ((J)*4+256)(SI), Y8    \
+	VMULPS       ((J)*32+2048)(DI), Y8, Y8 \
+	VADDPS       Y8, D, D               \
+	VBROADCASTSS ((J)*4+384)(SI), Y8    \
+	VMULPS       ((J)*32+3072)(DI), Y8, Y8 \
+	VADDPS       Y8, D, D
+
+// R8_128(J, A) sets A to r8[J] = (l[J]+l[J+8]) + (l[J+16]+l[J+24]).
+#define R8_128(J, A) \
+	LQ128(J, A)                 \
+	LQ128((J)+8, Y5)            \
+	VADDPS Y5, A, A          \
+	LQ128((J)+16, Y5)           \
+	LQ128((J)+24, Y6)           \
+	VADDPS Y6, Y5, Y5        \
+	VADDPS Y5, A, A
+
+// func dotHeadsAsm(k, qt unsafe.Pointer, n, tokens int, out unsafe.Pointer, outStride int)
+//
+// n is 64 or 128; outStride is in bytes.
+TEXT ·dotHeadsAsm(SB), NOSPLIT, $0-48
+	MOVQ   k+0(FP), SI
+	MOVQ   qt+8(FP), DI
+	MOVQ   n+16(FP), DX
+	MOVQ   tokens+24(FP), CX
+	MOVQ   out+32(FP), AX
+	MOVQ   outStride+40(FP), R8
+	MOVQ   DX, R9
+	SHLQ   $5, R9 // one token's qt: n·8 floats
+	VXORPS Y15, Y15, Y15
+	CMPQ   DX, $64
+	JNE    heads128
+
+heads64:
+	R8_64(0, Y0)
+	R8_64(4, Y1)
+	VADDPS Y1, Y0, Y0 // r4[0]
+	R8_64(1, Y1)
+	R8_64(5, Y2)
+	VADDPS Y2, Y1, Y1 // r4[1]
+	R8_64(2, Y2)
+	R8_64(6, Y3)
+	VADDPS Y3, Y2, Y2 // r4[2]
+	R8_64(3, Y3)
+	R8_64(7, Y4)
+	VADDPS Y4, Y3, Y3 // r4[3]
+	VADDPS Y2, Y0, Y0 // r4[0]+r4[2]
+	VADDPS Y3, Y1, Y1 // r4[1]+r4[3]
+	VADDPS Y1, Y0, Y0
+	// Dot's lanes start at +0, so a sum of −0 terms is +0 there.
+	VADDPS  Y15, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    R9, DI
+	ADDQ    R8, AX
+	DECQ    CX
+	JNZ     heads64
+	VZEROUPPER
+	RET
+
+heads128:
+	R8_128(0, Y0)
+	R8_128(4, Y1)
+	VADDPS Y1, Y0, Y0 // r4[0]
+	R8_128(1, Y1)
+	R8_128(5, Y2)
+	VADDPS Y2, Y1, Y1 // r4[1]
+	R8_128(2, Y2)
+	R8_128(6, Y3)
+	VADDPS Y3, Y2, Y2 // r4[2]
+	R8_128(3, Y3)
+	R8_128(7, Y4)
+	VADDPS Y4, Y3, Y3 // r4[3]
+	VADDPS Y2, Y0, Y0 // r4[0]+r4[2]
+	VADDPS Y3, Y1, Y1 // r4[1]+r4[3]
+	VADDPS Y1, Y0, Y0
+	// Dot's lanes start at +0, so a sum of −0 terms is +0 there.
+	VADDPS  Y15, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    R9, DI
+	ADDQ    R8, AX
+	DECQ    CX
+	JNZ     heads128
+	VZEROUPPER
+	RET
+
