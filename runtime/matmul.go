@@ -19,14 +19,15 @@ import (
 type actKind uint8
 
 const (
-	actF32     actKind = iota // F32 weights, and types decoded row by row
-	actF16                    // F16 weights: activations rounded to binary16
-	actBF16                   // BF16 weights: activations rounded to bfloat16
-	actQ8                     // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
-	actQ1                     // Q1_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
-	actQ8f                    // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
-	actQ8Kf                   // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
-	actQ8Batch                // Q8_0 weights and a prompt: the Q8_0 rows widened (int8.Q8_0Batch)
+	actF32      actKind = iota // F32 weights, and types decoded row by row
+	actF16                     // F16 weights: activations rounded to binary16
+	actBF16                    // BF16 weights: activations rounded to bfloat16
+	actQ8                      // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
+	actQ1                      // Q1_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
+	actQ8f                     // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
+	actQ8Kf                    // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
+	actQ8Batch                 // Q8_0 weights and a prompt: the Q8_0 rows widened (int8.Q8_0Batch)
+	actF16Batch                // F16 weights and a prompt: the binary16 rows reordered (kernels.F16Batch)
 	numActKinds
 )
 
@@ -108,18 +109,19 @@ func (m *matrix) decodeRow(r int, dst []float32) error {
 // their rounded forms. A batch is prepared once per input and shared by
 // every matrix that reads it (q, k and v; gate and up).
 type acts struct {
-	t, cols int
-	f32     []float32
-	f16     []float32 // binary16-rounded values
-	bf16    []uint16
-	q8      []byte
-	q8Bytes int            // bytes per row of q8
-	q8Sym   bool           // no code of q8 is −128: int8.DotQ8_0Sym applies
-	q8Batch int8.Q8_0Batch // q8 widened for int8.MulQ8_0 (Q8_0 weights, q8PanelTokens or more tokens)
-	q1      []quant1bit.Acts
-	q8f     []float32 // Q8_0-rounded values
-	q8kf    []float32 // Q8_K-rounded values
-	have    [numActKinds]bool
+	t, cols  int
+	f32      []float32
+	f16      []float32 // binary16-rounded values
+	bf16     []uint16
+	q8       []byte
+	q8Bytes  int              // bytes per row of q8
+	q8Sym    bool             // no code of q8 is −128: int8.DotQ8_0Sym applies
+	q8Batch  int8.Q8_0Batch   // q8 widened for int8.MulQ8_0 (Q8_0 weights, q8PanelTokens or more tokens)
+	f16Batch kernels.F16Batch // f16 reordered for kernels.MulF16 (F16 weights, f16PanelTokens or more)
+	q1       []quant1bit.Acts
+	q8f      []float32 // Q8_0-rounded values
+	q8kf     []float32 // Q8_K-rounded values
+	have     [numActKinds]bool
 }
 
 func (a *acts) reset(x []float32, t, cols int) {
@@ -156,6 +158,9 @@ func (a *acts) prepare(k actKind) {
 	case actQ8Batch:
 		a.prepare(actQ8)
 		a.q8Batch.Set(a.q8, a.q8Bytes, a.t, a.cols)
+	case actF16Batch:
+		a.prepare(actF16)
+		a.f16Batch.Set(a.f16, a.cols, a.t, a.cols)
 	case actQ8f:
 		a.prepare(actQ8)
 		a.q8f = growF32(a.q8f, n)
@@ -240,6 +245,9 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	a.prepare(k)
 	if w.typ == gguf.Q8_0 && a.t >= q8PanelTokens {
 		a.prepare(actQ8Batch)
+	}
+	if w.typ == gguf.F16 && a.t >= f16PanelTokens {
+		a.prepare(actF16Batch)
 	}
 	out = out[:a.t*w.rows]
 	workers := e.threads
@@ -340,6 +348,11 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			}
 		}
 	case gguf.F16:
+		if a.t >= f16PanelTokens {
+			// Prompts: eight-row panels against the whole batch.
+			kernels.MulF16(w.data[r0*rb:], rb, r1-r0, &a.f16Batch, out[r0:], rows)
+			return nil
+		}
 		for r := r0; r < r1; r++ {
 			row := w.data[r*rb : (r+1)*rb]
 			t := 0
@@ -414,6 +427,10 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 // int8.MulQ8_0's weight panels; below it the rows go one by one against
 // the tokens.
 const q8PanelTokens = 4
+
+// f16PanelTokens is the batch from which F16 products take
+// kernels.MulF16's panels.
+const f16PanelTokens = 4
 
 // matmulQ8_0Sym is matmulRows for Q8_0 weights, symmetric Q8_0 activations
 // and fewer than q8PanelTokens tokens. Decoding takes the rows one after

@@ -1,0 +1,108 @@
+package kernels
+
+import "fmt"
+
+// F16Batch holds activation rows (binary16 values as float32, as
+// RoundF16F32 makes them) for MulF16, each reordered by lane class: element
+// i of a row at (i%8)·n/8 + (i/32)·4 + (i%32)/8, so that one pass over a
+// class reads its elements in sequence. Rows are added, zero, up to a
+// multiple of three.
+type F16Batch struct {
+	t, n int
+	x    []float32 // [token][class][group][quarter]
+	rows []float32 // the rows as given, when n is not a multiple of 32
+}
+
+// Tokens returns the number of activation rows.
+func (b *F16Batch) Tokens() int { return b.t }
+
+// Set fills b from t rows of n values at x[i·xstride:], reusing b's
+// storage. It panics if the rows do not fit in x.
+func (b *F16Batch) Set(x []float32, xstride, t, n int) {
+	if t <= 0 || n < 0 || xstride < n || (t-1)*xstride+n > len(x) {
+		panic(fmt.Sprintf("kernels: F16Batch.Set: %d rows of %d at stride %d do not fit in %d", t, n, xstride, len(x)))
+	}
+	b.t, b.n = t, n
+	if n%32 != 0 {
+		b.rows = growF32s(b.rows, t*n)
+		for i := range t {
+			copy(b.rows[i*n:(i+1)*n], x[i*xstride:])
+		}
+		return
+	}
+	b.x = growF32s(b.x, b.padded()*n)
+	clear(b.x[t*n:])
+	m := n / 32
+	for i := range t {
+		src, dst := x[i*xstride:i*xstride+n], b.x[i*n:(i+1)*n]
+		for g := range m {
+			for j, v := range src[g*32 : (g+1)*32] {
+				dst[(j%8)*4*m+g*4+j/8] = v
+			}
+		}
+	}
+}
+
+// padded is the number of rows b.x holds: Tokens rounded up to whole
+// groups of three (the panel kernel's), the added rows zero.
+func (b *F16Batch) padded() int { return (b.t + 2) / 3 * 3 }
+
+// row returns activation row t in its given order.
+func (b *F16Batch) row(t int, dst []float32) []float32 {
+	n := b.n
+	if n%32 != 0 {
+		return b.rows[t*n : (t+1)*n]
+	}
+	m := n / 32
+	src := b.x[t*n : (t+1)*n]
+	for g := range m {
+		for j := range 32 {
+			dst[g*32+j] = src[(j%8)*4*m+g*4+j/8]
+		}
+	}
+	return dst[:n]
+}
+
+func growF32s(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// MulF16 is the F16 matrix product of a prompt: out[t·outStride+r] =
+// DotF16F32(w[r·rowBytes:], x_t) for r < rows and every row t of x, bit for
+// bit. DotF16F32's 32 partial sums are each a sequential sum, so they may
+// be formed with lanes over weight rows: eight rows are converted to
+// float32 once and laid out transposed (a panel), and each activation
+// element is broadcast against them. That needs no reduction per product,
+// and the activations pass through L1 once per eight rows instead of once
+// per row, which bound the dot-product form in prompts. It panics if the
+// rows do not fit.
+func MulF16(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	if rows <= 0 || x.t <= 0 {
+		return
+	}
+	n := x.n
+	if rowBytes < 2*n || (rows-1)*rowBytes+2*n > len(w) {
+		panic(fmt.Sprintf("kernels: MulF16: %d rows of %d elements at stride %d do not fit in %d bytes", rows, n, rowBytes, len(w)))
+	}
+	if outStride < rows || (x.t-1)*outStride+rows > len(out) {
+		panic(fmt.Sprintf("kernels: MulF16: %d×%d outputs at stride %d do not fit in %d", x.t, rows, outStride, len(out)))
+	}
+	mulF16(w, rowBytes, rows, x, out, outStride)
+}
+
+// mulF16 is the implementation chosen at init; the arguments are checked.
+var mulF16 = mulF16Go
+
+func mulF16Go(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	n := x.n
+	buf := make([]float32, n)
+	for t := range x.t {
+		xt := x.row(t, buf)
+		for r := range rows {
+			out[t*outStride+r] = DotF16F32(w[r*rowBytes:r*rowBytes+2*n], xt)
+		}
+	}
+}
