@@ -52,6 +52,29 @@
 	VADDPS Y6, Y5, Y5        \
 	VADDPS Y5, A, A
 
+// HEADS computes one token's eight scores with R8M (R8_64 or R8_128) and
+// stores them at AX: r4[j] = r8[j]+r8[j+4], then (r4[0]+r4[2]) +
+// (r4[1]+r4[3]), then +0 (Dot's lanes start at +0, so a sum of −0 terms
+// is +0 there).
+#define HEADS(R8M) \
+	R8M(0, Y0) \
+	R8M(4, Y1) \
+	VADDPS Y1, Y0, Y0 \
+	R8M(1, Y1) \
+	R8M(5, Y2) \
+	VADDPS Y2, Y1, Y1 \
+	R8M(2, Y2) \
+	R8M(6, Y3) \
+	VADDPS Y3, Y2, Y2 \
+	R8M(3, Y3) \
+	R8M(7, Y4) \
+	VADDPS Y4, Y3, Y3 \
+	VADDPS Y2, Y0, Y0 \
+	VADDPS Y3, Y1, Y1 \
+	VADDPS Y1, Y0, Y0 \
+	VADDPS  Y15, Y0, Y0 \
+	VMOVUPS Y0, (AX)
+
 // func dotHeadsAsm(k, qt unsafe.Pointer, n, tokens int, out unsafe.Pointer, outStride int)
 //
 // n is 64 or 128; outStride is in bytes.
@@ -69,54 +92,19 @@ TEXT ·dotHeadsAsm(SB), NOSPLIT, $0-48
 	JNE    heads128
 
 heads64:
-	R8_64(0, Y0)
-	R8_64(4, Y1)
-	VADDPS Y1, Y0, Y0 // r4[0]
-	R8_64(1, Y1)
-	R8_64(5, Y2)
-	VADDPS Y2, Y1, Y1 // r4[1]
-	R8_64(2, Y2)
-	R8_64(6, Y3)
-	VADDPS Y3, Y2, Y2 // r4[2]
-	R8_64(3, Y3)
-	R8_64(7, Y4)
-	VADDPS Y4, Y3, Y3 // r4[3]
-	VADDPS Y2, Y0, Y0 // r4[0]+r4[2]
-	VADDPS Y3, Y1, Y1 // r4[1]+r4[3]
-	VADDPS Y1, Y0, Y0
-	// Dot's lanes start at +0, so a sum of −0 terms is +0 there.
-	VADDPS  Y15, Y0, Y0
-	VMOVUPS Y0, (AX)
-	ADDQ    R9, DI
-	ADDQ    R8, AX
-	DECQ    CX
-	JNZ     heads64
+	HEADS(R8_64)
+	ADDQ R9, DI
+	ADDQ R8, AX
+	DECQ CX
+	JNZ  heads64
 	VZEROUPPER
 	RET
 
 heads128:
-	R8_128(0, Y0)
-	R8_128(4, Y1)
-	VADDPS Y1, Y0, Y0 // r4[0]
-	R8_128(1, Y1)
-	R8_128(5, Y2)
-	VADDPS Y2, Y1, Y1 // r4[1]
-	R8_128(2, Y2)
-	R8_128(6, Y3)
-	VADDPS Y3, Y2, Y2 // r4[2]
-	R8_128(3, Y3)
-	R8_128(7, Y4)
-	VADDPS Y4, Y3, Y3 // r4[3]
-	VADDPS Y2, Y0, Y0 // r4[0]+r4[2]
-	VADDPS Y3, Y1, Y1 // r4[1]+r4[3]
-	VADDPS Y1, Y0, Y0
-	// Dot's lanes start at +0, so a sum of −0 terms is +0 there.
-	VADDPS  Y15, Y0, Y0
-	VMOVUPS Y0, (AX)
-	ADDQ    R9, DI
-	ADDQ    R8, AX
-	DECQ    CX
-	JNZ     heads128
+	HEADS(R8_128)
+	ADDQ R9, DI
+	ADDQ R8, AX
+	DECQ CX
+	JNZ  heads128
 	VZEROUPPER
 	RET
-
