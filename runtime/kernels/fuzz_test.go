@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/internal/half"
 )
 
 // FuzzDot feeds arbitrary bytes, viewed as F32, F16 and BF16 rows, to the
@@ -38,6 +40,66 @@ func FuzzDot(f *testing.F) {
 		checkF16F32(t, w, x)
 		if got, want := dotBF16(w, x), dotBF16Go(w, x); !sameFloat(got, want) {
 			t.Fatalf("BF16 n=%d: %v, Go %v", m, got, want)
+		}
+	})
+}
+
+// FuzzPanels feeds arbitrary bits to the prompt kernels that lay their
+// operands out transposed (DotHeads, MulF16) and checks every output
+// against the Go dot products bit for bit. The first bytes choose the
+// shape, so that short panels and token groups and the head sizes with
+// and without assembly all come up.
+func FuzzPanels(f *testing.F) {
+	f.Add([]byte{1, 2, 3}, bytes.Repeat([]byte{0x00, 0x80, 0xff, 0x7b, 0x01, 0x3c}, 3000))
+	f.Add([]byte{9, 0, 0}, bytes.Repeat([]byte{0x00, 0x00, 0x00, 0x80}, 5000))
+	f.Fuzz(func(t *testing.T, shape, data []byte) {
+		if len(shape) < 3 {
+			return
+		}
+		sizes := []int{64, 128, 32, 96}
+		n := sizes[int(shape[0])%len(sizes)]
+		tokens, rows := 1+int(shape[1])%5, 1+int(shape[2])%12
+		f32 := func(i int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])) }
+		if len(data) < 4*(n+tokens*HeadGroup*n) {
+			return
+		}
+		k := make([]float32, n)
+		for i := range k {
+			k[i] = f32(i)
+		}
+		q := make([]float32, tokens*HeadGroup*n)
+		for i := range q {
+			q[i] = f32(n + i)
+		}
+		qt := make([]float32, len(q))
+		TransposeHeads(qt, q, tokens, n, n)
+		scores := make([]float32, tokens*HeadGroup)
+		DotHeads(k, qt, tokens, scores, HeadGroup)
+		for i, got := range scores {
+			if want := dotF32Go(k, q[i*n:(i+1)*n]); !sameFloat(got, want) {
+				t.Fatalf("DotHeads n=%d, score %d: %v, Go %v", n, i, got, want)
+			}
+		}
+		if len(data) < 2*rows*n+4*tokens*n {
+			return
+		}
+		w := data[:2*rows*n]
+		x := make([]float32, tokens*n)
+		for i := range x {
+			// Activations as MulF16 takes them: binary16 values.
+			x[i] = half.F16ToF32(binary.LittleEndian.Uint16(data[2*rows*n+2*i:]))
+		}
+		var b F16Batch
+		b.Set(x, n, tokens, n)
+		out := make([]float32, tokens*rows)
+		MulF16(w, 2*n, rows, &b, out, rows)
+		for ti := range tokens {
+			for r := range rows {
+				want := DotF16F32(w[r*2*n:(r+1)*2*n], x[ti*n:(ti+1)*n])
+				if got := out[ti*rows+r]; !sameFloat(got, want) {
+					t.Fatalf("MulF16 %dx%dx%d: row %d token %d: %v, DotF16F32 %v", rows, tokens, n, r, ti, got, want)
+				}
+			}
 		}
 	})
 }
