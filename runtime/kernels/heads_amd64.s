@@ -8,49 +8,38 @@
 // the first (the +0 Dot starts from is added at the end, which gives the
 // same result: a sum is −0 only when every term is).
 
-// LQ64(J, D) sets D to Dot's lane l[J] for 64-element rows (terms J,
-// J+32, …), with lanes over the eight heads.
+// TERM adds element I's product (key element broadcast, times the eight
+// heads' element I) into D.
+#define TERM(I, D) \
+	VBROADCASTSS ((I)*4)(SI), Y8    \
+	VMULPS       ((I)*32)(DI), Y8, Y8 \
+	VADDPS       Y8, D, D
+
+// LQ64(J, D) sets D to Dot's lane l[J] for 64-element rows (terms J and
+// J+32), with lanes over the eight heads; LQ128 for 128 (J, …, J+96).
 #define LQ64(J, D) \
-	VBROADCASTSS ((J)*4)(SI), Y7        \
-	VMULPS       ((J)*32)(DI), Y7, D    \
-	VBROADCASTSS ((J)*4+128)(SI), Y8    \
-	VMULPS       ((J)*32+1024)(DI), Y8, Y8 \
-	VADDPS       Y8, D, D
+	VBROADCASTSS ((J)*4)(SI), Y7     \
+	VMULPS       ((J)*32)(DI), Y7, D \
+	TERM((J)+32, D)
 
-// R8_64(J, A) sets A to r8[J] = (l[J]+l[J+8]) + (l[J+16]+l[J+24]).
-#define R8_64(J, A) \
-	LQ64(J, A)                 \
-	LQ64((J)+8, Y5)            \
-	VADDPS Y5, A, A          \
-	LQ64((J)+16, Y5)           \
-	LQ64((J)+24, Y6)           \
-	VADDPS Y6, Y5, Y5        \
-	VADDPS Y5, A, A
-
-// LQ128(J, D) sets D to Dot's lane l[J] for 128-element rows (terms J,
-// J+32, …), with lanes over the eight heads.
 #define LQ128(J, D) \
-	VBROADCASTSS ((J)*4)(SI), Y7        \
-	VMULPS       ((J)*32)(DI), Y7, D    \
-	VBROADCASTSS ((J)*4+128)(SI), Y8    \
-	VMULPS       ((J)*32+1024)(DI), Y8, Y8 \
-	VADDPS       Y8, D, D               \
-	VBROADCASTSS ((J)*4+256)(SI), Y8    \
-	VMULPS       ((J)*32+2048)(DI), Y8, Y8 \
-	VADDPS       Y8, D, D               \
-	VBROADCASTSS ((J)*4+384)(SI), Y8    \
-	VMULPS       ((J)*32+3072)(DI), Y8, Y8 \
-	VADDPS       Y8, D, D
+	LQ64(J, D)      \
+	TERM((J)+64, D) \
+	TERM((J)+96, D)
 
-// R8_128(J, A) sets A to r8[J] = (l[J]+l[J+8]) + (l[J+16]+l[J+24]).
+// R8_64(J, A) sets A to r8[J] = (l[J]+l[J+8]) + (l[J+16]+l[J+24]);
+// R8_128 likewise. (A macro name cannot be passed down two levels.)
+#define R8_64(J, A) \
+	LQ64(J, A); LQ64((J)+8, Y5)          \
+	VADDPS Y5, A, A                      \
+	LQ64((J)+16, Y5); LQ64((J)+24, Y6)   \
+	VADDPS Y6, Y5, Y5; VADDPS Y5, A, A
+
 #define R8_128(J, A) \
-	LQ128(J, A)                 \
-	LQ128((J)+8, Y5)            \
-	VADDPS Y5, A, A          \
-	LQ128((J)+16, Y5)           \
-	LQ128((J)+24, Y6)           \
-	VADDPS Y6, Y5, Y5        \
-	VADDPS Y5, A, A
+	LQ128(J, A); LQ128((J)+8, Y5)        \
+	VADDPS Y5, A, A                      \
+	LQ128((J)+16, Y5); LQ128((J)+24, Y6) \
+	VADDPS Y6, Y5, Y5; VADDPS Y5, A, A
 
 // HEADS computes one token's eight scores with R8M (R8_64 or R8_128) and
 // stores them at AX: r4[j] = r8[j]+r8[j+4], then (r4[0]+r4[2]) +
