@@ -1,6 +1,9 @@
 package int8
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Matrix products for prompts. DotQ8_0's order is block-serial: each
 // block's integer sum s is exact, then sum += float32(s)·(w.d·x.d). The
@@ -22,9 +25,6 @@ type Q8_0Batch struct {
 	d        []float32 // [token group][block][4]
 }
 
-// Tokens returns the number of activation rows.
-func (b *Q8_0Batch) Tokens() int { return b.t }
-
 // Set fills b from t Q8_0 rows of n elements (n a multiple of 32), row i
 // at x[i*xstride:]. It reuses b's storage. It panics if the rows do not
 // fit in x.
@@ -41,8 +41,9 @@ func (b *Q8_0Batch) Set(x []byte, xstride, t, n int) {
 	// four token streams do not fall into one L1 set (n = 2048 would put
 	// them 4 KiB apart).
 	b.t, b.n, b.nb, b.stride = t, n, nb, n+BlockQ8_0
-	b.x = growInt16(b.x, tp*b.stride)
-	b.d = growFloat32(b.d, tp*nb)
+	nx, nd := tp*b.stride, tp*nb
+	b.x = slices.Grow(b.x[:0], nx)[:nx]
+	b.d = slices.Grow(b.d[:0], nd)[:nd]
 	for i := range tp {
 		xs := b.x[i*b.stride : i*b.stride+n]
 		if i >= t {
@@ -110,17 +111,3 @@ const (
 	panelRows   = 16
 	panelBlocks = 16
 )
-
-func growInt16(b []int16, n int) []int16 {
-	if cap(b) < n {
-		return make([]int16, n)
-	}
-	return b[:n]
-}
-
-func growFloat32(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
-}

@@ -3,6 +3,7 @@
 package int8
 
 import (
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -39,7 +40,8 @@ func mulQ8_0AVX2(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outS
 	s := panelPool.Get().(*panelScratch)
 	defer panelPool.Put(s)
 	groups := (x.t + 3) / 4
-	s.sums = growFloat32(s.sums, groups*4*panelRows)
+	ns := groups * 4 * panelRows
+	s.sums = slices.Grow(s.sums[:0], ns)[:ns]
 	nb := x.nb
 	const bb = BlockBytesQ8_0
 	for r0 := 0; r0 < rows; r0 += panelRows {
