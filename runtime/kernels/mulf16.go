@@ -1,20 +1,27 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // F16Batch holds activation rows (binary16 values as float32, as
 // RoundF16F32 makes them) for MulF16, each reordered by lane class: element
 // i of a row at (i%8)·n/8 + (i/32)·4 + (i%32)/8, so that one pass over a
-// class reads its elements in sequence. Rows are added, zero, up to a
-// multiple of three.
+// class reads its elements in sequence. Rows are added, zero, up to whole
+// token groups of the kernel. When n is not a multiple of 32 (no panels)
+// the rows are kept as given.
 type F16Batch struct {
 	t, n int
 	x    []float32 // [token][class][group][quarter]
-	rows []float32 // the rows as given, when n is not a multiple of 32
 }
 
-// Tokens returns the number of activation rows.
-func (b *F16Batch) Tokens() int { return b.t }
+// f16PanelRows weight rows share a panel (one vector lane each), and
+// f16PanelTokens tokens meet it per kernel pass.
+const (
+	f16PanelRows   = 8
+	f16PanelTokens = 3
+)
 
 // Set fills b from t rows of n values at x[i·xstride:], reusing b's
 // storage. It panics if the rows do not fit in x.
@@ -23,18 +30,16 @@ func (b *F16Batch) Set(x []float32, xstride, t, n int) {
 		panic(fmt.Sprintf("kernels: F16Batch.Set: %d rows of %d at stride %d do not fit in %d", t, n, xstride, len(x)))
 	}
 	b.t, b.n = t, n
-	if n%32 != 0 {
-		b.rows = growF32s(b.rows, t*n)
-		for i := range t {
-			copy(b.rows[i*n:(i+1)*n], x[i*xstride:])
-		}
-		return
-	}
-	b.x = growF32s(b.x, b.padded()*n)
+	nx := b.padded() * n
+	b.x = slices.Grow(b.x[:0], nx)[:nx]
 	clear(b.x[t*n:])
 	m := n / 32
 	for i := range t {
 		src, dst := x[i*xstride:i*xstride+n], b.x[i*n:(i+1)*n]
+		if n%32 != 0 {
+			copy(dst, src)
+			continue
+		}
 		for g := range m {
 			for j, v := range src[g*32 : (g+1)*32] {
 				dst[(j%8)*4*m+g*4+j/8] = v
@@ -43,15 +48,17 @@ func (b *F16Batch) Set(x []float32, xstride, t, n int) {
 	}
 }
 
-// padded is the number of rows b.x holds: Tokens rounded up to whole
-// groups of three (the panel kernel's), the added rows zero.
-func (b *F16Batch) padded() int { return (b.t + 2) / 3 * 3 }
+// padded is the number of rows b.x holds: t rounded up to whole token
+// groups, the added rows zero.
+func (b *F16Batch) padded() int {
+	return (b.t + f16PanelTokens - 1) / f16PanelTokens * f16PanelTokens
+}
 
 // row returns activation row t in its given order.
 func (b *F16Batch) row(t int, dst []float32) []float32 {
 	n := b.n
 	if n%32 != 0 {
-		return b.rows[t*n : (t+1)*n]
+		return b.x[t*n : (t+1)*n]
 	}
 	m := n / 32
 	src := b.x[t*n : (t+1)*n]
@@ -61,13 +68,6 @@ func (b *F16Batch) row(t int, dst []float32) []float32 {
 		}
 	}
 	return dst[:n]
-}
-
-func growF32s(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
 }
 
 // MulF16 is the F16 matrix product of a prompt: out[t·outStride+r] =

@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -14,13 +15,6 @@ func init() {
 		mulF16 = mulF16AVX2
 	}
 }
-
-// f16PanelRows weight rows share a panel (one vector lane each), and
-// f16PanelTokens tokens meet it per kernel call.
-const (
-	f16PanelRows   = 8
-	f16PanelTokens = 3
-)
 
 type f16Scratch struct {
 	panel []float32 // [i%8][i/32][(i%32)/8][row] for element i
@@ -40,19 +34,18 @@ func mulF16AVX2(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStr
 	s := f16Pool.Get().(*f16Scratch)
 	defer f16Pool.Put(s)
 	groups := x.padded() / f16PanelTokens
-	s.panel = growF32s(s.panel, f16PanelRows*n)
-	s.r8 = growF32s(s.r8, 8*groups*f16PanelTokens*f16PanelRows)
-	s.out = growF32s(s.out, groups*f16PanelTokens*f16PanelRows)
+	np, nout := f16PanelRows*n, groups*f16PanelTokens*f16PanelRows
+	s.panel = slices.Grow(s.panel[:0], np)[:np]
+	s.r8 = slices.Grow(s.r8[:0], 8*nout)[:8*nout]
+	s.out = slices.Grow(s.out[:0], nout)[:nout]
 	m := n / 32
 	for r0 := 0; r0 < rows; r0 += f16PanelRows {
 		nr := min(f16PanelRows, rows-r0)
 		src, stride := w[r0*rowBytes:], rowBytes
 		if nr < f16PanelRows {
-			if cap(s.stage) < f16PanelRows*2*n {
-				s.stage = make([]byte, f16PanelRows*2*n)
-			}
 			stride = 2 * n
-			src = s.stage[:f16PanelRows*stride]
+			s.stage = slices.Grow(s.stage[:0], f16PanelRows*stride)[:f16PanelRows*stride]
+			src = s.stage
 			clear(src)
 			for r := range nr {
 				copy(src[r*stride:(r+1)*stride], w[(r0+r)*rowBytes:(r0+r)*rowBytes+2*n])
