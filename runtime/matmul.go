@@ -116,8 +116,8 @@ type acts struct {
 	q8       []byte
 	q8Bytes  int              // bytes per row of q8
 	q8Sym    bool             // no code of q8 is −128: int8.DotQ8_0Sym applies
-	q8Batch  int8.Q8_0Batch   // q8 widened for int8.MulQ8_0 (Q8_0 weights, q8PanelTokens or more tokens)
-	f16Batch kernels.F16Batch // f16 reordered for kernels.MulF16 (F16 weights, f16PanelTokens or more)
+	q8Batch  int8.Q8_0Batch   // q8 widened for int8.MulQ8_0 (Q8_0 weights, panelTokens or more tokens)
+	f16Batch kernels.F16Batch // f16 reordered for kernels.MulF16 (F16 weights, panelTokens or more)
 	q1       []quant1bit.Acts
 	q8f      []float32 // Q8_0-rounded values
 	q8kf     []float32 // Q8_K-rounded values
@@ -243,11 +243,13 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 256", w.name, w.cols)
 	}
 	a.prepare(k)
-	if w.typ == gguf.Q8_0 && a.t >= q8PanelTokens {
-		a.prepare(actQ8Batch)
-	}
-	if w.typ == gguf.F16 && a.t >= f16PanelTokens {
-		a.prepare(actF16Batch)
+	if a.t >= panelTokens {
+		switch w.typ {
+		case gguf.Q8_0:
+			a.prepare(actQ8Batch)
+		case gguf.F16:
+			a.prepare(actF16Batch)
+		}
 	}
 	out = out[:a.t*w.rows]
 	workers := e.threads
@@ -348,7 +350,7 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			}
 		}
 	case gguf.F16:
-		if a.t >= f16PanelTokens {
+		if a.t >= panelTokens {
 			// Prompts: eight-row panels against the whole batch.
 			kernels.MulF16(w.data[r0*rb:], rb, r1-r0, &a.f16Batch, out[r0:], rows)
 			return nil
@@ -375,14 +377,17 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		// four tokens; it is also the faster kernel for one.
 		quant1bit.DotQ1_0ActsRows(w.data[r0*rb:], rb, r1-r0, a.q1, out[r0:], rows)
 	case gguf.Q8_0, gguf.Q2_0:
-		if w.typ == gguf.Q8_0 && a.t >= q8PanelTokens {
+		if w.typ == gguf.Q8_0 && a.t >= panelTokens {
 			// Prompts: weight panels against the whole batch, exact for any
 			// codes.
 			int8.MulQ8_0(w.data[r0*rb:], rb, r1-r0, &a.q8Batch, out[r0:], rows)
 			return nil
 		}
-		if w.typ == gguf.Q8_0 && a.q8Sym {
-			matmulQ8_0Sym(w, a, out, r0, r1)
+		if w.typ == gguf.Q8_0 && a.q8Sym && a.t == 1 {
+			// Decoding: the rows one after another in one call; on this
+			// hardware several weight streams per core read memory slower
+			// than one prefetched stream.
+			int8.DotQ8_0SymRows(w.data[r0*rb:], rb, a.q8[:a.q8Bytes], n, out[r0:r1])
 			return nil
 		}
 		dot := int8.DotQ8_0
@@ -423,30 +428,7 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 	return nil
 }
 
-// q8PanelTokens is the batch from which Q8_0 products take
-// int8.MulQ8_0's weight panels; below it the rows go one by one against
-// the tokens.
-const q8PanelTokens = 4
-
-// f16PanelTokens is the batch from which F16 products take
-// kernels.MulF16's panels.
-const f16PanelTokens = 4
-
-// matmulQ8_0Sym is matmulRows for Q8_0 weights, symmetric Q8_0 activations
-// and fewer than q8PanelTokens tokens. Decoding takes the rows one after
-// another (DotQ8_0SymRows): on this hardware several weight streams per
-// core read memory slower than one prefetched stream.
-func matmulQ8_0Sym(w *matrix, a *acts, out []float32, r0, r1 int) {
-	n, rows, rb, xb := w.cols, w.rows, w.rowBytes, a.q8Bytes
-	if a.t == 1 {
-		// Decoding: the rows stream once from memory, whatever the order.
-		int8.DotQ8_0SymRows(w.data[r0*rb:], rb, a.q8[:xb], n, out[r0:r1])
-		return
-	}
-	for r := r0; r < r1; r++ {
-		row := w.data[r*rb : (r+1)*rb]
-		for t := 0; t < a.t; t++ {
-			out[t*rows+r] = int8.DotQ8_0Sym(row, a.q8[t*xb:(t+1)*xb], n)
-		}
-	}
-}
+// panelTokens is the batch from which Q8_0 and F16 products take weight
+// panels (int8.MulQ8_0, kernels.MulF16); below it the rows go one by one
+// against the tokens.
+const panelTokens = 4

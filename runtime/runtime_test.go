@@ -66,7 +66,7 @@ func stepByStep(t *testing.T, st *State, toks []int32) [][]float32 {
 }
 
 // TestQ8Panels: Q8_0 prompt products through int8.MulQ8_0's weight
-// panels (batches from q8PanelTokens up, token groups cut short, rows
+// panels (batches from panelTokens up, token groups cut short, rows
 // dealt to two workers in chunks that are not whole panels) give the same
 // bits as single-token steps, which take the row-by-row dot products.
 func TestQ8Panels(t *testing.T) {
@@ -75,7 +75,7 @@ func TestQ8Panels(t *testing.T) {
 		m := randomModel(t, cfg, gguf.Q8_0, 1)
 		toks := randomTokens(19, cfg.VocabSize, 2)
 		want := stepByStep(t, newEngine(t, m, Options{Threads: 1, Batch: 1}).NewState(), toks)
-		for _, batch := range []int{q8PanelTokens - 1, q8PanelTokens, 5, 19} {
+		for _, batch := range []int{panelTokens - 1, panelTokens, 5, 19} {
 			for _, threads := range []int{1, 2} {
 				e := newEngine(t, m, Options{Threads: threads, Batch: batch})
 				e.minWork = 0 // split every product, into chunks of 128/16 = 8 rows
