@@ -198,10 +198,6 @@ type Options struct {
 	Positional Positional // "" means Rope
 	Dialog     Dialog     // Type "" means Basic
 
-	// HeadParallel lists stage indices (0-based) whose attention heads and
-	// FFN columns are split over two HTP cores.
-	HeadParallel []int
-
 	VTCMMB int // HTP vtcm_mb for every graph; 0 means MinVTCMOneBit (8)
 
 	// LayerTypes is the lowest-bit weight-matrix type of each layer (len
@@ -313,7 +309,5 @@ func (o Options) withDefaults(layers, contextLength int) (Options, error) {
 			return o, fmt.Errorf("invalid weight type %s", t)
 		}
 	}
-	o.HeadParallel = slices.Clone(o.HeadParallel)
-	slices.Sort(o.HeadParallel)
 	return o, nil
 }

@@ -82,15 +82,14 @@ type DialogPlan struct {
 
 // Stage is a run of consecutive layers that becomes one context binary.
 type Stage struct {
-	Index        int      `json:"index"` // 0-based; graph names count from 1
-	FirstLayer   int      `json:"first_layer"`
-	LastLayer    int      `json:"last_layer"`            // inclusive
-	Bytes        int64    `json:"bytes"`                 // weight bytes, including embedding/head
-	WeightType   string   `json:"weight_type,omitempty"` // lowest-bit weight type, "" if unknown
-	HeadParallel bool     `json:"head_parallel"`
-	Embedding    bool     `json:"embedding"` // holds token_embd, takes input_ids
-	Head         bool     `json:"head"`      // holds the output head, produces logits
-	Graphs       []string `json:"graphs"`    // one per variant, in variant order
+	Index      int      `json:"index"` // 0-based; graph names count from 1
+	FirstLayer int      `json:"first_layer"`
+	LastLayer  int      `json:"last_layer"`            // inclusive
+	Bytes      int64    `json:"bytes"`                 // weight bytes, including embedding/head
+	WeightType string   `json:"weight_type,omitempty"` // lowest-bit weight type, "" if unknown
+	Embedding  bool     `json:"embedding"`             // holds token_embd, takes input_ids
+	Head       bool     `json:"head"`                  // holds the output head, produces logits
+	Graphs     []string `json:"graphs"`                // one per variant, in variant order
 }
 
 // OneBit reports whether the stage holds weights of fewer than 2 bits.
@@ -291,26 +290,14 @@ func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, 
 		p.Split = "bytes"
 		sizes = balance(cost, o.MaxStageBytes)
 	}
-	for _, s := range o.HeadParallel {
-		if s < 0 || s >= len(sizes) {
-			return nil, fmt.Errorf("shard: model %s: head-parallel stage %d out of range (the plan has stages 0…%d)", name, s, len(sizes)-1)
-		}
-	}
-	if len(o.HeadParallel) > 0 {
-		if err := checkHeadParallel(&cfg); err != nil {
-			return nil, fmt.Errorf("shard: model %s: %w", name, err)
-		}
-	}
-
 	first := 0
 	for i, n := range sizes {
 		st := Stage{
-			Index:        i,
-			FirstLayer:   first,
-			LastLayer:    first + n - 1,
-			Embedding:    i == 0,
-			Head:         i == len(sizes)-1,
-			HeadParallel: slices.Contains(o.HeadParallel, i),
+			Index:      i,
+			FirstLayer: first,
+			LastLayer:  first + n - 1,
+			Embedding:  i == 0,
+			Head:       i == len(sizes)-1,
 		}
 		for l := first; l < first+n; l++ {
 			st.Bytes += layerBytes[l]
@@ -438,31 +425,6 @@ func checkConfig(c *model.Config) error {
 			}
 		default:
 			return fmt.Errorf("layer %d: unknown layer kind %d", i, k)
-		}
-	}
-	return nil
-}
-
-// checkHeadParallel: splitting heads and FFN columns over two cores needs
-// an even count of each.
-func checkHeadParallel(c *model.Config) error {
-	odd := func(what string, n int) error {
-		if n%2 != 0 {
-			return fmt.Errorf("head-parallel needs an even %s count over two cores, got %d", what, n)
-		}
-		return nil
-	}
-	var errs []error
-	if slices.Contains(c.LayerKinds, model.Attention) {
-		errs = append(errs, odd("query head", c.Heads), odd("kv head", c.KVHeads))
-	}
-	if c.Hybrid() {
-		errs = append(errs, odd("ssm value head", c.SSMValueHeads), odd("ssm key head", c.SSMKeyHeads))
-	}
-	errs = append(errs, odd("FFN column", c.FFN))
-	for _, e := range errs {
-		if e != nil {
-			return e
 		}
 	}
 	return nil

@@ -187,7 +187,6 @@ func TestNewPlanErrors(t *testing.T) {
 		{"ssd branches > forecast", cfg, uniform(32, mib), Options{Dialog: Dialog{Type: SSD, ForecastTokenCount: 1, Branches: []int{2, 2}}}, "len(branches) ≤ forecast-token-count"},
 		{"unknown dialog", cfg, uniform(32, mib), Options{Dialog: Dialog{Type: "beam"}}, `unknown dialog type "beam"`},
 		{"lade ngram", cfg, uniform(32, mib), Options{Dialog: Dialog{Type: LADE, Window: 4, NGram: 1}}, "ngram = 1"},
-		{"head parallel range", cfg, uniform(32, mib), Options{LayersPerStage: 8, HeadParallel: []int{4}}, "head-parallel stage 4 out of range"},
 		{"positional", cfg, uniform(32, mib), Options{Positional: "alibi"}, `unknown positional encoding "alibi"`},
 		{"layer types", cfg, uniform(32, mib), Options{LayerTypes: make([]gguf.Type, 5)}, "5 layer types for 32 layers"},
 	}
@@ -198,11 +197,6 @@ func TestNewPlanErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
-	}
-	odd := cfg
-	odd.KVHeads = 3
-	if _, err := NewPlan(odd, uniform(32, mib), 0, 0, "m", Options{HeadParallel: []int{0}}); err == nil || !strings.Contains(err.Error(), "even kv head count") {
-		t.Errorf("odd kv heads with head-parallel: err = %v", err)
 	}
 }
 

@@ -81,13 +81,36 @@ func Decode(data []byte, name string) (*Plan, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	p := new(Plan)
-	if err := dec.Decode(p); err != nil {
+	f := planFile{Plan: p}
+	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("shard: %s: %w", name, err)
+	}
+	p.Stages = make([]Stage, len(f.Stages))
+	for i, s := range f.Stages {
+		if s.HeadParallel != nil && *s.HeadParallel {
+			return nil, fmt.Errorf("shard: %s: stage %d: head_parallel is true, but head-parallel stages were removed (they never split anything: the graphs and HTP config were those of the whole stage); re-run `qnnprep plan` without --head-parallel", name, i)
+		}
+		p.Stages[i] = s.Stage
 	}
 	if err := p.validate(); err != nil {
 		return nil, fmt.Errorf("shard: %s: %w", name, err)
 	}
 	return p, nil
+}
+
+// planFile is what Decode reads: a Plan whose stages may still carry
+// head_parallel, which version 1 plans written before its removal hold
+// (false on every stage unless --head-parallel was given). False is
+// ignored, so those plans still read; true is an error, because a plan
+// that promised a split the build never made should not pass silently.
+type planFile struct {
+	*Plan
+	Stages []planFileStage `json:"stages"`
+}
+
+type planFileStage struct {
+	Stage
+	HeadParallel *bool `json:"head_parallel"`
 }
 
 // validate checks what Check and the exporters index by, so a hand-edited

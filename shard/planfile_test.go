@@ -22,7 +22,7 @@ func samplePlans(t testing.TB) map[string]*Plan {
 	}
 	out := map[string]*Plan{}
 	p, err := NewPlan(llamaConfig(), uniform(32, 100*mib), 500*mib, 500*mib, "Llama-3-8B",
-		Options{LayersPerStage: 4, AR: []int{128, 32}, CL: []int{2048, 4096}, Dialog: ssd, HeadParallel: []int{1, 3},
+		Options{LayersPerStage: 4, AR: []int{128, 32}, CL: []int{2048, 4096}, Dialog: ssd,
 			LayerTypes: []gguf.Type{gguf.Q1_0}, ContextSize: 4000})
 	out["llama-ssd"] = build("llama-ssd", err, p)
 	p, err = NewPlan(qwen35Config(), uniform(24, 10*mib), 100*mib, 100*mib, "qwen3.5-0.8b", Options{})
@@ -90,6 +90,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"stale derived", strings.Replace(string(good), `"step_tokens":1`, `"step_tokens":4`, 1), "step_tokens 4"},
 		{"stale variant", strings.Replace(string(good), `"n_process":1,`, `"n_process":2,`, 1), "n_process 2, token_history 0, but the dialog gives 0, 1, 0"},
 		{"zero dim", strings.Replace(string(good), `"shape":[1,128]`, `"shape":[1,0]`, 1), "dimension 0"},
+		{"head parallel", strings.Replace(string(good), `"first_layer": 0`, `"head_parallel": true, "first_layer": 0`, 1), "stage 0: head_parallel is true, but head-parallel stages were removed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,6 +102,31 @@ func TestDecodeErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to name plan.json and contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDecodeLegacyHeadParallel: plans written before head-parallel was
+// removed carry "head_parallel": false on every stage; they still read,
+// to the same plan as without the field.
+func TestDecodeLegacyHeadParallel(t *testing.T) {
+	good, err := Encode(samplePlans(t)["llama-ssd"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.ReplaceAll(string(good), `"first_layer": `, `"head_parallel": false, "first_layer": `)
+	if strings.Count(old, "head_parallel") < 2 {
+		t.Fatal("replacement did not apply")
+	}
+	p, err := Decode([]byte(old), "plan.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, good) {
+		t.Error("a plan with head_parallel false decodes to another plan than without it")
 	}
 }
 

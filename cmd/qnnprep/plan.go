@@ -85,11 +85,8 @@ func printPlan(w io.Writer, p *shard.Plan) {
 			}
 		}
 		flags := ""
-		if s.HeadParallel {
-			flags = " (2 cores)"
-		}
 		if s.WeightType != "" {
-			flags += " " + s.WeightType
+			flags = " " + s.WeightType
 		}
 		fmt.Fprintf(tw, "%d\t%d-%d\t%s%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), flags,
 			strings.Join(summarize(in), " "), strings.Join(summarize(out), " "))
@@ -215,7 +212,6 @@ func addPlanFlags(fs *pflag.FlagSet) func() (shard.Options, error) {
 	fs.IntVar(&o.Dialog.GCap, "gcap", 0, "lade: guess cap")
 	fs.IntVar(&o.Dialog.NBranches, "n-branches", 0, "eaglet: branches")
 	fs.IntVar(&o.Dialog.MaxTargetTokens, "max-tokens-target-can-evaluate", 0, "eaglet: most tokens the target verifies at once")
-	fs.IntSliceVar(&o.HeadParallel, "head-parallel", nil, "stage indices (0-based) split over two HTP cores")
 	fs.IntVar(&o.VTCMMB, "vtcm-mb", 0, "HTP vtcm_mb (default 8)")
 	fs.IntVar(&o.ContextSize, "context-size", 0, "Genie context.size (default: the largest CL)")
 	fs.IntVar(&o.ProbePromptTokens, "probe-prompt", 0, "prompt length the recorded n_process/token-history numbers assume (default 1)")

@@ -28,7 +28,7 @@ func TestRunPlan(t *testing.T) {
 	plan := filepath.Join(dir, "plan.json")
 	var code int
 	captureStdout(t, func() {
-		code = run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "--head-parallel", "1", "-o", plan})
+		code = run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan})
 	})
 	if code != 0 {
 		t.Fatalf("plan: exit %d", code)
