@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 func openSynth(b *testing.B, cfg model.Config, typ gguf.Type) *model.Model {

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // env700M enables the tests and benchmarks on the 706.8M-parameter

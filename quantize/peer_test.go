@@ -8,10 +8,10 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // Every recipe's output must be a file llama.cpp loads and decodes, and

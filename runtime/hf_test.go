@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // TestHFEqualsGGUF: the Hugging Face checkpoint and the GGUF of the same

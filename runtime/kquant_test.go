@@ -8,8 +8,8 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // TestRoundQ8K checks the Q8_K activation rounding on hand-made blocks:

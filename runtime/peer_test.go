@@ -10,9 +10,9 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // These tests hold the runtime to an independent implementation: llama.cpp

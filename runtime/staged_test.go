@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // stagedConfig is synth's preset of arch with the given number of layers

@@ -7,13 +7,13 @@ import (
 
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/internal/peers"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/sparse"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // quantizeVariant writes m through quantize.Run with recipe and opens the

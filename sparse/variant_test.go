@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/sparse"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 func synthModel(t testing.TB, arch model.Arch) *model.Model {

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // synthQwen35 writes the synthetic hybrid Qwen3.5 (4 layers: 3 Gated

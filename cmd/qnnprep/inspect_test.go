@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/safetensors"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // inspect must list a generated checkpoint exactly: the configuration it

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // TestRunPlan decodes stories260K through two-stage plans with `run

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/internal/synth"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 func TestLlamaBenchPath(t *testing.T) {
