@@ -70,9 +70,20 @@ func newFlags(c *command) *pflag.FlagSet {
 	return fs
 }
 
+// flagSets, when set (by flags_test.go), receives each flag set a command
+// would parse; parseFlags then returns errFlagsCollected instead of
+// parsing, so a command's flags can be listed without running it.
+var flagSets func(*pflag.FlagSet)
+
+var errFlagsCollected = errors.New("flags collected")
+
 // parseFlags parses args, turning --help into a clean exit and flag
 // errors into usage errors.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
+	if flagSets != nil {
+		flagSets(fs)
+		return errFlagsCollected
+	}
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// flagTests names, for every flag of every command, the test in this
+// package that shows the flag's effect: the output or behaviour it
+// documents changes when it is given. For flags that must not change the
+// output (threads, progress), the test shows the output is the same.
+// Keys are "COMMAND [SUBCOMMAND] --LONG-NAME".
+//
+// A flag missing here, a key naming no flag, or a test that does not
+// exist fails TestFlagsHaveEffectTests: a flag that is accepted must
+// change something (issue #16), and this table is where that is proved.
+// noTest marks the flags still without one; their number may only fall
+// (maxNoTest).
+var flagTests = map[string]string{
+	"bench --prompt":       "TestBenchCommand",
+	"bench --gen":          "TestBenchCommand",
+	"bench --depth":        "TestBenchCommand",
+	"bench --reps":         noTest,
+	"bench --threads":      "TestBenchCommand",
+	"bench --batch":        noTest,
+	"bench --kv-f16":       noTest,
+	"bench --draft":        noTest,
+	"bench --draft-layers": "TestBenchCommand",
+	"bench --k":            "TestBenchCommand",
+	"bench --spec-depth":   noTest,
+	"bench --llama":        noTest,
+	"bench --llama-peer":   noTest,
+	"bench --output":       "TestBenchCommand",
+	"bench --plot":         "TestBenchCommand",
+	"bench --no-sanity":    noTest,
+	"bench --ref-threads":  noTest,
+	"bench --tolerance":    noTest,
+	"bench --seed":         noTest,
+	"bench --fault":        "TestBenchCommand",
+	"bench --quiet":        noTest,
+
+	"bench convert --recipe":  "TestBenchConvertCommand",
+	"bench convert --threads": noTest,
+	"bench convert --dir":     noTest,
+	"bench convert --scratch": noTest,
+	"bench convert --output":  "TestBenchConvertCommand",
+	"bench convert --quiet":   noTest,
+
+	"bench report --output": "TestBenchCommand",
+	"bench report --plot":   "TestBenchCommand",
+
+	"build --recipe":                         "TestBuildDryRun",
+	"build --override":                       noTest,
+	"build --stages":                         "TestBuildDryRun",
+	"build --layers-per-stage":               noTest,
+	"build --max-stage-bytes":                noTest,
+	"build --ar":                             "TestBuildDryRun",
+	"build --cl":                             "TestBuildDryRun",
+	"build --arc":                            noTest,
+	"build --positional":                     noTest,
+	"build --dialog":                         "TestBuildSPDFakeSDK",
+	"build --forecast-token-count":           noTest,
+	"build --branches":                       noTest,
+	"build --forecast-prefix":                noTest,
+	"build --forecast-prefix-name":           noTest,
+	"build --draft-len":                      "TestBuildSPDFakeSDK",
+	"build --window":                         noTest,
+	"build --ngram":                          noTest,
+	"build --gcap":                           noTest,
+	"build --n-branches":                     noTest,
+	"build --max-tokens-target-can-evaluate": noTest,
+	"build --vtcm-mb":                        "TestBuildErrorsNameStep",
+	"build --context-size":                   noTest,
+	"build --probe-prompt":                   noTest,
+	"build --draft":                          "TestBuildSPDFakeSDK",
+	"build --draft-stages":                   noTest,
+	"build --name":                           noTest,
+	"build --skip-check":                     noTest,
+	"build --soc":                            noTest,
+	"build --qnn-sdk":                        "TestBuildFakeSDK",
+	"build --dry-run":                        "TestBuildDryRunScript",
+	"build --tokenizer":                      noTest,
+	"build --calibrate":                      noTest,
+	"build --converter-arg":                  noTest,
+	"build --jobs":                           noTest,
+	"build --timeout":                        noTest,
+	"build --force":                          noTest,
+	"build --tokens":                         noTest,
+	"build --no-verify":                      "TestBuildDryRun",
+	"build --prompts":                        noTest,
+	"build --min-top1":                       noTest,
+	"build --threads":                        noTest,
+	"build --json":                           "TestBuildDryRun",
+	"build --quiet":                          noTest,
+
+	"bundle verify --json": noTest,
+
+	"bundle build --plan":            "TestBundleBuildAndVerifyCommands",
+	"bundle build --model":           "TestBundleBuildAndVerifyCommands",
+	"bundle build --graphs":          "TestBundleBuildAndVerifyCommands",
+	"bundle build --out":             "TestBundleBuildAndVerifyCommands",
+	"bundle build --work":            noTest,
+	"bundle build --soc":             noTest,
+	"bundle build --qnn-sdk":         "TestBundleBuildAndVerifyCommands",
+	"bundle build --tokenizer":       noTest,
+	"bundle build --forecast-prefix": noTest,
+	"bundle build --dry-run":         noTest,
+	"bundle build --jobs":            noTest,
+	"bundle build --timeout":         noTest,
+	"bundle build --force":           noTest,
+	"bundle build --skip-check":      noTest,
+	"bundle build --converter-arg":   noTest,
+
+	"check --probe-prompt":      "TestPlanCheckCommands",
+	"check --max-context-bytes": noTest,
+	"check --json":              noTest,
+
+	"compare --golden":  noTest,
+	"compare --json":    noTest,
+	"compare --threads": noTest,
+
+	"convert --to":    "TestConvertIsLosslessAndDeterministic",
+	"convert --vocab": noTest,
+	"convert --quiet": noTest,
+
+	"demo --model":   "TestDemoUserModel",
+	"demo --keep":    "TestDemo",
+	"demo --stages":  noTest,
+	"demo --tokens":  noTest,
+	"demo --soc":     noTest,
+	"demo --verbose": noTest,
+
+	"estimate --plan":            "TestEstimateFromPlan",
+	"estimate --weights-gb":      "TestEstimateCommand",
+	"estimate --weights-bytes":   "TestEstimateCommand",
+	"estimate --device":          "TestEstimateCommand",
+	"estimate --bandwidth":       "TestEstimateCommand",
+	"estimate --position-ms":     "TestEstimateCommand",
+	"estimate --draft-step-ms":   "TestEstimateCommand",
+	"estimate --host-ms":         "TestEstimateCommand",
+	"estimate --k":               "TestEstimateCommand",
+	"estimate --acceptance":      "TestEstimateCommand",
+	"estimate --weight-fraction": noTest,
+	"estimate --json":            "TestEstimateCommand",
+
+	"export onnx --opset":     noTest,
+	"export onnx --ir":        noTest,
+	"export onnx --container": noTest,
+	"export onnx --external":  noTest,
+	"export onnx --ranges":    noTest,
+	"export onnx --calibrate": "TestExportCommand",
+	"export onnx --calib-ids": noTest,
+	"export onnx --force":     noTest,
+	"export onnx --quiet":     noTest,
+
+	"golden record --prompts":     "TestGoldenVerifyCommands",
+	"golden record --prompt-file": "TestGoldenLongPrompt",
+	"golden record --n":           noTest,
+	"golden record --top-k":       noTest,
+	"golden record --ctx":         noTest,
+	"golden record --threads":     noTest,
+
+	"inspect --json": "TestInspectListsSyntheticCheckpointsExactly",
+
+	"plan --output":                         "TestPlanCheckCommands",
+	"plan --name":                           "TestBuildDryRun",
+	"plan --stages":                         "TestPlanCheckCommands",
+	"plan --layers-per-stage":               noTest,
+	"plan --max-stage-bytes":                noTest,
+	"plan --ar":                             "TestPlanCheckCommands",
+	"plan --cl":                             "TestPlanCheckCommands",
+	"plan --arc":                            noTest,
+	"plan --positional":                     noTest,
+	"plan --dialog":                         noTest,
+	"plan --forecast-token-count":           noTest,
+	"plan --branches":                       noTest,
+	"plan --forecast-prefix":                noTest,
+	"plan --forecast-prefix-name":           noTest,
+	"plan --draft-len":                      noTest,
+	"plan --window":                         noTest,
+	"plan --ngram":                          noTest,
+	"plan --gcap":                           noTest,
+	"plan --n-branches":                     noTest,
+	"plan --max-tokens-target-can-evaluate": noTest,
+	"plan --vtcm-mb":                        noTest,
+	"plan --context-size":                   noTest,
+	"plan --probe-prompt":                   noTest,
+
+	"quantize --recipe":   "TestExportCommand",
+	"quantize --override": noTest,
+	"quantize --report":   noTest,
+	"quantize --json":     noTest,
+	"quantize --threads":  noTest,
+
+	"run --prompt":     "TestRunCommand",
+	"run --ids":        "TestRunCommand",
+	"run --n":          "TestRunCommand",
+	"run --json":       "TestRunCommand",
+	"run --logits":     "TestRunCommand",
+	"run --threads":    "TestRunCommand",
+	"run --ctx":        "TestRunPlan",
+	"run --ignore-eos": "TestRunPlan",
+	"run --kv-f16":     noTest,
+	"run --plan":       "TestRunPlan",
+
+	"sdk --qnn-sdk": noTest,
+	"sdk --json":    noTest,
+
+	"sparsify --pattern":     "TestSparsifyCommand",
+	"sparsify --sparsity":    "TestSparsifyCommand",
+	"sparsify --target":      "TestSparsifyErrors",
+	"sparsify --align":       noTest,
+	"sparsify --select":      noTest,
+	"sparsify --calib":       noTest,
+	"sparsify --recipe":      noTest,
+	"sparsify --override":    noTest,
+	"sparsify --prune":       "TestSparsifyCommand",
+	"sparsify --golden":      "TestSparsifyCommand",
+	"sparsify --prompts":     noTest,
+	"sparsify --steps":       "TestSparsifyCommand",
+	"sparsify --save-golden": "TestSparsifyCommand",
+	"sparsify --report":      noTest,
+	"sparsify --json":        "TestSparsifyCommand",
+	"sparsify --threads":     noTest,
+
+	"speculate --draft":       "TestSpeculateCommand",
+	"speculate --eagle3":      "TestSpeculateEagle3Plan",
+	"speculate --mtp":         "TestSpeculateCommand",
+	"speculate --k":           "TestSpeculateCommand",
+	"speculate --prompt":      "TestSpeculateCommand",
+	"speculate --ids":         "TestSpeculateCommand",
+	"speculate --prompt-file": noTest,
+	"speculate --n":           "TestSpeculateCommand",
+	"speculate --plan":        "TestSpeculateCommand",
+	"speculate --json":        "TestSpeculateCommand",
+	"speculate --ctx":         noTest,
+	"speculate --threads":     noTest,
+
+	"verify --golden":               "TestGoldenVerifyCommands",
+	"verify --plan":                 "TestGoldenVerifyCommands",
+	"verify --draft":                "TestGoldenVerifyCommands",
+	"verify --eagle3":               noTest,
+	"verify --k":                    "TestGoldenVerifyCommands",
+	"verify --min-match":            "TestGoldenVerifyCommands",
+	"verify --min-top1":             "TestGoldenVerifyCommands",
+	"verify --min-cosine":           "TestGoldenVerifyCommands",
+	"verify --fail-on-degeneration": "TestGoldenVerifyCommands",
+	"verify --json":                 "TestGoldenVerifyCommands",
+	"verify --report":               "TestGoldenVerifyCommands",
+	"verify --ctx":                  "TestGoldenLongPrompt",
+	"verify --threads":              noTest,
+}
+
+// noTest marks a flag that has no effect test yet.
+const noTest = ""
+
+// maxNoTest is how many flags may still lack an effect test. Lower it
+// when you add one; never raise it (a new flag comes with its test).
+const maxNoTest = 120
+
+// TestFlagsHaveEffectTests walks every command (and subcommand named in
+// its usage lines), collects the flags its flag set defines without
+// running it, and requires each in flagTests with a test that exists.
+func TestFlagsHaveEffectTests(t *testing.T) {
+	flags := allFlags(t)
+	tests := testFuncs(t)
+	untested := 0
+	for _, key := range flags {
+		name, ok := flagTests[key]
+		switch {
+		case !ok:
+			t.Errorf("%s: not in flagTests; add it with the test that shows its effect", key)
+		case name == noTest:
+			untested++
+		case !tests[name]:
+			t.Errorf("%s: flagTests names %s, which is not a test in this package", key, name)
+		}
+	}
+	for key := range flagTests {
+		if !slices.Contains(flags, key) {
+			t.Errorf("flagTests lists %s, which no command defines; remove it", key)
+		}
+	}
+	if untested > maxNoTest {
+		t.Errorf("%d flags without an effect test, more than maxNoTest %d: a new flag needs its test", untested, maxNoTest)
+	}
+	if untested < maxNoTest {
+		t.Errorf("%d flags without an effect test, fewer than maxNoTest %d: lower maxNoTest", untested, maxNoTest)
+	}
+	t.Logf("%d flags, %d without an effect test", len(flags), untested)
+}
+
+// usageSub matches a usage line's subcommand: a lower-case word right
+// after "qnnprep COMMAND" (MODEL, PATH and [flags] are not subcommands).
+var usageSub = regexp.MustCompile(`^\s*qnnprep\s+(\S+)(?:\s+([a-z][a-z0-9-]*)\b)?`)
+
+// allFlags returns "COMMAND [SUB] --NAME" for every flag, sorted. It runs
+// each command with flagSets set, so parseFlags hands over the flag set
+// and returns before the command does anything.
+func allFlags(t *testing.T) []string {
+	t.Helper()
+	defer func() { flagSets = nil }()
+	var keys []string
+	for name, c := range commands {
+		subs := map[string]bool{}
+		for _, line := range strings.Split(c.Usage, "\n") {
+			m := usageSub.FindStringSubmatch(line)
+			if m == nil || m[1] != name {
+				t.Errorf("%s: usage line %q does not start with qnnprep %s", name, line, name)
+				continue
+			}
+			subs[m[2]] = true
+		}
+		for sub := range subs {
+			prefix := strings.TrimSpace(name + " " + sub)
+			var args []string
+			if sub != "" {
+				args = []string{sub}
+			}
+			got := 0
+			flagSets = func(fs *pflag.FlagSet) {
+				got++
+				fs.VisitAll(func(f *pflag.Flag) { keys = append(keys, prefix+" --"+f.Name) })
+			}
+			if err := c.Run(context.Background(), args); !errors.Is(err, errFlagsCollected) || got != 1 {
+				t.Errorf("%s: did not reach parseFlags once before doing anything (err %v, %d flag sets)", prefix, err, got)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// testFuncs returns the names of the Test functions in this package's
+// _test.go files.
+func testFuncs(t *testing.T) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Test") && fd.Name.Name != "TestMain" {
+				names[fd.Name.Name] = true
+			}
+		}
+	}
+	return names
+}
