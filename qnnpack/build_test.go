@@ -28,8 +28,14 @@ type buildEnv struct {
 
 func newBuildEnv(t *testing.T, opts shard.Options) *buildEnv {
 	t.Helper()
-	root := fakeSDK(t)
-	sdk, err := FindSDK(root)
+	return newBuildEnvFor(t, opts, LinuxX64)
+}
+
+// newBuildEnvFor is newBuildEnv with the fake SDK laid out for host h.
+func newBuildEnvFor(t *testing.T, opts shard.Options, h Host) *buildEnv {
+	t.Helper()
+	root := fakeSDKFor(t, h)
+	sdk, err := FindSDKFor(root, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +54,16 @@ func (e *buildEnv) options() BuildOptions {
 	}
 }
 
+// TestBuildRunsEveryJobThenCaches runs with the fake SDK laid out for
+// every build-machine layout (Linux, x86-64 and ARM64 Windows).
 func TestBuildRunsEveryJobThenCaches(t *testing.T) {
-	e := newBuildEnv(t, shard.Options{})
+	for _, h := range Hosts {
+		t.Run(h.Dir, func(t *testing.T) { testBuildRunsEveryJobThenCaches(t, h) })
+	}
+}
+
+func testBuildRunsEveryJobThenCaches(t *testing.T, h Host) {
+	e := newBuildEnvFor(t, shard.Options{}, h)
 	tok := filepath.Join(e.in, "tokenizer.json")
 	os.WriteFile(tok, []byte(`{"model":{"type":"BPE"}}`), 0o644)
 	o := e.options()
@@ -65,6 +79,13 @@ func TestBuildRunsEveryJobThenCaches(t *testing.T) {
 		t.Fatalf("%d tool runs, want %d", len(got), want)
 	}
 	for _, c := range got {
+		wantExe := map[string]string{ToolConverter: ToolConverter, ToolCtxGen: h.tool(ToolCtxGen)}[c.Tool]
+		if h.Windows && c.Tool == ToolConverter {
+			wantExe = "python"
+		}
+		if c.Exe != wantExe {
+			t.Errorf("%s ran as %s, want %s on %s", c.Tool, c.Exe, wantExe, h.Desc)
+		}
 		switch c.Tool {
 		case ToolConverter:
 			g := graphOf(c)
@@ -83,7 +104,7 @@ func TestBuildRunsEveryJobThenCaches(t *testing.T) {
 				t.Errorf("%s: --preserve_io_datatype %q", g, keep)
 			}
 		case ToolCtxGen:
-			if filepath.Base(flag(c.Args, "--backend")) != LibHtp || filepath.Base(flag(c.Args, "--model")) != LibModelDlc {
+			if filepath.Base(flag(c.Args, "--backend")) != h.lib("QnnHtp") || filepath.Base(flag(c.Args, "--model")) != h.lib("QnnModelDlc") {
 				t.Errorf("ctxgen backend/model %q", c.Args)
 			}
 			// All AR variants of the stage in one context, in variant order.
@@ -508,6 +529,45 @@ func TestBuildMissingGraphFiles(t *testing.T) {
 	}
 }
 
+// TestDryRunCommandLinesPerHost: a dry run prints, for each build-machine
+// layout, commands with that layout's folder and names: the converter
+// through python and .exe/.dll on Windows.
+func TestDryRunCommandLinesPerHost(t *testing.T) {
+	p := testPlan(t, testConfig(4), "tiny", shard.Options{})
+	graphs := map[string]GraphFiles{}
+	for _, g := range p.Graphs {
+		graphs[g.Name] = GraphFiles{ONNX: "/in/" + g.Name + ".onnx", Encodings: "/in/" + g.Name + ".encodings"}
+	}
+	const r = `"${QNN_SDK_ROOT}"`
+	for _, tt := range []struct {
+		host      Host
+		conv, ctx string
+	}{
+		{LinuxX64, r + "/bin/x86_64-linux-clang/qairt-converter --input_network",
+			r + "/bin/x86_64-linux-clang/qnn-context-binary-generator --backend " + r + "/lib/x86_64-linux-clang/libQnnHtp.so --model " + r + "/lib/x86_64-linux-clang/libQnnModelDlc.so --dlc_path"},
+		{WindowsX64, "python " + r + "/bin/x86_64-windows-msvc/qairt-converter --input_network",
+			r + "/bin/x86_64-windows-msvc/qnn-context-binary-generator.exe --backend " + r + "/lib/x86_64-windows-msvc/QnnHtp.dll --model " + r + "/lib/x86_64-windows-msvc/QnnModelDlc.dll --dlc_path"},
+		{WindowsARM64, "python " + r + "/bin/aarch64-windows-msvc/qairt-converter --input_network",
+			r + "/bin/aarch64-windows-msvc/qnn-context-binary-generator.exe --backend " + r + "/lib/aarch64-windows-msvc/QnnHtp.dll --model " + r + "/lib/aarch64-windows-msvc/QnnModelDlc.dll --dlc_path"},
+	} {
+		sdk := DryRunSDKFor(tt.host)
+		jobs, stages, err := PlanJobs(sdk, p, graphs, "/w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jobs[0].Command(); !strings.HasPrefix(got, tt.conv) {
+			t.Errorf("%s converter:\n got %s\nwant %s …", tt.host.Dir, got, tt.conv)
+		}
+		if got := jobs[2].Command(); !strings.HasPrefix(got, tt.ctx) {
+			t.Errorf("%s context binary:\n got %s\nwant %s …", tt.host.Dir, got, tt.ctx)
+		}
+		outer, _ := CtxGenConfig(sdk.ExtensionsLib, stages[0].HTPConfig)
+		if want := tt.host.lib("QnnHtpNetRunExtensions"); !strings.Contains(string(outer), "/lib/"+tt.host.Dir+"/"+want) {
+			t.Errorf("%s: ctx-gen config names no %s: %s", tt.host.Dir, want, outer)
+		}
+	}
+}
+
 // TestPlanJobsCommandLines pins the exact command lines of a two-stage,
 // two-variant plan to the flags documented on PlanJobs (qnn-genie.md §2).
 func TestPlanJobsCommandLines(t *testing.T) {
@@ -566,7 +626,8 @@ func TestPlanJobsCommandLines(t *testing.T) {
 	}
 
 	// Compile configs: two levels, inner with the stage's graphs.
-	inner, _ := CompileExtConfig(p.Stages[0].Graphs, 8, 3, SoCs[2])
+	soc, _ := LookupSoC("8elite")
+	inner, _ := CompileExtConfig(p.Stages[0].Graphs, 8, 3, soc)
 	const wantInner = `{
   "graphs": [
     {

@@ -58,22 +58,36 @@ func fakeTool(t *testing.T) string {
 
 // fakeSDK lays out an SDK root with the fake tools and placeholder
 // libraries, like a QAIRT zip's x86-64 Linux part.
-func fakeSDK(t *testing.T) string {
+func fakeSDK(t *testing.T) string { return fakeSDKFor(t, LinuxX64) }
+
+// fakeSDKFor lays out host h's part of an SDK. For Windows layouts the
+// tools are qnn-context-binary-generator.exe and the Python entry point
+// qairt-converter, run through a fake "python" put first on $PATH, and
+// the libraries are .dll files.
+func fakeSDKFor(t *testing.T, h Host) string {
 	t.Helper()
 	bin := fakeTool(t)
 	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
-	for _, d := range []string{HostBinDir, HostLibDir} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+	binDir, libDir := filepath.Join(root, "bin", h.Dir), filepath.Join(root, "lib", h.Dir)
+	for _, d := range []string{binDir, libDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, tool := range []string{ToolConverter, ToolCtxGen} {
-		if err := os.Symlink(bin, filepath.Join(root, HostBinDir, tool)); err != nil {
+	for _, tool := range []string{ToolConverter, h.tool(ToolCtxGen)} {
+		if err := os.Symlink(bin, filepath.Join(binDir, tool)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, lib := range []string{LibHtp, LibHtpExtensions, LibModelDlc} {
-		if err := os.WriteFile(filepath.Join(root, HostLibDir, lib), []byte("\x7fELF fake "+lib), 0o644); err != nil {
+	if h.Windows {
+		py := t.TempDir()
+		if err := os.Symlink(bin, filepath.Join(py, "python")); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("PATH", py+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	for _, lib := range []string{"QnnHtp", "QnnHtpNetRunExtensions", "QnnModelDlc"} {
+		if err := os.WriteFile(filepath.Join(libDir, h.lib(lib)), []byte("fake "+lib), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,6 +180,7 @@ func writeGraphs(t *testing.T, p *shard.Plan, dir string) map[string]GraphFiles 
 }
 
 type call struct {
+	Exe  string   `json:"exe"` // the program run: python or the tool's file name
 	Tool string   `json:"tool"`
 	Args []string `json:"args"`
 }

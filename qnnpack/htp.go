@@ -3,47 +3,106 @@ package qnnpack
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // SoC is a target chip as the HTP backend extensions name it.
 type SoC struct {
 	Name     string // canonical short name, e.g. "8elite"
 	Model    int    // soc_model
-	DSPArch  string // dsp_arch, e.g. "v79"
+	DSPArch  string // dsp_arch, e.g. "v79"; "" when no public source states it
 	Aliases  []string
 	Marketed string
 }
 
-// SoCs is the soc_model/dsp_arch table of AI Hub Apps' manual bundle guide
-// (qnn-genie.md §2).
+// SoCs is the soc_model/dsp_arch table of qnn-genie.md §2: AI Hub Apps'
+// manual bundle guide (8 Gen 2/3, 8 Elite, X Elite) and the wider
+// ExecuTorch QcomChipset table. SM8350 is 30 there (mllm says 35); QCS8300
+// has no stated dsp_arch, so it needs --soc-model/--dsp-arch. Names and
+// aliases are matched without case, spaces, hyphens or underscores.
 var SoCs = []SoC{
+	{Name: "888", Model: 30, DSPArch: "v68", Aliases: []string{"sm8350"}, Marketed: "Snapdragon 888"},
+	{Name: "sa8295", Model: 39, DSPArch: "v68"},
+	{Name: "8gen1", Model: 36, DSPArch: "v69", Aliases: []string{"sm8450"}, Marketed: "Snapdragon 8 Gen 1"},
+	{Name: "8+gen1", Model: 42, DSPArch: "v69", Aliases: []string{"sm8475", "8plusgen1"}, Marketed: "Snapdragon 8+ Gen 1"},
+	{Name: "sxr2230p", Model: 53, DSPArch: "v69"},
 	{Name: "8gen2", Model: 43, DSPArch: "v73", Aliases: []string{"sm8550"}, Marketed: "Snapdragon 8 Gen 2"},
+	{Name: "ssg2115p", Model: 46, DSPArch: "v73"},
+	{Name: "ssg2125p", Model: 58, DSPArch: "v73"},
+	{Name: "sxr1230p", Model: 45, DSPArch: "v73"},
+	{Name: "qcs9100", Model: 77, DSPArch: "v73"},
+	{Name: "sa8255", Model: 52, DSPArch: "v73"},
 	{Name: "8gen3", Model: 57, DSPArch: "v75", Aliases: []string{"sm8650"}, Marketed: "Snapdragon 8 Gen 3"},
 	{Name: "8elite", Model: 69, DSPArch: "v79", Aliases: []string{"sm8750"}, Marketed: "Snapdragon 8 Elite"},
-	{Name: "xelite", Model: 60, DSPArch: "v73", Aliases: []string{"x-elite", "xplus", "x-plus", "sc8380xp"}, Marketed: "Snapdragon X Elite / X Plus"},
+	{Name: "sxr2330p", Model: 75, DSPArch: "v79"},
+	{Name: "8elite-gen5", Model: 87, DSPArch: "v81", Aliases: []string{"sm8850"}, Marketed: "Snapdragon 8 Elite Gen 5"},
+	{Name: "sar2230p", Model: 95, DSPArch: "v81"},
+	{Name: "sw6100", Model: 96, DSPArch: "v81"},
+	{Name: "qcs8300", Model: 82},
+	{Name: "xelite", Model: 60, DSPArch: "v73", Aliases: []string{"xplus", "sc8380xp"}, Marketed: "Snapdragon X Elite / X Plus"},
 }
 
-// LookupSoC finds a SoC by name or alias (case-insensitive).
+// socKey folds a SoC name for matching: "8 Elite Gen 5", "8elite-gen5"
+// and "8ELITE_GEN5" are the same chip.
+func socKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '-', '_':
+			return -1
+		}
+		return unicode.ToLower(r)
+	}, strings.TrimSpace(s))
+}
+
+// customSoC matches the Name CustomSoC gives, so a custom chip survives
+// the round trip through LookupSoC (options, manifests).
+var customSoC = regexp.MustCompile(`^soc_model=([0-9]+),dsp_arch=(v[0-9]+)$`)
+
+var dspArchRE = regexp.MustCompile(`^v[0-9]{2,3}$`)
+
+// CustomSoC is a chip the table lacks, given by its soc_model and dsp_arch
+// (e.g. 87, "v81"). Its Name, "soc_model=87,dsp_arch=v81", is accepted by
+// LookupSoC.
+func CustomSoC(model int, dspArch string) (SoC, error) {
+	if model <= 0 || model > 1<<16 {
+		return SoC{}, fmt.Errorf("qnnpack: soc_model %d: want a positive QNN SoC model number", model)
+	}
+	if !dspArchRE.MatchString(dspArch) {
+		return SoC{}, fmt.Errorf("qnnpack: dsp_arch %q: want the HTP architecture as v and its number, e.g. v81", dspArch)
+	}
+	return SoC{Name: fmt.Sprintf("soc_model=%d,dsp_arch=%s", model, dspArch), Model: model, DSPArch: dspArch}, nil
+}
+
+// LookupSoC finds a SoC by name, alias or part number (ignoring case,
+// spaces, hyphens and underscores), or by the Name of a CustomSoC.
 func LookupSoC(name string) (SoC, error) {
-	n := strings.ToLower(strings.TrimSpace(name))
+	if m := customSoC.FindStringSubmatch(strings.TrimSpace(name)); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return CustomSoC(n, m[2])
+	}
+	n := socKey(name)
 	var names []string
 	for _, s := range SoCs {
-		if n == s.Name {
-			return s, nil
-		}
+		match := n == socKey(s.Name)
 		for _, a := range s.Aliases {
-			if n == a {
-				return s, nil
-			}
+			match = match || n == socKey(a)
+		}
+		if match && s.DSPArch == "" {
+			return SoC{}, fmt.Errorf("qnnpack: SoC %s is soc_model %d, but no public source states its dsp_arch; give both (qnnprep: --soc-model %d --dsp-arch vNN)", s.Name, s.Model, s.Model)
+		}
+		if match {
+			return s, nil
 		}
 		names = append(names, s.Name)
 	}
 	if n == "" {
 		return SoC{}, fmt.Errorf("qnnpack: no target SoC given; choose one of %s", strings.Join(names, ", "))
 	}
-	return SoC{}, fmt.Errorf("qnnpack: unknown SoC %q; choose one of %s (or their part numbers)", name, strings.Join(names, ", "))
+	return SoC{}, fmt.Errorf("qnnpack: unknown SoC %q; choose one of %s (or their part numbers), or give its soc_model and dsp_arch", name, strings.Join(names, ", "))
 }
 
 // Default HTP settings.

@@ -188,9 +188,10 @@ func PlanJobs(sdk *SDK, p *shard.Plan, graphs map[string]GraphFiles, work string
 			if fileExists(onnxPath + ".data") {
 				in = append(in, onnxPath+".data")
 			}
+			prog, lead := sdk.ConverterCommand()
 			jobs = append(jobs, Job{
-				Stage: si, Graph: gname, Tool: ToolConverter, Path: sdk.Converter,
-				Args: args, Inputs: in, Outputs: []string{dlc}, TempDir: tmp,
+				Stage: si, Graph: gname, Tool: ToolConverter, Path: prog,
+				Args: append(lead, args...), Inputs: in, Outputs: []string{dlc}, TempDir: tmp,
 				Log: filepath.Join(sp.Dir, "logs", gname+".convert.log"),
 			})
 			deps = append(deps, len(jobs)-1)

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 )
 
-// Host paths inside a QAIRT/QNN SDK for an x86-64 Linux build machine.
+// Host paths inside a QAIRT/QNN SDK for an x86-64 Linux build machine
+// (LinuxX64); Host gives every layout.
 const (
 	HostBinDir = "bin/x86_64-linux-clang"
 	HostLibDir = "lib/x86_64-linux-clang"
@@ -26,6 +28,68 @@ const (
 	LibModelDlc = "libQnnModelDlc.so"
 )
 
+// Host is a build machine's part of the SDK: the folder under bin/ and
+// lib/ holding its tools and libraries, and how they are named there.
+// On Windows (qnn-genie.md, appendix) native tools end in .exe, libraries
+// are QnnHtp.dll (some SDKs say libQnnHtp.dll, so the name is looked up),
+// and qairt-converter is a Python entry point run through python.
+type Host struct {
+	Dir     string // e.g. "x86_64-windows-msvc"
+	Desc    string // e.g. "x86-64 Windows"
+	Windows bool
+}
+
+// The build-machine layouts qnnprep knows.
+var (
+	LinuxX64     = Host{Dir: "x86_64-linux-clang", Desc: "x86-64 Linux"}
+	WindowsX64   = Host{Dir: "x86_64-windows-msvc", Desc: "x86-64 Windows", Windows: true}
+	WindowsARM64 = Host{Dir: "aarch64-windows-msvc", Desc: "ARM64 Windows", Windows: true}
+	Hosts        = []Host{LinuxX64, WindowsX64, WindowsARM64}
+)
+
+// HostFor returns the layout for a GOOS/GOARCH pair.
+func HostFor(goos, goarch string) (Host, error) {
+	switch {
+	case goos == "linux" && goarch == "amd64":
+		return LinuxX64, nil
+	case goos == "windows" && goarch == "amd64":
+		return WindowsX64, nil
+	case goos == "windows" && goarch == "arm64":
+		return WindowsARM64, nil
+	}
+	return Host{}, fmt.Errorf("qnnpack: the QAIRT SDK has no host tools qnnprep knows for %s/%s (it knows x86-64 Linux, x86-64 and ARM64 Windows)", goos, goarch)
+}
+
+// currentHost is this machine's layout; other machines get the Linux one
+// for dry runs and an error from FindSDK.
+func currentHost() (Host, error) { return HostFor(runtime.GOOS, runtime.GOARCH) }
+
+// tool is a native tool's file name on h.
+func (h Host) tool(name string) string {
+	if h.Windows {
+		return name + ".exe"
+	}
+	return name
+}
+
+// lib is a library's file name on h: "QnnHtp" → libQnnHtp.so or
+// QnnHtp.dll.
+func (h Host) lib(stem string) string {
+	if h.Windows {
+		return stem + ".dll"
+	}
+	return "lib" + stem + ".so"
+}
+
+// findLib is lib, or on Windows libSTEM.dll when only that exists in dir.
+func (h Host) findLib(dir, stem string) string {
+	p := filepath.Join(dir, h.lib(stem))
+	if alt := filepath.Join(dir, "lib"+stem+".dll"); h.Windows && !fileExists(p) && fileExists(alt) {
+		return alt
+	}
+	return p
+}
+
 // Environment variables naming the SDK root, in the order they are tried.
 var SDKEnv = []string{"QNN_SDK_ROOT", "QAIRT_SDK_ROOT"}
 
@@ -35,12 +99,25 @@ type SDK struct {
 	Root          string
 	Version       string // e.g. "2.40.0.251030"
 	VersionSource string // where Version came from: "sdk.yaml" or "directory name"
+	Host          string // the layout used, e.g. "x86_64-linux-clang"
 
-	Converter     string // bin/x86_64-linux-clang/qairt-converter
-	CtxGen        string // bin/x86_64-linux-clang/qnn-context-binary-generator
-	HtpLib        string // lib/x86_64-linux-clang/libQnnHtp.so
-	ExtensionsLib string // lib/x86_64-linux-clang/libQnnHtpNetRunExtensions.so
-	ModelDlcLib   string // lib/x86_64-linux-clang/libQnnModelDlc.so, "" if the SDK has none
+	// Python runs Converter when it is a Python entry point (Windows);
+	// "" when Converter is executable itself.
+	Python        string
+	Converter     string // bin/HOST/qairt-converter
+	CtxGen        string // bin/HOST/qnn-context-binary-generator[.exe]
+	HtpLib        string // lib/HOST/libQnnHtp.so or QnnHtp.dll
+	ExtensionsLib string // lib/HOST/libQnnHtpNetRunExtensions.so or QnnHtpNetRunExtensions.dll
+	ModelDlcLib   string // lib/HOST/libQnnModelDlc.so or QnnModelDlc.dll, "" if the SDK has none
+}
+
+// ConverterCommand is the program and leading arguments that run
+// qairt-converter.
+func (s *SDK) ConverterCommand() (string, []string) {
+	if s.Python != "" {
+		return s.Python, []string{s.Converter}
+	}
+	return s.Converter, nil
 }
 
 // ErrNoSDK is returned by FindSDK when neither the flag nor the
@@ -49,8 +126,18 @@ var ErrNoSDK = errors.New("no QAIRT/QNN SDK given: pass --qnn-sdk DIR or set QNN
 
 // FindSDK locates the SDK: dir if non-empty, else $QNN_SDK_ROOT, else
 // $QAIRT_SDK_ROOT. It checks that every host tool and library a build needs
-// is there and reads the version; errors name each missing path.
+// for this machine's layout is there and reads the version; errors name
+// each missing path.
 func FindSDK(dir string) (*SDK, error) {
+	h, err := currentHost()
+	if err != nil {
+		return nil, err
+	}
+	return FindSDKFor(dir, h)
+}
+
+// FindSDKFor is FindSDK for the layout of host h.
+func FindSDKFor(dir string, h Host) (*SDK, error) {
 	from := "--qnn-sdk"
 	if dir == "" {
 		for _, env := range SDKEnv {
@@ -63,12 +150,12 @@ func FindSDK(dir string) (*SDK, error) {
 	if dir == "" {
 		return nil, ErrNoSDK
 	}
-	return OpenSDK(dir, from)
+	return OpenSDK(dir, from, h)
 }
 
-// OpenSDK checks the SDK at root; from says where root came from, for
-// error messages.
-func OpenSDK(root, from string) (*SDK, error) {
+// OpenSDK checks the SDK at root for host h; from says where root came
+// from, for error messages.
+func OpenSDK(root, from string, h Host) (*SDK, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("qnnpack: SDK %s (%s): %w", root, from, err)
@@ -76,29 +163,42 @@ func OpenSDK(root, from string) (*SDK, error) {
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("qnnpack: SDK root %s (from %s) is not a directory", root, from)
 	}
+	bin, lib := filepath.Join(abs, "bin", h.Dir), filepath.Join(abs, "lib", h.Dir)
 	s := &SDK{
 		Root:          abs,
-		Converter:     filepath.Join(abs, HostBinDir, ToolConverter),
-		CtxGen:        filepath.Join(abs, HostBinDir, ToolCtxGen),
-		HtpLib:        filepath.Join(abs, HostLibDir, LibHtp),
-		ExtensionsLib: filepath.Join(abs, HostLibDir, LibHtpExtensions),
+		Host:          h.Dir,
+		Converter:     filepath.Join(bin, ToolConverter),
+		CtxGen:        filepath.Join(bin, h.tool(ToolCtxGen)),
+		HtpLib:        h.findLib(lib, "QnnHtp"),
+		ExtensionsLib: h.findLib(lib, "QnnHtpNetRunExtensions"),
 	}
 	var missing []string
-	for _, p := range []string{s.Converter, s.CtxGen} {
+	exes := []string{s.Converter, s.CtxGen}
+	if h.Windows {
+		// Windows has no executable bit; the converter is a script.
+		s.Python = "python"
+		exes = nil
+		for _, p := range []string{s.Converter, s.CtxGen} {
+			if !fileExists(p) {
+				missing = append(missing, p)
+			}
+		}
+	}
+	for _, p := range exes {
 		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 			missing = append(missing, p+" (executable)")
 		}
 	}
 	for _, p := range []string{s.HtpLib, s.ExtensionsLib} {
-		if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+		if !fileExists(p) {
 			missing = append(missing, p)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("qnnpack: SDK %s (from %s) is incomplete for an x86-64 Linux host; missing:\n  %s",
-			abs, from, strings.Join(missing, "\n  "))
+		return nil, fmt.Errorf("qnnpack: SDK %s (from %s) is incomplete for an %s host; missing:\n  %s",
+			abs, from, h.Desc, strings.Join(missing, "\n  "))
 	}
-	if p := filepath.Join(abs, HostLibDir, LibModelDlc); fileExists(p) {
+	if p := h.findLib(lib, "QnnModelDlc"); fileExists(p) {
 		s.ModelDlcLib = p
 	}
 	s.Version, s.VersionSource, err = sdkVersion(abs)
@@ -144,19 +244,36 @@ func fileExists(p string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-// DryRunSDK stands in for an SDK that is not installed: paths are written
-// under ${QNN_SDK_ROOT} so that printed commands run once the variable is
-// set. It includes --model libQnnModelDlc.so, which every SDK accepts.
+// DryRunSDK stands in for an SDK that is not installed, for this
+// machine's layout (x86-64 Linux on machines the SDK has no tools for).
 func DryRunSDK() *SDK {
+	h, err := currentHost()
+	if err != nil {
+		h = LinuxX64
+	}
+	return DryRunSDKFor(h)
+}
+
+// DryRunSDKFor stands in for an SDK with host h's layout: paths are
+// written under ${QNN_SDK_ROOT} so that printed commands run once the
+// variable is set. It includes --model with the DLC model library, which
+// every SDK accepts.
+func DryRunSDKFor(h Host) *SDK {
 	root := "${QNN_SDK_ROOT}"
-	return &SDK{
+	bin, lib := root+"/bin/"+h.Dir+"/", root+"/lib/"+h.Dir+"/"
+	s := &SDK{
 		Root:          root,
 		Version:       "unknown",
 		VersionSource: "none (dry run)",
-		Converter:     root + "/" + HostBinDir + "/" + ToolConverter,
-		CtxGen:        root + "/" + HostBinDir + "/" + ToolCtxGen,
-		HtpLib:        root + "/" + HostLibDir + "/" + LibHtp,
-		ExtensionsLib: root + "/" + HostLibDir + "/" + LibHtpExtensions,
-		ModelDlcLib:   root + "/" + HostLibDir + "/" + LibModelDlc,
+		Host:          h.Dir,
+		Converter:     bin + ToolConverter,
+		CtxGen:        bin + h.tool(ToolCtxGen),
+		HtpLib:        lib + h.lib("QnnHtp"),
+		ExtensionsLib: lib + h.lib("QnnHtpNetRunExtensions"),
+		ModelDlcLib:   lib + h.lib("QnnModelDlc"),
 	}
+	if h.Windows {
+		s.Python = "python"
+	}
+	return s
 }

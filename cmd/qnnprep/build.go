@@ -26,7 +26,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "build",
-		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--json]",
+		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--json]",
 		Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -38,7 +38,7 @@ func init() {
 		draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
 		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
 		skipCheck := fs.Bool("skip-check", false, "build even if the plan breaks Genie's contract (the bundle will not load)")
-		soc := fs.String("soc", "8elite", "target SoC: 8gen2, 8gen3, 8elite, xelite (or sm8550, sm8650, sm8750)")
+		soc := addSoCFlags(fs, "8elite")
 		sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT); without one the build stops before the SDK tools and prints their commands")
 		dry := fs.Bool("dry-run", false, "never run the SDK: print its commands and write every file it does not produce")
 		tok := fs.String("tokenizer", "", "HF tokenizer.json for the bundle (default: MODEL's, if it is an HF directory with one)")
@@ -79,8 +79,9 @@ func init() {
 		if err != nil {
 			return err
 		}
-		if _, err := qnnpack.LookupSoC(*soc); err != nil {
-			return usageError("--soc: %v", err)
+		chip, err := soc()
+		if err != nil {
+			return err
 		}
 		if *tokens < 1 {
 			return usageError("-n %d: want at least 1", *tokens)
@@ -97,7 +98,7 @@ func init() {
 			return err
 		}
 		o.Recipe, o.Overrides, o.Plan, o.Name, o.SkipCheck = r, rules, po, *name, *skipCheck
-		o.SoC, o.SDK, o.DryRun, o.ConverterArgs = *soc, sdk, *dry, *convArgs
+		o.SoC, o.SDK, o.DryRun, o.ConverterArgs = chip, sdk, *dry, *convArgs
 		o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
 		o.Criteria.MinTop1, o.NoVerify = *minTop1, *noVerify
 		if *tok != "" {

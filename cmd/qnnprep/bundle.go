@@ -19,7 +19,7 @@ func init() {
 	c := &command{
 		Name: "bundle",
 		Usage: "qnnprep bundle verify DIR [--json]\n" +
-			"       qnnprep bundle build --plan PLAN --model QMODEL --graphs DIR --out DIR --soc SOC [--qnn-sdk DIR] [--tokenizer FILE] [--dry-run] [-j N] [--timeout D] [--force]",
+			"       qnnprep bundle build --plan PLAN --model QMODEL --graphs DIR --out DIR (--soc SOC | --soc-model N --dsp-arch vNN) [--qnn-sdk DIR] [--tokenizer FILE] [--dry-run] [-j N] [--timeout D] [--force]",
 		Summary: "compile exported stages with the QAIRT SDK into a Genie bundle, or re-check a bundle against its manifest",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -77,7 +77,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	graphs := fs.String("graphs", "", "directory with the exported stage graphs: <graph>.onnx and <graph>.encodings")
 	out := fs.String("out", "", "bundle directory to write (replaced atomically)")
 	work := fs.String("work", "", "work directory for DLCs, context binaries, logs and the cache (default OUT.work)")
-	soc := fs.String("soc", "", "target SoC: 8gen2, 8gen3, 8elite, xelite (or sm8550, sm8650, sm8750)")
+	soc := addSoCFlags(fs, "")
 	sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT)")
 	tok := fs.String("tokenizer", "", "HF tokenizer.json to put in the bundle")
 	prefix := fs.String("forecast-prefix", "", "ssd-q1 forecast prefix (Genie KV cache file); default a zero placeholder")
@@ -93,10 +93,14 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	if fs.NArg() != 0 {
 		return usageError("unexpected argument %q", fs.Arg(0))
 	}
-	for _, f := range []struct{ name, v string }{{"--plan", *planPath}, {"--model", *modelPath}, {"--graphs", *graphs}, {"--out", *out}, {"--soc", *soc}} {
+	for _, f := range []struct{ name, v string }{{"--plan", *planPath}, {"--model", *modelPath}, {"--graphs", *graphs}, {"--out", *out}} {
 		if f.v == "" {
 			return usageError("%s is required", f.name)
 		}
+	}
+	chip, err := soc()
+	if err != nil {
+		return err
 	}
 	plan, err := shard.ReadPlan(*planPath)
 	if err != nil {
@@ -122,7 +126,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 		log = os.Stdout
 	}
 	res, err := qnnpack.Build(ctx, qnnpack.BuildOptions{
-		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: *work, SoC: *soc,
+		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: *work, SoC: chip,
 		ConverterArgs: *convArgs, SkipCheck: *skipCheck, Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
 		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: log,
 	})

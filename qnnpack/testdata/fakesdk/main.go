@@ -33,12 +33,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/qnnpack"
 )
 
 const (
@@ -47,9 +49,14 @@ const (
 )
 
 func main() {
-	tool := filepath.Base(os.Args[0])
-	args := os.Args[1:]
-	record(tool, args)
+	// Windows layouts: qnn-context-binary-generator.exe, and qairt-converter
+	// as a Python entry point run by "python SCRIPT ARGS".
+	exe := filepath.Base(os.Args[0])
+	tool, args := strings.TrimSuffix(exe, ".exe"), os.Args[1:]
+	if (tool == "python" || tool == "python3") && len(args) > 0 {
+		tool, args = filepath.Base(args[0]), args[1:]
+	}
+	record(exe, tool, args)
 	if spec := os.Getenv("FAKESDK_FAIL"); spec != "" {
 		t, sub, _ := strings.Cut(spec, ":")
 		if t == tool && (sub == "" || slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, sub) })) {
@@ -78,12 +85,12 @@ func main() {
 	}
 }
 
-func record(tool string, args []string) {
+func record(exe, tool string, args []string) {
 	path := os.Getenv("FAKESDK_CALLS")
 	if path == "" {
 		return
 	}
-	line, _ := json.Marshal(map[string]any{"tool": tool, "args": args})
+	line, _ := json.Marshal(map[string]any{"exe": exe, "tool": tool, "args": args})
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakesdk:", err)
@@ -258,7 +265,12 @@ func writeOutput(path, magic string, desc any) error {
 	return err
 }
 
-var socs = map[int]string{43: "v73", 57: "v75", 69: "v79", 60: "v73"}
+// isLib reports whether path names library stem in a Linux (libX.so) or
+// Windows (X.dll, libX.dll) layout.
+func isLib(path, stem string) bool {
+	b := filepath.Base(path)
+	return b == "lib"+stem+".so" || b == stem+".dll" || b == "lib"+stem+".dll"
+}
 
 func ctxgen(args []string) error {
 	f, err := parse(args, []string{"--backend", "--model", "--dlc_path", "--binary_file", "--output_dir", "--config_file"}, nil)
@@ -268,13 +280,13 @@ func ctxgen(args []string) error {
 	if err := need(f, "--backend", "--dlc_path", "--binary_file", "--output_dir", "--config_file"); err != nil {
 		return err
 	}
-	if b := f["--backend"][0]; filepath.Base(b) != "libQnnHtp.so" {
+	if b := f["--backend"][0]; !isLib(b, "QnnHtp") {
 		return fmt.Errorf("--backend %s: this test SDK only has the HTP backend", b)
 	} else if _, err := readNonEmpty(b, "backend"); err != nil {
 		return err
 	}
 	if m, ok := f["--model"]; ok {
-		if filepath.Base(m[0]) != "libQnnModelDlc.so" {
+		if !isLib(m[0], "QnnModelDlc") {
 			return fmt.Errorf("--model %s: with --dlc_path the model library must be libQnnModelDlc.so", m[0])
 		}
 		if _, err := readNonEmpty(m[0], "model library"); err != nil {
@@ -325,7 +337,7 @@ func ctxgen(args []string) error {
 		return fmt.Errorf("config file %s: want {\"backend_extensions\": {\"shared_library_path\", \"config_file_path\"}}: %v", f["--config_file"][0], err)
 	}
 	be := outer.BackendExtensions
-	if filepath.Base(be.SharedLibraryPath) != "libQnnHtpNetRunExtensions.so" {
+	if !isLib(be.SharedLibraryPath, "QnnHtpNetRunExtensions") {
 		return fmt.Errorf("shared_library_path %s: want libQnnHtpNetRunExtensions.so", be.SharedLibraryPath)
 	}
 	if _, err := readNonEmpty(be.SharedLibraryPath, "backend extensions library"); err != nil {
@@ -356,11 +368,18 @@ func ctxgen(args []string) error {
 		return fmt.Errorf("backend extensions config: want one device with soc_model")
 	}
 	dev := inner.Devices[0]
-	arch, ok := socs[*dev.SoCModel]
-	if !ok {
-		return fmt.Errorf("soc_model %d unknown", *dev.SoCModel)
+	// Chips in qnnprep's table must carry its dsp_arch; others (given by
+	// --soc-model/--dsp-arch) only a well-formed one.
+	arch := ""
+	for _, s := range qnnpack.SoCs {
+		if s.Model == *dev.SoCModel {
+			arch = s.DSPArch
+		}
 	}
-	if dev.DSPArch != arch {
+	if arch == "" && !regexp.MustCompile(`^v[0-9]+$`).MatchString(dev.DSPArch) {
+		return fmt.Errorf("soc_model %d: dsp_arch %q is not an HTP architecture", *dev.SoCModel, dev.DSPArch)
+	}
+	if arch != "" && dev.DSPArch != arch {
 		return fmt.Errorf("soc_model %d is a %s, but dsp_arch is %q", *dev.SoCModel, arch, dev.DSPArch)
 	}
 	var named []string
