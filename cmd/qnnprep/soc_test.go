@@ -55,8 +55,8 @@ func TestBundleBuildSoCFlags(t *testing.T) {
 		}
 	}
 	for _, flags := range [][]string{
-		{"--soc", "qcs8300"},                     // no dsp_arch in the table
-		{"--soc-model", "99"},                    // without --dsp-arch
+		{"--soc", "qcs8300"},                      // no dsp_arch in the table
+		{"--soc-model", "99"},                     // without --dsp-arch
 		{"--soc-model", "99", "--dsp-arch", "83"}, // not vNN
 		{"--soc", "8elite", "--soc-model", "99", "--dsp-arch", "v83"},
 		{},
