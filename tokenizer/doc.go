@@ -7,7 +7,9 @@
 // A Vocab is independent of any file format. FromGGUF reads the
 // tokenizer.ggml.* keys, FromHF a Hugging Face tokenizer.json directory,
 // FromLlama2c a llama2.c tokenizer.bin; Vocab.GGUFMetadata writes the keys
-// llama.cpp reads. New builds a Tokenizer from a Vocab.
+// llama.cpp reads, WriteHF a Hugging Face tokenizer.json that encodes like
+// this package (checked against Tokenizers.js on every test vocabulary).
+// New builds a Tokenizer from a Vocab.
 //
 // # Encoding
 //

@@ -34,6 +34,7 @@ type hfTokenizerJSON struct {
 		Merges       json.RawMessage  `json:"merges"`
 		IgnoreMerges bool             `json:"ignore_merges"`
 		ByteFallback bool             `json:"byte_fallback"`
+		UnkToken     *string          `json:"unk_token"`
 	} `json:"model"`
 }
 
@@ -41,6 +42,8 @@ type hfAddedToken struct {
 	ID      int64  `json:"id"`
 	Content string `json:"content"`
 	Special bool   `json:"special"`
+	LStrip  bool   `json:"lstrip"`
+	RStrip  bool   `json:"rstrip"`
 }
 
 // hfComponent is a normalizer, pre-tokenizer or post-processor object.
@@ -63,12 +66,17 @@ type hfComponent struct {
 }
 
 // FromHF reads a Hugging Face tokenizer directory: tokenizer.json (a
-// byte-level BPE model) and, when present, tokenizer_config.json (bos/eos/
-// unk/pad tokens, add_bos_token/add_eos_token) and config.json (the
-// vocabulary size the embedding is padded to, and token ids that
-// tokenizer_config.json leaves unset). The pre-tokenizer is identified from
-// the JSON: the Qwen2, Qwen3.5 and Llama 3 Split regexes and plain GPT-2
-// ByteLevel. Added tokens become control tokens when special (or when they
+// byte-level BPE model, or a SentencePiece-style BPE model with byte
+// fallback laid out as Llama 2's) and, when present, tokenizer_config.json
+// (bos/eos/unk/pad tokens, add_bos_token/add_eos_token) and config.json
+// (the vocabulary size the embedding is padded to, and token ids that
+// tokenizer_config.json leaves unset); without them, BOS and EOS are the
+// tokens the post-processor's template adds. The pre-tokenizer is
+// identified from the JSON: every layout WriteHF writes, the Qwen2,
+// Qwen3.5 and Llama 3 Split regexes and plain GPT-2 ByteLevel. A
+// SentencePiece-style model's merges become scores (an earlier merge makes
+// a higher-scoring token), which assumes, as Hugging Face's converter
+// writes them, that every split of a token into two tokens is a merge. Added tokens become control tokens when special (or when they
 // look special, like <|...|>, as llama.cpp's converter decides) and
 // user-defined otherwise; ids without a token are "[PADn]", unused, as the
 // converter writes them.
@@ -93,18 +101,28 @@ func parseHF(data []byte, dir string) (*Vocab, error) {
 	if tj.Model.Type != "BPE" {
 		return nil, fmt.Errorf("model type %q: only byte-level BPE tokenizers are supported", tj.Model.Type)
 	}
+	model, pre, addSpacePrefix := ModelBPE, "", false
 	if tj.Model.ByteFallback {
-		return nil, fmt.Errorf("BPE with byte_fallback (SentencePiece-style) is not supported; convert it to GGUF with llama.cpp and use FromGGUF")
+		model, pre = ModelSPM, "default"
+		var err error
+		if addSpacePrefix, err = hfSPMNormalizer(tj.Normalizer, tj.PreTokenizer); err != nil {
+			return nil, err
+		}
+	} else if name, ok := hfPreTokenizerName(tj.Normalizer, tj.PreTokenizer); ok {
+		pre = name // as WriteHF writes it
+	} else {
+		if err := checkHFNormalizer(tj.Normalizer); err != nil {
+			return nil, err
+		}
+		var err error
+		if pre, err = hfPreTokenizer(tj.PreTokenizer); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkHFNormalizer(tj.Normalizer); err != nil {
-		return nil, err
-	}
-	pre, err := hfPreTokenizer(tj.PreTokenizer)
-	if err != nil {
-		return nil, err
-	}
-	if ignore := preTokenizers[pre].ignoreMerges; ignore != tj.Model.IgnoreMerges {
-		return nil, fmt.Errorf("pre-tokenizer %s with ignore_merges=%v is not supported (want %v)", pre, tj.Model.IgnoreMerges, ignore)
+	if model == ModelBPE {
+		if ignore := preTokenizers[pre].ignoreMerges; ignore != tj.Model.IgnoreMerges {
+			return nil, fmt.Errorf("pre-tokenizer %s with ignore_merges=%v is not supported (want %v)", pre, tj.Model.IgnoreMerges, ignore)
+		}
 	}
 	merges, err := hfMerges(tj.Model.Merges)
 	if err != nil {
@@ -134,11 +152,12 @@ func parseHF(data []byte, dir string) (*Vocab, error) {
 		return nil, fmt.Errorf("%d ids for %d tokens: too many unused ids (vocab_size or a token id too large)", n, defined)
 	}
 	v := &Vocab{
-		Model: ModelBPE, Pre: pre,
+		Model: model, Pre: pre,
 		Tokens: make([]string, n),
 		Types:  make([]int32, n),
 		Merges: merges,
 		BOS:    -1, EOS: -1, UNK: -1, PAD: -1,
+		AddSpacePrefix: addSpacePrefix,
 	}
 	set := make([]bool, n)
 	for s, id := range tj.Model.Vocab {
@@ -146,20 +165,43 @@ func parseHF(data []byte, dir string) (*Vocab, error) {
 			return nil, fmt.Errorf("vocab tokens %q and %q share id %d", v.Tokens[id], s, id)
 		}
 		v.Tokens[id], v.Types[id], set[id] = s, TypeNormal, true
+		if _, ok := parseByteToken(s); ok && model == ModelSPM {
+			v.Types[id] = TypeByte
+		}
+	}
+	if model == ModelSPM && tj.Model.UnkToken != nil {
+		id, ok := tj.Model.Vocab[*tj.Model.UnkToken]
+		if !ok {
+			return nil, fmt.Errorf("model.unk_token %q is not in model.vocab", *tj.Model.UnkToken)
+		}
+		v.UNK, v.Types[id] = int32(id), TypeUnknown
 	}
 	for _, a := range tj.AddedTokens {
 		text, typ := a.Content, TypeUserDefined
-		if a.Special || looksSpecial(text) {
+		switch {
+		case int32(a.ID) == v.UNK:
+			typ = TypeUnknown
+		case a.Special || looksSpecial(text):
 			typ = TypeControl
-		} else {
+		case model == ModelBPE:
 			text = strings.ReplaceAll(text, "▁", " ")
 		}
 		v.Tokens[a.ID], v.Types[a.ID], set[a.ID] = text, typ, true
+		if a.LStrip {
+			v.LStrip = append(v.LStrip, int32(a.ID))
+		}
+		if a.RStrip {
+			v.RStrip = append(v.RStrip, int32(a.ID))
+		}
 	}
 	for i := range v.Tokens {
 		if !set[i] {
 			v.Tokens[i], v.Types[i] = fmt.Sprintf("[PAD%d]", i), TypeUnused
 		}
+	}
+	if model == ModelSPM {
+		v.Scores = spmScores(v.Tokens, merges)
+		v.Merges = nil
 	}
 	if err := applyHFSpecials(v, dir, cfgIDs, tj); err != nil {
 		return nil, err
@@ -399,8 +441,16 @@ func applyHFSpecials(v *Vocab, dir string, ids hfIDs, tj hfTokenizerJSON) error 
 	}
 	// Without explicit flags, the post-processor's template says whether
 	// BOS/EOS are added (Llama 3: TemplateProcessing "<|begin_of_text|> $A").
+	first, last := hfTemplateEnds(tj.PostProcessor)
+	// A tokenizer.json alone (as WriteHF writes it) names BOS and EOS only
+	// in its template.
+	if id, ok := lookup(first); ok && first != "" && v.BOS < 0 {
+		v.BOS = id
+	}
+	if id, ok := lookup(last); ok && last != "" && v.EOS < 0 {
+		v.EOS = id
+	}
 	if addBOS == nil || addEOS == nil {
-		first, last := hfTemplateEnds(tj.PostProcessor)
 		if addBOS == nil {
 			b := first != "" && v.BOS >= 0 && first == v.Tokens[v.BOS]
 			addBOS = &b
@@ -441,4 +491,58 @@ func hfTemplateEnds(raw json.RawMessage) (first, last string) {
 		}
 	}
 	return first, last
+}
+
+// hfSPMNormalizer accepts the SentencePiece layout Hugging Face's Llama 2
+// converter writes (and WriteHF): no pre-tokenizer, and a normalizer that
+// replaces spaces by ▁, with or without a ▁ prepended first. It reports
+// whether ▁ is prepended.
+func hfSPMNormalizer(normalizer, pre json.RawMessage) (bool, error) {
+	if !isJSONNull(pre) {
+		return false, fmt.Errorf("SentencePiece-style tokenizer (BPE with byte_fallback) with a pre_tokenizer is not supported (only a Prepend/Replace normalizer)")
+	}
+	var c struct {
+		Type        string
+		Normalizers []struct {
+			Type    string
+			Prepend string
+			Content string
+			Pattern struct{ String *string }
+		}
+	}
+	if err := json.Unmarshal(normalizer, &c); err != nil {
+		return false, fmt.Errorf("normalizer: %w", err)
+	}
+	n := c.Normalizers
+	prepend := len(n) == 2 && n[0].Type == "Prepend" && n[0].Prepend == "▁"
+	if prepend {
+		n = n[1:]
+	}
+	if c.Type != "Sequence" || len(n) != 1 || n[0].Type != "Replace" || n[0].Pattern.String == nil ||
+		*n[0].Pattern.String != " " || n[0].Content != "▁" {
+		return false, fmt.Errorf("SentencePiece-style tokenizer (BPE with byte_fallback): want a normalizer Sequence of Prepend(\"▁\") and Replace(\" \", \"▁\")")
+	}
+	return prepend, nil
+}
+
+// spmScores turns BPE merge ranks into SentencePiece scores: a token made
+// by an earlier merge scores higher. Tokens no merge makes score below all
+// others.
+func spmScores(tokens []string, merges []string) []float32 {
+	ids := make(map[string]int, len(tokens))
+	for i, s := range tokens {
+		ids[s] = i
+	}
+	scores := make([]float32, len(tokens))
+	for i := range scores {
+		scores[i] = -float32(len(merges)) - 1
+	}
+	made := make([]bool, len(tokens))
+	for rank, m := range merges {
+		l, r, _ := splitMerge(m)
+		if id, ok := ids[l+r]; ok && !made[id] {
+			scores[id], made[id] = -float32(rank), true
+		}
+	}
+	return scores
 }

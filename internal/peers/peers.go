@@ -1,6 +1,7 @@
 // Package peers finds and calls the reference implementations that qnnprep
 // is checked against in tests and CI (reference/peers.md): llama.cpp through
-// node-llama-cpp, @huggingface/gguf and onnxruntime-node from npm, and
+// node-llama-cpp, @huggingface/gguf, @huggingface/tokenizers and
+// onnxruntime-node from npm, and
 // Debian's python3-onnx; and llama.cpp's own llama-bench, built by
 // llama-bench.sh from the source node-llama-cpp ships.
 //
@@ -28,7 +29,10 @@ const (
 	NodeLlamaCpp    = "node-llama-cpp"
 	HFGGUF          = "@huggingface/gguf"
 	ONNXRuntimeNode = "onnxruntime-node"
-	PythonONNX      = "python3-onnx"
+	// HFTokenizers is Tokenizers.js, an independent reader of Hugging
+	// Face's tokenizer.json.
+	HFTokenizers = "@huggingface/tokenizers"
+	PythonONNX   = "python3-onnx"
 	// LlamaBenchBin is llama.cpp's llama-bench tool (LlamaBenchPath).
 	LlamaBenchBin = "llama-bench"
 )
@@ -39,6 +43,7 @@ var pinned = map[string]string{
 	NodeLlamaCpp:    "3.21.1",
 	HFGGUF:          "0.4.6",
 	ONNXRuntimeNode: "1.30.0",
+	HFTokenizers:    "0.2.0",
 }
 
 // Python is the interpreter with Debian's python3-onnx. A pyenv python3
@@ -92,7 +97,7 @@ var (
 // whether it is installed and usable; the first missing one gives the error.
 func Check(what ...string) error {
 	if len(what) == 0 {
-		what = []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, PythonONNX, LlamaBenchBin}
+		what = []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, HFTokenizers, PythonONNX, LlamaBenchBin}
 	}
 	for _, w := range what {
 		key := w + "\x00" + os.Getenv(EnvDir) + "\x00" + os.Getenv(EnvLlamaBench)
@@ -123,7 +128,7 @@ func check(what string) error {
 		return nil
 	case LlamaBenchBin:
 		return checkLlamaBench()
-	case NodeLlamaCpp, HFGGUF, ONNXRuntimeNode:
+	case NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, HFTokenizers:
 	default:
 		return fmt.Errorf("peers: unknown peer %q", what)
 	}

@@ -285,7 +285,7 @@ func TestORTLibrary(t *testing.T) {
 
 func TestCheckMissing(t *testing.T) {
 	t.Setenv(EnvDir, t.TempDir())
-	for _, w := range []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode} {
+	for _, w := range []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, HFTokenizers} {
 		err := Check(w)
 		if err == nil || !strings.Contains(err.Error(), "peer "+w+" not installed") {
 			t.Errorf("Check(%s) with an empty peers dir: %v", w, err)
