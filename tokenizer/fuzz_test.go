@@ -95,6 +95,13 @@ func FuzzParseHF(f *testing.F) {
 		"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a","b"]]}}`))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"Ġ":0},"merges":[]},"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},{"type":"ByteLevel"}]}}`))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":16777215}},"pre_tokenizer":{"type":"ByteLevel"}}`))
+	for _, v := range fuzzVocabs {
+		data, err := WriteHF(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := parseHF(data, dir)
@@ -109,14 +116,18 @@ func FuzzParseHF(f *testing.F) {
 	})
 }
 
+var fuzzVocabs = []*Vocab{
+	{Model: ModelBPE, Pre: "qwen2", Tokens: []string{"a", "b", "ab", "<|x|>"}, Types: []int32{1, 1, 1, 3}, Merges: []string{"a b"}, BOS: -1, EOS: 3, UNK: -1, PAD: -1},
+	{Model: ModelSPM, Pre: "default", Tokens: []string{"<unk>", "<s>", "</s>", "▁", "a", "▁a", "<0x62>"}, Scores: []float32{0, 0, 0, -1, -2, -0.5, 0},
+		Types: []int32{2, 3, 3, 1, 1, 1, 6}, BOS: 1, EOS: 2, UNK: 0, PAD: -1, AddBOS: true, AddSpacePrefix: true},
+}
+
 // FuzzFromGGUF: any GGUF the gguf package accepts gives a vocab or an error
-// from FromGGUF, and a vocab it accepts tokenizes without panicking.
+// from FromGGUF, and a vocab it accepts tokenizes without panicking and
+// gives a tokenizer.json (or an error) that reads back.
 func FuzzFromGGUF(f *testing.F) {
-	for _, v := range []*Vocab{
-		{Model: ModelBPE, Pre: "qwen2", Tokens: []string{"a", "b", "ab", "<|x|>"}, Types: []int32{1, 1, 1, 3}, Merges: []string{"a b"}, BOS: -1, EOS: 3, UNK: -1, PAD: -1},
-		{Model: ModelSPM, Pre: "default", Tokens: []string{"<unk>", "<s>", "</s>", "▁", "a", "▁a", "<0x62>"}, Scores: []float32{0, 0, 0, -1, -2, -0.5, 0},
-			Types: []int32{2, 3, 3, 1, 1, 1, 6}, BOS: 1, EOS: 2, UNK: 0, PAD: -1, AddBOS: true, AddSpacePrefix: true},
-	} {
+	dir := f.TempDir()
+	for _, v := range fuzzVocabs {
 		var buf bytes.Buffer
 		w := &gguf.Writer{Metadata: v.GGUFMetadata()}
 		if _, err := w.WriteTo(&buf); err != nil {
@@ -124,8 +135,8 @@ func FuzzFromGGUF(f *testing.F) {
 		}
 		f.Add(buf.Bytes())
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		file, err := gguf.Parse(bytes.NewReader(data), int64(len(data)), "fuzz.gguf")
+	f.Fuzz(func(t *testing.T, in []byte) {
+		file, err := gguf.Parse(bytes.NewReader(in), int64(len(in)), "fuzz.gguf")
 		if err != nil {
 			return
 		}
@@ -138,6 +149,17 @@ func FuzzFromGGUF(f *testing.F) {
 			t.Fatalf("FromGGUF vocab rejected by New: %v", err)
 		}
 		tok.Decode(tok.Encode(" ab b<|x|> ", true))
+		data, err := WriteHF(v)
+		if err != nil {
+			return
+		}
+		back, err := parseHF(data, dir)
+		if err != nil {
+			t.Fatalf("WriteHF output does not read back: %v", err)
+		}
+		if len(back.Tokens) != len(v.Tokens) || back.AddBOS != v.AddBOS {
+			t.Fatalf("read back %d tokens, AddBOS %v; wrote %d, %v", len(back.Tokens), back.AddBOS, len(v.Tokens), v.AddBOS)
+		}
 	})
 }
 
