@@ -14,7 +14,7 @@ import (
 // with --dsp-arch for a chip the table lacks, reach the bundle's HTP
 // config and every context-binary command's config (the fake SDK records
 // what it compiled for); conflicting or incomplete choices are usage
-// errors.
+// errors. bundle verify --json prints the manifest.
 func TestBundleBuildSoCFlags(t *testing.T) {
 	dir := t.TempDir()
 	planPath, graphs := storiesBundleInputs(t, dir)
@@ -42,6 +42,16 @@ func TestBundleBuildSoCFlags(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(out, qnnpack.HTPExtConfigName))
 		if err := json.Unmarshal(b, &ext); err != nil || len(ext.Devices) != 1 || ext.Devices[0].SoCModel != tt.model || ext.Devices[0].DSPArch != tt.arch {
 			t.Errorf("%v: %s: %s", tt.flags, qnnpack.HTPExtConfigName, b)
+		}
+		if i == 0 {
+			// bundle verify prints a line, or with --json the manifest.
+			var code int
+			line := captureStdout(t, func() { code = run([]string{"bundle", "verify", out}) })
+			js := captureStdout(t, func() { code += run([]string{"bundle", "verify", "--json", out}) })
+			var m qnnpack.Manifest
+			if code != 0 || !strings.Contains(line, "OK") || json.Valid([]byte(line)) || json.Unmarshal([]byte(js), &m) != nil || m.SoC != "8gen3" {
+				t.Errorf("bundle verify: exit %d:\n%s\n--json:\n%s", code, line, js)
+			}
 		}
 		for _, bin := range []string{"llama_01_of_02.bin", "llama_02_of_02.bin"} {
 			var desc struct {
