@@ -50,7 +50,7 @@ func TestBadInputs(t *testing.T) {
 		{"unsupported architecture", hf(tinyQwen3, func(c *hfCkpt) {
 			c.config["model_type"] = "mistral"
 			c.config["architectures"] = []string{"MistralForCausalLM"}
-		}), []string{"config.json", "unsupported architecture mistral", "supported: llama, qwen2, qwen3, qwen3_next, qwen3_5"}},
+		}), []string{"config.json", "unsupported architecture mistral", "supported: llama, qwen2, qwen3, qwen3_5, qwen3_next"}},
 		{"no model type", hf(tinyQwen3, func(c *hfCkpt) {
 			delete(c.config, "model_type")
 			delete(c.config, "architectures")
@@ -132,7 +132,7 @@ func TestBadInputs(t *testing.T) {
 		}, []string{"x.gguf"}},
 		{"gguf unsupported architecture", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
 			md.Set("general.architecture", "gpt2")
-		}), []string{"m.gguf", "unsupported architecture gpt2 (supported: llama, qwen2, qwen3, qwen3next, qwen35)"}},
+		}), []string{"m.gguf", "unsupported architecture gpt2 (supported: llama, qwen2, qwen3, qwen35, qwen3next)"}},
 		{"gguf moe architecture", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
 			md.Set("general.architecture", "qwen35moe")
 		}), []string{"m.gguf", "unsupported: mixture-of-experts"}},

@@ -5,15 +5,8 @@
 package model
 
 // Arch is a supported architecture, named as GGUF's general.architecture.
+// Each has a file of its own (see Architecture).
 type Arch string
-
-const (
-	Llama     Arch = "llama"
-	Qwen2     Arch = "qwen2"
-	Qwen3     Arch = "qwen3"
-	Qwen3Next Arch = "qwen3next"
-	Qwen35    Arch = "qwen35"
-)
 
 // LayerKind says what mixes tokens in a layer.
 type LayerKind uint8

@@ -78,8 +78,8 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 	if !ok {
 		return Config{}, errors.New("missing key general.architecture")
 	}
-	arch := Arch(archName)
-	if !arch.supported() {
+	a, ok := Lookup(Arch(archName))
+	if !ok {
 		if strings.Contains(archName, "moe") {
 			return Config{}, fmt.Errorf("unsupported: mixture-of-experts (architecture %s; supported: %s)", archName, supportedList())
 		}
@@ -90,7 +90,8 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 	if n := r.int(p+"expert_count", 0, false); n > 0 {
 		return Config{}, fmt.Errorf("unsupported: mixture-of-experts (%sexpert_count = %d)", p, n)
 	}
-	c := Config{Arch: arch}
+	f := a.Features()
+	c := Config{Arch: a.Name()}
 	c.Hidden = r.int(p+"embedding_length", 0, true)
 	blocks := r.int(p+"block_count", 0, true)
 	nextn := r.int(p+"nextn_predict_layers", 0, false)
@@ -120,11 +121,10 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 	c.BOS = tokenID(md, "tokenizer.ggml.bos_token_id")
 	c.EOS = tokenID(md, "tokenizer.ggml.eos_token_id")
 
-	c.RopeNeox = arch != Llama // qwen35's IMROPE is NEOX for text
-	c.QKVBias = arch == Qwen2
-	c.QKNorm = arch == Qwen3 || arch == Qwen3Next || arch == Qwen35
-	hybrid := arch == Qwen3Next || arch == Qwen35
-	c.AttnOutputGate = hybrid
+	c.RopeNeox = !f.NormRope // qwen35's IMROPE is NEOX for text
+	c.QKVBias = f.QKVBias
+	c.QKNorm = f.QKNorm
+	c.AttnOutputGate = f.GatedAttention
 	if len(r.errs) == 0 && (c.Layers < 1 || c.Layers > maxLayers) {
 		r.errs = append(r.errs, fmt.Sprintf("%d layers (block_count %d - nextn_predict_layers %d), want 1..%d", c.Layers, blocks, nextn, maxLayers))
 	}
@@ -132,7 +132,7 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 		return Config{}, errors.New(strings.Join(r.errs, "; "))
 	}
 	c.LayerKinds = make([]LayerKind, c.Layers)
-	if hybrid {
+	if f.DeltaNet {
 		c.ConvKernel = r.int(p+"ssm.conv_kernel", 0, true)
 		c.SSMKeyDim = r.int(p+"ssm.state_size", 0, true)
 		c.SSMKeyHeads = r.int(p+"ssm.group_count", 0, true)
@@ -143,7 +143,7 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 		} else if len(r.errs) == 0 {
 			r.errs = append(r.errs, fmt.Sprintf("%sssm.inner_size %d not a multiple of ssm.time_step_rank %d", p, inner, c.SSMValueHeads))
 		}
-		c.SSMTiledHeads = arch == Qwen35
+		c.SSMTiledHeads = f.TiledValueHeads
 		if v, ok := md.Get(p + "attention.recurrent_layers"); ok {
 			rec, ok := v.([]bool)
 			if !ok || len(rec) < c.Layers {
@@ -168,17 +168,7 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 			}
 		}
 	}
-	if arch == Qwen35 {
-		secs, ok := md.Int32s(p + "rope.dimension_sections")
-		if !ok || len(secs) < 3 || len(secs) > 4 {
-			r.errs = append(r.errs, fmt.Sprintf("key %srope.dimension_sections: want 4 integers", p))
-		} else {
-			c.MRopeSections = make([]int, 4)
-			for i, s := range secs {
-				c.MRopeSections[i] = int(s)
-			}
-		}
-	}
+	a.parseGGUF(r, p, &c)
 	if len(r.errs) > 0 {
 		return Config{}, errors.New(strings.Join(r.errs, "; "))
 	}
@@ -236,7 +226,8 @@ func (m *Model) GGUFMetadata() gguf.Metadata {
 	md.Set(p+"attention.layer_norm_rms_epsilon", c.RMSEps)
 	md.Set(p+"rope.freq_base", float32(c.RopeTheta))
 	u("rope.dimension_count", c.RopeDim)
-	if c.Arch == Qwen3Next || c.Arch == Qwen35 {
+	a, _ := Lookup(c.Arch)
+	if a.Features().DeltaNet {
 		u("ssm.conv_kernel", c.ConvKernel)
 		u("ssm.state_size", c.SSMKeyDim)
 		u("ssm.group_count", c.SSMKeyHeads)
@@ -252,13 +243,7 @@ func (m *Model) GGUFMetadata() gguf.Metadata {
 			md.Set(p+"attention.recurrent_layers", rec)
 		}
 	}
-	if c.Arch == Qwen35 {
-		secs := make([]int32, len(c.MRopeSections))
-		for i, s := range c.MRopeSections {
-			secs[i] = int32(s)
-		}
-		md.Set(p+"rope.dimension_sections", secs)
-	}
+	a.writeGGUF(c, &md, p)
 	return md
 }
 
@@ -332,9 +317,8 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 		}
 		byName[ti.Name] = ggufTensor(f, ti)
 	}
-	if cfg.Arch == Qwen3Next {
-		problems = splitQwen3NextGGUF(&cfg, byName, skip, problems)
-	}
+	a, _ := Lookup(cfg.Arch)
+	problems = a.fromGGUF(&cfg, byName, skip, problems)
 	ordered, problems := arrange(cfg, byName, skip, problems)
 	if err := problemError(f.Path, problems); err != nil {
 		return nil, err
@@ -374,36 +358,6 @@ func blockIndex(name string) (int, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-// splitQwen3NextGGUF presents llama.cpp's qwen3next ssm_ba (and the
-// legacy ssm_in) as the split tensors every qwen3next model has here:
-// ssm_beta/ssm_alpha (and attn_qkv/attn_gate).
-func splitQwen3NextGGUF(cfg *Config, byName map[string]*Tensor, skip map[string]bool, problems []string) []string {
-	for i, k := range cfg.LayerKinds {
-		if k != DeltaNet {
-			continue
-		}
-		if src := byName[blk(i, "ssm_ba.weight")]; src != nil && byName[blk(i, "ssm_beta.weight")] == nil &&
-			byName[blk(i, "ssm_alpha.weight")] == nil {
-			delete(byName, src.Name)
-			hv := int64(cfg.SSMValueHeads)
-			problems = splitRows(src, []int64{int64(cfg.Hidden), 2 * hv}, []split{
-				{blk(i, "ssm_beta.weight"), hv, func() []int { b, _ := baRows(cfg); return b }},
-				{blk(i, "ssm_alpha.weight"), hv, func() []int { _, a := baRows(cfg); return a }},
-			}, byName, skip, problems)
-		}
-		if src := byName[blk(i, "ssm_in.weight")]; src != nil && byName[blk(i, "attn_qkv.weight")] == nil &&
-			byName[blk(i, "attn_gate.weight")] == nil {
-			delete(byName, src.Name)
-			conv, value := int64(cfg.ConvDim()), int64(cfg.SSMValueHeads*cfg.SSMValueDim)
-			problems = splitRows(src, []int64{int64(cfg.Hidden), conv + value}, []split{
-				{blk(i, "attn_qkv.weight"), conv, func() []int { qkv, _ := qkvzRows(cfg); return qkv }},
-				{blk(i, "attn_gate.weight"), value, func() []int { _, z := qkvzRows(cfg); return z }},
-			}, byName, skip, problems)
-		}
-	}
-	return problems
 }
 
 // split is one output of splitRows: a name, its row count and the source

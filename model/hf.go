@@ -60,6 +60,7 @@ func hfType(d safetensors.Dtype) (gguf.Type, bool) {
 // hfMapper maps Hugging Face tensors to canonical ones.
 type hfMapper struct {
 	cfg      *Config
+	f        Features
 	byName   map[string]*Tensor
 	skip     map[string]bool
 	problems []string
@@ -80,16 +81,17 @@ func (h *hfMapper) add(name string, t *Tensor) {
 
 // fromHF builds the canonical model over an open safetensors checkpoint.
 func fromHF(dir string, cfg Config, st *safetensors.Model) (*Model, error) {
+	f := cfg.Arch.Features()
 	prefix := "model."
-	if cfg.Arch == Qwen35 {
+	if p := f.HFTextPrefix; p != "" {
 		for _, ti := range st.Tensors {
-			if strings.HasPrefix(ti.Name, "model.language_model.") {
-				prefix = "model.language_model."
+			if strings.HasPrefix(ti.Name, p) {
+				prefix = p
 				break
 			}
 		}
 	}
-	h := &hfMapper{cfg: &cfg, byName: make(map[string]*Tensor, len(st.Tensors)), skip: map[string]bool{}}
+	h := &hfMapper{cfg: &cfg, f: f, byName: make(map[string]*Tensor, len(st.Tensors)), skip: map[string]bool{}}
 	for i := range st.Tensors {
 		ti := &st.Tensors[i]
 		name := ti.Name
@@ -152,48 +154,54 @@ func (h *hfMapper) layer(rest string, t *Tensor) {
 		h.problem("unexpected tensor %s", t.src)
 		return
 	}
-	zc := c.Arch == Qwen3Next || c.Arch == Qwen35
-	b := func(s string) string { return blk(n, s) }
-	switch sub {
-	case "input_layernorm.weight":
-		h.add(b("attn_norm.weight"), h.norm(t))
-	case "post_attention_layernorm.weight":
-		if zc {
-			h.add(b("post_attention_norm.weight"), h.norm(t))
-		} else {
-			h.add(b("ffn_norm.weight"), t)
+	if name, ok := hfLayerNames[sub]; ok {
+		if name == "ffn_norm.weight" && h.f.PostAttentionNorm {
+			name = "post_attention_norm.weight"
 		}
-	case "self_attn.q_proj.weight", "self_attn.q_proj.bias":
-		if c.Arch == Llama {
-			t = permuted(t, func() []int { return ropeRows(c.Heads, c.HeadDim) })
-		}
-		h.add(b("attn_q"+suffix(sub)), t)
-	case "self_attn.k_proj.weight", "self_attn.k_proj.bias":
-		if c.Arch == Llama {
-			t = permuted(t, func() []int { return ropeRows(c.KVHeads, c.HeadDim) })
-		}
-		h.add(b("attn_k"+suffix(sub)), t)
-	case "self_attn.v_proj.weight", "self_attn.v_proj.bias":
-		h.add(b("attn_v"+suffix(sub)), t)
-	case "self_attn.o_proj.weight", "self_attn.o_proj.bias":
-		h.add(b("attn_output"+suffix(sub)), t)
-	case "self_attn.q_norm.weight":
-		h.add(b("attn_q_norm.weight"), h.norm(t))
-	case "self_attn.k_norm.weight":
-		h.add(b("attn_k_norm.weight"), h.norm(t))
-	case "mlp.gate_proj.weight":
-		h.add(b("ffn_gate.weight"), t)
-	case "mlp.up_proj.weight":
-		h.add(b("ffn_up.weight"), t)
-	case "mlp.down_proj.weight":
-		h.add(b("ffn_down.weight"), t)
-	default:
-		if !strings.HasPrefix(sub, "linear_attn.") || c.LayerKinds[n] != DeltaNet {
-			h.problem("unexpected tensor %s", t.src)
-			return
-		}
-		h.deltaNet(n, strings.TrimPrefix(sub, "linear_attn."), t)
+		h.add(blk(n, name), h.transform(name, t))
+		return
 	}
+	if !strings.HasPrefix(sub, "linear_attn.") || c.LayerKinds[n] != DeltaNet {
+		h.problem("unexpected tensor %s", t.src)
+		return
+	}
+	h.deltaNet(n, strings.TrimPrefix(sub, "linear_attn."), t)
+}
+
+// hfLayerNames maps the attention-layer tensors of a transformers
+// checkpoint (after "layers.N.") to llama.cpp's names (after "blk.N.").
+var hfLayerNames = map[string]string{
+	"input_layernorm.weight":          "attn_norm.weight",
+	"post_attention_layernorm.weight": "ffn_norm.weight",
+	"self_attn.q_proj.weight":         "attn_q.weight",
+	"self_attn.q_proj.bias":           "attn_q.bias",
+	"self_attn.k_proj.weight":         "attn_k.weight",
+	"self_attn.k_proj.bias":           "attn_k.bias",
+	"self_attn.v_proj.weight":         "attn_v.weight",
+	"self_attn.v_proj.bias":           "attn_v.bias",
+	"self_attn.o_proj.weight":         "attn_output.weight",
+	"self_attn.o_proj.bias":           "attn_output.bias",
+	"self_attn.q_norm.weight":         "attn_q_norm.weight",
+	"self_attn.k_norm.weight":         "attn_k_norm.weight",
+	"mlp.gate_proj.weight":            "ffn_gate.weight",
+	"mlp.up_proj.weight":              "ffn_up.weight",
+	"mlp.down_proj.weight":            "ffn_down.weight",
+}
+
+// transform applies what llama.cpp's converter does to the tensor it
+// writes as blk.N.name: +1 on zero-centred norms, the NORM-rope row
+// permutation of q and k.
+func (h *hfMapper) transform(name string, t *Tensor) *Tensor {
+	c := h.cfg
+	switch {
+	case strings.HasSuffix(name, "norm.weight"):
+		return h.norm(t)
+	case h.f.NormRope && strings.HasPrefix(name, "attn_q."):
+		return permuted(t, func() []int { return ropeRows(c.Heads, c.HeadDim) })
+	case h.f.NormRope && strings.HasPrefix(name, "attn_k."):
+		return permuted(t, func() []int { return ropeRows(c.KVHeads, c.HeadDim) })
+	}
+	return t
 }
 
 func suffix(sub string) string { return sub[strings.LastIndexByte(sub, '.'):] }
@@ -205,7 +213,7 @@ func (h *hfMapper) deltaNet(n int, sub string, t *Tensor) {
 	b := func(s string) string { return blk(n, s) }
 	// qwen35 with Hk ≠ Hv: value heads move from grouped to tiled order.
 	var order func() []int
-	if c.Arch == Qwen35 && c.SSMKeyHeads != c.SSMValueHeads {
+	if c.SSMTiledHeads && c.SSMKeyHeads != c.SSMValueHeads {
 		order = func() []int { return tiledHeads(c.SSMKeyHeads, c.SSMValueHeads) }
 	}
 	reorder := func(t *Tensor, rows func() []int) *Tensor {
@@ -261,11 +269,11 @@ func (h *hfMapper) deltaNet(n int, sub string, t *Tensor) {
 	}
 }
 
-// norm is a canonical RMSNorm weight: for qwen3next/qwen35 the checkpoint
-// holds w−1 (HF computes x̂·(1+w)), so add 1 in float32 and store F32 as
-// llama.cpp's converter does; other architectures pass through.
+// norm is a canonical RMSNorm weight: with zero-centred norms the
+// checkpoint holds w−1 (HF computes x̂·(1+w)), so add 1 in float32 and
+// store F32 as llama.cpp's converter does; otherwise it passes through.
 func (h *hfMapper) norm(t *Tensor) *Tensor {
-	if h.cfg.Arch != Qwen3Next && h.cfg.Arch != Qwen35 {
+	if !h.f.ZeroCentredNorms {
 		return t
 	}
 	return floatMap(t, nil, func(v []float32) {

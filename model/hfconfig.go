@@ -9,21 +9,6 @@ import (
 	"strings"
 )
 
-// Hugging Face model_type and architectures[0] values that map to a
-// supported architecture.
-var (
-	hfModelTypes = map[string]Arch{
-		"llama": Llama, "qwen2": Qwen2, "qwen3": Qwen3, "qwen3_next": Qwen3Next,
-		"qwen3_5": Qwen35, "qwen3_5_text": Qwen35,
-	}
-	hfClasses = map[string]Arch{
-		"LlamaForCausalLM": Llama, "Qwen2ForCausalLM": Qwen2, "Qwen3ForCausalLM": Qwen3,
-		"Qwen3NextForCausalLM": Qwen3Next, "Qwen3_5ForConditionalGeneration": Qwen35, "Qwen3_5ForCausalLM": Qwen35,
-	}
-)
-
-const hfSupported = "llama, qwen2, qwen3, qwen3_next, qwen3_5"
-
 // hfJSON reads config.json values, looking in text_config first (the
 // language model of a multimodal wrapper) and then at the top level.
 type hfJSON struct {
@@ -207,12 +192,12 @@ func parseHFConfig(data []byte) (Config, error) {
 			return Config{}, fmt.Errorf("unsupported: mixture-of-experts (%s)", s)
 		}
 	}
-	arch, ok := hfModelTypes[modelType]
+	a, ok := hfByType(modelType)
 	if !ok {
-		arch, ok = hfModelTypes[textType]
+		a, ok = hfByType(textType)
 	}
 	if !ok && modelType == "" {
-		arch, ok = hfClasses[class]
+		a, ok = hfByClass(class)
 	}
 	if !ok {
 		name := modelType
@@ -220,13 +205,13 @@ func parseHFConfig(data []byte) (Config, error) {
 			name = class
 		}
 		if name == "" {
-			return Config{}, fmt.Errorf("no model_type or architectures (supported: %s)", hfSupported)
+			return Config{}, fmt.Errorf("no model_type or architectures (supported: %s)", hfSupportedList())
 		}
-		return Config{}, fmt.Errorf("unsupported architecture %s (supported: %s)", name, hfSupported)
+		return Config{}, fmt.Errorf("unsupported architecture %s (supported: %s)", name, hfSupportedList())
 	}
-	hybrid := arch == Qwen3Next || arch == Qwen35
+	f := a.Features()
 
-	c := Config{Arch: arch}
+	c := Config{Arch: a.Name()}
 	c.VocabSize = j.int("vocab_size", 0, true)
 	c.Hidden = j.int("hidden_size", 0, true)
 	c.Layers = j.int("num_hidden_layers", 0, true)
@@ -234,63 +219,35 @@ func parseHFConfig(data []byte) (Config, error) {
 	c.Heads = j.int("num_attention_heads", 0, true)
 	c.KVHeads = j.int("num_key_value_heads", c.Heads, false)
 	// head_dim defaults as in each transformers config class.
-	defHead := 0
-	switch {
-	case arch == Qwen3:
-		defHead = 128
-	case hybrid:
-		defHead = 256
-	case c.Heads > 0:
+	defHead := f.DefaultHeadDim
+	if defHead == 0 && c.Heads > 0 {
 		defHead = c.Hidden / c.Heads
 	}
 	c.HeadDim = j.int("head_dim", defHead, false)
-	defCtx := 32768
-	if arch == Llama {
-		defCtx = 2048
-	}
-	c.ContextLength = j.int("max_position_embeddings", defCtx, false)
+	c.ContextLength = j.int("max_position_embeddings", f.DefaultContext, false)
 	c.RMSEps = float32(j.float("rms_norm_eps", 1e-6))
 	// GGUF stores the rope base as float32; round here so both sources
 	// give the same Config.
 	c.RopeTheta = float64(float32(j.ropeFloat("rope_theta", 10000)))
-	defPartial := 1.0
-	if hybrid {
-		defPartial = 0.25
+	defPartial := f.DefaultPartialRotary
+	if defPartial == 0 {
+		defPartial = 1
 	}
 	partial := j.ropeFloat("partial_rotary_factor", defPartial)
 	c.RopeDim = int(float64(c.HeadDim) * partial)
-	c.RopeNeox = arch != Llama // llama q/k are permuted to ggml's NORM layout
+	c.RopeNeox = !f.NormRope
 	c.TiedEmbeddings = j.bool("tie_word_embeddings", false)
 	c.BOS = j.tokenID("bos_token_id")
 	c.EOS = j.tokenID("eos_token_id")
-	c.QKVBias = arch == Qwen2 || j.bool("attention_bias", false)
-	c.QKNorm = arch == Qwen3 || hybrid
-	c.AttnOutputGate = hybrid
+	c.QKVBias = f.QKVBias || j.bool("attention_bias", false)
+	c.QKNorm = f.QKNorm
+	c.AttnOutputGate = f.GatedAttention
 
 	if n := j.int("num_local_experts", 0, false); n > 0 {
 		return Config{}, fmt.Errorf("unsupported: mixture-of-experts (num_local_experts = %d)", n)
 	}
-	if arch == Qwen3Next {
-		// A Qwen3-Next layer is MoE unless listed in mlp_only_layers or
-		// skipped by decoder_sparse_step; num_experts defaults to 512.
-		experts := j.int("num_experts", 512, false)
-		step := j.int("decoder_sparse_step", 1, false)
-		only := map[int]bool{}
-		if l, ok := j.get("mlp_only_layers"); ok {
-			list, _ := l.([]any)
-			for _, v := range list {
-				if n, ok := asInt(v); ok {
-					only[n] = true
-				}
-			}
-		}
-		for i := 0; i < c.Layers && i < maxLayers; i++ {
-			if experts > 0 && !only[i] && step > 0 && (i+1)%step == 0 {
-				return Config{}, fmt.Errorf("unsupported: mixture-of-experts (num_experts = %d, layer %d)", experts, i)
-			}
-		}
-	} else if n := j.int("num_experts", 0, false); n > 0 {
-		return Config{}, fmt.Errorf("unsupported: mixture-of-experts (num_experts = %d)", n)
+	if err := hfExperts(j, f.DefaultExperts, c.Layers); err != nil {
+		return Config{}, err
 	}
 	if len(j.errs) > 0 {
 		return Config{}, errors.New(strings.Join(j.errs, "; "))
@@ -314,15 +271,15 @@ func parseHFConfig(data []byte) (Config, error) {
 		for i, e := range list {
 			switch s, _ := e.(string); {
 			case s == "full_attention":
-			case s == "linear_attention" && hybrid:
+			case s == "linear_attention" && f.DeltaNet:
 				c.LayerKinds[i] = DeltaNet
 			case s == "sliding_attention":
 				return Config{}, fmt.Errorf("unsupported: sliding-window attention (layer_types[%d])", i)
 			default:
-				return Config{}, fmt.Errorf("layer_types[%d]: unsupported layer type %s for %s", i, show(e), arch)
+				return Config{}, fmt.Errorf("layer_types[%d]: unsupported layer type %s for %s", i, show(e), c.Arch)
 			}
 		}
-	} else if hybrid {
+	} else if f.DeltaNet {
 		n := j.int("full_attention_interval", 4, false)
 		if n < 1 {
 			return Config{}, fmt.Errorf("full_attention_interval = %d, want ≥ 1", n)
@@ -333,31 +290,16 @@ func parseHFConfig(data []byte) (Config, error) {
 			}
 		}
 	}
-	if hybrid {
+	if f.DeltaNet {
 		c.ConvKernel = j.int("linear_conv_kernel_dim", 4, false)
 		c.SSMKeyDim = j.int("linear_key_head_dim", 128, false)
 		c.SSMValueDim = j.int("linear_value_head_dim", 128, false)
 		c.SSMKeyHeads = j.int("linear_num_key_heads", 16, false)
 		c.SSMValueHeads = j.int("linear_num_value_heads", 32, false)
-		// Both sources present qwen35 value heads tiled (llama.cpp's order).
-		c.SSMTiledHeads = arch == Qwen35
+		c.SSMTiledHeads = f.TiledValueHeads
 	}
-	if arch == Qwen35 {
-		c.MRopeSections = []int{11, 11, 10, 0}
-		if v, ok := j.rope("mrope_section"); ok {
-			list, _ := v.([]any)
-			if len(list) < 1 || len(list) > 4 {
-				return Config{}, fmt.Errorf("mrope_section: want 3 integers, got %s", show(v))
-			}
-			c.MRopeSections = make([]int, 4)
-			for i, e := range list {
-				n, ok := asInt(e)
-				if !ok {
-					return Config{}, fmt.Errorf("mrope_section: want 3 integers, got %s", show(v))
-				}
-				c.MRopeSections[i] = n
-			}
-		}
+	if err := a.parseHF(j, &c); err != nil {
+		return Config{}, err
 	}
 	if len(j.errs) > 0 {
 		return Config{}, errors.New(strings.Join(j.errs, "; "))
@@ -366,6 +308,32 @@ func parseHFConfig(data []byte) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// hfExperts rejects a mixture-of-experts config: with num_experts (default
+// def) set, a layer has experts unless it is in mlp_only_layers or
+// decoder_sparse_step skips it, as in transformers' Qwen MoE classes.
+func hfExperts(j *hfJSON, def, layers int) error {
+	experts := j.int("num_experts", def, false)
+	if experts <= 0 {
+		return nil
+	}
+	step := j.int("decoder_sparse_step", 1, false)
+	only := map[int]bool{}
+	if l, ok := j.get("mlp_only_layers"); ok {
+		list, _ := l.([]any)
+		for _, v := range list {
+			if n, ok := asInt(v); ok {
+				only[n] = true
+			}
+		}
+	}
+	for i := 0; i < layers && i < maxLayers; i++ {
+		if !only[i] && step > 0 && (i+1)%step == 0 {
+			return fmt.Errorf("unsupported: mixture-of-experts (num_experts = %d, layer %d)", experts, i)
+		}
+	}
+	return nil
 }
 
 // hfRopeScaling handles rope_scaling (or a non-default rope_parameters

@@ -7,26 +7,6 @@ import (
 	"strings"
 )
 
-// Architectures lists the supported architectures.
-var Architectures = []Arch{Llama, Qwen2, Qwen3, Qwen3Next, Qwen35}
-
-func (a Arch) supported() bool {
-	for _, s := range Architectures {
-		if a == s {
-			return true
-		}
-	}
-	return false
-}
-
-func supportedList() string {
-	s := make([]string, len(Architectures))
-	for i, a := range Architectures {
-		s[i] = string(a)
-	}
-	return strings.Join(s, ", ")
-}
-
 // Sanity bounds on hyper-parameters. They are far above any real model and
 // keep tensor lists and shape products small before any file is trusted.
 const (
@@ -49,9 +29,11 @@ func (c *Config) Validate() error {
 			bad("%s = %d, want %d..%d", name, v, lo, hi)
 		}
 	}
-	if !c.Arch.supported() {
+	arch, ok := Lookup(c.Arch)
+	if !ok {
 		return fmt.Errorf("unsupported architecture %q (supported: %s)", c.Arch, supportedList())
 	}
+	f := arch.Features()
 	rng("vocab_size", c.VocabSize, 1, maxVocab)
 	rng("hidden", c.Hidden, 1, maxWidth)
 	rng("layers", c.Layers, 1, maxLayers)
@@ -66,8 +48,8 @@ func (c *Config) Validate() error {
 	if c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
 		bad("rope_dim = %d, want an even number in 2..head_dim (%d)", c.RopeDim, c.HeadDim)
 	}
-	if c.Arch == Llama && c.HeadDim%2 != 0 {
-		bad("head_dim = %d must be even for llama", c.HeadDim)
+	if f.NormRope && c.HeadDim%2 != 0 {
+		bad("head_dim = %d must be even for %s", c.HeadDim, c.Arch)
 	}
 	if !(c.RMSEps > 0) || math.IsInf(float64(c.RMSEps), 0) {
 		bad("rms_eps = %v, want > 0", c.RMSEps)
@@ -78,42 +60,27 @@ func (c *Config) Validate() error {
 	if n := len(c.RopeFreqFactors); n != 0 && n != c.RopeDim/2 {
 		bad("%d rope_freq_factors, want rope_dim/2 = %d", n, c.RopeDim/2)
 	}
-	if c.Arch == Qwen35 {
-		if len(c.MRopeSections) != 4 {
-			bad("%d mrope_sections, want 4", len(c.MRopeSections))
-		}
-		sum := 0
-		for _, s := range c.MRopeSections {
-			if s < 0 || s > maxHeadDim {
-				bad("mrope_sections %v out of range", c.MRopeSections)
-				break
-			}
-			sum += s
-		}
-		if sum > c.RopeDim/2 {
-			bad("mrope_sections %v cover %d pairs, more than rope_dim/2 = %d", c.MRopeSections, sum, c.RopeDim/2)
-		}
-	} else if len(c.MRopeSections) != 0 {
+	if !f.MRoPE && len(c.MRopeSections) != 0 {
 		bad("mrope_sections set for %s", c.Arch)
 	}
+	arch.validate(c, bad)
 	if c.BOS < -1 || c.EOS < -1 {
 		bad("bos %d / eos %d, want -1 or a token id", c.BOS, c.EOS)
 	}
 	if len(c.LayerKinds) != c.Layers {
 		bad("%d layer kinds for %d layers", len(c.LayerKinds), c.Layers)
 	}
-	hybrid := c.Arch == Qwen3Next || c.Arch == Qwen35
 	for i, k := range c.LayerKinds {
 		if k != Attention && k != DeltaNet {
 			bad("layer %d: unknown kind %d", i, k)
 			break
 		}
-		if k == DeltaNet && !hybrid {
+		if k == DeltaNet && !f.DeltaNet {
 			bad("layer %d is a deltanet layer, but %s has none", i, c.Arch)
 			break
 		}
 	}
-	if hybrid {
+	if f.DeltaNet {
 		rng("conv_kernel", c.ConvKernel, 1, maxKernel)
 		rng("ssm_key_heads", c.SSMKeyHeads, 1, maxHeads)
 		rng("ssm_value_heads", c.SSMValueHeads, 1, maxHeads)
@@ -122,23 +89,18 @@ func (c *Config) Validate() error {
 		if c.SSMKeyHeads > 0 && c.SSMValueHeads%c.SSMKeyHeads != 0 {
 			bad("ssm_value_heads %d not a multiple of ssm_key_heads %d", c.SSMValueHeads, c.SSMKeyHeads)
 		}
-		if !c.QKNorm || !c.AttnOutputGate {
-			bad("%s needs qk_norm and attn_output_gate", c.Arch)
+		if c.SSMTiledHeads != f.TiledValueHeads {
+			bad("ssm_tiled_heads = %v, want %v for %s", c.SSMTiledHeads, f.TiledValueHeads, c.Arch)
 		}
-		if c.SSMTiledHeads != (c.Arch == Qwen35) {
-			bad("ssm_tiled_heads = %v, want %v for %s", c.SSMTiledHeads, c.Arch == Qwen35, c.Arch)
-		}
-	} else {
-		if c.ConvKernel != 0 || c.SSMKeyHeads != 0 || c.SSMValueHeads != 0 || c.SSMKeyDim != 0 ||
-			c.SSMValueDim != 0 || c.SSMTiledHeads {
-			bad("deltanet sizes set for %s", c.Arch)
-		}
-		if c.AttnOutputGate {
-			bad("attn_output_gate set for %s", c.Arch)
-		}
-		if c.QKNorm != (c.Arch == Qwen3) {
-			bad("qk_norm = %v, want %v for %s", c.QKNorm, c.Arch == Qwen3, c.Arch)
-		}
+	} else if c.ConvKernel != 0 || c.SSMKeyHeads != 0 || c.SSMValueHeads != 0 || c.SSMKeyDim != 0 ||
+		c.SSMValueDim != 0 || c.SSMTiledHeads {
+		bad("deltanet sizes set for %s", c.Arch)
+	}
+	if c.QKNorm != f.QKNorm {
+		bad("qk_norm = %v, want %v for %s", c.QKNorm, f.QKNorm, c.Arch)
+	}
+	if c.AttnOutputGate != f.GatedAttention {
+		bad("attn_output_gate = %v, want %v for %s", c.AttnOutputGate, f.GatedAttention, c.Arch)
 	}
 	if len(errs) > 0 {
 		return errors.New("invalid config: " + strings.Join(errs, "; "))
@@ -179,7 +141,7 @@ func ExpectedTensors(cfg Config) []TensorSpec {
 	if len(cfg.RopeFreqFactors) > 0 {
 		out = append(out, TensorSpec{Name: "rope_freqs.weight", Dims: []int64{int64(cfg.RopeDim / 2)}, Optional: true})
 	}
-	hybrid := cfg.Arch == Qwen3Next || cfg.Arch == Qwen35
+	f := cfg.Arch.Features()
 	for i, kind := range cfg.LayerKinds {
 		add(blk(i, "attn_norm.weight"), H)
 		if kind == DeltaNet {
@@ -219,7 +181,7 @@ func ExpectedTensors(cfg Config) []TensorSpec {
 				add(blk(i, "attn_k_norm.weight"), D)
 			}
 		}
-		if hybrid {
+		if f.PostAttentionNorm {
 			add(blk(i, "post_attention_norm.weight"), H)
 		} else {
 			add(blk(i, "ffn_norm.weight"), H)
