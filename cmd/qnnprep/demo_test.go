@@ -110,7 +110,7 @@ func TestDemoUserModel(t *testing.T) {
 	stdout := captureStdout(t, func() {
 		captureStderr(t, func() { code = run([]string{"demo", "--model", hf, "--keep", dir, "-n", "8"}) })
 	})
-	if code != 0 || strings.Count(stdout, "\nhf ") != 2 || !strings.Contains(stdout, "result: PASS") {
+	if code != 0 || strings.Count(stdout, "\nhf ") != 2 || !strings.Contains(stdout, "result: PASS") || strings.Contains(stdout, "step      status") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 

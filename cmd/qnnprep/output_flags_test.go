@@ -84,3 +84,51 @@ func TestSDKFlag(t *testing.T) {
 		t.Errorf("--qnn-sdk: exit %d:\n%s", code, out)
 	}
 }
+
+// TestQuietFlags: -q silences the progress (and convert's summary) that
+// the command prints without it; the results stay.
+func TestQuietFlags(t *testing.T) {
+	needStories(t)
+	src := synthLlamaGGUF(t)
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.json")
+	runOK(t, "plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan)
+	t.Setenv("QNN_SDK_ROOT", "")
+	t.Setenv("QAIRT_SDK_ROOT", "")
+	for _, tt := range []struct {
+		name   string
+		args   func(out string) []string
+		stdout bool // the silenced text is on stdout, else stderr
+	}{
+		{"bench", func(string) []string { return []string{"bench", src, "-p", "4", "-n", "2", "-r", "1", "--no-sanity"} }, false},
+		{"bench convert", func(string) []string { return []string{"bench", "convert", src, "--recipe", "q8_0", "--dir", dir} }, false},
+		{"build", func(out string) []string {
+			return []string{"build", src, out, "--recipe", "q8_0", "--stages", "1", "--ar", "8,1", "--cl", "64", "--calibrate", "0", "--no-verify"}
+		}, false},
+		{"convert", func(out string) []string { return []string{"convert", fixture(t, "stories260K/hf"), out} }, true},
+		{"export", func(out string) []string { return []string{"export", "onnx", plan, storiesGGUF, out} }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var texts [2]string
+			for i, q := range []bool{false, true} {
+				args := tt.args(filepath.Join(t.TempDir(), "out"))
+				if q {
+					args = append(args, "-q")
+				}
+				var code int
+				var stdout string
+				stderr := captureStderr(t, func() { stdout = captureStdout(t, func() { code = run(args) }) })
+				if code != 0 {
+					t.Fatalf("-q=%v: exit %d\n%s\n%s", q, code, stdout, stderr)
+				}
+				texts[i] = stderr
+				if tt.stdout {
+					texts[i] = stdout
+				}
+			}
+			if strings.TrimSpace(texts[0]) == "" || strings.TrimSpace(texts[1]) != "" {
+				t.Errorf("without -q:\n%s\nwith -q:\n%s", texts[0], texts[1])
+			}
+		})
+	}
+}

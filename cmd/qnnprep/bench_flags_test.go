@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/bench"
+	"github.com/qnnprep/qnnprep/internal/peers"
+)
+
+// benchJSON runs bench -o json on model with small sizes plus extra and
+// returns its one report.
+func benchJSON(t *testing.T, model string, extra ...string) *bench.Report {
+	t.Helper()
+	args := append([]string{"bench", model, "-p", "8", "-n", "4", "-d", "0", "-r", "1", "-t", "1", "-q", "-o", "json"}, extra...)
+	var code int
+	out := captureStdout(t, func() { captureStderr(t, func() { code = run(args) }) })
+	var s bench.Suite
+	if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Reports) != 1 {
+		t.Fatalf("%v: exit %d, %v:\n%s", extra, code, err, out)
+	}
+	return s.Reports[0]
+}
+
+// maxDiff is the largest |Δlogit| the sanity check of the prompt (pp)
+// run saw; the generation run's is dominated by the first wrong token.
+func maxDiff(r *bench.Report) float64 { return r.Results[0].MaxAbsDiff }
+
+// TestBenchFlags: each bench flag changes the report as documented. A
+// fault makes the timed runs differ from the reference, so the flags that
+// change the arithmetic or the tokens (--kv-f16, --seed) show in the
+// prompt run's largest difference, --tolerance in its verdict; --batch and
+// --ref-threads must leave the numbers unchanged.
+func TestBenchFlags(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	const fault = "blk.0.ffn_down.weight=1.01"
+	base := benchJSON(t, src)
+	faulty := benchJSON(t, src, "--fault", fault)
+	if base.Results[0].Sane == nil || !*base.Results[0].Sane || len(base.Results[0].Samples) != 1 || maxDiff(faulty) == 0 || *faulty.Results[0].Sane {
+		t.Fatalf("baseline: %+v; with a fault: sane %v, max diff %g", base.Results, faulty.Sane, maxDiff(faulty))
+	}
+	for _, tt := range []struct {
+		flag  string
+		args  []string
+		check func(r *bench.Report) bool
+	}{
+		{"reps", []string{"-r", "2"}, func(r *bench.Report) bool { return len(r.Results[0].Samples) == 2 }},
+		{"no-sanity", []string{"--no-sanity"}, func(r *bench.Report) bool { return r.Results[0].Sane == nil }},
+		{"kv-f16", []string{"--kv-f16", "--fault", fault}, func(r *bench.Report) bool {
+			return r.Settings.KVF16 && maxDiff(r) != maxDiff(faulty)
+		}},
+		{"seed", []string{"--seed", "7", "--fault", fault}, func(r *bench.Report) bool { return maxDiff(r) != maxDiff(faulty) }},
+		{"tolerance", []string{"--tolerance", "1000", "--fault", fault}, func(r *bench.Report) bool { return *r.Results[0].Sane && maxDiff(r) > 0 }},
+		{"batch", []string{"--batch", "3", "--fault", fault}, func(r *bench.Report) bool {
+			return r.Settings.Batch == 3 && maxDiff(r) == maxDiff(faulty)
+		}},
+		{"ref-threads", []string{"--ref-threads", "3", "--fault", fault}, func(r *bench.Report) bool {
+			return r.Settings.RefThreads == 3 && maxDiff(r) == maxDiff(faulty)
+		}},
+		{"draft", []string{"--draft", src, "-k", "2"}, func(r *bench.Report) bool {
+			return r.Draft != nil && r.Draft.Path == src && len(r.Speculative) == 1
+		}},
+		{"spec-depth", []string{"--draft-layers", "1", "-k", "2", "--spec-depth", "6"}, func(r *bench.Report) bool {
+			return len(r.Speculative) == 1 && r.Speculative[0].Depth == 6+8 // filled context + the prompt
+		}},
+	} {
+		t.Run(tt.flag, func(t *testing.T) {
+			if r := benchJSON(t, src, tt.args...); !tt.check(r) {
+				b, _ := json.Marshal(r)
+				t.Errorf("%v: %s", tt.args, b)
+			}
+		})
+	}
+}
+
+// TestBenchLlamaFlags: --llama adds llama.cpp rows, timed by the peer
+// --llama-peer names.
+func TestBenchLlamaFlags(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	for _, tt := range []struct{ flag, peer, need string }{
+		{"node", "node-llama-cpp", peers.NodeLlamaCpp},
+		{"llama-bench", "llama-bench", peers.LlamaBenchBin},
+	} {
+		t.Run(tt.flag, func(t *testing.T) {
+			peers.Need(t, tt.need)
+			r := benchJSON(t, src, "--llama", "--llama-peer", tt.flag)
+			n := 0
+			for _, x := range r.Results {
+				if x.Engine == "llama.cpp" && x.Peer == tt.peer {
+					n++
+				}
+			}
+			if n != 2 {
+				t.Errorf("--llama --llama-peer %s: %d llama.cpp rows timed by %s, want 2 (pp and tg)", tt.flag, n, tt.peer)
+			}
+		})
+	}
+}
+
+// TestBenchConvertFlags: --dir is where the outputs are written (and
+// removed), --scratch where the compute-only pass writes; -t the workers,
+// which do not change the output.
+func TestBenchConvertFlags(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	var sizes []int64
+	for _, threads := range []string{"1", "3"} {
+		dir := t.TempDir()
+		var code int
+		out := captureStdout(t, func() {
+			code = run([]string{"bench", "convert", src, "--recipe", "q1", "--dir", dir, "--scratch", filepath.Join(dir, "missing"), "-t", threads, "-q", "-o", "json"})
+		})
+		if code == 0 {
+			t.Fatalf("--scratch naming a missing directory: exit 0\n%s", out)
+		}
+		out = captureStdout(t, func() {
+			code = run([]string{"bench", "convert", src, "--recipe", "q1", "--dir", filepath.Join(dir, "missing"), "-t", threads, "-q", "-o", "json"})
+		})
+		if code == 0 {
+			t.Fatalf("--dir naming a missing directory: exit 0\n%s", out)
+		}
+		out = captureStdout(t, func() {
+			code = run([]string{"bench", "convert", src, "--recipe", "q1", "--dir", dir, "--scratch", dir, "-t", threads, "-q", "-o", "json"})
+		})
+		var s bench.Suite
+		if err := json.Unmarshal([]byte(out), &s); err != nil || code != 0 {
+			t.Fatalf("exit %d, %v\n%s", code, err, out)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("--dir %s: %d files left", dir, len(left))
+		}
+		sizes = append(sizes, s.Conversions[0].OutputBytes)
+	}
+	if sizes[0] != sizes[1] || sizes[0] == 0 {
+		t.Errorf("output bytes %v with 1 and 3 workers", sizes)
+	}
+}
