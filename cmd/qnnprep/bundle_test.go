@@ -41,16 +41,16 @@ func fakeSDKRoot(t *testing.T) string {
 	return root
 }
 
-// storiesBundleInputs plans stories260K in two stages and writes a small
-// ONNX graph and encodings per graph; it returns the plan file and the
-// graphs directory.
-func storiesBundleInputs(t *testing.T, dir string) (string, string) {
+// storiesBundleInputs plans stories260K in two stages (planArgs are added
+// to plan's flags) and writes a small ONNX graph and encodings per graph;
+// it returns the plan file and the graphs directory.
+func storiesBundleInputs(t *testing.T, dir string, planArgs ...string) (string, string) {
 	t.Helper()
 	if _, err := os.Stat(storiesGGUF); err != nil {
 		t.Skipf("fixture: %v", err)
 	}
 	planPath := filepath.Join(dir, "plan.json")
-	if code := run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", planPath}); code != 0 {
+	if code := run(append([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", planPath}, planArgs...)); code != 0 {
 		t.Fatalf("plan exit %d", code)
 	}
 	p, err := shard.ReadPlan(planPath)

@@ -23,6 +23,8 @@
 //	FAKESDK_SLEEP=DUR       write half an output, then sleep DUR before finishing
 //	FAKESDK_SPAWN=1         with FAKESDK_SLEEP, also start a child "sleep" in the same process group
 //	FAKESDK_PIDS=DIR        write the tool's pid (and the child's) as files in DIR
+//	FAKESDK_RUNNING=DIR     while running, hold DIR/running-PID; with FAKESDK_SLEEP, append to
+//	                        DIR/overlap how many tools are running when its pause ends
 package main
 
 import (
@@ -57,6 +59,11 @@ func main() {
 		tool, args = filepath.Base(args[0]), args[1:]
 	}
 	record(exe, tool, args)
+	if dir := os.Getenv("FAKESDK_RUNNING"); dir != "" {
+		me := filepath.Join(dir, "running-"+strconv.Itoa(os.Getpid()))
+		os.WriteFile(me, nil, 0o644)
+		defer os.Remove(me)
+	}
 	if spec := os.Getenv("FAKESDK_FAIL"); spec != "" {
 		t, sub, _ := strings.Cut(spec, ":")
 		if t == tool && (sub == "" || slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, sub) })) {
@@ -246,6 +253,16 @@ func writeOutput(path, magic string, desc any) error {
 		return err
 	}
 	if d, err := time.ParseDuration(os.Getenv("FAKESDK_SLEEP")); err == nil {
+		if dir := os.Getenv("FAKESDK_RUNNING"); dir != "" {
+			defer func() {
+				running, _ := filepath.Glob(filepath.Join(dir, "running-*"))
+				f, err := os.OpenFile(filepath.Join(dir, "overlap"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+				if err == nil {
+					fmt.Fprintln(f, len(running))
+					f.Close()
+				}
+			}()
+		}
 		pids := os.Getenv("FAKESDK_PIDS")
 		if pids != "" {
 			os.WriteFile(filepath.Join(pids, strconv.Itoa(os.Getpid())), nil, 0o644)
