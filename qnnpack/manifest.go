@@ -96,8 +96,9 @@ func WriteManifest(dir string, m *Manifest) error {
 	return atomicfile.WriteFile(filepath.Join(dir, ManifestName), b)
 }
 
-// listFiles returns every regular file under dir, slash-separated and
-// sorted; anything else (symlinks, devices) is an error.
+// listFiles returns every regular file under dir but the output marker
+// (atomicfile.MarkerName), slash-separated and sorted; anything else
+// (symlinks, devices) is an error.
 func listFiles(dir string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -110,6 +111,9 @@ func listFiles(dir string) ([]string, error) {
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
+		}
+		if rel == atomicfile.MarkerName {
+			return nil
 		}
 		if !d.Type().IsRegular() {
 			return fmt.Errorf("bundle %s: %s is not a regular file", dir, rel)

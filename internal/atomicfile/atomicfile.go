@@ -5,15 +5,24 @@
 // Every temporary path is registered until it is committed or aborted;
 // RemoveTemps deletes the ones still registered, which is what the CLI's
 // signal handler calls before it exits.
+//
+// Nothing here replaces what the user has: a file is never renamed over
+// anything but a regular file, and a directory is replaced only when its
+// marker (MarkerName) lists everything in it.
 package atomicfile
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -95,11 +104,87 @@ func (f *File) Commit() error {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", f.final, err)
 	}
-	if err := os.Rename(tmp, f.final); err != nil {
+	if err := place(tmp, f.final); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", f.final, err)
 	}
 	return nil
+}
+
+// ErrNotRegular is returned when an output path holds something other
+// than a regular file (a device node, a directory, a fifo, a socket).
+var ErrNotRegular = errors.New("exists and is not a regular file; refusing to replace it")
+
+// place moves the finished temporary file tmp to final. A final path that
+// does not exist is taken with link(2), which fails rather than replace
+// whatever appeared there since; an existing one must be a regular file
+// (or a symlink to one, which the rename replaces, leaving its target).
+// Only a file swapped in between the check and the rename can slip through.
+func place(tmp, final string) error {
+	fi, err := os.Lstat(final)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.Link(tmp, final); err == nil {
+			return os.Remove(tmp)
+		} else if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s appeared while writing it; not replaced", final)
+		}
+		// No hard links on this file system: fall back to the rename.
+		fi, err = os.Lstat(final)
+	}
+	switch {
+	case err == nil:
+		if err := checkRegular(final, fi); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return os.Rename(tmp, final)
+}
+
+// checkRegular returns ErrNotRegular unless fi (from Lstat of path) is a
+// regular file or a symlink to one.
+func checkRegular(path string, fi fs.FileInfo) error {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		t, err := os.Stat(path)
+		if err != nil {
+			return nil // a dangling link is replaced, its target never existed
+		}
+		fi = t
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s (%s) %w", path, kind(fi.Mode()), ErrNotRegular)
+	}
+	return nil
+}
+
+// kind names a file mode's type for messages.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a fifo"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	}
+	return "not a regular file"
+}
+
+// CheckFile returns an error if path exists and is not a regular file (or a
+// symlink to one), so a command can refuse its output before any work.
+func CheckFile(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil
+	}
+	return checkRegular(path, fi)
 }
 
 // Abort closes and removes the temporary file. It does nothing after
@@ -130,16 +215,135 @@ func WriteFile(path string, data []byte) error {
 	return f.Commit()
 }
 
+// MarkerName is the file in every output directory qnnprep writes that
+// lists, one per line, the entries it wrote there. A directory holding
+// anything the marker does not list is the user's and is never replaced or
+// written into (see CheckOwned).
+const MarkerName = ".qnnprep-outputs"
+
+const markerHeader = "# written by qnnprep: the entries below are its outputs; it replaces this directory only while nothing else is here\n"
+
+// readMarker returns the names dir's marker lists, or nil without one.
+func readMarker(dir string) (map[string]bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, MarkerName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if l := sc.Text(); l != "" && !strings.HasPrefix(l, "#") {
+			names[l] = true
+		}
+	}
+	return names, sc.Err()
+}
+
+// ErrNotOwned is returned for an output directory that holds something
+// qnnprep did not write.
+var ErrNotOwned = errors.New("holds files qnnprep did not write")
+
+// CheckOwned returns nil if dir may be written or replaced by qnnprep: it
+// does not exist, is empty, or holds only what its marker lists (and
+// temporaries of an interrupted run). Otherwise the error, wrapping
+// ErrNotOwned (or ErrNotRegular when dir is not a directory), names the
+// first entry that is not qnnprep's.
+func CheckOwned(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s (%s) exists and is not a directory; refusing to replace it", dir, kind(fi.Mode()))
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	mine, err := readMarker(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, MarkerName), err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n != MarkerName && !IsTemp(n) && !mine[n] {
+			why := "it has no " + MarkerName
+			if mine != nil {
+				why = MarkerName + " does not list it"
+			}
+			return fmt.Errorf("output directory %s %w: %s (%s); remove it or choose an empty or new directory", dir, ErrNotOwned, filepath.Join(dir, n), why)
+		}
+	}
+	return nil
+}
+
+// Claim records names in dir's marker, creating dir if needed, before they
+// are written: an interrupted run then leaves a directory the next run may
+// still write into. It fails, wrapping ErrNotOwned, if dir holds anything
+// it did not claim before.
+func Claim(dir string, names ...string) error {
+	if err := CheckOwned(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	mine, err := readMarker(dir)
+	if err != nil {
+		return err
+	}
+	if mine == nil {
+		mine = map[string]bool{}
+	}
+	grew := false
+	for _, n := range names {
+		if !mine[n] {
+			mine[n], grew = true, true
+		}
+	}
+	if !grew {
+		if _, err := os.Lstat(filepath.Join(dir, MarkerName)); err == nil {
+			return nil
+		}
+	}
+	return writeMarker(dir, mine)
+}
+
+func writeMarker(dir string, names map[string]bool) error {
+	list := make([]string, 0, len(names))
+	for n := range names {
+		list = append(list, n)
+	}
+	slices.Sort(list)
+	var b strings.Builder
+	b.WriteString(markerHeader)
+	for _, n := range list {
+		b.WriteString(n)
+		b.WriteByte('\n')
+	}
+	return WriteFile(filepath.Join(dir, MarkerName), []byte(b.String()))
+}
+
 // Dir is an output directory built under a temporary name and renamed to
-// its final name on Commit, replacing any previous directory there.
+// its final name on Commit, replacing any previous directory qnnprep wrote
+// there (CheckOwned); Commit writes the marker listing its entries.
 type Dir struct {
 	Path  string // the temporary directory to write into
 	final string
 	done  bool
 }
 
-// CreateDir makes a new temporary directory beside path.
+// CreateDir makes a new temporary directory beside path. It refuses a path
+// CheckOwned refuses.
 func CreateDir(path string) (*Dir, error) {
+	if err := CheckOwned(path); err != nil {
+		return nil, err
+	}
 	tmp := tempName(filepath.Clean(path))
 	register(tmp)
 	if err := os.MkdirAll(filepath.Dir(tmp), 0o755); err != nil {
@@ -161,6 +365,25 @@ func (d *Dir) Commit() error {
 	}
 	d.done = true
 	defer unregister(d.Path)
+	ents, err := os.ReadDir(d.Path)
+	if err != nil {
+		os.RemoveAll(d.Path)
+		return fmt.Errorf("write %s: %w", d.final, err)
+	}
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	delete(names, MarkerName)
+	if err := writeMarker(d.Path, names); err != nil {
+		os.RemoveAll(d.Path)
+		return fmt.Errorf("write %s: %w", d.final, err)
+	}
+	// Checked again: something may have been put there since CreateDir.
+	if err := CheckOwned(d.final); err != nil {
+		os.RemoveAll(d.Path)
+		return err
+	}
 	var old string
 	if _, err := os.Lstat(d.final); err == nil {
 		old = tempName(d.final)

@@ -1,8 +1,10 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,18 +52,70 @@ func TestRemoveTemps(t *testing.T) {
 func TestDirReplacesOld(t *testing.T) {
 	dir := t.TempDir()
 	final := filepath.Join(dir, "bundle")
-	os.Mkdir(final, 0o755)
-	os.WriteFile(filepath.Join(final, "old"), nil, 0o644)
+	for _, name := range []string{"old", "new"} {
+		d, err := CreateDir(final)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d.Path, name), nil, 0o644)
+		if err := d.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		assertOnly(t, final, MarkerName, name)
+	}
+	assertOnly(t, dir, "bundle")
+}
+
+// A directory holding anything its marker does not list is the user's:
+// neither CreateDir nor Claim touches it, and a Commit racing a file put
+// there in the meantime gives up.
+func TestDirKeepsTheUsers(t *testing.T) {
+	dir := t.TempDir()
+	user := filepath.Join(dir, "user")
+	os.Mkdir(user, 0o755)
+	os.WriteFile(filepath.Join(user, "notes.txt"), []byte("mine"), 0o644)
+	if _, err := CreateDir(user); !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), "notes.txt") {
+		t.Fatalf("CreateDir over the user's directory: %v", err)
+	}
+	if err := Claim(user, "x.onnx"); !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("Claim in the user's directory: %v", err)
+	}
+	assertOnly(t, user, "notes.txt")
+
+	final := filepath.Join(dir, "bundle")
 	d, err := CreateDir(final)
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(d.Path, "new"), nil, 0o644)
-	if err := d.Commit(); err != nil {
+	os.Mkdir(final, 0o755)
+	os.WriteFile(filepath.Join(final, "late.txt"), []byte("mine"), 0o644)
+	if err := d.Commit(); !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("Commit over a directory that became the user's: %v", err)
+	}
+	assertOnly(t, final, "late.txt")
+	assertOnly(t, dir, "bundle", "user")
+}
+
+func TestClaim(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "onnx")
+	if err := Claim(dir, "b.onnx", "a.onnx"); err != nil {
 		t.Fatal(err)
 	}
-	assertOnly(t, final, "new")
-	assertOnly(t, dir, "bundle")
+	os.WriteFile(filepath.Join(dir, "a.onnx"), nil, 0o644)
+	if err := CheckOwned(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Claim(dir, "c.onnx", "a.onnx"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, MarkerName))
+	if want := markerHeader + "a.onnx\nb.onnx\nc.onnx\n"; string(b) != want {
+		t.Fatalf("marker %q, want %q", b, want)
+	}
+	os.WriteFile(filepath.Join(dir, "z.txt"), nil, 0o644)
+	if err := CheckOwned(dir); !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), "z.txt") {
+		t.Fatalf("unlisted file: %v", err)
+	}
 }
 
 func assertOnly(t *testing.T, dir string, names ...string) {
