@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -25,8 +26,12 @@ type ExportOptions struct {
 // <graph>.encodings.json. Each file appears under its name only when
 // complete; the same inputs give byte-identical files. progress, if set,
 // is called before each graph. It returns the paths written.
+//
+// dir is qnnprep's (atomicfile.Claim): Export refuses a directory holding
+// files it did not write, and records each graph's files there before
+// writing them.
 func Export(m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progress func(i, n int, graph string)) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.Claim(dir); err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	var paths []string
@@ -34,6 +39,9 @@ func Export(m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progr
 		pg := &p.Graphs[i]
 		if progress != nil {
 			progress(i, len(p.Graphs), pg.Name)
+		}
+		if err := atomicfile.Claim(dir, pg.Name+".onnx", pg.Name+".onnx.data", pg.Name+".encodings.json"); err != nil {
+			return paths, fmt.Errorf("onnx: %w", err)
 		}
 		g, enc, err := BuildStage(m, p, pg, opts.Options)
 		if err != nil {

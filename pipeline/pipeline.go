@@ -291,6 +291,14 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, &StepError{StepPlan, fmt.Errorf("a draft model is only used by dialog spd, not %q", o.Plan.Dialog.Type)}
 	}
+	// OutDir is qnnprep's: refused if it (or its bundle) holds anything
+	// else, claimed before anything is written into it.
+	if err := atomicfile.CheckOwned(filepath.Join(o.OutDir, BundleDir)); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Claim(o.OutDir, WorkDir, BundleDir, SummaryName); err != nil {
+		return nil, err
+	}
 	b := &builder{o: o, ctx: ctx, work: filepath.Join(o.OutDir, WorkDir)}
 	b.res = &Result{Source: o.Source, OutDir: o.OutDir, Recipe: o.Recipe.Name, SoC: o.SoC, DryRun: o.DryRun || o.SDK == nil}
 	for _, s := range Steps {

@@ -338,6 +338,10 @@ func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, 
 		}
 	}
 	p.fillSteps()
+	// What a plan is written with, it must be read back with.
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("shard: model %s: %w", name, err)
+	}
 	return p, nil
 }
 

@@ -189,6 +189,9 @@ func TestNewPlanErrors(t *testing.T) {
 		{"lade ngram", cfg, uniform(32, mib), Options{Dialog: Dialog{Type: LADE, Window: 4, NGram: 1}}, "ngram = 1"},
 		{"positional", cfg, uniform(32, mib), Options{Positional: "alibi"}, `unknown positional encoding "alibi"`},
 		{"layer types", cfg, uniform(32, mib), Options{LayerTypes: make([]gguf.Type, 5)}, "5 layer types for 32 layers"},
+		{"CL above the context", cfg, uniform(32, mib), Options{CL: []int{cfg.ContextLength * 2}}, "CL above the model's context length"},
+		{"CL of 2^40", cfg, uniform(32, mib), Options{CL: []int{1 << 40}}, "1…16777216"},
+		{"forecast prefix outside the bundle", cfg, uniform(32, mib), Options{Dialog: Dialog{Type: SSD, ForecastTokenCount: 4, Branches: []int{2}, ForecastPrefix: 8, ForecastPrefixName: "../x"}}, `forecast-prefix-name name "../x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -113,11 +113,104 @@ type planFileStage struct {
 	HeadParallel *bool `json:"head_parallel"`
 }
 
+// MaxContext bounds every token count a plan holds (AR, CL, context_size,
+// context_length): far above any model's context, far below sizes whose
+// products overflow or whose buffers cannot be allocated.
+const MaxContext = 1 << 24
+
+// maxModelDim bounds the model's other sizes (hidden, vocab, heads, …).
+const maxModelDim = 1 << 24
+
+// MaxNameLen bounds the names a plan gives files: with a suffix such as
+// ".encodings.json" and a temporary-name suffix they stay under the 255
+// bytes a file name may have.
+const MaxNameLen = 200
+
+// CheckName returns an error unless s is a name a plan may give a graph or
+// the model (what: "graph", "model"): 1…MaxNameLen of the ASCII letters,
+// digits and '_'. Graph names become file names (<graph>.onnx,
+// <graph>.dlc, <model>_NN_of_MM.bin) and C identifiers in QNN model
+// libraries, so nothing else, in particular no '/', '.' or "..", is
+// allowed; a hand-edited plan can never make a command write outside its
+// output directory.
+func CheckName(what, s string) error {
+	return checkName(what, s, false)
+}
+
+// checkName is CheckName; dirName also allows '-' and '.' after the first
+// character (the ssd-q1 forecast-prefix directory, "forecast-prefix").
+func checkName(what, s string, dirName bool) error {
+	if s == "" || len(s) > MaxNameLen {
+		return fmt.Errorf("%s name %q: want 1…%d characters", what, s, MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+		case dirName && i > 0 && (c == '-' || c == '.'):
+		default:
+			allowed := "letters, digits and '_'"
+			if dirName {
+				allowed = "letters, digits, '_', and '-' or '.' after the first character"
+			}
+			return fmt.Errorf("%s name %q: character %q at %d is not allowed (a name is one path element of %s)", what, s, c, i, allowed)
+		}
+	}
+	return nil
+}
+
 // validate checks what Check and the exporters index by, so a hand-edited
-// plan fails here with a message rather than deeper down.
+// plan fails here with a message rather than deeper down: names that
+// become file names, token counts and sizes within bounds, graphs that the
+// stages and variants account for exactly once.
 func (p *Plan) validate() error {
 	if len(p.Stages) == 0 {
 		return errors.New("no stages")
+	}
+	if err := CheckName("model", p.Model.Name); err != nil {
+		return err
+	}
+	if n := p.Dialog.ForecastPrefixName; n != "" {
+		if err := checkName("dialog forecast-prefix-name", n, true); err != nil {
+			return err
+		}
+	}
+	pm := &p.Model
+	for _, f := range []struct {
+		key   string
+		v, hi int
+	}{
+		{"layers", pm.Layers, maxModelDim}, {"hidden", pm.Hidden, maxModelDim}, {"ffn", pm.FFN, maxModelDim},
+		{"vocab", pm.Vocab, maxModelDim}, {"heads", pm.Heads, maxModelDim}, {"kv_heads", pm.KVHeads, maxModelDim},
+		{"head_dim", pm.HeadDim, maxModelDim}, {"rotary_dim", pm.RotaryDim, maxModelDim},
+		{"context_length", pm.ContextLength, MaxContext}, {"conv_kernel", pm.ConvKernel, maxModelDim},
+		{"conv_dim", pm.ConvDim, maxModelDim}, {"ssm_value_heads", pm.SSMValueHeads, maxModelDim},
+		{"ssm_key_dim", pm.SSMKeyDim, maxModelDim}, {"ssm_value_dim", pm.SSMValueDim, maxModelDim},
+		{"context_size", p.ContextSize, MaxContext}, {"rope_dim", p.RopeDim, maxModelDim}, {"vtcm_mb", p.VTCMMB, 1 << 16},
+		{"dialog embedding_rows", p.Dialog.EmbeddingRows, maxModelDim},
+	} {
+		if f.v < 0 || f.v > f.hi {
+			return fmt.Errorf("%s %d: want 0…%d", f.key, f.v, f.hi)
+		}
+	}
+	if p.MaxStageBytes < 0 || p.MaxStageBytes > 1<<50 {
+		return fmt.Errorf("max_stage_bytes %d: want 0…%d", p.MaxStageBytes, int64(1)<<50)
+	}
+	variants := map[[2]int]bool{}
+	for _, v := range p.Variants {
+		if v.AR < 1 || v.CL < 1 || v.AR > MaxContext || v.CL > MaxContext {
+			return fmt.Errorf("variant AR %d, CL %d: want 1…%d tokens each", v.AR, v.CL, MaxContext)
+		}
+		if v.AR > v.CL {
+			return fmt.Errorf("variant AR %d, CL %d: AR above CL", v.AR, v.CL)
+		}
+		if pm.ContextLength > 0 && v.CL > pm.ContextLength {
+			return fmt.Errorf("variant AR %d, CL %d: CL above the model's context length %d", v.AR, v.CL, pm.ContextLength)
+		}
+		if variants[[2]int{v.AR, v.CL}] {
+			return fmt.Errorf("variant AR %d, CL %d listed twice", v.AR, v.CL)
+		}
+		variants[[2]int{v.AR, v.CL}] = true
 	}
 	if p.Model.Layers <= 0 || len(p.Model.LayerKinds) != p.Model.Layers {
 		return fmt.Errorf("model has %d layers but %d layer kinds", p.Model.Layers, len(p.Model.LayerKinds))
@@ -172,10 +265,46 @@ func (p *Plan) validate() error {
 				v.AR, v.CL, p.Variants[i].MaskLen, p.Variants[i].NProcess, p.Variants[i].TokenHistory, v.MaskLen, v.NProcess, v.TokenHistory)
 		}
 	}
-	for _, g := range p.Graphs {
+	// Every graph has a unique safe name, belongs to a stage and a variant,
+	// and is the only graph of its stage and variant; the stages list
+	// exactly their graphs.
+	graphs := map[string]*Graph{}
+	shapes := map[[3]int]string{}
+	for i := range p.Graphs {
+		g := &p.Graphs[i]
+		if err := CheckName("graph", g.Name); err != nil {
+			return err
+		}
+		if graphs[g.Name] != nil {
+			return fmt.Errorf("graph %s listed twice", g.Name)
+		}
+		graphs[g.Name] = g
 		if g.Stage < 0 || g.Stage >= len(p.Stages) {
 			return fmt.Errorf("graph %s: stage %d out of range", g.Name, g.Stage)
 		}
+		if !variants[[2]int{g.AR, g.CL}] {
+			return fmt.Errorf("graph %s: AR %d, CL %d is not one of the plan's variants", g.Name, g.AR, g.CL)
+		}
+		key := [3]int{g.Stage, g.AR, g.CL}
+		if prev, dup := shapes[key]; dup {
+			return fmt.Errorf("graphs %s and %s: both stage %d with AR %d, CL %d", prev, g.Name, g.Stage, g.AR, g.CL)
+		}
+		shapes[key] = g.Name
+	}
+	for _, s := range p.Stages {
+		for i, name := range s.Graphs {
+			if g := graphs[name]; g == nil || g.Stage != s.Index || slices.Contains(s.Graphs[:i], name) {
+				return fmt.Errorf("stage %d lists graph %q, which is not one of its graphs or is listed twice", s.Index, name)
+			}
+		}
+		if len(s.Graphs) != len(p.Variants) {
+			return fmt.Errorf("stage %d lists %d graphs, want one per variant (%d)", s.Index, len(s.Graphs), len(p.Variants))
+		}
+	}
+	if len(p.Graphs) != len(p.Stages)*len(p.Variants) {
+		return fmt.Errorf("%d graphs, want %d stages × %d variants", len(p.Graphs), len(p.Stages), len(p.Variants))
+	}
+	for _, g := range p.Graphs {
 		for _, t := range append(g.Inputs[:len(g.Inputs):len(g.Inputs)], g.Outputs...) {
 			if len(t.Shape) == 0 || len(t.Shape) > 8 {
 				return fmt.Errorf("graph %s: tensor %q has rank %d", g.Name, t.Name, len(t.Shape))

@@ -77,6 +77,11 @@ func TestDecodeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ssdData, err := Encode(samplePlans(t)["llama-ssd"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssd := string(ssdData)
 	tests := []struct {
 		name, data, want string
 	}{
@@ -91,10 +96,28 @@ func TestDecodeErrors(t *testing.T) {
 		{"stale variant", strings.Replace(string(good), `"n_process":1,`, `"n_process":2,`, 1), "n_process 2, token_history 0, but the dialog gives 0, 1, 0"},
 		{"zero dim", strings.Replace(string(good), `"shape":[1,128]`, `"shape":[1,0]`, 1), "dimension 0"},
 		{"head parallel", strings.Replace(string(good), `"first_layer": 0`, `"head_parallel": true, "first_layer": 0`, 1), "stage 0: head_parallel is true, but head-parallel stages were removed"},
+		{"graph name leaves the directory", strings.ReplaceAll(ssd, `"Llama_3_8B_ar128_cl2048_01_of_08"`, `"../../evil"`), `graph name "../../evil": character '.'`},
+		{"graph name with a slash", strings.ReplaceAll(ssd, `"Llama_3_8B_ar128_cl2048_01_of_08"`, `"a/b"`), `graph name "a/b": character '/'`},
+		{"empty graph name", strings.ReplaceAll(ssd, `"Llama_3_8B_ar128_cl2048_01_of_08"`, `""`), `graph name "": want 1…200`},
+		{"long graph name", strings.ReplaceAll(ssd, `"Llama_3_8B_ar128_cl2048_01_of_08"`, `"`+strings.Repeat("g", 201)+`"`), "want 1…200"},
+		{"model name", strings.Replace(ssd, `"name": "Llama_3_8B"`, `"name": "../m"`, 1), `model name "../m"`},
+		{"forecast prefix directory", strings.Replace(ssd, `"forecast-prefix-name": "forecast-prefix"`, `"forecast-prefix-name": "../up"`, 1), `forecast-prefix-name name "../up"`},
+		{"duplicate graph", strings.ReplaceAll(ssd, `"Llama_3_8B_ar128_cl2048_02_of_08"`, `"Llama_3_8B_ar128_cl2048_01_of_08"`), "listed twice"},
+		{"graph of no variant", strings.Replace(ssd, `"ar": 128,
+      "cl": 2048,`, `"ar": 64,
+      "cl": 2048,`, 1), "AR 64, CL 2048 is not one of the plan's variants"},
+		{"two graphs of one stage and variant", strings.Replace(ssd, `"ar": 128,
+      "cl": 4096,`, `"ar": 128,
+      "cl": 2048,`, 1), "both stage 0 with AR 128, CL 2048"},
+		{"2^40 context", strings.Replace(ssd, `"context_length": 8192`, `"context_length": 1099511627776`, 1), "context_length 1099511627776: want 0…16777216"},
+		{"2^40 CL", strings.Replace(ssd, `{"ar":128,"cl":2048,`, `{"ar":128,"cl":1099511627776,`, 1), "CL 1099511627776: want 1…16777216"},
+		{"CL above the model's context", strings.Replace(ssd, `"context_length": 8192`, `"context_length": 3000`, 1), "CL 4096: CL above the model's context length 3000"},
+		{"negative context size", strings.Replace(ssd, `"context_size": 4000`, `"context_size": -1`, 1), "context_size -1"},
+		{"stage lists another stage's graph", strings.Replace(ssd, `"graphs": ["Llama_3_8B_ar128_cl2048_02_of_08"`, `"graphs": ["Llama_3_8B_ar128_cl2048_01_of_08"`, 1), `stage 1 lists graph "Llama_3_8B_ar128_cl2048_01_of_08"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.data == string(good) {
+			if tt.data == string(good) || tt.data == ssd {
 				t.Fatal("replacement did not apply")
 			}
 			_, err := Decode([]byte(tt.data), "plan.json")
