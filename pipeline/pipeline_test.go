@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/quantize"
@@ -182,6 +184,49 @@ func TestStagedComparison(t *testing.T) {
 	}
 }
 
+// TestKeepsTheUsersFiles: an output directory, or its bundle directory,
+// holding a file the build did not write is refused before any step, and
+// nothing in it changes (not even a summary.json appears).
+func TestKeepsTheUsersFiles(t *testing.T) {
+	src, _ := synthLlama(t)
+	for _, sub := range []string{"", BundleDir} {
+		t.Run("in "+sub+"/", func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			if sub != "" {
+				if err := atomicfile.Claim(out, WorkDir, BundleDir, SummaryName); err != nil {
+					t.Fatal(err)
+				}
+			}
+			notes := filepath.Join(out, sub, "notes.txt")
+			os.MkdirAll(filepath.Dir(notes), 0o755)
+			os.WriteFile(notes, []byte("mine"), 0o644)
+			before := listTree(t, out)
+			_, err := Build(context.Background(), options(t, src, out, "q1"))
+			if !errors.Is(err, atomicfile.ErrNotOwned) || !strings.Contains(err.Error(), notes) {
+				t.Fatalf("error %v, want one naming %s", err, notes)
+			}
+			if after := listTree(t, out); after != before {
+				t.Fatalf("the directory changed:\n%s\nwas\n%s", after, before)
+			}
+		})
+	}
+}
+
+// listTree returns every path under dir with its contents.
+func listTree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(p)
+		fmt.Fprintf(&b, "%s %q\n", p, data)
+		return nil
+	})
+	return b.String()
+}
+
 // TestStepErrors: a failing step is named in the error and the summary,
 // later steps are not run.
 func TestStepErrors(t *testing.T) {
@@ -193,7 +238,8 @@ func TestStepErrors(t *testing.T) {
 		{StepQuantize, func(o *Options) { o.Source = filepath.Join(t.TempDir(), "missing.gguf") }},
 		{StepPlan, func(o *Options) { o.Plan.Stages = 5 }}, // 2 layers
 		{StepCheck, func(o *Options) { o.Plan.VTCMMB = 4 }},
-		{StepExport, func(o *Options) { // a file where the ONNX directory goes
+		{StepExport, func(o *Options) { // a file where the ONNX directory goes, left by an earlier run
+			atomicfile.Claim(o.OutDir, WorkDir)
 			os.MkdirAll(filepath.Join(o.OutDir, WorkDir), 0o755)
 			os.WriteFile(filepath.Join(o.OutDir, WorkDir, ONNXDir), nil, 0o644)
 		}},

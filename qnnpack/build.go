@@ -140,6 +140,17 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Jobs: jobs, Stages: stages, Bundle: o.OutDir}
+	// Both directories are qnnprep's or refused, before any tool runs.
+	if err := atomicfile.CheckOwned(o.OutDir); err != nil {
+		return nil, err
+	}
+	stageDirs := make([]string, len(stages))
+	for i, sp := range stages {
+		stageDirs[i] = filepath.Base(sp.Dir)
+	}
+	if err := atomicfile.Claim(o.WorkDir, stageDirs...); err != nil {
+		return nil, err
+	}
 
 	for i, sp := range stages {
 		inner, err := CompileExtConfig(p.Stages[i].Graphs, p.VTCMMB, o.OptLevel, soc)

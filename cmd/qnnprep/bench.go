@@ -54,6 +54,9 @@ func init() {
 		if err := checkFormat(*format); err != nil {
 			return err
 		}
+		if err := checkPaths(ins(fs.Args(), modelInput(*draft)), []string{*plotPath}, nil); err != nil {
+			return err
+		}
 		opt := bench.Options{
 			Prompt: *p, Gen: *n, Depths: *depths, Reps: *reps, Threads: *threads, Batch: *batch, KVF16: *kvf16,
 			DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, Llama: *llama,
@@ -173,6 +176,9 @@ func benchReport(c *command, args []string) error {
 		return usageError("bench report: want at least one RESULT.json")
 	}
 	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	if err := checkPaths(fs.Args(), []string{*plotPath}, nil); err != nil {
 		return err
 	}
 	s, err := bench.ReadSuites(fs.Args()...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -87,6 +88,13 @@ func init() {
 			return usageError("-n %d: want at least 1", *tokens)
 		}
 		src, out := fs.Arg(0), fs.Arg(1)
+		var draftIn []string
+		if *draft != "" {
+			draftIn = modelInput(*draft)
+		}
+		if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
+			return err
+		}
 		var sdk *qnnpack.SDK
 		if !*dry {
 			if sdk, err = qnnpack.FindSDK(*sdkDir); err != nil && !errors.Is(err, qnnpack.ErrNoSDK) {

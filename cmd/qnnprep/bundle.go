@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -98,6 +99,13 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 			return usageError("%s is required", f.name)
 		}
 	}
+	workDir := *work
+	if workDir == "" {
+		workDir = filepath.Clean(*out) + ".work"
+	}
+	if err := checkPaths(ins(modelInput(*modelPath), []string{*planPath, *graphs, *tok, *prefix}), nil, []string{*out, workDir}); err != nil {
+		return err
+	}
 	chip, err := soc()
 	if err != nil {
 		return err
@@ -112,6 +120,9 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	}
 	cfg := m.Config
 	m.Close()
+	if err := plan.Fits(cfg); err != nil {
+		return fmt.Errorf("%s does not describe %s: %w", *planPath, *modelPath, err)
+	}
 	files, err := qnnpack.FindGraphFiles(plan, *graphs)
 	if err != nil {
 		return err
@@ -126,7 +137,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 		log = os.Stdout
 	}
 	res, err := qnnpack.Build(ctx, qnnpack.BuildOptions{
-		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: *work, SoC: chip,
+		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: workDir, SoC: chip,
 		ConverterArgs: *convArgs, SkipCheck: *skipCheck, Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
 		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: log,
 	})

@@ -28,6 +28,9 @@ func init() {
 		if fs.NArg() != 2 {
 			return usageError("want IN and OUT")
 		}
+		if err := checkPaths(ins(modelInput(fs.Arg(0)), []string{*vocab}), []string{fs.Arg(1)}, nil); err != nil {
+			return err
+		}
 		m, err := model.Open(fs.Arg(0))
 		if err != nil {
 			return err

@@ -62,12 +62,10 @@ func init() {
 			IRVersion: *ir, External: *external,
 			Producer: "qnnprep", Version: qnnprepVersion(),
 		}
-		if *ranges != "" {
-			if opts.Ranges, err = readRanges(*ranges); err != nil {
-				return err
-			}
-		}
 		planPath, modelPath, out := fs.Arg(1), fs.Arg(2), fs.Arg(3)
+		if err := checkPaths(ins(modelInput(modelPath), []string{planPath, *ranges}), nil, []string{out}); err != nil {
+			return err
+		}
 		p, err := shard.ReadPlan(planPath)
 		if err != nil {
 			return err
@@ -75,11 +73,19 @@ func init() {
 		if vs := shard.Check(p, shard.CheckEnv{}); len(vs) > 0 && !*force {
 			return fmt.Errorf("%s: %d Genie contract violation(s), first: %s — run `qnnprep check %s`, or --force", planPath, len(vs), vs[0], planPath)
 		}
+		if *ranges != "" {
+			if opts.Ranges, err = readRanges(*ranges); err != nil {
+				return err
+			}
+		}
 		m, err := model.Open(modelPath)
 		if err != nil {
 			return err
 		}
 		defer m.Close()
+		if err := p.Fits(m.Config); err != nil {
+			return fmt.Errorf("%s does not describe %s: %w", planPath, modelPath, err)
+		}
 		if *calibrate > 0 {
 			start := make([]int32, len(*calibIDs))
 			for i, id := range *calibIDs {

@@ -51,6 +51,9 @@ func init() {
 			return usageError("--top-k %d: want at least 0", *topK)
 		}
 		path, out := fs.Arg(0), fs.Arg(1)
+		if err := checkPaths(ins(modelInput(path), []string{*promptsPath, *promptFile}), []string{out}, nil); err != nil {
+			return err
+		}
 		m, err := model.Open(path)
 		if err != nil {
 			return err

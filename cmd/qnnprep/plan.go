@@ -38,6 +38,9 @@ func init() {
 			return err
 		}
 
+		if err := checkPaths(modelInput(fs.Arg(0)), []string{*out}, nil); err != nil {
+			return err
+		}
 		m, err := model.Open(fs.Arg(0))
 		if err != nil {
 			return err

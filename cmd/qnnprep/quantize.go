@@ -46,6 +46,9 @@ func init() {
 			}
 			rules = append(rules, rule)
 		}
+		if err := checkPaths(modelInput(fs.Arg(0)), []string{fs.Arg(1), *report}, nil); err != nil {
+			return err
+		}
 		m, err := model.Open(fs.Arg(0))
 		if err != nil {
 			return err

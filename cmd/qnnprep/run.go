@@ -49,6 +49,9 @@ func init() {
 		if *n < 1 {
 			return usageError("-n %d: want at least 1", *n)
 		}
+		if err := checkPaths(ins(modelInput(fs.Arg(0)), []string{*planPath}), []string{*logitsPath}, nil); err != nil {
+			return err
+		}
 		var ids []int32
 		if *idsFlag != "" {
 			var err error

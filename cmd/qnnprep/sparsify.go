@@ -123,6 +123,13 @@ func init() {
 			rules = append(rules, r)
 		}
 		in, out := fs.Arg(0), fs.Arg(1)
+		var prunedOut string
+		if *prune {
+			prunedOut = strings.TrimSuffix(out, filepath.Ext(out)) + ".pruned.gguf"
+		}
+		if err := checkPaths(ins(modelInput(in), []string{*goldenPath, *promptsPath, *calib}), []string{out, prunedOut, *saveGolden, *report}, nil); err != nil {
+			return err
+		}
 
 		m, err := model.Open(in)
 		if err != nil {
@@ -234,7 +241,7 @@ func init() {
 				}
 			}
 			if *prune {
-				pr.Output = strings.TrimSuffix(out, filepath.Ext(out)) + ".pruned.gguf"
+				pr.Output = prunedOut
 				popt := qopt
 				popt.Progress = nil
 				if _, err := quantize.Run(ctx, pm, pr.Output, popt); err != nil {

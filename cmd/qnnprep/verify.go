@@ -56,6 +56,9 @@ func init() {
 				return usageError("%s %v: want a fraction in [0, 1]", name, v)
 			}
 		}
+		if err := checkPaths(ins(modelInput(fs.Arg(0)), modelInput(*draftPath), []string{*goldenPath, *planPath, *eaglePath}), []string{*reportPath}, nil); err != nil {
+			return err
+		}
 		g, err := golden.Read(*goldenPath)
 		if err != nil {
 			return err
