@@ -131,9 +131,6 @@ func checkFile(out string, ins []input) (string, error) {
 // checkDir applies the rules for an output directory and returns its
 // resolved path.
 func checkDir(out string, ins []input) (string, error) {
-	if err := atomicfile.CheckOwned(out); err != nil {
-		return "", err
-	}
 	// The nearest existing ancestor is where the directory will be made.
 	parent := filepath.Clean(out)
 	for {
@@ -166,6 +163,9 @@ func checkDir(out string, ins []input) (string, error) {
 		case within(in.real, real):
 			return "", fmt.Errorf("input %s is inside the output directory %s; write the output elsewhere", in.path, out)
 		}
+	}
+	if err := atomicfile.CheckOwned(out); err != nil {
+		return "", err
 	}
 	return real, nil
 }
