@@ -87,6 +87,9 @@ func init() {
 		if *tokens < 1 {
 			return usageError("-n %d: want at least 1", *tokens)
 		}
+		if *minTop1 < 0 || *minTop1 > 1 {
+			return usageError("--min-top1 %v: want a fraction in [0, 1]", *minTop1)
+		}
 		src, out := fs.Arg(0), fs.Arg(1)
 		var draftIn []string
 		if *draft != "" {
@@ -230,7 +233,7 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "check: %s\n", v)
 	}
-	if v := r.Verify; v != nil {
+	if v := r.Verify; v != nil && v.Whole != nil { // Whole is nil when its decode failed
 		fmt.Fprintf(w, "\nverify: %d prompts × %d tokens, golden recorded from the source (%s)\n", v.Prompts, v.Tokens, r.Source)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "decode\ttop-1 vs source\texact tokens\texact prompts\tsame as whole")
