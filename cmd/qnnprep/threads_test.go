@@ -54,6 +54,9 @@ func TestThreadsDoNotChangeOutputs(t *testing.T) {
 			return []string{"golden", "record", storiesGGUF, "--prompts", prompts, "-n", "12", out}
 		}, true},
 		{"quantize", func(out string) []string { return []string{"quantize", storiesGGUF, out, "--recipe", "q1"} }, true},
+		{"run", func(out string) []string {
+			return []string{"run", storiesGGUF, "--ids", "1,403,407", "-n", "12", "--logits", out}
+		}, true},
 		{"verify", func(string) []string { return []string{"verify", storiesGGUF, "--golden", g, "--json"} }, false},
 		{"compare", func(string) []string { return []string{"compare", storiesGGUF, "--golden", g, "--json"} }, false},
 		{"speculate", func(string) []string {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/quantize"
+)
+
+// TestVerifyThresholds: --min-top1 and --min-cosine turn a report that
+// passes into a failure once they ask more than the qmodel reaches.
+func TestVerifyThresholds(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "prompts.txt")
+	os.WriteFile(prompts, []byte("ids: 1 3 5 7\nids: 2 4 6\nids: 9 8\n"), 0o644)
+	g, q1 := filepath.Join(dir, "g.json"), filepath.Join(dir, "q1.gguf")
+	runOK(t, "golden", "record", src, "--prompts", prompts, "-n", "24", g)
+	runOK(t, "quantize", src, q1, "--recipe", "q1")
+	var r golden.Report
+	if err := json.Unmarshal([]byte(runOK(t, "verify", q1, "--golden", g, "--json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.Top1 >= 1 || *r.Summary.Cosine >= 1 {
+		t.Fatalf("the q1 qmodel agrees exactly with its source: %+v", r.Summary)
+	}
+	for _, args := range [][]string{
+		{"--min-top1", "1"},
+		{"--min-cosine", "1"},
+	} {
+		var code int
+		captureStdout(t, func() { code = run(append([]string{"verify", q1, "--golden", g}, args...)) })
+		if code != 1 {
+			t.Errorf("%v: exit %d, want 1", args, code)
+		}
+	}
+}
+
+// TestVerifyFailOnDegeneration: a decode that loops where the golden does
+// not fails with --fail-on-degeneration and only then. The looping model
+// is the source with its output norm zeroed (all logits 0, so greedy
+// repeats token 0), carrying the source's fingerprint like a qmodel.
+func TestVerifyFailOnDegeneration(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "prompts.txt")
+	os.WriteFile(prompts, []byte("ids: 1 3 5 7\n"), 0o644)
+	g := filepath.Join(dir, "g.json")
+	runOK(t, "golden", "record", src, "--prompts", prompts, "-n", "40", g)
+	gf, err := golden.Read(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &gguf.Writer{Metadata: append(gguf.Metadata(nil), f.Metadata...)}
+	w.Metadata.Set(quantize.KeySourceSHA256, gf.Model.SHA256)
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		data, err := f.Data(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ti.Name == "output_norm.weight" {
+			data = make([]byte, len(data))
+		}
+		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: gguf.Bytes(data)})
+	}
+	looping := filepath.Join(dir, "looping.gguf")
+	if err := gguf.WriteFile(looping, w); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	out := captureStdout(t, func() { code = run([]string{"verify", looping, "--golden", g}) })
+	if code != 0 {
+		t.Fatalf("without --fail-on-degeneration: exit %d\n%s", code, out)
+	}
+	out = captureStdout(t, func() { code = run([]string{"verify", looping, "--golden", g, "--fail-on-degeneration"}) })
+	if code != 1 {
+		t.Errorf("--fail-on-degeneration on a looping decode: exit %d\n%s", code, out)
+	}
+}
