@@ -119,8 +119,9 @@ func TestEncodingsRoundTrip(t *testing.T) {
 		t.Run(string(tc.arch)+"/"+tc.recipe+"/"+strconv.Itoa(int(tc.container)), func(t *testing.T) {
 			m := qmodel(t, tc.arch, tc.recipe)
 			p := testPlan(t, m, 2, []int{4}, 16)
+			p.Container = tc.container // the exporter takes the plan's
 			dir := t.TempDir()
-			if _, err := Export(m, p, dir, ExportOptions{External: true, Options: Options{Container: tc.container}}, nil); err != nil {
+			if _, err := Export(m, p, dir, ExportOptions{External: true}, nil); err != nil {
 				t.Fatal(err)
 			}
 			counts := map[string]int{}
@@ -335,4 +336,15 @@ func FuzzDecodeEncodings(f *testing.F) {
 			t.Fatalf("write → read → write changed the bytes (%v)", err)
 		}
 	})
+}
+
+// The plan's stage sizes assume its container; exporting in another is
+// refused rather than making graphs the plan mis-sized.
+func TestExportRefusesOtherContainer(t *testing.T) {
+	m := qmodel(t, model.Llama, "q1")
+	p := testPlan(t, m, 1, []int{4}, 16)
+	_, err := Export(m, p, t.TempDir(), ExportOptions{Options: Options{Container: Container8Bit}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "re-plan with --container 8bit") {
+		t.Fatalf("err = %v, want a refusal naming --container 8bit", err)
+	}
 }

@@ -23,7 +23,7 @@ func TestExportChecker(t *testing.T) {
 	for i, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
 			m := randomModel(t, tinyConfig(arch), 1)
-			p, err := shard.NewPlan(m.Config, make([]int64, m.Config.Layers), 0, 0, "tiny_"+string(arch),
+			p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(arch),
 				shard.Options{Stages: 2, AR: []int{4, 1, 16}, CL: []int{16}, ARc: true})
 			if err != nil {
 				t.Fatal(err)

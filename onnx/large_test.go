@@ -70,7 +70,7 @@ func TestLargeStageExternalData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := shard.NewPlan(cfg, make([]int64, cfg.Layers), 0, 0, "big", shard.Options{Stages: 1, AR: []int{1}, CL: []int{8}})
+	p, err := shard.NewPlan(cfg, shard.Sizes{Layers: make([]int64, cfg.Layers)}, "big", shard.Options{Stages: 1, AR: []int{1}, CL: []int{8}})
 	if err != nil {
 		t.Fatal(err)
 	}

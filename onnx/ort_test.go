@@ -452,7 +452,7 @@ func TestORTARc(t *testing.T) {
 		t.Run(string(arch), func(t *testing.T) {
 			cfg := tinyConfig(arch)
 			m := randomModel(t, cfg, 13)
-			p, err := shard.NewPlan(cfg, make([]int64, cfg.Layers), 0, 0, "arc", shard.Options{Stages: 2, AR: []int{ar}, CL: []int{ar}, ARc: true})
+			p, err := shard.NewPlan(cfg, shard.Sizes{Layers: make([]int64, cfg.Layers)}, "arc", shard.Options{Stages: 2, AR: []int{ar}, CL: []int{ar}, ARc: true})
 			if err != nil {
 				t.Fatal(err)
 			}

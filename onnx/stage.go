@@ -15,7 +15,9 @@ type Options struct {
 	// Opset decides the form of opset-dependent ops (ReduceMean's axes are
 	// an attribute up to 17 and an input from 18). 0 means 17.
 	Opset int64
-	// Container is the width Q1_0/Q2_0 codes are declared in (default 4).
+	// Container is the width Q1_0/Q2_0 codes are declared in; 0 means the
+	// plan's (shard.Plan.Container, which its stage sizes assume), and any
+	// other container is refused.
 	Container Container
 	// Ranges are calibrated activation ranges by the plan's encoding group
 	// (shard.Tensor.Encoding). Groups without a range get no activation
@@ -43,8 +45,11 @@ func BuildStage(m *model.Model, p *shard.Plan, pg *shard.Graph, opts Options) (*
 	if opts.Opset == 0 {
 		opts.Opset = 17
 	}
-	if opts.Container == 0 {
-		opts.Container = Container4Bit
+	switch {
+	case opts.Container == 0:
+		opts.Container = p.Container
+	case opts.Container != p.Container:
+		return nil, nil, fmt.Errorf("onnx: the plan sized its stages for the %s container, not %s; re-plan with --container %s", p.Container, opts.Container, opts.Container)
 	}
 	if err := checkPlan(m, p); err != nil {
 		return nil, nil, err

@@ -97,7 +97,7 @@ func randomModel(t testing.TB, cfg model.Config, seed uint64) *model.Model {
 // testPlan splits m into stages for AR values ars at context cl.
 func testPlan(t testing.TB, m *model.Model, stages int, ars []int, cl int) *shard.Plan {
 	t.Helper()
-	p, err := shard.NewPlan(m.Config, make([]int64, m.Config.Layers), 0, 0, "tiny_"+string(m.Config.Arch),
+	p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(m.Config.Arch),
 		shard.Options{Stages: stages, AR: ars, CL: []int{cl}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,29 +8,20 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/shard"
 )
 
-// Container is the integer width Q1_0 and Q2_0 codes are declared in.
-// QNN has no 1- or 2-bit datatype (qnn-genie.md §3); both containers hold
-// the codes exactly: Q1_0 codes ±1 and Q2_0 codes −1…2 with the block's
-// scale d.
-type Container int
+// Container is the integer width Q1_0 and Q2_0 codes are declared in;
+// the plan records it (shard.Plan.Container) and sizes stages in it.
+type Container = shard.Container
 
 const (
-	Container4Bit Container = 4 // default: symmetric 4-bit, offset −8
-	Container8Bit Container = 8 // symmetric 8-bit, offset −128
+	Container4Bit = shard.Container4Bit // default: symmetric 4-bit, offset −8
+	Container8Bit = shard.Container8Bit // symmetric 8-bit, offset −128
 )
 
 // ParseContainer parses "4bit" or "8bit".
-func ParseContainer(s string) (Container, error) {
-	switch s {
-	case "4bit", "4":
-		return Container4Bit, nil
-	case "8bit", "8":
-		return Container8Bit, nil
-	}
-	return 0, fmt.Errorf("container %q, want 4bit or 8bit", s)
-}
+func ParseContainer(s string) (Container, error) { return shard.ParseContainer(s) }
 
 // blockScale reads a block's fp16 scale as the positive encoding scale
 // |d| and refuses a non-finite one. (Q2_0's MSE scale search may pick a
@@ -45,7 +36,8 @@ func blockScale(t *model.Tensor, b []byte, row, blk int) (float32, error) {
 
 // ParamEncoding returns the QNN encoding whose scales reproduce the
 // integer codes of t exactly, or nil for types that are exported as plain
-// floats (F32, F16, BF16 and the other ggml types).
+// floats (F32, F16, BF16 and the other ggml types). Its form is
+// shard.WeightLayout's, the rule plan sizes follow:
 //
 //   - Q8_0 whose blocks in every row share one scale (the int8 recipe):
 //     PER_CHANNEL, 8-bit symmetric, the row scale per output channel.
@@ -56,24 +48,15 @@ func blockScale(t *model.Tensor, b []byte, row, blk int) (float32, error) {
 // A block whose scale is 0 holds only zeros; it gets scale 1 (every
 // encoding scale must be positive) and its codes become 0.
 func ParamEncoding(t *model.Tensor, c Container) (*Encoding, error) {
-	var bs, bw int
-	switch t.Type {
-	case gguf.Q8_0:
-		bs, bw = 32, 8
-	case gguf.Q1_0:
-		bs, bw = 128, int(c)
-	case gguf.Q2_0:
-		bs, bw = 64, int(c)
-	default:
+	l, err := shard.WeightLayout(t, c)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	if !l.Integer {
 		return nil, nil
 	}
-	if c != Container4Bit && c != Container8Bit {
-		return nil, fmt.Errorf("onnx: container %d bits, want 4 or 8", c)
-	}
+	bs, bw := t.Type.BlockSize(), l.Bits
 	cols, rows := t.Dims[0], t.Rows()
-	if len(t.Dims) != 2 || cols%int64(bs) != 0 {
-		return nil, fmt.Errorf("onnx: tensor %q: dims %v are not a matrix of whole %d-element blocks", t.Name, t.Dims, bs)
-	}
 	data, err := t.Data()
 	if err != nil {
 		return nil, fmt.Errorf("onnx: tensor %q: %w", t.Name, err)
@@ -84,7 +67,6 @@ func ParamEncoding(t *model.Tensor, c Container) (*Encoding, error) {
 	nb := int(cols) / bs
 	blockBytes := int(t.Type.BlockBytes())
 	scales := make([]float32, 0, int(rows)*nb)
-	perChannel := t.Type == gguf.Q8_0
 	for r := 0; r < int(rows); r++ {
 		row := data[r*nb*blockBytes : (r+1)*nb*blockBytes]
 		for j := 0; j < nb; j++ {
@@ -96,11 +78,9 @@ func ParamEncoding(t *model.Tensor, c Container) (*Encoding, error) {
 				d = 1
 			}
 			scales = append(scales, d)
-			if j > 0 && binary.LittleEndian.Uint16(row[j*blockBytes:]) != binary.LittleEndian.Uint16(row) {
-				perChannel = false
-			}
 		}
 	}
+	perChannel := l.BlockSize == 0
 	e := &Encoding{Name: t.Name, DType: "INT", EncType: PerBlock, IsSym: true, BW: bw, BlockSize: bs}
 	if perChannel {
 		e.EncType, e.BlockSize = PerChannel, 0

@@ -109,6 +109,11 @@ type Options struct {
 	// SkipCheck builds a plan that breaks Genie's contract (it will not
 	// load on a device); the violations are still reported.
 	SkipCheck bool
+	// AllowRecurrentState builds a plan whose graphs carry past_conv/past_ssm
+	// state, which Genie does not feed back between calls: the bundle then
+	// needs a runtime that does (as qnnprep's staged runtime does), and its
+	// manifest and the Result say so.
+	AllowRecurrentState bool
 
 	Export onnx.ExportOptions
 	// Calibrate, if set, returns activation ranges for the plan's encoding
@@ -212,9 +217,13 @@ type Result struct {
 	Plan       *shard.Plan       `json:"-"`
 	PlanPath   string            `json:"plan,omitempty"`
 	Violations []shard.Violation `json:"violations,omitempty"`
-	Commands   []string          `json:"sdk_commands,omitempty"`
-	Bundle     string            `json:"bundle,omitempty"`
-	Verify     *Verification     `json:"verify,omitempty"`
+	// RecurrentState lists the past_conv/past_ssm tensors the bundle's
+	// runtime must feed back between calls: Genie does not, so the bundle
+	// needs a runtime that does (as qnnprep's staged runtime does).
+	RecurrentState []string      `json:"recurrent_state,omitempty"`
+	Commands       []string      `json:"sdk_commands,omitempty"`
+	Bundle         string        `json:"bundle,omitempty"`
+	Verify         *Verification `json:"verify,omitempty"`
 }
 
 // Step returns the named step's result, or nil.
@@ -424,19 +433,16 @@ func (b *builder) quantize() error {
 
 func (b *builder) plan() error {
 	return b.step(StepPlan, func(s *StepResult) error {
-		sizes, err := shard.ModelSizes(b.qm)
+		opts := b.o.Plan
+		sizes, err := shard.ModelSizes(b.qm, opts.Container)
 		if err != nil {
 			return err
-		}
-		opts := b.o.Plan
-		if opts.LayerTypes == nil {
-			opts.LayerTypes = sizes.LayerTypes
 		}
 		name := b.o.Name
 		if name == "" {
 			name = shard.ModelName(b.src)
 		}
-		p, err := shard.NewPlan(b.qm.Config, sizes.Layers, sizes.Head, sizes.Embed, name, opts)
+		p, err := shard.NewPlan(b.qm.Config, sizes, name, opts)
 		if err != nil {
 			return err
 		}
@@ -446,17 +452,27 @@ func (b *builder) plan() error {
 		}
 		b.res.Plan, b.res.PlanPath = p, path
 		s.Outputs = []string{b.rel(path)}
-		s.Note = fmt.Sprintf("%d stages, %d graphs, split by %s", len(p.Stages), len(p.Graphs), p.Split)
+		var dev, q int64
+		for _, st := range p.Stages {
+			dev, q = dev+st.Bytes, q+st.QModelBytes
+		}
+		s.Note = fmt.Sprintf("%d stages, %d graphs, split by %s; %d device bytes (%s container), %d in the qmodel", len(p.Stages), len(p.Graphs), p.Split, dev, p.Container, q)
 		return nil
 	})
 }
 
 func (b *builder) check() error {
 	return b.step(StepCheck, func(s *StepResult) error {
-		vs := shard.Check(b.res.Plan, shard.CheckEnv{})
+		vs := shard.Check(b.res.Plan, shard.CheckEnv{StateRuntime: b.o.AllowRecurrentState})
 		b.res.Violations = vs
+		var state string
+		if b.o.AllowRecurrentState {
+			if b.res.RecurrentState = shard.StateTensors(b.res.Plan); len(b.res.RecurrentState) > 0 {
+				state = fmt.Sprintf("; %s allowed: the bundle needs a runtime that feeds %d past_conv/past_ssm tensors back", shard.RuleRecurrent, len(b.res.RecurrentState))
+			}
+		}
 		if len(vs) == 0 {
-			s.Note = "Genie contract: no violations"
+			s.Note = "Genie contract: no violations" + state
 			return nil
 		}
 		s.Note = fmt.Sprintf("%d violation(s), first: %s", len(vs), vs[0])
@@ -570,7 +586,7 @@ func (b *builder) buildDraft() error {
 			return err
 		}
 		b.draftQM = qm
-		sizes, err := shard.ModelSizes(qm)
+		sizes, err := shard.ModelSizes(qm, b.res.Plan.Container)
 		if err != nil {
 			return err
 		}
@@ -588,8 +604,8 @@ func (b *builder) buildDraft() error {
 				}
 			}
 		}
-		opts.Dialog, opts.LayerTypes = shard.Dialog{}, sizes.LayerTypes
-		p, err := shard.NewPlan(qm.Config, sizes.Layers, sizes.Head, sizes.Embed, b.res.Plan.Model.Name+"_draft", opts)
+		opts.Dialog, opts.LayerTypes, opts.Container = shard.Dialog{}, sizes.LayerTypes, sizes.Container
+		p, err := shard.NewPlan(qm.Config, sizes, b.res.Plan.Model.Name+"_draft", opts)
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
@@ -597,7 +613,7 @@ func (b *builder) buildDraft() error {
 		if err := shard.WritePlan(ppath, p); err != nil {
 			return err
 		}
-		if vs := shard.Check(p, shard.CheckEnv{}); len(vs) > 0 && !b.o.SkipCheck {
+		if vs := shard.Check(p, shard.CheckEnv{StateRuntime: b.o.AllowRecurrentState}); len(vs) > 0 && !b.o.SkipCheck {
 			return fmt.Errorf("%s: %d Genie contract violation(s), first: %s", ppath, len(vs), vs[0])
 		}
 		files, _, _, err := b.exportGraphs(qm, p, filepath.Join(dir, ONNXDir), StepDraft)
@@ -620,7 +636,8 @@ func (b *builder) buildDraft() error {
 			SDK: b.o.SDK, Plan: p, Config: qm.Config, Graphs: files,
 			OutDir: filepath.Join(dir, BundleDir), WorkDir: filepath.Join(dir, SDKDir), SoC: b.o.SoC,
 			ConverterArgs: b.o.ConverterArgs, QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck,
-			Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: b.o.Log,
+			AllowRecurrentState: b.o.AllowRecurrentState,
+			Parallel:            b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: b.o.Log,
 		})
 		if err != nil {
 			return err

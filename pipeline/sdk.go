@@ -52,7 +52,8 @@ func (b *builder) sdkAndBundle() error {
 				OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
 				ConverterArgs: b.o.ConverterArgs, Tokenizer: b.o.Tokenizer, Recipe: recipe,
 				QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
-				DryRun: dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
+				AllowRecurrentState: b.o.AllowRecurrentState,
+				DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
 			})
 			if err != nil {
 				return err

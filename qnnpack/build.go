@@ -64,6 +64,10 @@ type BuildOptions struct {
 	// SkipCheck builds even if shard.Check finds the plan inconsistent with
 	// Genie's contract (for experiments; such a bundle will not load).
 	SkipCheck bool
+	// AllowRecurrentState builds a plan whose graphs carry past_conv/past_ssm
+	// state (GENIE-RECURRENT-STATE): the manifest then lists those tensors
+	// and says the bundle needs a runtime that feeds them back.
+	AllowRecurrentState bool
 
 	DryRun   bool          // print the commands, write every file the SDK does not produce
 	Parallel int           // SDK jobs at once; 0 means 2
@@ -114,7 +118,7 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 		o.WorkDir = filepath.Clean(o.OutDir) + ".work"
 	}
 	if !o.SkipCheck {
-		if v := shard.Check(p, shard.CheckEnv{}); len(v) > 0 {
+		if v := shard.Check(p, shard.CheckEnv{StateRuntime: o.AllowRecurrentState}); len(v) > 0 {
 			msg := make([]string, 0, len(v))
 			for _, x := range v {
 				msg = append(msg, x.String())
@@ -200,6 +204,12 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	return res, err
 }
 
+// RecurrentStateNote is what a bundle built with AllowRecurrentState says
+// about the n state tensors listed in its manifest.
+func RecurrentStateNote(n int) string {
+	return fmt.Sprintf("this bundle needs a runtime that feeds the %d past_conv/past_ssm tensors in recurrent_state back from _out to _in between calls, as qnnprep's staged runtime does; Genie (as of QAIRT 2.40) carries only past_key/past_value, so under genie-t2t-run it decodes from stale state", n)
+}
+
 // checkBinarySizes refuses context binaries over limit: a context binary
 // must stay under 2 GiB to load (qnn-genie.md §7.1).
 func checkBinarySizes(stages []StagePaths, limit int64) error {
@@ -251,9 +261,13 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 	}
 
 	var ctxBins []string
-	for _, sp := range stages {
+	m.Container = p.Container.String()
+	for i, sp := range stages {
 		name := filepath.Base(sp.Binary)
 		ctxBins = append(ctxBins, name)
+		st := &p.Stages[i]
+		m.Stages = append(m.Stages, ManifestStage{Binary: name, FirstLayer: st.FirstLayer, LastLayer: st.LastLayer,
+			DeviceBytes: st.Bytes, QModelBytes: st.QModelBytes})
 		if o.DryRun {
 			continue
 		}
@@ -304,6 +318,11 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 		}
 	} else {
 		m.Notes = append(m.Notes, "tokenizer.json not included: copy the model's Hugging Face tokenizer.json into the bundle")
+	}
+	if o.AllowRecurrentState {
+		if m.RecurrentState = shard.StateTensors(p); len(m.RecurrentState) > 0 {
+			m.Notes = append(m.Notes, RecurrentStateNote(len(m.RecurrentState)))
+		}
 	}
 	if p.Dialog.Type == shard.SSD {
 		note, err := writeForecastPrefix(o, d.Path)

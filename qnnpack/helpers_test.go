@@ -124,7 +124,7 @@ func testPlan(t *testing.T, cfg model.Config, name string, opts shard.Options) *
 	if opts.AR == nil {
 		opts.AR, opts.CL = []int{16, 1}, []int{128}
 	}
-	p, err := shard.NewPlan(cfg, sizes, 1<<20, 1<<20, name, opts)
+	p, err := shard.NewPlan(cfg, shard.Sizes{Layers: sizes, Head: 1 << 20, Embed: 1 << 20}, name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 const ManifestName = "manifest.json"
 
 // ManifestVersion is the manifest format version.
-const ManifestVersion = 1
+const ManifestVersion = 2
 
 // Manifest describes a bundle: what made it and the SHA-256 of every file.
 // Its last field, manifest_sha256, is the SHA-256 of the manifest file
@@ -36,16 +36,38 @@ type Manifest struct {
 	// the caller gave it.
 	Recipe json.RawMessage `json:"recipe,omitempty"`
 	// DryRun marks a bundle written without the SDK: no context binaries.
-	DryRun bool           `json:"dry_run,omitempty"`
-	Notes  []string       `json:"notes,omitempty"`
-	Files  []ManifestFile `json:"files"` // sorted by path; every file but the manifest
-	Self   string         `json:"manifest_sha256"`
+	DryRun bool `json:"dry_run,omitempty"`
+	// Incomplete, when set, says why the bundle is not finished (a build
+	// that has not completed, failed or was superseded); VerifyBundle
+	// fails such a bundle.
+	Incomplete string `json:"incomplete,omitempty"`
+	// Container is the width Q1_0/Q2_0 codes were exported in; Stages give
+	// each context binary's weight bytes on the device in it and in the
+	// qmodel.
+	Container string          `json:"container,omitempty"`
+	Stages    []ManifestStage `json:"stages,omitempty"`
+	// RecurrentState lists graph I/O that Genie does not carry between
+	// calls (past_conv/past_ssm): the bundle needs a runtime that feeds
+	// each _out back into its _in, as qnnprep's staged runtime does.
+	RecurrentState []string       `json:"recurrent_state,omitempty"`
+	Notes          []string       `json:"notes,omitempty"`
+	Files          []ManifestFile `json:"files"` // sorted by path; every file but the manifest
+	Self           string         `json:"manifest_sha256"`
 }
 
 // ManifestSDK names the SDK that built the context binaries.
 type ManifestSDK struct {
 	Version string `json:"version"`
 	Source  string `json:"version_source"`
+}
+
+// ManifestStage is one stage's context binary and its weight bytes.
+type ManifestStage struct {
+	Binary      string `json:"binary"` // bundle path of the context binary
+	FirstLayer  int    `json:"first_layer"`
+	LastLayer   int    `json:"last_layer"`
+	DeviceBytes int64  `json:"device_bytes"` // weights as the exported graphs declare them, in Container
+	QModelBytes int64  `json:"qmodel_bytes"` // the same weights in the qmodel
 }
 
 // ManifestFile is one bundle file.

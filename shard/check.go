@@ -11,22 +11,23 @@ import (
 
 // Rule ids reported by Check. They are stable: scripts may match on them.
 const (
-	RuleARcMask      = "GENIE-ARC-MASK"      // AR-c graph with a speculative dialog
-	RuleDetect       = "GENIE-ARCL-DETECT"   // Genie would detect another AR or CL than planned
-	RuleMissingInput = "GENIE-MISSING-INPUT" // input_ids, attention_mask, positions or logits missing
-	RuleShape        = "GENIE-SHAPE"         // a tensor Genie shape-checks has the wrong shape
-	RuleEncoding     = "GENIE-ENCODING"      // one tensor name (or _in/_out pair) with two encodings
-	RuleLink         = "GENIE-LINK"          // a stage input nobody produces, or same name with two shapes
-	RuleNameOrder    = "GENIE-NAME-ORDER"    // graph names do not sort in stage order
-	RuleMissingGraph = "GENIE-MISSING-GRAPH" // a variant lacks a stage's graph
-	RuleDupARCL      = "GENIE-DUP-ARCL"      // two graphs of one stage with the same (AR, CL)
-	RuleSSDAR        = "GENIE-SSD-AR"        // no AR holds an ssd-q1 step
-	RuleSpecAR       = "GENIE-SPEC-AR"       // no AR holds a spd/lade/eaglet step
-	RuleAbsoluteTree = "GENIE-ABS-TREE"      // absolute positions with a tree dialog
-	RuleGDNSpec      = "GENIE-GDN-SPEC"      // speculative dialog on a model with GDN state
-	RuleContextBytes = "QNN-CONTEXT-2GIB"    // a context binary over the size limit
-	RuleVTCMOneBit   = "HTP-VTCM-1BIT"       // vtcm_mb below 8 for a 1-bit stage
-	RuleContextSize  = "GENIE-CTX-SIZE"      // context.size above the largest CL
+	RuleARcMask      = "GENIE-ARC-MASK"        // AR-c graph with a speculative dialog
+	RuleDetect       = "GENIE-ARCL-DETECT"     // Genie would detect another AR or CL than planned
+	RuleMissingInput = "GENIE-MISSING-INPUT"   // input_ids, attention_mask, positions or logits missing
+	RuleShape        = "GENIE-SHAPE"           // a tensor Genie shape-checks has the wrong shape
+	RuleEncoding     = "GENIE-ENCODING"        // one tensor name (or _in/_out pair) with two encodings
+	RuleLink         = "GENIE-LINK"            // a stage input nobody produces, or same name with two shapes
+	RuleNameOrder    = "GENIE-NAME-ORDER"      // graph names do not sort in stage order
+	RuleMissingGraph = "GENIE-MISSING-GRAPH"   // a variant lacks a stage's graph
+	RuleDupARCL      = "GENIE-DUP-ARCL"        // two graphs of one stage with the same (AR, CL)
+	RuleSSDAR        = "GENIE-SSD-AR"          // no AR holds an ssd-q1 step
+	RuleSpecAR       = "GENIE-SPEC-AR"         // no AR holds a spd/lade/eaglet step
+	RuleAbsoluteTree = "GENIE-ABS-TREE"        // absolute positions with a tree dialog
+	RuleGDNSpec      = "GENIE-GDN-SPEC"        // speculative dialog on a model with GDN state
+	RuleRecurrent    = "GENIE-RECURRENT-STATE" // past_conv/past_ssm surfaces, which Genie does not carry
+	RuleContextBytes = "QNN-CONTEXT-2GIB"      // a context binary over the size limit
+	RuleVTCMOneBit   = "HTP-VTCM-1BIT"         // vtcm_mb below 8 for a 1-bit stage
+	RuleContextSize  = "GENIE-CTX-SIZE"        // context.size above the largest CL
 )
 
 // Violation is one broken rule.
@@ -60,6 +61,11 @@ type CheckEnv struct {
 	// MaxContextBytes is the largest context binary allowed; 0 means
 	// DefaultMaxStageBytes (2 GiB).
 	MaxContextBytes int64
+	// StateRuntime says the bundle will run under a runtime that feeds
+	// past_conv/past_ssm outputs back into their inputs between calls (as
+	// qnnprep's staged runtime does), so GENIE-RECURRENT-STATE is not
+	// reported.
+	StateRuntime bool
 }
 
 // Check returns every violation of Genie's I/O contract (and of the HTP
@@ -204,9 +210,15 @@ func (c *checker) dialogRules() {
 				gdn = append(gdn, i)
 			}
 		}
-		c.add(RuleGDNSpec, "", "", "use the basic dialog on Genie, or decode speculatively with qnnprep's runtime, which checkpoints and rolls back GDN state",
+		c.add(RuleGDNSpec, "", "", "decode speculatively with qnnprep's runtime (qnnprep speculate), which checkpoints and rolls back GDN state; on Genie no dialog works for this model (see "+RuleRecurrent+")",
 			"%s needs rejected drafts rolled back, but %d Gated DeltaNet layers (%s) carry conv/recurrent state that Genie's KV manager neither carries nor rolls back with a selection mask",
 			d.Type, len(gdn), intRanges(gdn))
+	}
+	if layers := StateLayers(p); len(layers) > 0 && !c.env.StateRuntime {
+		c.add(RuleRecurrent, "", "",
+			"run the bundle with a runtime that copies each past_conv/past_ssm _out into its _in between calls, as qnnprep's staged runtime does (qnnprep run --plan), and build with --allow-recurrent-state; for Genie, use a model without Gated DeltaNet layers",
+			"the graphs carry Gated DeltaNet state between calls in past_conv_L_in/_out and past_ssm_L_in/_out for layers %s (%d tensors), but Genie's KV manager carries only past_*key*/past_*value* tensors from _out to _in, so with any dialog, basic included, every call would start from stale state (this reflects Genie as shipped in QAIRT 2.40.0.251030; no public source shows a later Genie carrying recurrent state)",
+			intRanges(layers), len(StateTensors(p)))
 	}
 	maxCL := 0
 	for _, v := range p.Variants {
@@ -233,8 +245,8 @@ func (c *checker) stageRules() {
 		}
 		if s.Bytes > c.env.MaxContextBytes {
 			c.add(RuleContextBytes, g, "", "split into more stages: balance by bytes (no --stages/--layers-per-stage) or raise --stages",
-				"stage %d (layers %d…%d) holds %s of weights; a context binary over %s fails to serialize (\"memory usage too large\")",
-				s.Index, s.FirstLayer, s.LastLayer, fmtBytes(s.Bytes), fmtBytes(c.env.MaxContextBytes))
+				"stage %d (layers %d…%d) holds %s of weights on the device (%s container; %s in the qmodel); a context binary over %s fails to serialize (\"memory usage too large\")",
+				s.Index, s.FirstLayer, s.LastLayer, fmtBytes(s.Bytes), c.p.Container, fmtBytes(s.QModelBytes), fmtBytes(c.env.MaxContextBytes))
 		}
 		if s.OneBit() && c.p.VTCMMB < MinVTCMOneBit {
 			c.add(RuleVTCMOneBit, g, "", fmt.Sprintf("set --vtcm-mb %d", MinVTCMOneBit),
@@ -555,6 +567,41 @@ func (c *checker) arcMaskRule() {
 			"Genie treats AR %d, CL %d graphs as AR-c and re-processes history: %s's selection mask has m = %d entries (%s), but n_process = m + history = %d + %d = %d (history = %s, probe prompt of %d tokens); Genie fails with %s",
 			v.ar, v.cl, d.Type, m, stepFormula(&d.Dialog), m, s.NPast, s.NProcess, hist, c.env.ProbePromptTokens, genie)
 	}
+}
+
+// StateTensors lists, sorted, the past_conv_*/past_ssm_* tensors the plan's
+// graphs take or give: recurrent state that must be fed back between calls
+// and that Genie (2.40) does not carry.
+func StateTensors(p *Plan) []string {
+	var names []string
+	for _, g := range p.Graphs {
+		for _, t := range append(g.Inputs[:len(g.Inputs):len(g.Inputs)], g.Outputs...) {
+			if isState(t.Name) && !slices.Contains(names, t.Name) {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// StateLayers lists, sorted, the layers whose past_conv/past_ssm tensors
+// the plan's graphs carry.
+func StateLayers(p *Plan) []int {
+	var layers []int
+	for _, n := range StateTensors(p) {
+		rest := strings.TrimPrefix(strings.TrimPrefix(n, "past_conv_"), "past_ssm_")
+		num, _, _ := strings.Cut(rest, "_")
+		if l, err := strconv.Atoi(num); err == nil && !slices.Contains(layers, l) {
+			layers = append(layers, l)
+		}
+	}
+	slices.Sort(layers)
+	return layers
+}
+
+func isState(name string) bool {
+	return strings.HasPrefix(name, "past_conv_") || strings.HasPrefix(name, "past_ssm_")
 }
 
 func stepFormula(d *Dialog) string {

@@ -205,7 +205,13 @@ func TestCheckRules(t *testing.T) {
 				cfg := qwen35Config()
 				return mustPlan(t, cfg, uniform(24, 10*mib), 100*mib, 100*mib, Options{AR: []int{128, 32}, CL: []int{4096}, Dialog: ssd})
 			},
-			CheckEnv{}, "18 Gated DeltaNet layers (0-2,4-6,8-10,12-14,16-18,20-22)"},
+			CheckEnv{StateRuntime: true}, "18 Gated DeltaNet layers (0-2,4-6,8-10,12-14,16-18,20-22)"},
+		{RuleRecurrent,
+			func(t *testing.T) *Plan { return basePlan(t, nil) },
+			func(t *testing.T) *Plan {
+				return mustPlan(t, qwen35Config(), uniform(24, 10*mib), 100*mib, 100*mib, Options{AR: []int{128, 1}, CL: []int{4096}})
+			},
+			CheckEnv{}, "past_ssm_L_in/_out for layers 0-2,4-6,8-10,12-14,16-18,20-22 (72 tensors)"},
 		{RuleContextBytes,
 			func(t *testing.T) *Plan { return basePlan(t, nil) },
 			func(t *testing.T) *Plan {
@@ -243,7 +249,7 @@ func TestCheckRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
-			if vs := Check(tt.pass(t), CheckEnv{MaxContextBytes: tt.env.MaxContextBytes * 2}); len(vs) != 0 {
+			if vs := Check(tt.pass(t), CheckEnv{MaxContextBytes: tt.env.MaxContextBytes * 2, StateRuntime: tt.env.StateRuntime}); len(vs) != 0 {
 				t.Errorf("passing plan: %v", vs)
 			}
 			vs := Check(tt.fail(t), tt.env)
@@ -288,7 +294,49 @@ func TestCheckHybridStageWithoutAttention(t *testing.T) {
 	if find(p.Graphs[0].Inputs, AttentionMask) != nil {
 		t.Fatalf("stage 0 (layers 0–1, DeltaNet only) has an attention_mask")
 	}
-	if vs := Check(p, CheckEnv{}); len(vs) != 0 {
+	if vs := Check(p, CheckEnv{StateRuntime: true}); len(vs) != 0 {
 		t.Errorf("violations: %v", vs)
+	}
+}
+
+// Genie carries no recurrent state with any dialog: every dialog on a
+// hybrid plan gets GENIE-RECURRENT-STATE, naming the tensors and the Genie
+// version, unless the bundle's runtime feeds the state back; and the
+// speculative rule no longer sends such models to Genie's basic dialog.
+func TestCheckRecurrentStateEveryDialog(t *testing.T) {
+	ssd := Dialog{Type: SSD, ForecastTokenCount: 2, Branches: []int{3, 2}, ForecastPrefix: 16, ForecastPrefixName: "fp"}
+	for _, d := range []Dialog{{Type: Basic}, ssd, {Type: SPD, DraftLen: 4}, {Type: LADE, Window: 4, NGram: 3, GCap: 4}, {Type: Eaglet, DraftLen: 4, NBranches: 2, MaxTargetTokens: 16}} {
+		t.Run(string(d.Type), func(t *testing.T) {
+			p := mustPlan(t, qwen35Config(), uniform(24, 10*mib), 100*mib, 100*mib, Options{AR: []int{128, 32, 1}, CL: []int{4096}, Dialog: d})
+			var got *Violation
+			vs := Check(p, CheckEnv{})
+			for i := range vs {
+				if vs[i].Rule == RuleRecurrent {
+					got = &vs[i]
+				}
+				if vs[i].Rule == RuleGDNSpec && strings.Contains(vs[i].Fix, "basic dialog") {
+					t.Errorf("%s still recommends the basic dialog: %s", RuleGDNSpec, vs[i].Fix)
+				}
+			}
+			if got == nil {
+				t.Fatalf("no %s: %v", RuleRecurrent, vs)
+			}
+			for _, want := range []string{"past_conv_L_in/_out", "past_ssm_L_in/_out", "layers 0-2,4-6", "QAIRT 2.40", "basic included"} {
+				if !strings.Contains(got.Message, want) {
+					t.Errorf("message %q lacks %q", got.Message, want)
+				}
+			}
+			if !strings.Contains(got.Fix, "qnnprep's staged runtime") || !strings.Contains(got.Fix, "--allow-recurrent-state") {
+				t.Errorf("fix %q does not say what works", got.Fix)
+			}
+			for _, v := range Check(p, CheckEnv{StateRuntime: true}) {
+				if v.Rule == RuleRecurrent {
+					t.Errorf("reported with a state-feeding runtime: %v", v)
+				}
+			}
+		})
+	}
+	if n := len(StateTensors(basePlan(t, nil))); n != 0 {
+		t.Errorf("llama plan has %d state tensors", n)
 	}
 }

@@ -187,6 +187,9 @@ type Options struct {
 	// as possible. 0 means DefaultMaxStageBytes. In the other modes a
 	// larger stage is left for Check to report, unless it is one layer.
 	MaxStageBytes int64
+	// Container is the width Q1_0/Q2_0 codes are exported in, and so what
+	// stage sizes are measured in (PlanModel, ModelSizes); 0 means 4bit.
+	Container Container
 
 	AR []int // tokens per call of each graph variant; nil for the default
 	CL []int // context lengths; nil for the default
@@ -231,6 +234,9 @@ func (o Options) withDefaults(layers, contextLength int) (Options, error) {
 	}
 	if o.MaxStageBytes == 0 {
 		o.MaxStageBytes = DefaultMaxStageBytes
+	}
+	if o.Container != 0 && !o.Container.Valid() {
+		return o, fmt.Errorf("container %d bits, want 4 or 8", int(o.Container))
 	}
 	if len(o.CL) == 0 {
 		cl := 4096

@@ -17,7 +17,7 @@ import (
 )
 
 // Version is the plan.json schema version this package writes and reads.
-const Version = 1
+const Version = 2
 
 // Plan is a model split into stages, with one graph per stage and (AR, CL)
 // variant and the I/O surfaces of each graph.
@@ -25,13 +25,16 @@ type Plan struct {
 	Version int       `json:"version"`
 	Model   ModelInfo `json:"model"`
 
-	Split         string     `json:"split"` // "layers-per-stage", "stages" or "bytes"
-	MaxStageBytes int64      `json:"max_stage_bytes"`
-	Positional    Positional `json:"positional_encoding"`
-	RopeDim       int        `json:"rope_dim,omitempty"` // Genie rope-dim: rotated dims / 2
-	VTCMMB        int        `json:"vtcm_mb"`
-	ContextSize   int        `json:"context_size"` // Genie context.size
-	Dialog        DialogPlan `json:"dialog"`
+	Split         string `json:"split"` // "layers-per-stage", "stages" or "bytes"
+	MaxStageBytes int64  `json:"max_stage_bytes"`
+	// Container is the width Q1_0/Q2_0 codes are exported in; stage bytes
+	// are device bytes in it, and the exporter refuses another.
+	Container   Container  `json:"container"`
+	Positional  Positional `json:"positional_encoding"`
+	RopeDim     int        `json:"rope_dim,omitempty"` // Genie rope-dim: rotated dims / 2
+	VTCMMB      int        `json:"vtcm_mb"`
+	ContextSize int        `json:"context_size"` // Genie context.size
+	Dialog      DialogPlan `json:"dialog"`
 
 	Stages   []Stage   `json:"stages"`
 	Variants []Variant `json:"variants"`
@@ -82,14 +85,15 @@ type DialogPlan struct {
 
 // Stage is a run of consecutive layers that becomes one context binary.
 type Stage struct {
-	Index      int      `json:"index"` // 0-based; graph names count from 1
-	FirstLayer int      `json:"first_layer"`
-	LastLayer  int      `json:"last_layer"`            // inclusive
-	Bytes      int64    `json:"bytes"`                 // weight bytes, including embedding/head
-	WeightType string   `json:"weight_type,omitempty"` // lowest-bit weight type, "" if unknown
-	Embedding  bool     `json:"embedding"`             // holds token_embd, takes input_ids
-	Head       bool     `json:"head"`                  // holds the output head, produces logits
-	Graphs     []string `json:"graphs"`                // one per variant, in variant order
+	Index       int      `json:"index"` // 0-based; graph names count from 1
+	FirstLayer  int      `json:"first_layer"`
+	LastLayer   int      `json:"last_layer"`            // inclusive
+	Bytes       int64    `json:"bytes"`                 // device bytes of its weights in the plan's container, including embedding/head
+	QModelBytes int64    `json:"qmodel_bytes"`          // the same weights' bytes in the qmodel (0 if unknown)
+	WeightType  string   `json:"weight_type,omitempty"` // lowest-bit weight type, "" if unknown
+	Embedding   bool     `json:"embedding"`             // holds token_embd, takes input_ids
+	Head        bool     `json:"head"`                  // holds the output head, produces logits
+	Graphs      []string `json:"graphs"`                // one per variant, in variant order
 }
 
 // OneBit reports whether the stage holds weights of fewer than 2 bits.
@@ -204,26 +208,44 @@ func SanitizeName(name string) string {
 }
 
 // NewPlan splits a model with configuration cfg into stages and lays out
-// every graph's I/O. layerBytes holds the weight bytes of each layer;
-// embedBytes and headBytes those of the token embedding (first stage) and
-// the output head with its norm (last stage). For a tied model headBytes
-// includes the embedding again, since the last stage needs its own copy;
-// a single stage counts it once.
-func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, name string, opts Options) (*Plan, error) {
+// every graph's I/O. s holds the weight bytes of each layer, of the token
+// embedding (first stage) and of the output head with its norm (last
+// stage), on the device and in the qmodel; stages are cut by device bytes.
+// For a tied model s.Head includes the embedding again, since the last
+// stage needs its own copy; in a single stage the qmodel holds it once,
+// while the exported graph still declares the head as a second initializer.
+func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error) {
 	if err := checkConfig(&cfg); err != nil {
 		return nil, fmt.Errorf("shard: model %s: %w", name, err)
 	}
-	if len(layerBytes) != cfg.Layers {
-		return nil, fmt.Errorf("shard: model %s: %d layer sizes for %d layers", name, len(layerBytes), cfg.Layers)
+	if len(s.Layers) != cfg.Layers || (s.QLayers != nil && len(s.QLayers) != cfg.Layers) {
+		return nil, fmt.Errorf("shard: model %s: %d layer sizes (%d in the qmodel) for %d layers", name, len(s.Layers), len(s.QLayers), cfg.Layers)
 	}
-	for i, b := range layerBytes {
-		if b < 0 {
-			return nil, fmt.Errorf("shard: model %s: layer %d has negative size %d", name, i, b)
+	for i, b := range s.Layers {
+		if b < 0 || (s.QLayers != nil && s.QLayers[i] < 0) {
+			return nil, fmt.Errorf("shard: model %s: layer %d has a negative size", name, i)
 		}
 	}
-	if headBytes < 0 || embedBytes < 0 {
-		return nil, fmt.Errorf("shard: model %s: negative embedding (%d) or head (%d) size", name, embedBytes, headBytes)
+	if s.Head < 0 || s.Embed < 0 || s.QHead < 0 || s.QEmbed < 0 {
+		return nil, fmt.Errorf("shard: model %s: negative embedding or head size", name)
 	}
+	container := s.Container
+	switch {
+	case container == 0:
+		container = opts.Container
+	case opts.Container != 0 && opts.Container != container:
+		return nil, fmt.Errorf("shard: model %s: sizes measured in the %s container, but the options ask for %s", name, container, opts.Container)
+	}
+	if container == 0 {
+		container = Container4Bit
+	}
+	if !container.Valid() {
+		return nil, fmt.Errorf("shard: model %s: container %d bits, want 4 or 8", name, int(container))
+	}
+	if opts.LayerTypes == nil {
+		opts.LayerTypes = s.LayerTypes
+	}
+	layerBytes, headBytes, embedBytes := s.Layers, s.Head, s.Embed
 	o, err := opts.withDefaults(cfg.Layers, cfg.ContextLength)
 	if err != nil {
 		return nil, fmt.Errorf("shard: model %s: %w", name, err)
@@ -233,6 +255,7 @@ func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, 
 		Version:       Version,
 		Model:         modelInfo(&cfg, SanitizeName(name)),
 		MaxStageBytes: o.MaxStageBytes,
+		Container:     container,
 		Positional:    o.Positional,
 		VTCMMB:        o.VTCMMB,
 		ContextSize:   o.ContextSize,
@@ -266,8 +289,8 @@ func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, 
 			case i == len(cost)-1 && headBytes > 0:
 				what += " with the output head"
 			}
-			return nil, fmt.Errorf("shard: model %s: %s is %s, over the %s stage limit, and a layer cannot be split further; raise the limit or quantize harder",
-				name, what, fmtBytes(c), fmtBytes(o.MaxStageBytes))
+			return nil, fmt.Errorf("shard: model %s: %s is %s on the device (%s container), over the %s stage limit, and a layer cannot be split further; raise the limit or quantize harder",
+				name, what, fmtBytes(c), container, fmtBytes(o.MaxStageBytes))
 		}
 	}
 	var sizes []int // layers per stage
@@ -301,6 +324,9 @@ func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, 
 		}
 		for l := first; l < first+n; l++ {
 			st.Bytes += layerBytes[l]
+			if s.QLayers != nil {
+				st.QModelBytes += s.QLayers[l]
+			}
 			if len(o.LayerTypes) > 0 {
 				t := o.LayerTypes[min(l, len(o.LayerTypes)-1)]
 				if cur, err := gguf.ParseType(st.WeightType); err != nil || t.BitsPerWeight() < cur.BitsPerWeight() {
@@ -310,11 +336,13 @@ func NewPlan(cfg model.Config, layerBytes []int64, headBytes, embedBytes int64, 
 		}
 		if st.Embedding {
 			st.Bytes += embedBytes
+			st.QModelBytes += s.QEmbed
 		}
 		if st.Head {
 			st.Bytes += headBytes
-			if st.Embedding && cfg.TiedEmbeddings { // a tied head in the embedding's stage is the same tensor
-				st.Bytes -= min(embedBytes, headBytes)
+			st.QModelBytes += s.QHead
+			if st.Embedding && cfg.TiedEmbeddings { // in the qmodel a tied head in the embedding's stage is the same tensor
+				st.QModelBytes -= min(s.QEmbed, s.QHead)
 			}
 		}
 		p.Stages = append(p.Stages, st)

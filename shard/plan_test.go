@@ -53,7 +53,7 @@ func uniform(n int, b int64) []int64 {
 
 func mustPlan(t *testing.T, cfg model.Config, layer []int64, head, embed int64, o Options) *Plan {
 	t.Helper()
-	p, err := NewPlan(cfg, layer, head, embed, "llama", o)
+	p, err := NewPlan(cfg, Sizes{Layers: layer, Head: head, Embed: embed}, "llama", o)
 	if err != nil {
 		t.Fatalf("NewPlan: %v", err)
 	}
@@ -179,9 +179,9 @@ func TestNewPlanErrors(t *testing.T) {
 		{"both split modes", cfg, uniform(32, mib), Options{Stages: 4, LayersPerStage: 8}, "choose one way"},
 		{"AR == CL without arc", cfg, uniform(32, mib), Options{AR: []int{128}, CL: []int{128}}, "AR 128 == CL 128"},
 		{"AR > CL", cfg, uniform(32, mib), Options{AR: []int{256}, CL: []int{128}, ARc: true}, "AR 256 > CL 128"},
-		{"single layer over limit", cfg, append(uniform(31, mib), 3<<30), Options{}, "layer 31 with the output head is 3.49 GiB, over the 2.00 GiB"},
+		{"single layer over limit", cfg, append(uniform(31, mib), 3<<30), Options{}, "layer 31 with the output head is 3.49 GiB on the device (4bit container), over the 2.00 GiB"},
 		{"embedding layer over limit", cfg, uniform(32, mib), Options{MaxStageBytes: 100 * mib}, "layer 0 with the token embedding"},
-		{"wrong layer sizes", cfg, uniform(30, mib), Options{}, "30 layer sizes for 32 layers"},
+		{"wrong layer sizes", cfg, uniform(30, mib), Options{}, "30 layer sizes (0 in the qmodel) for 32 layers"},
 		{"bad config", bad, uniform(32, mib), Options{}, "3 layer kinds for 32 layers"},
 		{"duplicate AR", cfg, uniform(32, mib), Options{AR: []int{1, 1}}, "AR 1 listed twice"},
 		{"ssd branches > forecast", cfg, uniform(32, mib), Options{Dialog: Dialog{Type: SSD, ForecastTokenCount: 1, Branches: []int{2, 2}}}, "len(branches) ≤ forecast-token-count"},
@@ -195,7 +195,7 @@ func TestNewPlanErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewPlan(tt.cfg, tt.layer, 500*mib, 500*mib, "m", tt.opts)
+			_, err := NewPlan(tt.cfg, Sizes{Layers: tt.layer, Head: 500 * mib, Embed: 500 * mib}, "m", tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}

@@ -220,6 +220,9 @@ func (p *Plan) validate() error {
 			return fmt.Errorf("layer %d: unknown kind %q, want attention or deltanet", i, k)
 		}
 	}
+	if !p.Container.Valid() {
+		return fmt.Errorf("container %d bits, want 4bit or 8bit", int(p.Container))
+	}
 	if err := p.Dialog.validate(); err != nil {
 		return err
 	}

@@ -21,11 +21,11 @@ func samplePlans(t testing.TB) map[string]*Plan {
 		return p
 	}
 	out := map[string]*Plan{}
-	p, err := NewPlan(llamaConfig(), uniform(32, 100*mib), 500*mib, 500*mib, "Llama-3-8B",
+	p, err := NewPlan(llamaConfig(), Sizes{Layers: uniform(32, 100*mib), Head: 500 * mib, Embed: 500 * mib}, "Llama-3-8B",
 		Options{LayersPerStage: 4, AR: []int{128, 32}, CL: []int{2048, 4096}, Dialog: ssd,
 			LayerTypes: []gguf.Type{gguf.Q1_0}, ContextSize: 4000})
 	out["llama-ssd"] = build("llama-ssd", err, p)
-	p, err = NewPlan(qwen35Config(), uniform(24, 10*mib), 100*mib, 100*mib, "qwen3.5-0.8b", Options{})
+	p, err = NewPlan(qwen35Config(), Sizes{Layers: uniform(24, 10*mib), Head: 100 * mib, Embed: 100 * mib}, "qwen3.5-0.8b", Options{})
 	out["qwen35"] = build("qwen35", err, p)
 	return out
 }
@@ -87,7 +87,9 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"not json", "plan", "not a plan"},
 		{"no version", `{"model":{}}`, `no "version" field`},
-		{"future version", `{"version": 2}`, "plan version 2, but this qnnprep reads version 1"},
+		{"future version", `{"version": 3}`, "plan version 3, but this qnnprep reads version 2"},
+		{"old version", `{"version": 1}`, "plan version 1, but this qnnprep reads version 2"},
+		{"bad container", strings.Replace(string(good), `"container": "4bit"`, `"container": "2bit"`, 1), `container "2bit", want 4bit or 8bit`},
 		{"unknown field", strings.Replace(string(good), `"split"`, `"splitt"`, 1), `unknown field "splitt"`},
 		{"trailing data", string(good) + "{}", "after top-level value"},
 		{"bad stage", strings.Replace(string(good), `"first_layer": 0`, `"first_layer": 1`, 1), "do not continue from layer 0"},

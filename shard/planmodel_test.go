@@ -20,7 +20,7 @@ func TestPlanModelStories(t *testing.T) {
 		t.Skipf("fixture: %v", err)
 	}
 	defer m.Close()
-	s, err := ModelSizes(m)
+	s, err := ModelSizes(m, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,27 +80,33 @@ func TestModelSizesTiedHF(t *testing.T) {
 	if !h.Config.TiedEmbeddings {
 		t.Fatal("HF stories260K should be tied")
 	}
-	a, err := ModelSizes(g)
+	a, err := ModelSizes(g, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ModelSizes(h)
+	b, err := ModelSizes(h, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(a.Layers, b.Layers) || a.Embed != b.Embed || a.Head != b.Head {
 		t.Errorf("GGUF %+v, HF %+v", a, b)
 	}
-	// One stage: the tied head is the embedding itself, counted once.
+	// One stage: in the qmodel the tied head is the embedding itself,
+	// counted once; the exported graph declares it twice (the Gather table
+	// and the head's MatMul weight).
 	p, err := PlanModel(h, Options{Stages: 1, AR: []int{32, 1}, CL: []int{128}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum int64
-	for _, l := range b.Layers {
-		sum += l
+	var sum, qsum int64
+	for l := range b.Layers {
+		sum += b.Layers[l]
+		qsum += b.QLayers[l]
 	}
-	if want := sum + b.Embed + 4*64; p.Stages[0].Bytes != want {
-		t.Errorf("single tied stage %d bytes, want %d", p.Stages[0].Bytes, want)
+	if want := sum + 2*b.Embed + 4*64; p.Stages[0].Bytes != want {
+		t.Errorf("single tied stage %d device bytes, want %d", p.Stages[0].Bytes, want)
+	}
+	if want := qsum + b.QEmbed + 4*64; p.Stages[0].QModelBytes != want {
+		t.Errorf("single tied stage %d qmodel bytes, want %d", p.Stages[0].QModelBytes, want)
 	}
 }

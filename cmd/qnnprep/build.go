@@ -39,6 +39,7 @@ func init() {
 		draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
 		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
 		skipCheck := fs.Bool("skip-check", false, "build even if the plan breaks Genie's contract (the bundle will not load)")
+		allowState := fs.Bool("allow-recurrent-state", false, "build a model whose graphs carry past_conv/past_ssm state (Gated DeltaNet), which Genie does not feed back: the bundle then needs a runtime that does, as qnnprep's staged runtime does")
 		soc := addSoCFlags(fs, "8elite")
 		sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT); without one the build stops before the SDK tools and prints their commands")
 		dry := fs.Bool("dry-run", false, "never run the SDK: print its commands and write every file it does not produce")
@@ -109,6 +110,7 @@ func init() {
 			return err
 		}
 		o.Recipe, o.Overrides, o.Plan, o.Name, o.SkipCheck = r, rules, po, *name, *skipCheck
+		o.AllowRecurrentState = *allowState
 		o.SoC, o.SDK, o.DryRun, o.ConverterArgs = chip, sdk, *dry, *convArgs
 		o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
 		o.Criteria.MinTop1, o.NoVerify = *minTop1, *noVerify
@@ -159,7 +161,7 @@ func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Opt
 	o := pipeline.Options{
 		Source: src, OutDir: out, Tokens: tokens, QnnprepVersion: qnnprepVersion(),
 		Export: onnx.ExportOptions{
-			Options:   onnx.Options{Opset: 17, Container: onnx.Container4Bit},
+			Options:   onnx.Options{Opset: 17}, // the container is the plan's
 			IRVersion: 8, Producer: "qnnprep", Version: qnnprepVersion(),
 		},
 	}
@@ -224,14 +226,17 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 	if p := r.Plan; p != nil {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "stage\tlayers\tbytes\tweights\tgraphs")
+		fmt.Fprintf(tw, "stage\tlayers\tdevice bytes (%s)\tqmodel bytes\tweights\tgraphs\n", p.Container)
 		for _, s := range p.Stages {
-			fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), s.WeightType, strings.Join(s.Graphs, " "))
+			fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), humanBytes(s.QModelBytes), s.WeightType, strings.Join(s.Graphs, " "))
 		}
 		tw.Flush()
 	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "check: %s\n", v)
+	}
+	if len(r.RecurrentState) > 0 {
+		fmt.Fprintf(w, "note: %s\n", qnnpack.RecurrentStateNote(len(r.RecurrentState)))
 	}
 	if v := r.Verify; v != nil && v.Whole != nil { // Whole is nil when its decode failed
 		fmt.Fprintf(w, "\nverify: %d prompts × %d tokens, golden recorded from the source (%s)\n", v.Prompts, v.Tokens, r.Source)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,10 +51,15 @@ func TestBuildDryRun(t *testing.T) {
 	t.Setenv("QAIRT_SDK_ROOT", "")
 	var code int
 	stdout := captureStdout(t, func() {
-		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--soc", "8elite", "-n", "8", "-q"})
+		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--soc", "8elite", "-n", "8", "-q", "--allow-recurrent-state"})
 	})
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	// The hybrid's DeltaNet state is allowed, and the summary says what
+	// the bundle then needs.
+	if !strings.Contains(stdout, "needs a runtime that feeds the 12 past_conv/past_ssm tensors") {
+		t.Errorf("summary does not say the bundle needs a state-feeding runtime:\n%s", stdout)
 	}
 	p, err := shard.ReadPlan(filepath.Join(out, "work", "plan.json"))
 	if err != nil {
@@ -123,7 +129,7 @@ func TestBuildDryRun(t *testing.T) {
 	// --json prints the same Result as summary.json; --no-verify skips
 	// the decode.
 	stdout = captureStdout(t, func() {
-		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--json", "--no-verify", "-q"})
+		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--json", "--no-verify", "-q", "--allow-recurrent-state"})
 	})
 	var res pipeline.Result
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
@@ -131,6 +137,24 @@ func TestBuildDryRun(t *testing.T) {
 	}
 	if code != 0 || res.Verify != nil || res.Step(pipeline.StepVerify).Status != pipeline.StatusSkipped || len(res.Commands) != len(p.Graphs)+len(p.Stages) {
 		t.Errorf("--json --no-verify: exit %d, %s", code, stdout)
+	}
+	if want := shard.StateTensors(p); len(want) != 12 || !slices.Equal(res.RecurrentState, want) {
+		t.Errorf("summary recurrent_state %v, want the plan's %v", res.RecurrentState, want)
+	}
+	mb, _ := os.ReadFile(filepath.Join(out, "bundle", qnnpack.ManifestName))
+	if m, err := qnnpack.ParseManifest(mb, "manifest.json"); err != nil || !slices.Equal(m.RecurrentState, res.RecurrentState) || !strings.Contains(strings.Join(m.Notes, " "), "qnnprep's staged runtime") {
+		t.Errorf("manifest does not list the recurrent state: %v\n%s", err, mb)
+	}
+
+	// Without --allow-recurrent-state the hybrid fails check, naming the rule.
+	var stderr string
+	stderr = captureStderr(t, func() {
+		captureStdout(t, func() {
+			code = run([]string{"build", src, filepath.Join(t.TempDir(), "out2"), "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--no-verify", "-q"})
+		})
+	})
+	if code != 1 || !strings.Contains(stderr, "check: ") || !strings.Contains(stderr, shard.RuleRecurrent) {
+		t.Errorf("hybrid without --allow-recurrent-state: exit %d, %s", code, stderr)
 	}
 
 	// A dry-run bundle has no context binaries: bundle verify says so.

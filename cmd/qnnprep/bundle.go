@@ -87,6 +87,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
 	force := fs.Bool("force", false, "rebuild every stage, ignoring the cache")
 	skipCheck := fs.Bool("skip-check", false, "build even if 'qnnprep check' rules fail (the bundle will not load in Genie)")
+	allowState := fs.Bool("allow-recurrent-state", false, "build a plan whose graphs carry past_conv/past_ssm state, which Genie does not feed back: the manifest then says the bundle needs a runtime that does")
 	convArgs := fs.StringArray("converter-arg", nil, "extra qairt-converter argument, repeatable (e.g. --converter-arg=--float_bitwidth --converter-arg=16)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -138,7 +139,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	}
 	res, err := qnnpack.Build(ctx, qnnpack.BuildOptions{
 		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: workDir, SoC: chip,
-		ConverterArgs: *convArgs, SkipCheck: *skipCheck, Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
+		ConverterArgs: *convArgs, SkipCheck: *skipCheck, AllowRecurrentState: *allowState, Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
 		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: log,
 	})
 	if err != nil {

@@ -69,7 +69,10 @@ func TestDemo(t *testing.T) {
 		}
 		// graphs column = the ONNX files exported.
 		onnxFiles, _ := filepath.Glob(filepath.Join(out, "work", "onnx", "*.onnx"))
-		if g, _ := strconv.Atoi(f[6]); g != len(onnxFiles) || g != 4 || f[5] != "2" || f[7] != "ok" {
+		// The hybrid's past_conv/past_ssm state is allowed (a state-feeding
+		// runtime is needed) and marked, the llama's needs nothing.
+		check := map[string]string{"qwen35": "ok*", "llama": "ok"}[model]
+		if g, _ := strconv.Atoi(f[6]); g != len(onnxFiles) || g != 4 || f[5] != "2" || f[7] != check {
 			t.Errorf("%s %s: stages %s graphs %s check %s, %d ONNX files", model, recipe, f[5], f[6], f[7], len(onnxFiles))
 		}
 		// Staged decoding through the plan gave the whole model's tokens.
@@ -84,6 +87,9 @@ func TestDemo(t *testing.T) {
 	}
 	if rows != 4 {
 		t.Errorf("%d rows, want 4:\n%s", rows, stdout)
+	}
+	if !strings.Contains(stdout, "* built with --allow-recurrent-state (qwen35 q1, qwen35 int8)") {
+		t.Errorf("the demo does not say it allowed recurrent state:\n%s", stdout)
 	}
 	// The int8 qmodel follows the F32 source closely: its teacher-forced
 	// top-1 agreement is far above chance (1/512).

@@ -19,7 +19,7 @@ func init() {
 	}
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
-		planPath := fs.String("plan", "", "take the weight bytes from a plan: the sum of its stages' bytes (embedding table included)")
+		planPath := fs.String("plan", "", "take the weight bytes from a plan: the sum of its stages' device bytes, in the container it was sized for (embedding table included)")
 		gb := fs.Float64("weights-gb", 0, "weight bytes streamed per window, in GB (1e9)")
 		bytes := fs.Int64("weights-bytes", 0, "weight bytes streamed per window")
 		devFile := fs.String("device", "", "device profile JSON (name, bandwidth_gb_per_s, position_ms, draft_step_ms, host_ms)")

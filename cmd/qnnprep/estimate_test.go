@@ -63,3 +63,54 @@ func TestEstimateFromPlan(t *testing.T) {
 		t.Errorf("weights term %.6f ms, want %.6f ms from the plan's bytes", w.WeightsMs, want)
 	}
 }
+
+// estimate --plan streams what the device holds: for an int8 model one
+// byte per weight plus a scale/offset pair per row, not the qmodel's Q8_0
+// blocks (34 bytes per 32 weights).
+func TestEstimateFromPlanDeviceBytes(t *testing.T) {
+	dir := t.TempDir()
+	q, plan := filepath.Join(dir, "q.gguf"), filepath.Join(dir, "plan.json")
+	var code int
+	captureStdout(t, func() {
+		code = run([]string{"quantize", storiesGGUF, q, "--recipe", "int8"})
+		if code == 0 {
+			code = run([]string{"plan", q, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan})
+		}
+	})
+	if code != 0 {
+		t.Fatalf("quantize/plan: exit %d", code)
+	}
+	b, err := os.ReadFile(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Stages []struct {
+			Bytes       int64 `json:"bytes"`
+			QModelBytes int64 `json:"qmodel_bytes"`
+		} `json:"stages"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	var dev, qm int64
+	for _, s := range p.Stages {
+		dev, qm = dev+s.Bytes, qm+s.QModelBytes
+	}
+	if dev == qm || qm == 0 {
+		t.Fatalf("plan: %d device bytes, %d qmodel bytes; want two different sizes", dev, qm)
+	}
+	out := captureStdout(t, func() {
+		code = run([]string{"estimate", "--plan", plan, "--bandwidth", "10", "--json"})
+	})
+	if code != 0 {
+		t.Fatalf("estimate: exit %d", code)
+	}
+	var w struct {
+		WeightsMs float64 `json:"weights_ms"`
+	}
+	json.Unmarshal([]byte(out), &w)
+	if want := float64(dev) / 10e9 * 1e3; math.Abs(w.WeightsMs-want) > 1e-9 {
+		t.Errorf("weights term %.6f ms, want %.6f ms from %d device bytes (the qmodel's %d give %.6f)", w.WeightsMs, want, dev, qm, float64(qm)/10e9*1e3)
+	}
+}

@@ -18,14 +18,13 @@ import (
 func init() {
 	c := &command{
 		Name:    "export",
-		Usage:   "qnnprep export onnx PLAN MODEL OUTDIR [--opset 17] [--ir 8] [--container 4bit|8bit] [--external] [--ranges FILE]",
+		Usage:   "qnnprep export onnx PLAN MODEL OUTDIR [--opset 17] [--ir 8] [--external] [--ranges FILE]",
 		Summary: "write every stage of a plan as an ONNX model with its QNN encodings JSON",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
 		opset := fs.Int64("opset", 17, "ONNX opset (17 is the newest Debian's onnx 1.12 checker knows)")
 		ir := fs.Int64("ir", 8, "ONNX IR version (raised to what a newer --opset needs unless given)")
-		container := fs.String("container", "4bit", "integer width Q1_0/Q2_0 codes are declared in: 4bit or 8bit")
 		external := fs.Bool("external", false, "weights in <graph>.onnx.data even under 2 GiB (always above)")
 		ranges := fs.String("ranges", "", `JSON file of calibrated activation ranges by encoding group, {"past_key_3": [-8.5, 9.1], …}`)
 		calibrate := fs.Int("calibrate", 0, "derive activation ranges (hidden states, KV, conv state, logits) by decoding this many tokens greedily with the bundled runtime")
@@ -53,12 +52,10 @@ func init() {
 			}
 			*ir = need
 		}
-		cont, err := onnx.ParseContainer(*container)
-		if err != nil {
-			return usageError("--container: %v", err)
-		}
+		// Q1_0/Q2_0 codes go in the container the plan was sized for
+		// (qnnprep plan --container).
 		opts := onnx.ExportOptions{
-			Options:   onnx.Options{Opset: *opset, Container: cont},
+			Options:   onnx.Options{Opset: *opset},
 			IRVersion: *ir, External: *external,
 			Producer: "qnnprep", Version: qnnprepVersion(),
 		}

@@ -19,7 +19,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "plan",
-		Usage:   "qnnprep plan MODEL [--stages N | --layers-per-stage N | --max-stage-bytes SIZE] [--ar 128,1] [--cl 4096] [--dialog TYPE ...] [-o plan.json]",
+		Usage:   "qnnprep plan MODEL [--stages N | --layers-per-stage N | --max-stage-bytes SIZE] [--container 4bit|8bit] [--ar 128,1] [--cl 4096] [--dialog TYPE ...] [-o plan.json]",
 		Summary: "split a model into HTP stages and lay out every graph's Genie I/O (writes plan.json)",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -46,15 +46,14 @@ func init() {
 			return err
 		}
 		defer m.Close()
-		sizes, err := shard.ModelSizes(m)
+		sizes, err := shard.ModelSizes(m, o.Container)
 		if err != nil {
 			return err
 		}
-		o.LayerTypes = sizes.LayerTypes
 		if *name == "" {
 			*name = shard.ModelName(m)
 		}
-		p, err := shard.NewPlan(m.Config, sizes.Layers, sizes.Head, sizes.Embed, *name, o)
+		p, err := shard.NewPlan(m.Config, sizes, *name, o)
 		if err != nil {
 			return err
 		}
@@ -75,10 +74,10 @@ func init() {
 
 // printPlan prints the stage table (first variant's I/O) and the variants.
 func printPlan(w io.Writer, p *shard.Plan) {
-	fmt.Fprintf(w, "%s (%s): %d layers in %d stages, split by %s, %s positions, dialog %s\n",
-		p.Model.Name, p.Model.Arch, p.Model.Layers, len(p.Stages), p.Split, p.Positional, p.Dialog.Type)
+	fmt.Fprintf(w, "%s (%s): %d layers in %d stages, split by %s, %s positions, dialog %s; Q1_0/Q2_0 codes in the %s container\n",
+		p.Model.Name, p.Model.Arch, p.Model.Layers, len(p.Stages), p.Split, p.Positional, p.Dialog.Type, p.Container)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "stage\tlayers\tbytes\tinputs\toutputs")
+	fmt.Fprintln(tw, "stage\tlayers\tdevice bytes\tqmodel bytes\tinputs\toutputs")
 	for _, s := range p.Stages {
 		var in, out []string
 		for _, g := range p.Graphs {
@@ -91,7 +90,7 @@ func printPlan(w io.Writer, p *shard.Plan) {
 		if s.WeightType != "" {
 			flags = " " + s.WeightType
 		}
-		fmt.Fprintf(tw, "%d\t%d-%d\t%s%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), flags,
+		fmt.Fprintf(tw, "%d\t%d-%d\t%s%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), flags, humanBytes(s.QModelBytes),
 			strings.Join(summarize(in), " "), strings.Join(summarize(out), " "))
 	}
 	tw.Flush()
@@ -199,7 +198,8 @@ func addPlanFlags(fs *pflag.FlagSet) func() (shard.Options, error) {
 	var o shard.Options
 	fs.IntVar(&o.Stages, "stages", 0, "split into this many stages, layers spread evenly")
 	fs.IntVar(&o.LayersPerStage, "layers-per-stage", 0, "put this many layers in each stage")
-	maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary) when balancing by bytes, e.g. 1500MiB")
+	maxBytes := fs.String("max-stage-bytes", "2GiB", "largest stage (context binary, in device bytes) when balancing by bytes, e.g. 1500MiB")
+	container := fs.String("container", "4bit", "integer width Q1_0/Q2_0 codes are exported in, which stage sizes are measured in: 4bit or 8bit")
 	fs.IntSliceVar(&o.AR, "ar", nil, "tokens per call of each graph variant (default 128,1; the 128 lowered to CL/4 for short contexts)")
 	fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
 	fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs, which re-process all history")
@@ -222,6 +222,9 @@ func addPlanFlags(fs *pflag.FlagSet) func() (shard.Options, error) {
 		var err error
 		if o.MaxStageBytes, err = parseBytes(*maxBytes); err != nil {
 			return o, usageError("--max-stage-bytes: %v", err)
+		}
+		if o.Container, err = shard.ParseContainer(*container); err != nil {
+			return o, usageError("--container: %v", err)
 		}
 		o.Positional = shard.Positional(*pos)
 		o.Dialog.Type = shard.DialogType(*dialog)
