@@ -129,7 +129,7 @@ func TestBuildDryRun(t *testing.T) {
 	// --json prints the same Result as summary.json; --no-verify skips
 	// the decode.
 	stdout = captureStdout(t, func() {
-		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--json", "--no-verify", "-q", "--allow-recurrent-state"})
+		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--json", "--no-verify", "-q", "--allow-recurrent-state", "--container", "8bit"})
 	})
 	var res pipeline.Result
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
@@ -137,6 +137,16 @@ func TestBuildDryRun(t *testing.T) {
 	}
 	if code != 0 || res.Verify != nil || res.Step(pipeline.StepVerify).Status != pipeline.StatusSkipped || len(res.Commands) != len(p.Graphs)+len(p.Stages) {
 		t.Errorf("--json --no-verify: exit %d, %s", code, stdout)
+	}
+	// --container 8bit: the plan is sized in it and the Q1_0 codes are
+	// exported in 8 bits.
+	p8, err := shard.ReadPlan(filepath.Join(out, "work", "plan.json"))
+	if err != nil || p8.Container != shard.Container8Bit || p8.Stages[0].Bytes <= p.Stages[0].Bytes || p8.Stages[0].QModelBytes != p.Stages[0].QModelBytes {
+		t.Errorf("--container 8bit plan: %v; stage 0 %+v, 4bit %+v", err, p8.Stages[0], p.Stages[0])
+	}
+	eb, _ := os.ReadFile(filepath.Join(out, "work", "onnx", p8.Graphs[0].Name+".encodings.json"))
+	if !strings.Contains(string(eb), `"bw":8,"block_size":128`) || strings.Contains(string(eb), `"bw":4`) {
+		t.Errorf("--container 8bit: Q1_0 encodings not 8-bit:\n%.300s", eb)
 	}
 	if want := shard.StateTensors(p); len(want) != 12 || !slices.Equal(res.RecurrentState, want) {
 		t.Errorf("summary recurrent_state %v, want the plan's %v", res.RecurrentState, want)

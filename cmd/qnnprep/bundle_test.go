@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -280,5 +281,52 @@ func interruptFakeSDKRun(t *testing.T, args []string, pids string, startTimeout 
 		if !gone {
 			t.Errorf("process %d survived SIGINT", pid)
 		}
+	}
+}
+
+// bundle build refuses a hybrid plan (GENIE-RECURRENT-STATE) unless
+// --allow-recurrent-state is given; then the manifest lists the state the
+// bundle's runtime must feed back.
+func TestBundleBuildRecurrentState(t *testing.T) {
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q.gguf")
+	plan := filepath.Join(dir, "plan.json")
+	graphs := filepath.Join(dir, "onnx")
+	out := filepath.Join(dir, "bundle")
+	src := synthQwen35(t)
+	captureStdout(t, func() {
+		for _, args := range [][]string{
+			{"quantize", src, q, "--recipe", "int8"},
+			{"plan", q, "--stages", "1", "--ar", "4", "--cl", "32", "-o", plan},
+			{"export", "onnx", plan, q, graphs, "-q", "--force"},
+		} {
+			if code := run(args); code != 0 {
+				t.Fatalf("%v: exit %d", args, code)
+			}
+		}
+	})
+	// --model is the HF source: its config.json names BOS and EOS, which
+	// genie_config.json needs.
+	build := []string{"bundle", "build", "--plan", plan, "--model", src, "--graphs", graphs, "--out", out, "--soc", "8elite", "--dry-run"}
+	var code int
+	stderr := captureStderr(t, func() { captureStdout(t, func() { code = run(build) }) })
+	if code != 1 || !strings.Contains(stderr, shard.RuleRecurrent) {
+		t.Fatalf("without --allow-recurrent-state: exit %d, %s", code, stderr)
+	}
+	stderr = captureStderr(t, func() { captureStdout(t, func() { code = run(append(build, "--allow-recurrent-state")) }) })
+	if code != 0 {
+		t.Fatalf("with --allow-recurrent-state: exit %d, %s", code, stderr)
+	}
+	p, err := shard.ReadPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, qnnpack.ManifestName))
+	m, err := qnnpack.ParseManifest(b, "manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := shard.StateTensors(p); len(want) == 0 || !slices.Equal(m.RecurrentState, want) || !strings.Contains(strings.Join(m.Notes, " "), "needs a runtime that feeds") {
+		t.Errorf("manifest recurrent_state %v notes %q, want %v", m.RecurrentState, m.Notes, want)
 	}
 }

@@ -97,10 +97,6 @@ func TestExportFlags(t *testing.T) {
 			_, ir := model(t, out)
 			return want(ir == 9, "IR %d", ir)
 		}},
-		{"container", []string{"--container", "8bit"}, func(t *testing.T, out string) string {
-			b := bits(enc(t, out))
-			return want(b != "" && !strings.Contains(b, "4"), "Q1_0 bit widths %s", b)
-		}},
 		{"external", []string{"--external"}, func(t *testing.T, out string) string {
 			_, err := os.Stat(filepath.Join(out, g+".onnx.data"))
 			return want(err == nil, "no external data: %v", err)
@@ -127,6 +123,22 @@ func TestExportFlags(t *testing.T) {
 				t.Errorf("%v: %s", tt.args, msg)
 			}
 		})
+	}
+
+	// The container is the plan's (plan --container): a plan sized for
+	// 8 bits exports its Q1_0 codes in 8 bits.
+	plan8 := filepath.Join(dir, "plan8.json")
+	captureStdout(t, func() {
+		if code := run([]string{"plan", q, "--layers-per-stage", "1", "--ar", "32,1", "--cl", "128", "--container", "8bit", "-o", plan8}); code != 0 {
+			t.Fatalf("plan --container 8bit: exit %d", code)
+		}
+	})
+	out8 := filepath.Join(t.TempDir(), "onnx")
+	if code := run([]string{"export", "onnx", plan8, q, out8, "-q"}); code != 0 {
+		t.Fatalf("export of the 8bit plan: exit %d", code)
+	}
+	if b := bits(enc(t, out8)); b == "" || strings.Contains(b, "4") {
+		t.Errorf("8bit plan: Q1_0 bit widths %s", b)
 	}
 
 	// --force exports a plan that breaks the Genie contract.

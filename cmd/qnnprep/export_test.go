@@ -97,7 +97,7 @@ func TestExportCommand(t *testing.T) {
 	}{
 		{[]string{"export", "onnx", plan, q}, 2},                                 // no OUTDIR
 		{[]string{"export", "tflite", plan, q, out}, 2},                          // unknown format
-		{[]string{"export", "onnx", plan, q, out, "--container", "2bit"}, 2},     // bad container
+		{[]string{"export", "onnx", plan, q, out, "--container", "8bit"}, 2},     // the plan's container decides
 		{[]string{"export", "onnx", plan, q, out, "--opset", "13"}, 2},           // too old
 		{[]string{"export", "onnx", filepath.Join(dir, "none.json"), q, out}, 1}, // missing plan
 		{[]string{"export", "onnx", plan, filepath.Join(dir, "none.gguf"), out}, 1},

@@ -77,7 +77,7 @@ func printPlan(w io.Writer, p *shard.Plan) {
 	fmt.Fprintf(w, "%s (%s): %d layers in %d stages, split by %s, %s positions, dialog %s; Q1_0/Q2_0 codes in the %s container\n",
 		p.Model.Name, p.Model.Arch, p.Model.Layers, len(p.Stages), p.Split, p.Positional, p.Dialog.Type, p.Container)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "stage\tlayers\tdevice bytes\tqmodel bytes\tinputs\toutputs")
+	fmt.Fprintln(tw, "stage\tlayers\tdevice bytes\tqmodel bytes\tweights\tinputs\toutputs")
 	for _, s := range p.Stages {
 		var in, out []string
 		for _, g := range p.Graphs {
@@ -86,11 +86,11 @@ func printPlan(w io.Writer, p *shard.Plan) {
 				break
 			}
 		}
-		flags := ""
-		if s.WeightType != "" {
-			flags = " " + s.WeightType
+		wt := s.WeightType
+		if wt == "" {
+			wt = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%d-%d\t%s%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), flags, humanBytes(s.QModelBytes),
+		fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), humanBytes(s.QModelBytes), wt,
 			strings.Join(summarize(in), " "), strings.Join(summarize(out), " "))
 	}
 	tw.Flush()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,5 +76,55 @@ func TestSummarize(t *testing.T) {
 	want := []string{"hidden_states_0", "attention_mask", "past_key_{4-5}_in", "past_value_{4-5}_in", "past_conv_6_in"}
 	if got := summarize(in); !slices.Equal(got, want) {
 		t.Errorf("summarize = %v, want %v", got, want)
+	}
+}
+
+// plan --container sizes stages in that container: the same q1 qmodel has
+// the same qmodel bytes, but twice the code bytes in 8 bits; and
+// --max-stage-bytes balances by device bytes, so a limit the qmodel's
+// bytes fit in one stage still splits.
+func TestPlanContainer(t *testing.T) {
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q1.gguf")
+	if code := run([]string{"quantize", synthLlamaGGUF(t), q, "--recipe", "q1"}); code != 0 {
+		t.Fatalf("quantize exit %d", code)
+	}
+	plan := func(args ...string) *shard.Plan {
+		t.Helper()
+		out := filepath.Join(dir, "plan.json")
+		if code := run(append([]string{"plan", q, "--ar", "32,1", "--cl", "128", "-o", out}, args...)); code != 0 {
+			t.Fatalf("plan %v: exit %d", args, code)
+		}
+		p, err := shard.ReadPlan(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sum := func(p *shard.Plan) (dev, qm int64) {
+		for _, s := range p.Stages {
+			dev, qm = dev+s.Bytes, qm+s.QModelBytes
+		}
+		return dev, qm
+	}
+	p4, p8 := plan("--stages", "1"), plan("--stages", "1", "--container", "8bit")
+	d4, q4 := sum(p4)
+	d8, q8 := sum(p8)
+	if p4.Container != shard.Container4Bit || p8.Container != shard.Container8Bit || q4 != q8 || d4 <= q4 || d8 <= d4 {
+		t.Errorf("4bit: %d device, %d qmodel bytes; 8bit: %d, %d", d4, q4, d8, q8)
+	}
+	// A limit above the whole qmodel but below the device bytes.
+	limit := (q4 + d4) / 2
+	bal := plan("--max-stage-bytes", fmt.Sprint(limit))
+	if len(bal.Stages) < 2 {
+		t.Errorf("--max-stage-bytes %d (qmodel %d, device %d bytes): %d stage(s)", limit, q4, d4, len(bal.Stages))
+	}
+	for _, s := range bal.Stages {
+		if s.Bytes > limit {
+			t.Errorf("stage %d: %d device bytes over %d", s.Index, s.Bytes, limit)
+		}
+	}
+	if code := run([]string{"plan", q, "--container", "2bit", "-o", filepath.Join(dir, "x.json")}); code != 2 {
+		t.Errorf("--container 2bit: exit %d, want 2", code)
 	}
 }
