@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/quantize"
@@ -56,8 +57,22 @@ func init() {
 			}
 			defer os.RemoveAll(tmp)
 			root = tmp
-		} else if err := os.MkdirAll(root, 0o755); err != nil {
-			return err
+		} else {
+			// --keep is an output directory like build's: the user's files
+			// in it are refused, a previous demo's outputs replaced.
+			if err := checkPaths(modelInput(*userModel), nil, []string{root}); err != nil {
+				return err
+			}
+			if err := atomicfile.Claim(root); err != nil {
+				return err
+			}
+		}
+		// claim records each entry in root's marker before it is written.
+		claim := func(name string) error {
+			if *keep == "" {
+				return nil
+			}
+			return atomicfile.Claim(root, name)
 		}
 
 		var sources []demoSource
@@ -69,6 +84,9 @@ func init() {
 			}
 			sources = []demoSource{{Label: label, Path: *userModel}}
 		} else {
+			if err := claim("models"); err != nil {
+				return err
+			}
 			var err error
 			if sources, err = writeDemoModels(filepath.Join(root, "models")); err != nil {
 				return err
@@ -79,6 +97,9 @@ func init() {
 		for _, src := range sources {
 			for _, rname := range demoRecipes {
 				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := claim(src.Label + "-" + rname); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "qnnprep demo: %s, recipe %s …\n", src.Label, rname)

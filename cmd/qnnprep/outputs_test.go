@@ -83,6 +83,8 @@ func TestNeverDestroysInputs(t *testing.T) {
 		{[]string{"build", "a/X.gguf", "userdir", "--recipe", "q8_0", "--dry-run"}, []string{"userdir", "userdir/notes.txt"}},
 		{[]string{"build", "a/X.gguf", "built", "--recipe", "q8_0", "--dry-run"}, []string{"built/bundle", "built/bundle/notes.txt"}},
 		{[]string{"build", "hf", "hf/out", "--recipe", "q8_0", "--dry-run"}, []string{"hf/out", "input directory hf"}},
+		{[]string{"demo", "--keep", "userdir"}, []string{"userdir", "userdir/notes.txt"}},
+		{[]string{"demo", "--model", "hf", "--keep", "hf/demo"}, []string{"hf/demo", "input directory hf"}},
 		{[]string{"export", "onnx", "plan.json", "a/X.gguf", "userdir"}, []string{"userdir", "userdir/notes.txt"}},
 		{[]string{"export", "onnx", "plan.json", "a/X.gguf", "a"}, []string{"output directory a", "a/X.gguf"}},
 		{[]string{"check", "evil.json"}, []string{"evil.json", `"../../evil"`}},
