@@ -10,7 +10,8 @@ import (
 
 // Fits reports, in one error listing them, every way the plan does not describe a model
 // of configuration c: architecture, sizes, layer kinds, DeltaNet state
-// sizes, rotary dims, and stages that do not cover the layers in order.
+// sizes, rotary dims, a CL above the model's context length, and stages
+// that do not cover the layers in order.
 // The exporters and the staged executor refuse such a plan before using it.
 func (p *Plan) Fits(c model.Config) error {
 	pm := &p.Model
@@ -54,6 +55,12 @@ func (p *Plan) Fits(c model.Config) error {
 	case Absolute:
 	default:
 		bad = append(bad, fmt.Sprintf("positional encoding %q (want rope or absolute)", p.Positional))
+	}
+	for _, v := range p.Variants {
+		if c.ContextLength > 0 && v.CL > c.ContextLength {
+			bad = append(bad, fmt.Sprintf("CL %d above the model's context length %d", v.CL, c.ContextLength))
+			break
+		}
 	}
 	next := 0
 	for k, st := range p.Stages {

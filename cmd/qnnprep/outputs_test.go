@@ -194,3 +194,52 @@ func TestRerunIntoOwnOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestCLAboveContext: a CL above the model's context length is refused by
+// the first command that can know it: plan (the model), check (the plan's
+// context_length), export and run --plan (the model given with the plan).
+func TestCLAboveContext(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := synth.Config(model.Llama, true) // context length 256
+	if err := synth.WriteGGUF("X.gguf", cfg, 3, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	long := cfg
+	long.ContextLength = 512
+	if err := synth.WriteGGUF("long.gguf", long, 3, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	captureStdout(t, func() {
+		code = run([]string{"plan", "long.gguf", "--stages", "2", "--ar", "16,1", "--cl", "512", "-o", "long.json"})
+	})
+	if code != 0 {
+		t.Fatalf("plan of the long model: exit %d", code)
+	}
+	plan, _ := os.ReadFile("long.json")
+	edited := strings.Replace(string(plan), `"context_length": 512`, `"context_length": 256`, 1)
+	if edited == string(plan) {
+		t.Fatal("context_length not found in the plan")
+	}
+	os.WriteFile("edited.json", []byte(edited), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "X.gguf", "--cl", "512", "-o", "p.json"}, "CL above the model's context length 256"},
+		{[]string{"check", "edited.json"}, "CL above the model's context length 256"},
+		{[]string{"export", "onnx", "long.json", "X.gguf", "onnx"}, "CL 512 above the model's context length 256"},
+		{[]string{"run", "X.gguf", "--plan", "long.json", "--ids", "1", "-n", "2"}, "CL 512 above the model's context length 256"},
+	} {
+		stderr := captureStderr(t, func() { captureStdout(t, func() { code = run(c.args) }) })
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, want an error saying %q:\n%s", c.args, code, c.want, stderr)
+		}
+	}
+	for _, p := range []string{"p.json", "onnx"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+}
