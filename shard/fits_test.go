@@ -7,7 +7,7 @@ import (
 
 func TestFits(t *testing.T) {
 	cfg := llamaConfig()
-	p, err := NewPlan(cfg, uniform(cfg.Layers, mib), 0, 0, "m", Options{CL: []int{2048}})
+	p, err := NewPlan(cfg, Sizes{Layers: uniform(cfg.Layers, mib)}, "m", Options{CL: []int{2048}})
 	if err != nil {
 		t.Fatal(err)
 	}
