@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	goruntime "runtime"
+	"strings"
 
 	"github.com/qnnprep/qnnprep/model"
 )
@@ -150,10 +151,12 @@ func (e *Engine) errorf(format string, args ...any) error {
 
 func (e *Engine) checkConfig() error {
 	c := &e.cfg
-	switch c.Arch {
-	case model.Llama, model.Qwen2, model.Qwen3, model.Qwen3Next, model.Qwen35:
-	default:
-		return e.errorf("architecture %q is not supported (llama, qwen2, qwen3, qwen3next, qwen35)", c.Arch)
+	if _, ok := model.Lookup(c.Arch); !ok {
+		var names []string
+		for _, a := range model.Architectures() {
+			names = append(names, string(a.Name()))
+		}
+		return e.errorf("architecture %q is not supported (%s)", c.Arch, strings.Join(names, ", "))
 	}
 	pos := func(name string, v int) error {
 		if v <= 0 {

@@ -21,12 +21,12 @@ type MTP struct {
 	enorm, hnorm []float32
 }
 
-// LoadMTP reads the first MTP block of a qwen35 GGUF (blk.L.nextn.* and
+// LoadMTP reads the first MTP block of a qwen35 or qwen3next GGUF (blk.L.nextn.* and
 // the attention block blk.L.* after the main stack, which package model
 // skips) for target, the Engine of m.
 func LoadMTP(target *Engine, m *model.Model) (*MTP, error) {
 	c := m.Config
-	if c.Arch != model.Qwen35 && c.Arch != model.Qwen3Next {
+	if !c.Arch.Features().MTP {
 		return nil, fmt.Errorf("runtime: mtp: %s: architecture %s has no MTP head", m.Path, c.Arch)
 	}
 	if m.Format != "gguf" {

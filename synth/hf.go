@@ -1,8 +1,6 @@
 package synth
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -49,116 +47,8 @@ func WriteHF(dir string, cfg model.Config, seed uint64, shards int) error {
 	return d.Commit()
 }
 
-// hfNames holds each architecture's transformers class and model_type
-// (for Qwen3.5, the model_type of its text_config).
-var hfNames = map[model.Arch][2]string{
-	model.Llama:     {"LlamaForCausalLM", "llama"},
-	model.Qwen2:     {"Qwen2ForCausalLM", "qwen2"},
-	model.Qwen3:     {"Qwen3ForCausalLM", "qwen3"},
-	model.Qwen3Next: {"Qwen3NextForCausalLM", "qwen3_next"},
-	model.Qwen35:    {"Qwen3_5ForConditionalGeneration", "qwen3_5_text"},
-}
-
-// hfConfig is config.json for cfg, in the fields model's reader (and
-// transformers) use.
-func hfConfig(cfg model.Config) ([]byte, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if len(cfg.RopeFreqFactors) > 0 {
-		return nil, fmt.Errorf("rope frequency factors cannot be written as config.json")
-	}
-	hybrid := cfg.Arch == model.Qwen3Next || cfg.Arch == model.Qwen35
-	partial := float64(cfg.RopeDim) / float64(cfg.HeadDim)
-	if int(float64(cfg.HeadDim)*partial) != cfg.RopeDim {
-		return nil, fmt.Errorf("rope_dim %d is not head_dim %d × a float partial_rotary_factor", cfg.RopeDim, cfg.HeadDim)
-	}
-	if cfg.RopeNeox != (cfg.Arch != model.Llama) {
-		return nil, fmt.Errorf("rope_neox = %v cannot be expressed for %s", cfg.RopeNeox, cfg.Arch)
-	}
-	if cfg.QKVBias != (cfg.Arch == model.Qwen2) {
-		return nil, fmt.Errorf("qkv_bias = %v cannot be expressed for %s", cfg.QKVBias, cfg.Arch)
-	}
-	c := map[string]any{
-		"vocab_size":              cfg.VocabSize,
-		"hidden_size":             cfg.Hidden,
-		"intermediate_size":       cfg.FFN,
-		"num_hidden_layers":       cfg.Layers,
-		"num_attention_heads":     cfg.Heads,
-		"num_key_value_heads":     cfg.KVHeads,
-		"head_dim":                cfg.HeadDim,
-		"max_position_embeddings": cfg.ContextLength,
-		"rms_norm_eps":            float64(cfg.RMSEps),
-		"rope_theta":              cfg.RopeTheta,
-		"hidden_act":              "silu",
-		"tie_word_embeddings":     cfg.TiedEmbeddings,
-		"torch_dtype":             "float32",
-	}
-	if cfg.BOS >= 0 {
-		c["bos_token_id"] = cfg.BOS
-	}
-	if cfg.EOS >= 0 {
-		c["eos_token_id"] = cfg.EOS
-	}
-	names := hfNames[cfg.Arch]
-	c["model_type"] = names[1]
-	switch cfg.Arch {
-	case model.Qwen2:
-		c["use_sliding_window"] = false
-	case model.Qwen3:
-		c["attention_bias"] = false
-	}
-	if hybrid {
-		types := make([]string, cfg.Layers)
-		for i, k := range cfg.LayerKinds {
-			types[i] = "full_attention"
-			if k == model.DeltaNet {
-				types[i] = "linear_attention"
-			}
-		}
-		c["layer_types"] = types
-		c["linear_conv_kernel_dim"] = cfg.ConvKernel
-		c["linear_key_head_dim"] = cfg.SSMKeyDim
-		c["linear_value_head_dim"] = cfg.SSMValueDim
-		c["linear_num_key_heads"] = cfg.SSMKeyHeads
-		c["linear_num_value_heads"] = cfg.SSMValueHeads
-		c["attention_bias"] = false
-		c["partial_rotary_factor"] = partial
-	}
-	if cfg.Arch == model.Qwen3Next {
-		c["num_experts"] = 0 // dense MLP on every layer
-	}
-	top := c
-	if cfg.Arch == model.Qwen35 {
-		delete(c, "rope_theta")
-		delete(c, "partial_rotary_factor")
-		c["rope_parameters"] = map[string]any{
-			"rope_type":             "default",
-			"rope_theta":            cfg.RopeTheta,
-			"partial_rotary_factor": partial,
-			"mrope_interleaved":     true,
-			"mrope_section":         cfg.MRopeSections[:3],
-		}
-		c["attn_output_gate"] = true
-		c["mtp_num_hidden_layers"] = 0
-		top = map[string]any{
-			"model_type":          "qwen3_5",
-			"text_config":         c,
-			"tie_word_embeddings": cfg.TiedEmbeddings,
-		}
-		if cfg.MRopeSections[3] != 0 {
-			return nil, fmt.Errorf("mrope section 4 (%d) cannot be written as config.json", cfg.MRopeSections[3])
-		}
-	}
-	top["architectures"] = []string{names[0]}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(top); err != nil { // map keys sorted: deterministic
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
+// hfConfig is config.json for cfg.
+func hfConfig(cfg model.Config) ([]byte, error) { return model.HFConfigJSON(cfg) }
 
 // hfWriter lays out the Hugging Face tensors.
 func hfWriter(cfg model.Config, seed uint64) (*safetensors.Writer, error) {
@@ -178,11 +68,12 @@ func hfWriter(cfg model.Config, seed uint64) (*safetensors.Writer, error) {
 		}
 		return t.Float32()
 	}
+	f := cfg.Arch.Features()
 	prefix := "model."
-	if cfg.Arch == model.Qwen35 {
-		prefix = "model.language_model."
+	if f.HFTextPrefix != "" {
+		prefix = f.HFTextPrefix
 	}
-	zc := cfg.Arch == model.Qwen3Next || cfg.Arch == model.Qwen35
+	zc := f.ZeroCentredNorms
 	w := &safetensors.Writer{Metadata: map[string]string{"format": "pt"}}
 	add := func(name string, v []float32, shape ...int64) {
 		w.Tensors = append(w.Tensors, safetensors.WriterTensor{
@@ -248,7 +139,7 @@ func hfWriter(cfg model.Config, seed uint64) (*safetensors.Writer, error) {
 			if strings.HasPrefix(sub, "attn_k") {
 				heads = cfg.KVHeads
 			}
-			if cfg.Arch == model.Llama {
+			if f.NormRope {
 				per := int(t.Dims[0])
 				if len(t.Dims) == 1 {
 					per = 1
@@ -313,7 +204,7 @@ func hfDeltaNet(cfg model.Config, g gen, n int, sub string, t *model.Tensor, v [
 		}
 		return gatherBlocks(v, per, grouped)
 	}
-	if cfg.Arch == model.Qwen3Next {
+	if cfg.Arch.Features().FusedDeltaNetHF {
 		switch sub {
 		case "attn_qkv.weight":
 			gate, err := vals(fmt.Sprintf("blk.%d.attn_gate.weight", n))

@@ -46,36 +46,31 @@ func Config(arch model.Arch, q1 bool) model.Config {
 		ContextLength: 256,
 		RMSEps:        1e-6,
 		RopeTheta:     1e6,
-		RopeNeox:      true,
 		BOS:           1,
 		EOS:           2,
 	}
 	if q1 {
 		c.Hidden, c.FFN, c.HeadDim = 256, 384, 64
 	}
-	switch arch {
-	case model.Llama:
-		c.RMSEps, c.RopeTheta, c.RopeNeox = 1e-5, 10000, false
-	case model.Qwen2:
-		c.QKVBias = true
-	case model.Qwen3:
-		c.QKNorm, c.TiedEmbeddings = true, true
-	case model.Qwen3Next, model.Qwen35:
+	f := arch.Features()
+	c.RopeNeox = !f.NormRope
+	c.QKVBias = f.QKVBias
+	c.QKNorm = f.QKNorm
+	c.AttnOutputGate = f.GatedAttention
+	if f.DeltaNet {
 		c.Layers = 4
 		c.HeadDim *= 2 // 32 or 128, so a quarter rotates as in the real models
 		c.Heads, c.KVHeads = 2, 1
-		c.QKNorm, c.AttnOutputGate = true, true
 		c.ConvKernel = 4
 		// r = Hv/Hk = 4 makes the qwen35 head reorder a permutation that
 		// is not its own inverse (with r = 2 it would be), so a reversed
 		// reorder cannot go unnoticed. llama.cpp requires Dk = Dv.
 		c.SSMKeyHeads, c.SSMValueHeads = 2, 8
 		c.SSMKeyDim, c.SSMValueDim = 16, 16
-		if arch == model.Qwen35 {
-			c.RopeTheta = 1e7
-			c.TiedEmbeddings = true
-			c.SSMTiledHeads = true
-		}
+		c.SSMTiledHeads = f.TiledValueHeads
+	}
+	if p := presets[arch]; p != nil {
+		p(&c)
 	}
 	c.RopeDim = c.HeadDim
 	c.LayerKinds = make([]model.LayerKind, c.Layers)
@@ -87,7 +82,7 @@ func Config(arch model.Arch, q1 bool) model.Config {
 			}
 		}
 	}
-	if arch == model.Qwen35 {
+	if f.MRoPE {
 		// Real models use [11 11 10 0] for 32 rotated pairs; keep the same
 		// proportions for RopeDim/2 pairs.
 		n := c.RopeDim / 2
@@ -95,6 +90,15 @@ func Config(arch model.Arch, q1 bool) model.Config {
 		c.MRopeSections = []int{n - h - w, h, w, 0}
 	}
 	return c
+}
+
+// presets set what varies between real models of an architecture
+// without being fixed by it (its Features), the way real models of each
+// family do, so both sides of each value are covered.
+var presets = map[model.Arch]func(*model.Config){
+	model.Llama:  func(c *model.Config) { c.RMSEps, c.RopeTheta = 1e-5, 10000 },
+	model.Qwen3:  func(c *model.Config) { c.TiedEmbeddings = true },
+	model.Qwen35: func(c *model.Config) { c.RopeTheta, c.TiedEmbeddings = 1e7, true },
 }
 
 // gen produces canonical values per tensor from (seed, name).
