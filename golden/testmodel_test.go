@@ -26,13 +26,10 @@ func tinyConfig(arch model.Arch, ctx int) model.Config {
 		BOS: 1, EOS: 2,
 	}
 	c.LayerKinds = make([]model.LayerKind, c.Layers)
-	switch arch {
-	case model.Llama:
-		c.RopeNeox, c.RMSEps = false, 1e-5
-	case model.Qwen2:
-		c.QKVBias = true
-	case model.Qwen3:
-		c.QKNorm = true
+	f := arch.Features()
+	c.RopeNeox, c.QKVBias, c.QKNorm = !f.NormRope, f.QKVBias, f.QKNorm
+	if f.NormRope {
+		c.RMSEps = 1e-5 // as llama's
 	}
 	return c
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -47,12 +48,16 @@ type Features struct {
 	// HFModelTypes are the config.json model_type values (top level or
 	// in text_config) that select the architecture, HFClasses the
 	// transformers classes (architectures[0]) that do when model_type is
-	// absent. The first of each is what writeHFConfig writes.
+	// absent. The first of each is what HFConfigJSON writes.
 	HFModelTypes []string
 	HFClasses    []string
 	// HFTextPrefix is where a multimodal checkpoint keeps the language
 	// model's tensors ("model.language_model."); "model." is the default.
 	HFTextPrefix string
+	// HFLayerNames maps layer tensors the architecture names differently
+	// from transformers' llama (hfLayerNames), after "layers.N.", to
+	// llama.cpp's names after "blk.N.".
+	HFLayerNames map[string]string
 
 	// Defaults for keys config.json may omit, as in the transformers
 	// config class: head_dim (0: hidden_size / num_attention_heads),
@@ -118,12 +123,13 @@ func (baseArch) fromGGUF(_ *Config, _ map[string]*Tensor, _ map[string]bool, p [
 // registry holds the architectures by name.
 var registry = map[Arch]Architecture{}
 
-// register adds a; it panics on a duplicate name, a programming error.
+// register adds a; it panics on an empty or duplicate name, a
+// programming error.
 // The returned function removes it again (for tests).
 func register(a Architecture) (unregister func()) {
 	name := a.Name()
 	if _, dup := registry[name]; dup || name == "" {
-		panic("model: architecture " + string(name) + " registered twice")
+		panic(fmt.Sprintf("model: architecture %q registered twice or unnamed", name))
 	}
 	registry[name] = a
 	return func() { delete(registry, name) }
@@ -151,11 +157,6 @@ func (a Arch) Features() Features {
 		return arch.Features()
 	}
 	return Features{}
-}
-
-func (a Arch) supported() bool {
-	_, ok := registry[a]
-	return ok
 }
 
 // supportedList names the architectures for messages.

@@ -226,7 +226,10 @@ func (m *Model) GGUFMetadata() gguf.Metadata {
 	md.Set(p+"attention.layer_norm_rms_epsilon", c.RMSEps)
 	md.Set(p+"rope.freq_base", float32(c.RopeTheta))
 	u("rope.dimension_count", c.RopeDim)
-	a, _ := Lookup(c.Arch)
+	a, ok := Lookup(c.Arch)
+	if !ok {
+		return md // an unsupported Config (New and Open refuse one)
+	}
 	if a.Features().DeltaNet {
 		u("ssm.conv_kernel", c.ConvKernel)
 		u("ssm.state_size", c.SSMKeyDim)

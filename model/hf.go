@@ -154,7 +154,11 @@ func (h *hfMapper) layer(rest string, t *Tensor) {
 		h.problem("unexpected tensor %s", t.src)
 		return
 	}
-	if name, ok := hfLayerNames[sub]; ok {
+	name, ok := h.f.HFLayerNames[sub]
+	if !ok {
+		name, ok = hfLayerNames[sub]
+	}
+	if ok {
 		if name == "ffn_norm.weight" && h.f.PostAttentionNorm {
 			name = "post_attention_norm.weight"
 		}

@@ -25,32 +25,33 @@ func tinyConfig(arch model.Arch) model.Config {
 		BOS: 1, EOS: 2,
 	}
 	c.LayerKinds = make([]model.LayerKind, c.Layers)
-	switch arch {
-	case model.Llama:
-		c.RopeNeox = false
+	f := arch.Features()
+	c.RopeNeox = !f.NormRope
+	c.QKVBias, c.QKNorm, c.AttnOutputGate = f.QKVBias, f.QKNorm, f.GatedAttention
+	// Tied heads and the eps as in the real models of each family.
+	c.TiedEmbeddings = tiedArchs[arch]
+	if f.NormRope {
 		c.RMSEps = 1e-5
-	case model.Qwen2:
-		c.QKVBias = true
-	case model.Qwen3:
-		c.QKNorm = true
-		c.TiedEmbeddings = true
-	case model.Qwen3Next, model.Qwen35:
+	}
+	if f.DeltaNet {
 		c.Layers = 4
 		c.LayerKinds = []model.LayerKind{model.DeltaNet, model.DeltaNet, model.DeltaNet, model.Attention}
-		c.QKNorm, c.AttnOutputGate = true, true
 		c.HeadDim = 64
 		c.RopeDim = 16
 		c.ConvKernel = 4
 		c.SSMKeyHeads, c.SSMValueHeads = 2, 4
 		c.SSMKeyDim, c.SSMValueDim = 32, 32
-		if arch == model.Qwen35 {
-			c.SSMTiledHeads = true
-			c.MRopeSections = []int{3, 3, 2, 0}
-			c.TiedEmbeddings = true
-		}
+		c.SSMTiledHeads = f.TiledValueHeads
+	}
+	if f.MRoPE {
+		c.MRopeSections = []int{3, 3, 2, 0}
 	}
 	return c
 }
+
+// tiedArchs are the architectures whose test models tie the head to the
+// embedding.
+var tiedArchs = map[model.Arch]bool{model.Qwen3: true, model.Qwen35: true}
 
 // randomModel builds a model with random weights: 2-D matrices in typ
 // (quantized with the reference quantizers), everything else F32.
