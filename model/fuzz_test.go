@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
 )
 
 // FuzzHFConfig: any config.json either fails cleanly or gives a valid
-// Config whose GGUF metadata reads back.
+// Config whose GGUF metadata reads back and which, written as config.json
+// by its architecture (when it can be), reads back unchanged.
 func FuzzHFConfig(f *testing.F) {
 	for _, c := range []*hfCkpt{tinyQwen3(), tinyQwen2(), tinyQwen3Next(), tinyQwen35(), tinyLlama3()} {
 		js, _ := json.Marshal(c.config)
@@ -39,6 +41,17 @@ func FuzzHFConfig(f *testing.F) {
 		}
 		if back.Hidden != cfg.Hidden || back.Layers != cfg.Layers || len(back.LayerKinds) != len(cfg.LayerKinds) {
 			t.Fatalf("read back %+v from %+v", back, cfg)
+		}
+		js, err := HFConfigJSON(cfg)
+		if err != nil {
+			return // rope scaling, or biases the architecture cannot state
+		}
+		again, err := parseHFConfig(js)
+		if err != nil {
+			t.Fatalf("HFConfigJSON does not read back: %v\n%s", err, js)
+		}
+		if !reflect.DeepEqual(again, cfg) {
+			t.Fatalf("config.json round trip:\n got %+v\nwant %+v", again, cfg)
 		}
 	})
 }

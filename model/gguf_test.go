@@ -114,10 +114,10 @@ func TestConfigFromGGUFMetadata(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := h.Config
-			want.TiedEmbeddings = false       // output.weight absent
-			want.QKVBias = want.Arch == Qwen2 // attn_q.bias present
-			want.RopeFreqFactors = nil        // rope_freqs.weight
-			want.BOS, want.EOS = -1, -1       // tokenizer.ggml.*
+			want.TiedEmbeddings = false                 // output.weight absent
+			want.QKVBias = want.Arch.Features().QKVBias // attn_q.bias present
+			want.RopeFreqFactors = nil                  // rope_freqs.weight
+			want.BOS, want.EOS = -1, -1                 // tokenizer.ggml.*
 			if !equalConfig(got, want) {
 				t.Errorf("\n got %+v\nwant %+v", got, want)
 			}
