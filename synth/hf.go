@@ -20,7 +20,7 @@ import (
 // Weights and of WriteGGUF with F32. The directory is built under a
 // temporary name and renamed into place (replacing an existing one).
 func WriteHF(dir string, cfg model.Config, seed uint64, shards int) error {
-	cfgJSON, err := hfConfig(cfg)
+	cfgJSON, err := model.HFConfigJSON(cfg)
 	if err != nil {
 		return fmt.Errorf("synth: %s: %w", dir, err)
 	}
@@ -46,9 +46,6 @@ func WriteHF(dir string, cfg model.Config, seed uint64, shards int) error {
 	}
 	return d.Commit()
 }
-
-// hfConfig is config.json for cfg.
-func hfConfig(cfg model.Config) ([]byte, error) { return model.HFConfigJSON(cfg) }
 
 // hfWriter lays out the Hugging Face tensors.
 func hfWriter(cfg model.Config, seed uint64) (*safetensors.Writer, error) {
