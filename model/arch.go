@@ -13,8 +13,10 @@ import (
 // else, in this package and above it, asks for its Features instead of
 // comparing names, so a new architecture is a new file.
 //
-// The hooks cover what Features cannot say as data. An architecture
-// embeds baseArch for the ones it does not need.
+// The hooks cover what Features cannot say as data; they run after the
+// common code has read what every architecture shares (sizes, norms,
+// rope base and scaling), so they see and may refine a filled Config. An
+// architecture embeds baseArch for the hooks it does not need.
 type Architecture interface {
 	// Name is GGUF's general.architecture.
 	Name() Arch
