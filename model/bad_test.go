@@ -152,6 +152,30 @@ func TestBadInputs(t *testing.T) {
 		{"gguf rope_freqs of the wrong length", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
 			*ts = append(*ts, NewTensor("rope_freqs.weight", []int64{3}, gguf.F32, make([]byte, 12)))
 		}), []string{"m.gguf: 1 problem: rope_freqs.weight has shape [3], expected [4]"}},
+		{"hf integer too large", hf(tinyQwen3, func(c *hfCkpt) {
+			c.config["max_position_embeddings"] = int64(1000000000000)
+		}), []string{"config.json", "max_position_embeddings = 1000000000000 is too large (at most 2147483647)"}},
+		{"hf context above the limit", hf(tinyQwen3, func(c *hfCkpt) {
+			c.config["max_position_embeddings"] = int64(1<<31 - 1)
+		}), []string{"config.json", "context_length = 2147483647 is too large (at most 1073741824)"}},
+		{"hf eos outside the vocabulary", hf(tinyQwen3, func(c *hfCkpt) {
+			c.config["eos_token_id"] = 32
+		}), []string{"config.json", "eos_token_id = 32 is outside the vocabulary (want -1 or 0..31)"}},
+		{"hf bos too large", hf(tinyQwen3, func(c *hfCkpt) {
+			c.config["bos_token_id"] = int64(1) << 40
+		}), []string{"config.json", "bos_token_id = 1099511627776 is too large"}},
+		{"gguf key too large", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
+			md.Set("qwen3.context_length", uint64(1000000000000))
+		}), []string{"m.gguf", "key qwen3.context_length = 1000000000000 is too large (at most 2147483647)"}},
+		{"gguf bos outside the vocabulary", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
+			md.Set("tokenizer.ggml.bos_token_id", uint32(600))
+		}), []string{"m.gguf", "key tokenizer.ggml.bos_token_id = 600 is outside the vocabulary (ids 0..31)"}},
+		{"gguf padding id outside the vocabulary", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
+			md.Set("tokenizer.ggml.padding_token_id", uint32(32))
+		}), []string{"m.gguf", "key tokenizer.ggml.padding_token_id = 32 is outside the vocabulary (ids 0..31)"}},
+		{"gguf token count differs from the embedding rows", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
+			md.Set("tokenizer.ggml.tokens", make([]string, 40))
+		}), []string{"m.gguf", "key tokenizer.ggml.tokens: a vocabulary of 40 tokens (ids 0..39) for an embedding of 32 rows"}},
 		{"gguf wrong shape", gg(func(md *gguf.Metadata, ts *[]*Tensor) {
 			for i, x := range *ts {
 				if x.Name == "blk.0.ffn_down.weight" {

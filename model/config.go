@@ -4,6 +4,8 @@
 // GGUF conversion hold the same numbers.
 package model
 
+import "fmt"
+
 // Arch is a supported architecture, named as GGUF's general.architecture.
 // Each has a file of its own (see Architecture).
 type Arch string
@@ -20,10 +22,35 @@ const (
 )
 
 func (k LayerKind) String() string {
-	if k == DeltaNet {
+	switch k {
+	case Attention:
+		return "attention"
+	case DeltaNet:
 		return "deltanet"
 	}
-	return "attention"
+	return fmt.Sprintf("LayerKind(%d)", uint8(k))
+}
+
+// MarshalText gives the kind's name, so JSON shows a list of names
+// rather than base64 bytes.
+func (k LayerKind) MarshalText() ([]byte, error) {
+	if k != Attention && k != DeltaNet {
+		return nil, fmt.Errorf("model: unknown layer kind %d", uint8(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText reads a name written by MarshalText.
+func (k *LayerKind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "attention":
+		*k = Attention
+	case "deltanet":
+		*k = DeltaNet
+	default:
+		return fmt.Errorf("model: unknown layer kind %q (want attention or deltanet)", b)
+	}
+	return nil
 }
 
 // Config holds the hyper-parameters the runtime, the planner and the

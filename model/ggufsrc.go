@@ -31,8 +31,12 @@ func (r *mdReader) int(key string, def int, required bool) int {
 		r.errs = append(r.errs, fmt.Sprintf("key %s: want an integer, got %T", key, v))
 		return def
 	}
-	if n < 0 || n > math.MaxInt32 {
-		r.errs = append(r.errs, fmt.Sprintf("key %s = %d, out of range", key, n))
+	if n < 0 {
+		r.errs = append(r.errs, fmt.Sprintf("key %s = %d is negative", key, n))
+		return def
+	}
+	if n > math.MaxInt32 {
+		r.errs = append(r.errs, fmt.Sprintf("key %s = %d is too large (at most %d)", key, n, math.MaxInt32))
 		return def
 	}
 	return int(n)
@@ -120,6 +124,11 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 	}
 	c.BOS = tokenID(md, "tokenizer.ggml.bos_token_id")
 	c.EOS = tokenID(md, "tokenizer.ggml.eos_token_id")
+	if len(r.errs) == 0 {
+		if err := c.CheckVocab(md); err != nil {
+			r.errs = append(r.errs, err.Error())
+		}
+	}
 
 	c.RopeNeox = !f.NormRope // qwen35's IMROPE is NEOX for text
 	c.QKVBias = f.QKVBias

@@ -70,10 +70,23 @@ func (j *hfJSON) int(key string, def int, required bool) int {
 	}
 	n, ok := asInt(v)
 	if !ok {
-		j.fail("%s: want an integer, got %s", key, show(v))
+		j.fail("%s", badInt(key, v))
 		return def
 	}
 	return n
+}
+
+// badInt says why v is not an int32: out of range, or not an integer.
+func badInt(key string, v any) string {
+	if n, ok := v.(json.Number); ok {
+		if f, err := n.Float64(); err == nil && f == math.Trunc(f) {
+			if f > 0 {
+				return fmt.Sprintf("%s = %s is too large (at most %d)", key, n, math.MaxInt32)
+			}
+			return fmt.Sprintf("%s = %s is too small (at least %d)", key, n, math.MinInt32)
+		}
+	}
+	return fmt.Sprintf("%s: want an integer, got %s", key, show(v))
 }
 
 func (j *hfJSON) float(key string, def float64) float64 {
@@ -122,6 +135,10 @@ func (j *hfJSON) tokenID(key string) int {
 		v = l[0]
 	}
 	n, ok := asInt(v)
+	if _, num := v.(json.Number); !ok && num {
+		j.fail("%s", badInt(key, v))
+		return -1
+	}
 	if !ok || n < 0 {
 		j.fail("%s: want a token id or a list of them, got %s", key, show(v))
 		return -1

@@ -25,7 +25,10 @@ func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	rng := func(name string, v, lo, hi int) {
-		if v < lo || v > hi {
+		switch {
+		case v > hi:
+			bad("%s = %d is too large (at most %d)", name, v, hi)
+		case v < lo:
 			bad("%s = %d, want %d..%d", name, v, lo, hi)
 		}
 	}
@@ -64,8 +67,13 @@ func (c *Config) Validate() error {
 		bad("mrope_sections set for %s", c.Arch)
 	}
 	arch.validate(c, bad)
-	if c.BOS < -1 || c.EOS < -1 {
-		bad("bos %d / eos %d, want -1 or a token id", c.BOS, c.EOS)
+	for _, id := range []struct {
+		name string
+		v    int
+	}{{"bos_token_id", c.BOS}, {"eos_token_id", c.EOS}} {
+		if id.v < -1 || id.v >= c.VocabSize && c.VocabSize > 0 {
+			bad("%s = %d is outside the vocabulary (want -1 or 0..%d)", id.name, id.v, c.VocabSize-1)
+		}
 	}
 	if len(c.LayerKinds) != c.Layers {
 		bad("%d layer kinds for %d layers", len(c.LayerKinds), c.Layers)

@@ -95,6 +95,11 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	if err != nil {
 		return nil, err
 	}
+	// A vocabulary that does not fit the embedding makes a file llama.cpp
+	// refuses and the runtime mis-decodes; stop before writing it.
+	if err := m.Config.CheckVocab(opts.Metadata); err != nil {
+		return nil, fmt.Errorf("quantize: tokenizer metadata: %w", err)
+	}
 	start := time.Now()
 	workers := opts.Workers
 	if workers <= 0 {

@@ -46,6 +46,9 @@ func init() {
 				return fmt.Errorf("--vocab %s: %w", *vocab, err)
 			}
 			md = v.GGUFMetadata()
+			if err := m.Config.CheckVocab(md); err != nil {
+				return fmt.Errorf("--vocab %s: %w", *vocab, err)
+			}
 		}
 		bar := newProgress("convert", *quiet)
 		rep, err := quantize.Run(ctx, m, fs.Arg(1), quantize.Options{Recipe: quantize.Recipes["keep"], Metadata: md, Progress: bar.set})

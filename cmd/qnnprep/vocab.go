@@ -34,11 +34,15 @@ func tokenizerMetadata(m *model.Model) (gguf.Metadata, error) {
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	v, err := tokenizer.FromHF(dir)
+	v, err := tokenizer.FromHF(dir) // its errors name tokenizer.json
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
-	return v.GGUFMetadata(), nil
+	md := v.GGUFMetadata()
+	if err := m.Config.CheckVocab(md); err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", filepath.Join(dir, "tokenizer.json"), err)
+	}
+	return md, nil
 }
 
 // loadVocab reads a vocabulary given by --vocab: a GGUF (its tokenizer.*
