@@ -546,6 +546,16 @@ func (d *decoder) layout(f *File) error {
 		t := &f.Tensors[i]
 		e := &FormatError{File: d.name, Tensor: t.Name, Offset: -1}
 		if t.Offset != uint64(want) {
+			if i > 0 && fitsNext(f, i, dataSize) {
+				// t sits where its successor (or the file's end) says,
+				// so the size of the tensor before it is what is wrong:
+				// a changed type or dimension, not a moved offset.
+				p := &f.Tensors[i-1]
+				e.Tensor = p.Name
+				e.Msg = fmt.Sprintf("shape %v of type %s makes %d bytes (%d padded), but the next tensor %q starts %d bytes after it (wrong shape or type?)",
+					p.Dims, p.Type, p.Bytes(), pad(p.Bytes(), f.Alignment), t.Name, t.Offset-p.Offset)
+				return e
+			}
 			e.Msg = fmt.Sprintf("offset %d, expected %d", t.Offset, want)
 			return e
 		}
@@ -557,4 +567,20 @@ func (d *decoder) layout(f *File) error {
 		want += pad(n, f.Alignment) // cannot overflow: want+n <= file size
 	}
 	return nil
+}
+
+// fitsNext reports whether tensor i's recorded offset agrees with what
+// follows it: it is aligned, lies after tensor i-1, and its data ends
+// where tensor i+1 starts (or, for the last tensor, at the end of the
+// data section, give or take padding).
+func fitsNext(f *File, i int, dataSize int64) bool {
+	t, prev := &f.Tensors[i], &f.Tensors[i-1]
+	if t.Offset%uint64(f.Alignment) != 0 || t.Offset <= prev.Offset || t.Offset > uint64(dataSize) {
+		return false
+	}
+	end := int64(t.Offset) + t.Bytes()
+	if i+1 < len(f.Tensors) {
+		return f.Tensors[i+1].Offset == uint64(pad(end, f.Alignment))
+	}
+	return end <= dataSize && dataSize-end < f.Alignment
 }

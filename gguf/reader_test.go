@@ -213,6 +213,17 @@ func TestParseMalformed(t *testing.T) {
 		{"offset not running sum", mod(func(r *rawFile) { r.tensors[1].off = 64 }), []string{`tensor "b"`, "offset 64, expected 32"}},
 		{"first offset", mod(func(r *rawFile) { r.tensors[0].off = 32 }), []string{`tensor "a"`, "offset 32, expected 0"}},
 		{"offset past EOF", mod(func(r *rawFile) { r.tensors[1].off = 1 << 60 }), []string{`tensor "b"`, "offset 1152921504606846976, expected 32"}},
+		// A wrong size is blamed on the tensor that has it, not on the
+		// next one whose offset then looks wrong.
+		{"zero dimension before the last tensor", mod(func(r *rawFile) { r.tensors[0].dims = []int64{4, 0} }),
+			[]string{`tensor "a"`, "shape [4 0] of type F32 makes 0 bytes (0 padded), but the next tensor \"b\" starts 32 bytes after it"}},
+		{"changed type before the last tensor", mod(func(r *rawFile) { r.tensors[0].typ = uint32(F64) }),
+			[]string{`tensor "a"`, "shape [4 2] of type F64 makes 64 bytes (64 padded), but the next tensor \"b\" starts 32 bytes after it"}},
+		{"zero dimension on a middle tensor", mod(func(r *rawFile) {
+			r.tensors[1].dims = []int64{32, 0}
+			r.tensors = append(r.tensors, rawTensor{"c", []int64{4}, uint32(F32), 96})
+			r.data = append(r.data, make([]byte, 32)...)
+		}), []string{`tensor "b"`, "shape [32 0] of type Q8_0 makes 0 bytes", `next tensor "c" starts 64 bytes after it`}},
 		{"tensor past EOF", mod(func(r *rawFile) { r.tensors[1].dims = []int64{32, 1000} }), []string{`tensor "b"`, "past its end"}},
 		{"unpadded data section", mod(func(r *rawFile) { r.align = 0; r.data = r.data[:66] }), []string{`tensor "b"`, "past its end"}},
 	}
