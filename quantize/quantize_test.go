@@ -109,6 +109,7 @@ func TestBadRecipeInputFailsBeforeWriting(t *testing.T) {
 		{"pattern matching nothing", "blk.99.*=Q8_0", "matches no tensor"},
 		{"row that does not fit the type", "blk.0.ffn_down.weight=Q8_0", "rows of 172"},
 		{"malformed", "Q8_0", "want PATTERN=TYPE"},
+		{"norm to a type llama.cpp cannot load", "blk.0.attn_norm.weight=Q1_0", "tensor blk.0.attn_norm.weight must stay F32"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -150,5 +151,56 @@ func TestOverrideOrderFirstMatchWins(t *testing.T) {
 	ds, err = Recipes["q1"].Decide(shapes, []Rule{b}, false)
 	if err != nil || ds[0].Kind.String() != "INT8" {
 		t.Fatalf("got %v, %v", ds, err)
+	}
+}
+
+// Overrides are checked against what llama.cpp can load: norms, 1-D
+// tensors and ssm_conv1d stay F32.
+func TestOverrideKeepsF32Tensors(t *testing.T) {
+	shapes := []TensorShape{
+		{Name: "blk.0.attn_norm.weight", Dims: []int64{256}, Type: gguf.F32},
+		{Name: "blk.0.attn_q_norm.weight", Dims: []int64{128}, Type: gguf.F32},
+		{Name: "blk.0.attn_q.bias", Dims: []int64{256}, Type: gguf.F32},
+		{Name: "blk.0.attn_q.weight", Dims: []int64{256, 256}, Type: gguf.F32},
+		{Name: "blk.0.ssm_conv1d.weight", Dims: []int64{4, 1024}, Type: gguf.F32},
+		{Name: "blk.0.ssm_a", Dims: []int64{32, 1}, Type: gguf.F32},
+	}
+	cases := []struct {
+		override string
+		want     string // error substring; "" for success
+		kinds    []string
+	}{
+		{"blk.0.attn_norm.weight=Q1_0", "override blk.0.attn_norm.weight=Q1_0: tensor blk.0.attn_norm.weight must stay F32: llama.cpp reads norm weights only as F32", nil},
+		{"blk.0.attn_norm.weight=F16", "tensor blk.0.attn_norm.weight must stay F32", nil},
+		{"blk.0.attn_q.bias=Q8_0", "tensor blk.0.attn_q.bias must stay F32: llama.cpp keeps 1-D tensors", nil},
+		{"blk.0.ssm_conv1d.weight=F16", "tensor blk.0.ssm_conv1d.weight must stay F32: llama.cpp's ssm_conv", nil},
+		{"blk.0.ssm_a=BF16", "tensor blk.0.ssm_a must stay F32: llama.cpp keeps 1-D tensors", nil},
+		{"*_norm.weight=Q8_0", "override *_norm.weight=Q8_0 matches only tensors that must stay F32: blk.0.attn_norm.weight (llama.cpp reads norm weights only as F32); blk.0.attn_q_norm.weight", nil},
+		{"blk.0.attn_norm.weight=F32", "", []string{"F32", "F32", "F32", "Q8_0", "F32", "F32"}},
+		// A glob changes the tensors that can take the type and leaves the rest F32.
+		{"blk.0.*=F16", "", []string{"F32", "F32", "F32", "F16", "F32", "F32"}},
+	}
+	for _, c := range cases {
+		t.Run(c.override, func(t *testing.T) {
+			rule, err := ParseOverride(c.override)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds, err := Recipes["q8_0"].Decide(shapes, []Rule{rule}, false)
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("error %v, want %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, d := range ds {
+				if d.Kind.String() != c.kinds[i] {
+					t.Errorf("%s: %s, want %s", d.Name, d.Kind, c.kinds[i])
+				}
+			}
+		})
 	}
 }

@@ -185,6 +185,7 @@ type Decision struct {
 // whose type does not fit a matched tensor's rows.
 func (r *Recipe) Decide(tensors []TensorShape, overrides []Rule, tied bool) ([]Decision, error) {
 	used := make([]bool, len(overrides))
+	f32Only := make([][]string, len(overrides)) // tensors a glob matched but could not change
 	var problems []string
 	out := make([]Decision, len(tensors))
 	for i, t := range tensors {
@@ -192,6 +193,19 @@ func (r *Recipe) Decide(tensors []TensorShape, overrides []Rule, tied bool) ([]D
 		matched := false
 		for j, o := range overrides {
 			if ok, _ := path.Match(o.Pattern, t.Name); ok {
+				if why := staysF32(t); why != "" && o.Kind.Type != gguf.F32 {
+					// A glob skips the tensor (a broad pattern is meant
+					// for the matrices it covers); naming the tensor
+					// exactly is an error.
+					if !isGlob(o.Pattern) {
+						used[j] = true
+						problems = append(problems, fmt.Sprintf("override %s=%s: tensor %s must stay F32: %s",
+							o.Pattern, o.Kind, t.Name, why))
+					} else if !used[j] {
+						f32Only[j] = append(f32Only[j], t.Name+" ("+why+")")
+					}
+					continue
+				}
 				used[j] = true
 				d.Kind, d.Wanted, d.Reason, matched = o.Kind, o.Kind, "override "+o.Pattern, true
 				if !fits(o.Kind.Type, t.Dims) {
@@ -223,7 +237,12 @@ func (r *Recipe) Decide(tensors []TensorShape, overrides []Rule, tied bool) ([]D
 		out[i] = d
 	}
 	for j, o := range overrides {
-		if !used[j] {
+		switch {
+		case used[j]:
+		case len(f32Only[j]) > 0:
+			problems = append(problems, fmt.Sprintf("override %s=%s matches only tensors that must stay F32: %s",
+				o.Pattern, o.Kind, strings.Join(f32Only[j], "; ")))
+		default:
 			problems = append(problems, fmt.Sprintf("override %s=%s matches no tensor", o.Pattern, o.Kind))
 		}
 	}
@@ -232,6 +251,35 @@ func (r *Recipe) Decide(tensors []TensorShape, overrides []Rule, tied bool) ([]D
 	}
 	return out, nil
 }
+
+// staysF32 says why llama.cpp needs t in F32, or "" if it may take any
+// type. llama.cpp's quantizer never converts tensors of fewer than two
+// dimensions, *_norm.weight or ssm_conv1d.weight, and the CPU kernels that
+// use them (the norm multiply, ssm_conv) take only F32: another type
+// makes a file llama.cpp aborts on.
+func staysF32(t TensorShape) string {
+	switch {
+	case strings.HasSuffix(t.Name, "_norm.weight"):
+		return "llama.cpp reads norm weights only as F32"
+	case strings.HasSuffix(t.Name, ".ssm_conv1d.weight"):
+		return "llama.cpp's ssm_conv reads its kernel only as F32"
+	case nDims(t.Dims) < 2:
+		return "llama.cpp keeps 1-D tensors (norms, biases, rope factors) in F32"
+	}
+	return ""
+}
+
+// nDims is ggml_n_dims: trailing dimensions of 1 do not count.
+func nDims(dims []int64) int {
+	n := len(dims)
+	for n > 1 && dims[n-1] == 1 {
+		n--
+	}
+	return n
+}
+
+// isGlob reports whether an override pattern has path.Match wildcards.
+func isGlob(pattern string) bool { return strings.ContainsAny(pattern, `*?[\`) }
 
 func (r *Recipe) choose(t TensorShape, tied bool) (Kind, string) {
 	if r.Keep {
