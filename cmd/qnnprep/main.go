@@ -91,7 +91,7 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		}
 		return fmt.Errorf("%v: %w", err, errUsage)
 	}
-	return nil
+	return checkThreads(fs)
 }
 
 func printCommands(w io.Writer) {
