@@ -374,6 +374,28 @@ func alignedCount(s float64, n, align int, what string) (int, error) {
 	return n - kept, nil
 }
 
+// settle checks the k of n structures a sparsity s removes: zero is an
+// error (the variant would equal the source), and a count that is not
+// s·n exactly gets a note saying what it rounded to and why.
+func (v *Variant) settle(s float64, k, n int, what, why string) error {
+	if k == 0 {
+		return fmt.Errorf("sparsity %g of %d %s rounds to 0: nothing would be removed (the smallest step is 1/%d = %.4g)", s, n, what, n, 1/float64(n))
+	}
+	if got := float64(k) / float64(n); math.Abs(got-s) > 1e-9 {
+		v.Report.Notes = append(v.Report.Notes, fmt.Sprintf("sparsity %g of %d %s is %.4g; removed %d (%.4f): %s",
+			s, n, what, s*float64(n), k, got, why))
+	}
+	return nil
+}
+
+// wholeWhy explains the rounding of a channel or neuron count.
+func wholeWhy(align int, what, width string) string {
+	if align > 1 {
+		return fmt.Sprintf("whole %s only, and the kept %s rounded down to a multiple of --align %d", what, width, align)
+	}
+	return fmt.Sprintf("whole %s only, and at least one is kept", what)
+}
+
 func (v *Variant) planChannels(opt Options) error {
 	h := v.src.Config.Hidden
 	score := make([]float64, h)
@@ -408,6 +430,9 @@ func (v *Variant) planChannels(opt Options) error {
 	if err != nil {
 		return err
 	}
+	if err := v.settle(opt.Sparsity, k, h, "hidden channels", wholeWhy(opt.Align, "channels", "hidden width")); err != nil {
+		return err
+	}
 	chans := lowest(score, k)
 	v.removed.Channels = chans
 	v.Report.StructureSparsity = float64(len(chans)) / float64(h)
@@ -438,6 +463,10 @@ func (v *Variant) planHeads(opt Options) error {
 	nh, nkv, d := c.Heads, c.KVHeads, c.HeadDim
 	g := nh / nkv
 	r := count(opt.Sparsity, g)
+	why := fmt.Sprintf("the same number of query heads goes from each of the %d KV groups, so the model keeps grouped-query attention (and --prune can take them out)", nkv)
+	if err := v.settle(opt.Sparsity, r, g, "query heads per KV group", why); err != nil {
+		return err
+	}
 	v.Report.StructureSparsity = float64(r) / float64(g)
 	v.removed.Heads = make([][]int, c.Layers)
 	rph := qRowsPerHead(c)
@@ -507,6 +536,9 @@ func (v *Variant) planNeurons(opt Options) error {
 	if err != nil {
 		return err
 	}
+	if err := v.settle(opt.Sparsity, k, c.FFN, "ffn units", wholeWhy(opt.Align, "units", "ffn width")); err != nil {
+		return err
+	}
 	v.Report.StructureSparsity = float64(k) / float64(c.FFN)
 	v.removed.Neurons = make([][]int, c.Layers)
 	for i := 0; i < c.Layers; i++ {
@@ -544,6 +576,9 @@ func (v *Variant) planNeurons(opt Options) error {
 func (v *Variant) planLayers(opt Options) error {
 	c := &v.src.Config
 	k := count(opt.Sparsity, c.Layers)
+	if err := v.settle(opt.Sparsity, k, c.Layers, "layers", "only whole layers are removed, and at least one is kept"); err != nil {
+		return err
+	}
 	v.Report.StructureSparsity = float64(k) / float64(c.Layers)
 	score := make([]float64, c.Layers)
 	if k > 0 {

@@ -348,3 +348,49 @@ func TestAlign(t *testing.T) {
 		t.Error("hidden 64 aligned to 128")
 	}
 }
+
+// Structural patterns remove whole structures: the requested fraction is
+// hit exactly, or the report says what it rounded to and why, and a
+// fraction that rounds to nothing is an error.
+func TestStructureRounding(t *testing.T) {
+	m := synthModel(t, model.Llama) // 4 heads in 2 KV groups, hidden 64, ffn 96, 2 layers
+	for _, c := range []struct {
+		pat   string
+		s     float64
+		align int
+		got   float64 // structure sparsity removed
+		note  string  // "" for none
+		err   string
+	}{
+		{pat: "head", s: 0.5, got: 0.5},
+		{pat: "head", s: 0.25, got: 0.5, note: "sparsity 0.25 of 2 query heads per KV group is 0.5; removed 1 (0.5000): the same number of query heads goes from each of the 2 KV groups"},
+		{pat: "head", s: 0.1, err: "sparsity 0.1 of 2 query heads per KV group rounds to 0: nothing would be removed (the smallest step is 1/2 = 0.5)"},
+		{pat: "channel", s: 0.25, got: 0.25},
+		{pat: "channel", s: 0.3, got: 19.0 / 64, note: "sparsity 0.3 of 64 hidden channels is 19.2; removed 19 (0.2969): whole channels only"},
+		{pat: "channel", s: 0.3, align: 32, got: 0.5, note: "removed 32 (0.5000): whole channels only, and the kept hidden width rounded down to a multiple of --align 32"},
+		{pat: "channel", s: 0.005, err: "sparsity 0.005 of 64 hidden channels rounds to 0"},
+		{pat: "neuron", s: 0.25, got: 0.25},
+		{pat: "neuron", s: 0.2, got: 19.0 / 96, note: "sparsity 0.2 of 96 ffn units is 19.2; removed 19 (0.1979): whole units only"},
+		{pat: "layer", s: 0.25, got: 0.5, note: "sparsity 0.25 of 2 layers is 0.5; removed 1 (0.5000): only whole layers"},
+	} {
+		t.Run(fmt.Sprintf("%s %g align %d", c.pat, c.s, c.align), func(t *testing.T) {
+			v, err := sparse.Apply(m, sparse.Options{Pattern: mustPattern(t, c.pat), Sparsity: c.s, Align: c.align})
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(v.Report.StructureSparsity-c.got) > 1e-12 {
+				t.Errorf("removed %v, want %v", v.Report.StructureSparsity, c.got)
+			}
+			notes := strings.Join(v.Report.Notes, "\n")
+			if c.note == "" && notes != "" || !strings.Contains(notes, c.note) {
+				t.Errorf("notes %q, want %q", notes, c.note)
+			}
+		})
+	}
+}
