@@ -159,6 +159,17 @@ func (s *ortStager) run(tokens []int32, cl int) [][]float32 {
 				}
 				inputs = append(inputs, v)
 				continue
+			case in.Name == shard.PositionIDs:
+				pos := make([]int32, ar)
+				for i := range pos {
+					pos[i] = int32(s.n + i)
+				}
+				v, err := ort.NewTensor(ort.NewShape(in.Shape...), pos)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inputs = append(inputs, v)
+				continue
 			case in.Name == shard.AttentionMask:
 				data = mask
 			case in.Name == shard.PositionIDsCos:
@@ -479,6 +490,45 @@ func TestORTARc(t *testing.T) {
 				}
 			}
 			compareState(t, cfg, ost, rs, 0)
+		})
+	}
+}
+
+// TestORTAbsolutePositions: a plan with absolute position_ids exports
+// graphs that look their RoPE rows up themselves, and they compute what
+// the rope plan's graphs compute from fed cos/sin rows.
+func TestORTAbsolutePositions(t *testing.T) {
+	needORT(t)
+	const cl = 32
+	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := tinyConfig(arch)
+			m := randomModel(t, cfg, 7)
+			stagers := make([]*ortStager, 2)
+			for i, pos := range []shard.Positional{shard.Rope, shard.Absolute} {
+				p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(arch),
+					shard.Options{Stages: 2, AR: []int{4, 1}, CL: []int{cl}, Positional: pos})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				if _, err := Export(m, p, dir, ExportOptions{}, nil); err != nil {
+					t.Fatalf("%s: %v", pos, err)
+				}
+				stagers[i] = newORTStager(t, cfg, p, dir)
+				defer stagers[i].close()
+			}
+			in := []int32{1, 17, 42, 5}
+			for step := 0; step < 6; step++ {
+				want, got := stagers[0].run(in, cl), stagers[1].run(in, cl)
+				for i := range want {
+					if d, at := maxAbsDiff(got[i], want[i]); d > 1e-6 {
+						t.Fatalf("step %d stage %d: absolute and rope graphs differ by %g at %d", step, i, d, at)
+					}
+				}
+				logits := want[len(want)-1]
+				in = []int32{runtime.Argmax(logits[len(logits)-cfg.VocabSize:])}
+			}
 		})
 	}
 }

@@ -126,9 +126,6 @@ func (b *builder) build(st *shard.Stage) error {
 		}
 		b.g.Input(t.Name, typ, t.Shape...)
 	}
-	if in := b.pg.Input(shard.PositionIDs); in != nil {
-		return fmt.Errorf("absolute positions (%s) are not supported: every exported architecture uses RoPE", in.Name)
-	}
 
 	if st.Embedding {
 		emb := b.table("token_embd.weight")
@@ -142,8 +139,13 @@ func (b *builder) build(st *shard.Stage) error {
 			return fmt.Errorf("no input %s", b.x)
 		}
 	}
-	if b.pg.Input(shard.PositionIDsCos) != nil {
-		b.ropeTables()
+	switch {
+	case b.pg.Input(shard.PositionIDsCos) != nil:
+		b.ropeTables(shard.PositionIDsCos, shard.PositionIDsSin)
+	case b.pg.Input(shard.PositionIDs) != nil:
+		// Absolute positions: the graph looks its RoPE rows up itself.
+		cos, sin := b.positionTables()
+		b.ropeTables(cos, sin)
 	}
 	for l := st.FirstLayer; l <= st.LastLayer; l++ {
 		var err error
@@ -383,7 +385,7 @@ func (b *builder) linear(x, weight string) (string, error) {
 // dims once per stage, so each head rotates as y = x·cos' + x[perm]·sin'
 // in the model's convention: NEOX pairs dim i with i+R/2, ggml NORM pairs
 // 2i with 2i+1 (llama GGUFs). sin' carries the sign of the rotation.
-func (b *builder) ropeTables() {
+func (b *builder) ropeTables(cosIn, sinIn string) {
 	h := b.c.RopeDim / 2
 	idx, perm := make([]int64, 2*h), make([]int64, 2*h)
 	sign := make([]float32, 2*h)
@@ -399,10 +401,39 @@ func (b *builder) ropeTables() {
 		}
 	}
 	gi := b.ints(idx...)
-	b.cosF = b.opAttr("Gather", []string{shard.PositionIDsCos, gi}, AttrInt("axis", 3))
-	sin := b.opAttr("Gather", []string{shard.PositionIDsSin, gi}, AttrInt("axis", 3))
+	b.cosF = b.opAttr("Gather", []string{cosIn, gi}, AttrInt("axis", 3))
+	sin := b.opAttr("Gather", []string{sinIn, gi}, AttrInt("axis", 3))
 	b.sinF = b.op("Mul", sin, b.floats([]int64{int64(2 * h)}, sign))
 	b.ropePerm = b.ints(perm...)
+}
+
+// positionTables gathers the [1,1,AR,R/2] cos and sin rows of the
+// position_ids input from constant tables of positions 0…CL−1, built as
+// ggml's rope cache (and the runtime) builds them: theta starts at the
+// position and is multiplied by base^(−2/R) in float32 once per pair,
+// then divided by the pair's frequency factor. The rows are the ones a
+// rope plan feeds as position_ids_cos/_sin.
+func (b *builder) positionTables() (cos, sin string) {
+	c := &b.c
+	h := c.RopeDim / 2
+	scale := float32(math.Pow(float64(float32(c.RopeTheta)), float64(float32(-2)/float32(c.RopeDim))))
+	cv, sv := make([]float32, 0, int(b.cl)*h), make([]float32, 0, int(b.cl)*h)
+	for p := int64(0); p < b.cl; p++ {
+		theta := float32(p)
+		for j := 0; j < h; j++ {
+			th := theta
+			if c.RopeFreqFactors != nil {
+				th /= c.RopeFreqFactors[j]
+			}
+			cv = append(cv, float32(math.Cos(float64(th))))
+			sv = append(sv, float32(math.Sin(float64(th))))
+			theta *= scale
+		}
+	}
+	shape := []int64{b.cl, int64(h)}
+	ct := b.constant("rope cos table", Float, shape, f32Bytes(cv))
+	st := b.constant("rope sin table", Float, shape, f32Bytes(sv))
+	return b.op("Gather", ct, shard.PositionIDs), b.op("Gather", st, shard.PositionIDs)
 }
 
 // rope rotates the first RopeDim dims of x [1, heads, AR, D].
