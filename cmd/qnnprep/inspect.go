@@ -27,19 +27,31 @@ func init() {
 		if fs.NArg() != 1 {
 			return usageError("want one PATH (an HF directory, a .safetensors file or a .gguf file)")
 		}
+		var info *inspectInfo
 		m, err := model.Open(fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		info, err := inspectModel(m)
-		if err != nil {
+		switch {
+		case err == nil:
+			defer m.Close()
+			if info, err = inspectModel(m); err != nil {
+				return err
+			}
+		case isGGUFFile(fs.Arg(0), err):
+			// A valid GGUF the pipeline cannot use (vocabulary only,
+			// another architecture) is still shown, with why as notes.
+			if info, err = inspectGGUF(fs.Arg(0), err); err != nil {
+				return err
+			}
+		default:
 			return err
 		}
 		if *asJSON {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(info)
+		}
+		if info.Config == nil {
+			printInspectGGUF(os.Stdout, info)
+			return nil
 		}
 		printInspect(os.Stdout, info)
 		return nil
@@ -49,14 +61,20 @@ func init() {
 
 // inspectInfo is what `inspect --json` prints.
 type inspectInfo struct {
-	Path    string          `json:"path"`
-	Format  string          `json:"format"`
-	Config  model.Config    `json:"config"`
-	Tensors []inspectTensor `json:"tensors"`
-	Weights int64           `json:"weights"`
-	Bytes   int64           `json:"bytes"`
-	BPW     float64         `json:"bits_per_weight"`
-	Recipes []recipeSize    `json:"recipes"`
+	Path        string `json:"path"`
+	Format      string `json:"format"`
+	GGUFVersion uint32 `json:"gguf_version,omitempty"`
+	// Config is nil for a GGUF the pipeline cannot use; Metadata is set
+	// only then.
+	Config   *model.Config   `json:"config,omitempty"`
+	Metadata []inspectKV     `json:"metadata,omitempty"`
+	Tensors  []inspectTensor `json:"tensors"`
+	Weights  int64           `json:"weights"`
+	Bytes    int64           `json:"bytes"`
+	BPW      float64         `json:"bits_per_weight"`
+	Recipes  []recipeSize    `json:"recipes,omitempty"`
+	// Notes say what the pipeline does not support in the file.
+	Notes []string `json:"notes,omitempty"`
 }
 
 type inspectTensor struct {
@@ -75,7 +93,7 @@ type recipeSize struct {
 }
 
 func inspectModel(m *model.Model) (*inspectInfo, error) {
-	info := &inspectInfo{Path: m.Path, Format: m.Format, Config: m.Config}
+	info := &inspectInfo{Path: m.Path, Format: m.Format, Config: &m.Config}
 	for _, t := range m.Tensors {
 		info.Tensors = append(info.Tensors, inspectTensor{t.Name, t.Dims, t.Type.String(), t.Bytes()})
 		info.Weights += t.Elements()
@@ -112,7 +130,7 @@ func inspectModel(m *model.Model) (*inspectInfo, error) {
 }
 
 func printInspect(w io.Writer, info *inspectInfo) {
-	c := info.Config
+	c := *info.Config
 	fmt.Fprintf(w, "%s (%s)\n", info.Path, info.Format)
 	fmt.Fprintf(w, "architecture %s: %d layers, hidden %d, FFN %d, heads %d/%d kv × %d, vocab %d, context %d\n",
 		c.Arch, c.Layers, c.Hidden, c.FFN, c.Heads, c.KVHeads, c.HeadDim, c.VocabSize, c.ContextLength)
