@@ -87,7 +87,9 @@ func TestInspectRefusedModel(t *testing.T) {
 		t.Errorf("%d tensors, %d bytes, notes %q", len(info.Tensors), info.Bytes, info.Notes)
 	}
 	// Every command that needs the model refuses it, naming the key.
-	msg := captureStderr(t, func() { code = run([]string{"quantize", bad, filepath.Join(t.TempDir(), "q.gguf"), "--recipe", "q8_0"}) })
+	msg := captureStderr(t, func() {
+		code = run([]string{"quantize", bad, filepath.Join(t.TempDir(), "q.gguf"), "--recipe", "q8_0"})
+	})
 	if code == 0 || !strings.Contains(msg, "tokenizer.ggml.bos_token_id = 600") {
 		t.Errorf("quantize: exit %d, %q", code, msg)
 	}
