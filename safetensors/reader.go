@@ -42,7 +42,6 @@ type Model struct {
 	Metadata map[string]string // __metadata__ of all files merged (first file in name order wins)
 
 	files  map[string]*file // by path (TensorInfo.File)
-	byName map[string]int
 	closed bool
 }
 
@@ -100,7 +99,7 @@ func Open(path string) (*Model, error) {
 }
 
 func newModel(dir string) *Model {
-	return &Model{Dir: dir, Metadata: map[string]string{}, files: map[string]*file{}, byName: map[string]int{}}
+	return &Model{Dir: dir, Metadata: map[string]string{}, files: map[string]*file{}}
 }
 
 func openSingle(dir, path string) (*Model, error) {
@@ -332,17 +331,15 @@ func (fl *file) close() error {
 	return nil
 }
 
-// finish sorts the tensors by name and indexes them.
+// finish sorts the tensors by name, which Tensor searches (a map would
+// cost more than the header for files of many small tensors).
 func (m *Model) finish() {
 	slices.SortFunc(m.Tensors, func(a, b TensorInfo) int { return strings.Compare(a.Name, b.Name) })
-	for i, t := range m.Tensors {
-		m.byName[t.Name] = i
-	}
 }
 
 // Tensor returns the tensor called name.
 func (m *Model) Tensor(name string) (*TensorInfo, bool) {
-	i, ok := m.byName[name]
+	i, ok := slices.BinarySearchFunc(m.Tensors, name, func(t TensorInfo, name string) int { return strings.Compare(t.Name, name) })
 	if !ok {
 		return nil, false
 	}
