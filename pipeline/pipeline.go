@@ -123,9 +123,14 @@ type Options struct {
 	SoC string
 	// SDK is the located SDK; nil (or DryRun) stops before the tools and
 	// prints their commands, writing every file the SDK does not produce.
-	SDK           *qnnpack.SDK
-	DryRun        bool
-	Tokenizer     string // HF tokenizer.json for the bundle ("" leaves it out)
+	SDK    *qnnpack.SDK
+	DryRun bool
+	// Tokenizer is the bundle's tokenizer: a Hugging Face tokenizer.json
+	// (copied), or a vocabulary to write one from (a GGUF, a llama2.c
+	// tokenizer.bin). "" means the source's tokenizer.json, else its
+	// tokenizer.ggml.* vocabulary (Metadata's or a GGUF source's); Build
+	// fails when there is none (MakeBundleTokenizer).
+	Tokenizer     string
 	ConverterArgs []string
 	Parallel      int           // SDK jobs at once (0: 2)
 	Timeout       time.Duration // per SDK job (0: none)
@@ -331,6 +336,7 @@ type builder struct {
 
 	src, qm *model.Model
 	files   map[string]qnnpack.GraphFiles
+	tok     *BundleTokenizer
 
 	draft       *qnnpack.DraftModel // compiled draft (spd, with an SDK)
 	draftQM     *model.Model
@@ -406,13 +412,19 @@ func (b *builder) quantize() error {
 			return err
 		}
 		b.src = src
+		// The bundle's tokenizer is settled first: without one there is
+		// no point quantizing.
+		md, err := b.bundleTokenizer(src)
+		if err != nil {
+			return err
+		}
 		if err := os.MkdirAll(b.work, 0o755); err != nil {
 			return err
 		}
 		out := filepath.Join(b.work, QModelName)
 		rep, err := quantize.Run(b.ctx, src, out, quantize.Options{
 			Recipe: b.o.Recipe, Overrides: b.o.Overrides, Workers: b.o.Threads,
-			Metadata: specialTokens(b.o.Metadata, src.Config), Progress: b.progress(StepQuantize),
+			Metadata: specialTokens(md, src.Config), Progress: b.progress(StepQuantize),
 		})
 		if err != nil {
 			return err
@@ -423,7 +435,7 @@ func (b *builder) quantize() error {
 			return err
 		}
 		s.Outputs = []string{b.rel(out)}
-		s.Note = fmt.Sprintf("%s, %.3f bpw, %d bytes", rep.Recipe, rep.BPW, rep.OutputBytes)
+		s.Note = fmt.Sprintf("%s, %.3f bpw, %d bytes; tokenizer.json %s", rep.Recipe, rep.BPW, rep.OutputBytes, b.tokNote())
 		if n := len(rep.Fallbacks); n > 0 {
 			s.Note += fmt.Sprintf(", %d fallback(s)", n)
 		}

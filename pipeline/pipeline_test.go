@@ -72,7 +72,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("plan: %d stages, %d graphs", len(p.Stages), len(p.Graphs))
 	}
 	files := []string{"work/qmodel.gguf", "work/plan.json", "work/golden.json", "work/sdk_commands.sh", "summary.json",
-		"bundle/genie_config.json", "bundle/htp_backend_ext_config.json", "bundle/plan.json", "bundle/manifest.json"}
+		"bundle/genie_config.json", "bundle/htp_backend_ext_config.json", "bundle/plan.json", "bundle/manifest.json", "bundle/tokenizer.json"}
 	for _, g := range p.Graphs {
 		files = append(files, "work/onnx/"+g.Name+".onnx", "work/onnx/"+g.Name+".encodings.json")
 	}

@@ -51,7 +51,8 @@ type BuildOptions struct {
 	// e.g. --float_bitwidth 16 (see PlanJobs).
 	ConverterArgs []string
 
-	Tokenizer      string          // HF tokenizer.json to copy into the bundle ("" leaves it out)
+	Tokenizer      string          // HF tokenizer.json to copy into the bundle
+	TokenizerJSON  []byte          // or the tokenizer.json to write (both empty leave it out)
 	Recipe         json.RawMessage // quantization recipe, recorded in the manifest
 	QnnprepVersion string
 	// ForecastPrefix is a Genie KV cache file holding the ssd-q1 forecast
@@ -312,11 +313,16 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 			return nil, err
 		}
 	}
-	if o.Tokenizer != "" {
+	switch {
+	case o.Tokenizer != "":
 		if err := copyFile(ctx, o.Tokenizer, filepath.Join(d.Path, TokenizerName)); err != nil {
 			return nil, fmt.Errorf("qnnpack: tokenizer: %w", err)
 		}
-	} else {
+	case o.TokenizerJSON != nil:
+		if err := put(TokenizerName, o.TokenizerJSON); err != nil {
+			return nil, fmt.Errorf("qnnpack: tokenizer: %w", err)
+		}
+	default:
 		m.Notes = append(m.Notes, "tokenizer.json not included: copy the model's Hugging Face tokenizer.json into the bundle")
 	}
 	if o.AllowRecurrentState {

@@ -8,10 +8,12 @@ import (
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/safetensors"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 // WriteHF writes the synthetic model as a Hugging Face checkpoint in dir:
-// config.json (Qwen3.5 in its multimodal text_config form) and F32
+// config.json (Qwen3.5 in its multimodal text_config form), tokenizer.json
+// (the VocabMetadata vocabulary) and F32
 // safetensors, one model.safetensors when shards ≤ 1, else that many shards
 // plus model.safetensors.index.json. The canonical → Hugging Face layout
 // transforms are applied in reverse (llama q/k row permutation, w−1 for
@@ -34,6 +36,22 @@ func WriteHF(dir string, cfg model.Config, seed uint64, shards int) error {
 	}
 	defer d.Abort()
 	if err := atomicfile.WriteFile(filepath.Join(d.Path, "config.json"), cfgJSON); err != nil {
+		return err
+	}
+	// Like a real checkpoint, it comes with its tokenizer.
+	md, err := VocabMetadata(cfg.VocabSize)
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", dir, err)
+	}
+	vocab, err := tokenizer.FromGGUF(md)
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", dir, err)
+	}
+	tokJSON, err := tokenizer.WriteHF(vocab)
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", dir, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(d.Path, "tokenizer.json"), tokJSON); err != nil {
 		return err
 	}
 	if shards <= 1 {

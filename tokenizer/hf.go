@@ -326,7 +326,7 @@ type hfIDs struct{ bos, eos, pad *int64 }
 // text_config, for multimodal models), if the file exists.
 func readHFConfig(dir string) (int, hfIDs, error) {
 	path := filepath.Join(dir, "config.json")
-	data, err := os.ReadFile(path)
+	data, err := readBeside(dir, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, hfIDs{}, nil
 	}
@@ -393,7 +393,7 @@ func applyHFSpecials(v *Vocab, dir string, ids hfIDs, tj hfTokenizerJSON) error 
 	}
 
 	path := filepath.Join(dir, "tokenizer_config.json")
-	data, err := os.ReadFile(path)
+	data, err := readBeside(dir, path)
 	var addBOS, addEOS *bool
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -545,4 +545,13 @@ func spmScores(tokens []string, merges []string) []float32 {
 		}
 	}
 	return scores
+}
+
+// readBeside reads a file beside tokenizer.json; with no directory (a
+// tokenizer.json on its own) there is none.
+func readBeside(dir, path string) ([]byte, error) {
+	if dir == "" {
+		return nil, fs.ErrNotExist
+	}
+	return os.ReadFile(path)
 }

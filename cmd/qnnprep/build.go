@@ -43,7 +43,7 @@ func init() {
 		soc := addSoCFlags(fs, "8elite")
 		sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT); without one the build stops before the SDK tools and prints their commands")
 		dry := fs.Bool("dry-run", false, "never run the SDK: print its commands and write every file it does not produce")
-		tok := fs.String("tokenizer", "", "HF tokenizer.json for the bundle (default: MODEL's, if it is an HF directory with one)")
+		tok := fs.String("tokenizer", "", "the bundle's tokenizer: an HF tokenizer.json (copied) or a vocabulary to write one from (GGUF, llama2.c tokenizer.bin); default: MODEL's tokenizer.json or vocabulary")
 		calib := fs.Int("calibrate", 16, "activation ranges from a greedy decode of this many tokens (0: default encodings only)")
 		convArgs := fs.StringArray("converter-arg", nil, "extra qairt-converter argument, repeatable")
 		jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")

@@ -18,6 +18,7 @@ import (
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 // synthQwen35 writes the synthetic hybrid Qwen3.5 (4 layers: 3 Gated
@@ -373,5 +374,52 @@ func TestBuildDryRunScript(t *testing.T) {
 		if b, err := os.ReadFile(bin); err != nil || !strings.HasPrefix(string(b), "FAKECTX1\n") {
 			t.Errorf("%s: %v", bin, err)
 		}
+	}
+}
+
+// TestBuildTokenizer: a source with no tokenizer fails before quantizing,
+// naming --tokenizer; with --tokenizer the bundle carries a tokenizer.json
+// written from that vocabulary.
+func TestBuildTokenizer(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "hf")
+	if err := synth.WriteHF(src, synth.Config(model.Llama, true), 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(src, qnnpack.TokenizerName)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("QNN_SDK_ROOT", "")
+	t.Setenv("QAIRT_SDK_ROOT", "")
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--no-verify", "-q"}
+	var code int
+	var stderr string
+	captureStdout(t, func() { stderr = captureStderr(t, func() { code = run(args) }) })
+	if code != 1 || !strings.Contains(stderr, "give the model's tokenizer with --tokenizer FILE") {
+		t.Fatalf("build without a tokenizer: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "work", pipeline.QModelName)); err == nil {
+		t.Error("qmodel written although the build had no tokenizer")
+	}
+	vocab := synthLlamaGGUF(t)
+	captureStdout(t, func() { stderr = captureStderr(t, func() { code = run(append(args, "--tokenizer", vocab)) }) })
+	if code != 0 {
+		t.Fatalf("build --tokenizer: exit %d\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "bundle", qnnpack.TokenizerName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tokenizer.ParseHF(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := synth.VocabMetadata(512)
+	want, err := tokenizer.FromGGUF(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v.Tokens, want.Tokens) {
+		t.Error("bundle tokenizer.json does not hold --tokenizer's vocabulary")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -80,7 +81,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	work := fs.String("work", "", "work directory for DLCs, context binaries, logs and the cache (default OUT.work)")
 	soc := addSoCFlags(fs, "")
 	sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT)")
-	tok := fs.String("tokenizer", "", "HF tokenizer.json to put in the bundle")
+	tok := fs.String("tokenizer", "", "the bundle's tokenizer: an HF tokenizer.json (copied) or a vocabulary to write one from (GGUF, llama2.c tokenizer.bin); default: written from --model's vocabulary")
 	prefix := fs.String("forecast-prefix", "", "ssd-q1 forecast prefix (Genie KV cache file); default a zero placeholder")
 	dry := fs.Bool("dry-run", false, "print the SDK commands and write only the files the SDK does not produce")
 	jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")
@@ -120,7 +121,14 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	cfg := m.Config
+	bt, err := pipeline.MakeBundleTokenizer(*tok, m.Metadata, cfg.VocabSize, nil)
 	m.Close()
+	if errors.Is(err, pipeline.ErrNoTokenizer) {
+		return fmt.Errorf("%w: %s has no tokenizer.ggml.* vocabulary; give the model's tokenizer with --tokenizer FILE (a tokenizer.json, a GGUF or a llama2.c tokenizer.bin)", err, *modelPath)
+	}
+	if err != nil {
+		return fmt.Errorf("--tokenizer: %w", err)
+	}
 	if err := plan.Fits(cfg); err != nil {
 		return fmt.Errorf("%s does not describe %s: %w", *planPath, *modelPath, err)
 	}
@@ -139,7 +147,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	}
 	res, err := qnnpack.Build(ctx, qnnpack.BuildOptions{
 		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: workDir, SoC: chip,
-		ConverterArgs: *convArgs, SkipCheck: *skipCheck, AllowRecurrentState: *allowState, Tokenizer: *tok, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
+		ConverterArgs: *convArgs, SkipCheck: *skipCheck, AllowRecurrentState: *allowState, Tokenizer: bt.Copy, TokenizerJSON: bt.JSON, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
 		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: log,
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 // fakeSDKRoot builds qnnpack's fake SDK tools into an SDK layout.
@@ -95,6 +97,34 @@ func TestBundleBuildAndVerifyCommands(t *testing.T) {
 	}
 	if code := run([]string{"bundle", "verify", out}); code != 0 {
 		t.Fatalf("bundle verify exit %d", code)
+	}
+
+	// Without --tokenizer, tokenizer.json is written from the qmodel's
+	// vocabulary; --tokenizer FILE puts that file in instead.
+	written, err := os.ReadFile(filepath.Join(out, qnnpack.TokenizerName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tokenizer.ParseHF(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Tokens) != 512 || !v.AddBOS || v.BOS != 1 {
+		t.Errorf("written tokenizer.json: %d tokens, AddBOS %v, BOS %d", len(v.Tokens), v.AddBOS, v.BOS)
+	}
+	v.AddBOS = false
+	custom, err := tokenizer.WriteHF(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	customPath := filepath.Join(dir, "tokenizer.json")
+	os.WriteFile(customPath, custom, 0o644)
+	out2 := filepath.Join(dir, "bundle2")
+	if code := run(append(args[:len(args):len(args)], "--out", out2, "--tokenizer", customPath)); code != 0 {
+		t.Fatalf("bundle build --tokenizer exit %d", code)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out2, qnnpack.TokenizerName)); !bytes.Equal(got, custom) || bytes.Equal(custom, written) {
+		t.Error("bundle build --tokenizer did not put the given tokenizer.json in the bundle")
 	}
 
 	// genie_config.json carries stories260K's facts (fixtures README):

@@ -34,6 +34,7 @@ func init() {
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
 		userModel := fs.String("model", "", "run on this model (HF directory or GGUF) instead of the synthetic ones")
+		tok := fs.String("tokenizer", "", "--model's tokenizer when it has none: a tokenizer.json, a GGUF or a llama2.c tokenizer.bin (as build --tokenizer)")
 		keep := fs.String("keep", "", "keep every output under this directory (default: a temporary directory, removed)")
 		stages := fs.Int("stages", 2, "stages per plan")
 		tokens := fs.IntP("tokens", "n", 32, "tokens decoded per verify prompt")
@@ -44,6 +45,9 @@ func init() {
 		}
 		if fs.NArg() != 0 {
 			return usageError("unexpected argument %q", fs.Arg(0))
+		}
+		if *tok != "" && *userModel == "" {
+			return usageError("--tokenizer goes with --model (the synthetic models have their own)")
 		}
 		if *stages < 1 || *tokens < 1 {
 			return usageError("--stages and -n must be at least 1")
@@ -82,7 +86,7 @@ func init() {
 				label = shard.ModelName(m)
 				m.Close()
 			}
-			sources = []demoSource{{Label: label, Path: *userModel}}
+			sources = []demoSource{{Label: label, Path: *userModel, Tokenizer: *tok}}
 		} else {
 			if err := claim("models"); err != nil {
 				return err
@@ -131,8 +135,9 @@ func init() {
 }
 
 type demoSource struct {
-	Label string
-	Path  string
+	Label     string
+	Path      string
+	Tokenizer string // build --tokenizer, if any
 }
 
 // writeDemoModels writes the synthetic sources: a hybrid Qwen3.5 (Gated
@@ -151,7 +156,7 @@ func writeDemoModels(dir string) ([]demoSource, error) {
 	if err := synth.WriteGGUF(llama, synth.Config(model.Llama, true), demoSeed, gguf.F32); err != nil {
 		return nil, err
 	}
-	return []demoSource{{"qwen35", qwen}, {"llama", llama}}, nil
+	return []demoSource{{Label: "qwen35", Path: qwen}, {Label: "llama", Path: llama}}, nil
 }
 
 // demoBuild runs the pipeline for one source and recipe without the SDK.
@@ -169,6 +174,9 @@ func demoBuild(ctx context.Context, src demoSource, recipe, out string, stages, 
 	// runtime (which verify decodes through), not by Genie: build it as
 	// --allow-recurrent-state would, and the table says so.
 	o.AllowRecurrentState = true
+	if src.Tokenizer != "" {
+		o.Tokenizer = src.Tokenizer
+	}
 	o.Plan = shard.Options{Stages: stages}
 	o.Calibrate = calibrator(16)
 	return pipeline.Build(ctx, o)

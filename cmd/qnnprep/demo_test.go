@@ -113,8 +113,18 @@ func TestDemoUserModel(t *testing.T) {
 	hf := filepath.Join(filepath.Dir(storiesGGUF), "hf")
 	dir := filepath.Join(t.TempDir(), "demo")
 	var code int
+	var stderr string
+	captureStdout(t, func() {
+		stderr = captureStderr(t, func() { code = run([]string{"demo", "--model", hf, "--keep", dir, "-n", "8"}) })
+	})
+	// The HF conversion has no tokenizer.json: without --tokenizer there
+	// is no bundle to make.
+	if code != 1 || !strings.Contains(stderr, "give the model's tokenizer with --tokenizer") {
+		t.Errorf("demo --model without a tokenizer: exit %d\n%s", code, stderr)
+	}
+	tok512 := filepath.Join(filepath.Dir(storiesGGUF), "tok512.bin")
 	stdout := captureStdout(t, func() {
-		captureStderr(t, func() { code = run([]string{"demo", "--model", hf, "--keep", dir, "-n", "8"}) })
+		captureStderr(t, func() { code = run([]string{"demo", "--model", hf, "--tokenizer", tok512, "--keep", dir, "-n", "8"}) })
 	})
 	if code != 0 || strings.Count(stdout, "\nhf ") != 2 || !strings.Contains(stdout, "result: PASS") || strings.Contains(stdout, "step      status") {
 		t.Fatalf("exit %d\n%s", code, stdout)

@@ -45,26 +45,9 @@ func tokenizerMetadata(m *model.Model) (gguf.Metadata, error) {
 	return md, nil
 }
 
-// loadVocab reads a vocabulary given by --vocab: a GGUF (its tokenizer.*
-// keys), an HF directory or tokenizer.json, or a llama2.c tokenizer.bin.
+// loadVocab reads a vocabulary given by --vocab or --tokenizer: a GGUF
+// (its tokenizer.* keys), an HF directory or tokenizer.json, or a llama2.c
+// tokenizer.bin.
 func loadVocab(path string, vocabSize int) (*tokenizer.Vocab, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case fi.IsDir():
-		return tokenizer.FromHF(path)
-	case filepath.Base(path) == "tokenizer.json":
-		return tokenizer.FromHF(filepath.Dir(path))
-	case strings.HasSuffix(path, ".gguf"):
-		f, err := gguf.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return tokenizer.FromGGUF(f.Metadata)
-	default:
-		return tokenizer.FromLlama2c(path, vocabSize)
-	}
+	return tokenizer.Load(path, vocabSize)
 }
