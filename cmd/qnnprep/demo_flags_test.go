@@ -22,7 +22,9 @@ func TestDemoFlags(t *testing.T) {
 	var code int
 	stdout := captureStdout(t, func() {
 		captureStderr(t, func() {
-			code = run([]string{"demo", "--model", hf, "--keep", dir, "--stages", "3", "-n", "5", "--soc", "sm8850", "-v"})
+			// The HF conversion has no tokenizer.json; tok512.bin is its vocabulary.
+			tok := filepath.Join(filepath.Dir(storiesGGUF), "tok512.bin")
+			code = run([]string{"demo", "--model", hf, "--tokenizer", tok, "--keep", dir, "--stages", "3", "-n", "5", "--soc", "sm8850", "-v"})
 		})
 	})
 	if code != 0 {
