@@ -97,6 +97,30 @@ func checkWritten(v *tokenizer.Vocab, data []byte, texts []string) error {
 	return nil
 }
 
+// ModelTokenizer is MakeBundleTokenizer for model m: without a path, an
+// HF checkpoint's own tokenizer.json, else the vocabulary in md (m's
+// metadata when md is nil). Without any, the error names --tokenizer.
+func ModelTokenizer(m *model.Model, path string, md gguf.Metadata, texts []string) (*BundleTokenizer, error) {
+	if path == "" && m.Format != "gguf" && m.Path != "" {
+		dir := m.Path
+		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+			dir = filepath.Dir(dir)
+		}
+		path = hfTokenizerFile(dir)
+	}
+	if md == nil {
+		md = m.Metadata
+	}
+	tok, err := MakeBundleTokenizer(path, md, m.Config.VocabSize, texts)
+	if errors.Is(err, ErrNoTokenizer) {
+		return nil, fmt.Errorf("%w: %s has no tokenizer.json and no tokenizer.ggml.* vocabulary; give the model's tokenizer with --tokenizer FILE (a tokenizer.json, a GGUF or a llama2.c tokenizer.bin)", err, m.Path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return tok, nil
+}
+
 // hfTokenizerFile returns path's tokenizer.json when path is one or a
 // directory holding one.
 func hfTokenizerFile(path string) string {
@@ -136,30 +160,18 @@ func vocabMetadata(o *Options, src *model.Model) gguf.Metadata {
 // keys when it came from a file and the qmodel would otherwise have none,
 // so that the qmodel and the bundle tokenize alike.
 func (b *builder) bundleTokenizer(src *model.Model) (gguf.Metadata, error) {
-	path := b.o.Tokenizer
-	if path == "" && src.Format != "gguf" {
-		dir := b.o.Source
-		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-			dir = filepath.Dir(dir)
-		}
-		path = hfTokenizerFile(dir)
-	}
-	md := vocabMetadata(&b.o, src)
 	var texts []string
 	for _, p := range b.o.Prompts {
 		if p.Text != "" {
 			texts = append(texts, p.Text)
 		}
 	}
-	tok, err := MakeBundleTokenizer(path, md, src.Config.VocabSize, texts)
-	if errors.Is(err, ErrNoTokenizer) {
-		return nil, fmt.Errorf("%w: %s has no tokenizer.json and no tokenizer.ggml.* vocabulary; give the model's tokenizer with --tokenizer FILE (a tokenizer.json, a GGUF or a llama2.c tokenizer.bin)", err, b.o.Source)
-	}
+	tok, err := ModelTokenizer(src, b.o.Tokenizer, vocabMetadata(&b.o, src), texts)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
 	b.tok = tok
-	md = b.o.Metadata
+	md := b.o.Metadata
 	if _, ok := md.Get("tokenizer.ggml.model"); !ok {
 		v := tok.Vocab
 		if v == nil {

@@ -121,13 +121,10 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	cfg := m.Config
-	bt, err := pipeline.MakeBundleTokenizer(*tok, m.Metadata, cfg.VocabSize, nil)
+	bt, err := pipeline.ModelTokenizer(m, *tok, nil, nil)
 	m.Close()
-	if errors.Is(err, pipeline.ErrNoTokenizer) {
-		return fmt.Errorf("%w: %s has no tokenizer.ggml.* vocabulary; give the model's tokenizer with --tokenizer FILE (a tokenizer.json, a GGUF or a llama2.c tokenizer.bin)", err, *modelPath)
-	}
 	if err != nil {
-		return fmt.Errorf("--tokenizer: %w", err)
+		return err
 	}
 	if err := plan.Fits(cfg); err != nil {
 		return fmt.Errorf("%s does not describe %s: %w", *planPath, *modelPath, err)
