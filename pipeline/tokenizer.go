@@ -25,6 +25,10 @@ type BundleTokenizer struct {
 	JSON  []byte           // or the tokenizer.json written from Vocab
 	Vocab *tokenizer.Vocab // the vocabulary JSON was written from
 	From  string           // where the tokenizer came from, for people
+	// EOG are the ids that end generation (llama.cpp's rule: EOS, EOT,
+	// <|im_end|>, ...), for genie_config.json's eos-token; nil when a
+	// copied tokenizer.json is not one this package reads.
+	EOG []int32
 }
 
 // MakeBundleTokenizer finds or makes the bundle's tokenizer.json for a
@@ -40,7 +44,13 @@ func MakeBundleTokenizer(path string, md gguf.Metadata, vocabSize int, texts []s
 	switch {
 	case path != "":
 		if hf := hfTokenizerFile(path); hf != "" {
-			return &BundleTokenizer{Copy: hf, From: hf}, nil
+			bt := &BundleTokenizer{Copy: hf, From: hf}
+			if v, err := tokenizer.Load(hf, vocabSize); err == nil {
+				if t, err := tokenizer.New(v); err == nil {
+					bt.EOG = t.EOG()
+				}
+			}
+			return bt, nil
 		}
 		var err error
 		if v, err = tokenizer.Load(path, vocabSize); err != nil {
@@ -64,37 +74,38 @@ func MakeBundleTokenizer(path string, md gguf.Metadata, vocabSize int, texts []s
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", from, err)
 	}
-	if err := checkWritten(v, data, texts); err != nil {
+	t, err := checkWritten(v, data, texts)
+	if err != nil {
 		return nil, fmt.Errorf("%s: tokenizer.json written from it: %w", from, err)
 	}
-	return &BundleTokenizer{JSON: data, Vocab: v, From: from}, nil
+	return &BundleTokenizer{JSON: data, Vocab: v, From: from, EOG: t.EOG()}, nil
 }
 
 // checkWritten reads a written tokenizer.json back and compares its ids
 // with the vocabulary's own, with and without special tokens, on texts
-// and a few fixed ones.
-func checkWritten(v *tokenizer.Vocab, data []byte, texts []string) error {
+// and a few fixed ones. It returns the vocabulary's tokenizer.
+func checkWritten(v *tokenizer.Vocab, data []byte, texts []string) (*tokenizer.Tokenizer, error) {
 	want, err := tokenizer.New(v)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	back, err := tokenizer.ParseHF(data)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	got, err := tokenizer.New(back)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	texts = append(slices.Clone(texts), "Hello world", " two  spaces\tand\nlines", "Once upon a time, 1234 ½ üñï 日本語 🦙", "don't stop")
 	for _, s := range texts {
 		for _, add := range []bool{false, true} {
 			if a, b := got.Encode(s, add), want.Encode(s, add); !slices.Equal(a, b) {
-				return fmt.Errorf("encodes %q (add special %v) as %v, the vocabulary as %v", s, add, a, b)
+				return nil, fmt.Errorf("encodes %q (add special %v) as %v, the vocabulary as %v", s, add, a, b)
 			}
 		}
 	}
-	return nil
+	return want, nil
 }
 
 // ModelTokenizer is MakeBundleTokenizer for model m: without a path, an

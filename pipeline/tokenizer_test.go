@@ -50,9 +50,10 @@ func TestMakeBundleTokenizer(t *testing.T) {
 		vocabSize int
 		copy      string // want a copy of this file
 		tokens    int    // or a written tokenizer.json of this many tokens
+		eog       []int32
 		err       string // or this error
 	}{
-		{name: "model's keys", md: vocabMD, vocabSize: 512, tokens: 512},
+		{name: "model's keys", md: vocabMD, vocabSize: 512, tokens: 512, eog: []int32{2}},
 		{name: "llama2c file", path: tok512, md: vocabMD, vocabSize: 512, tokens: 512},
 		{name: "gguf file", path: ggufPath, vocabSize: 512, tokens: 512},
 		{name: "tokenizer.json", path: hfFile, copy: hfFile},
@@ -87,6 +88,9 @@ func TestMakeBundleTokenizer(t *testing.T) {
 			}
 			if len(v.Tokens) != c.tokens || !v.AddBOS || v.BOS != 1 {
 				t.Errorf("written tokenizer.json: %d tokens, AddBOS %v, BOS %d", len(v.Tokens), v.AddBOS, v.BOS)
+			}
+			if c.eog != nil && !slices.Equal(bt.EOG, c.eog) {
+				t.Errorf("EOG %v, want %v", bt.EOG, c.eog)
 			}
 		})
 	}
@@ -147,5 +151,24 @@ func TestBuildTokenizer(t *testing.T) {
 	}
 	if !slices.Equal(qv.Tokens, l2c.Tokens) {
 		t.Error("qmodel vocabulary differs from --tokenizer's")
+	}
+}
+
+// A chat vocabulary's end-of-turn token ends generation on the device too:
+// the bundle tokenizer's EOG (genie_config.json's eos-token) holds Qwen2's
+// <|endoftext|> and <|im_end|>.
+func TestBundleTokenizerEOG(t *testing.T) {
+	path := "../../shared/fixtures/tokenizer-vocab/ggml-vocab-qwen2.gguf"
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("fixture missing: %v", err)
+	}
+	bt, err := MakeBundleTokenizer(path, nil, 151936, []string{"<|im_start|>user\nHello<|im_end|>\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{151643, 151645} {
+		if !slices.Contains(bt.EOG, id) {
+			t.Errorf("EOG %v lacks %d", bt.EOG, id)
+		}
 	}
 }

@@ -51,8 +51,11 @@ type BuildOptions struct {
 	// e.g. --float_bitwidth 16 (see PlanJobs).
 	ConverterArgs []string
 
-	Tokenizer      string          // HF tokenizer.json to copy into the bundle
-	TokenizerJSON  []byte          // or the tokenizer.json to write (both empty leave it out)
+	Tokenizer     string // HF tokenizer.json to copy into the bundle
+	TokenizerJSON []byte // or the tokenizer.json to write (both empty leave it out)
+	// EOG are the ids that end generation besides Config.EOS (a chat
+	// model's <|im_end|>, <|eot_id|>, ...): genie_config.json's eos-token.
+	EOG            []int32
 	Recipe         json.RawMessage // quantization recipe, recorded in the manifest
 	QnnprepVersion string
 	// ForecastPrefix is a Genie KV cache file holding the ssd-q1 forecast
@@ -278,6 +281,7 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 	}
 	gopts := GenieOptions{
 		Target: EngineModel{Plan: p, Config: o.Config, CtxBins: ctxBins, RopeScaling: o.RopeScaling},
+		EOG:    o.EOG,
 	}
 	if o.Draft != nil {
 		dm := &EngineModel{Plan: o.Draft.Plan, Config: o.Draft.Config}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
@@ -54,11 +55,15 @@ type EngineModel struct {
 
 // GenieOptions are the bundle-level settings of genie_config.json.
 type GenieOptions struct {
-	Target     EngineModel
-	Draft      *EngineModel // the draft engine, for spd
-	Tokenizer  string       // bundle-relative path; "tokenizer.json" if empty
-	Extensions string       // bundle-relative HTP extensions JSON; "htp_backend_ext_config.json" if empty
-	NThreads   int          // engine n-threads; 0 means 3 (AI Hub's value)
+	Target    EngineModel
+	Draft     *EngineModel // the draft engine, for spd
+	Tokenizer string       // bundle-relative path; "tokenizer.json" if empty
+	// EOG are further ids that end generation (Target.Config.EOS always
+	// does); with any, eos-token is the list, EOS first, as Genie stops at
+	// each of them.
+	EOG        []int32
+	Extensions string // bundle-relative HTP extensions JSON; "htp_backend_ext_config.json" if empty
+	NThreads   int    // engine n-threads; 0 means 3 (AI Hub's value)
 	// LadeUpdateMode is lade's update-mode (the plan does not carry it);
 	// "" means ALWAYS_FWD_ONE.
 	LadeUpdateMode string
@@ -94,7 +99,7 @@ func GenieConfig(o GenieOptions) ([]byte, error) {
 	context := ordered{
 		{"version", 1},
 		{"bos-token", cfg.BOS},
-		{"eos-token", cfg.EOS},
+		{"eos-token", eosTokens(cfg.EOS, o.EOG)},
 		{"size", p.ContextSize},
 		{"n-vocab", p.Model.Vocab},
 	}
@@ -223,4 +228,20 @@ func engine(m *EngineModel, o GenieOptions, role string) (ordered, error) {
 		}},
 	)
 	return e, nil
+}
+
+// eosTokens is eos-token: EOS alone, or EOS followed by the other
+// end-of-generation ids in increasing order.
+func eosTokens(eos int, eog []int32) any {
+	ids := []int{eos}
+	for _, id := range eog {
+		if int(id) != eos && !slices.Contains(ids, int(id)) {
+			ids = append(ids, int(id))
+		}
+	}
+	if len(ids) == 1 {
+		return eos
+	}
+	slices.Sort(ids[1:])
+	return ids
 }

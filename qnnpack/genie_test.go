@@ -1,6 +1,7 @@
 package qnnpack
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -244,4 +245,40 @@ func FuzzValidateGenieConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ValidateGenieConfig(data) // must not panic
 	})
+}
+
+// A chat model's end-of-turn tokens join EOS in eos-token, where Genie
+// stops at each; without them eos-token stays EOS alone.
+func TestGenieConfigEOG(t *testing.T) {
+	cfg := testConfig(2)
+	cfg.BOS, cfg.EOS = 1, 9
+	p := testPlan(t, cfg, "m", shard.Options{Stages: 1})
+	for _, c := range []struct {
+		eog  []int32
+		want string
+	}{
+		{nil, `9`},
+		{[]int32{9}, `9`},
+		{[]int32{45, 9, 12, 45}, `[9,12,45]`},
+	} {
+		b, err := GenieConfig(GenieOptions{Target: EngineModel{Plan: p, Config: cfg, CtxBins: []string{"m_1_of_1.bin"}}, EOG: c.eog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g struct {
+			Dialog struct {
+				Context struct {
+					EOS json.RawMessage `json:"eos-token"`
+				}
+			}
+		}
+		if err := json.Unmarshal(b, &g); err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		json.Compact(&compact, g.Dialog.Context.EOS)
+		if compact.String() != c.want {
+			t.Errorf("EOG %v: eos-token %s, want %s", c.eog, compact.String(), c.want)
+		}
+	}
 }

@@ -144,7 +144,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	}
 	res, err := qnnpack.Build(ctx, qnnpack.BuildOptions{
 		SDK: sdk, Plan: plan, Config: cfg, Graphs: files, OutDir: *out, WorkDir: workDir, SoC: chip,
-		ConverterArgs: *convArgs, SkipCheck: *skipCheck, AllowRecurrentState: *allowState, Tokenizer: bt.Copy, TokenizerJSON: bt.JSON, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
+		ConverterArgs: *convArgs, SkipCheck: *skipCheck, AllowRecurrentState: *allowState, Tokenizer: bt.Copy, TokenizerJSON: bt.JSON, EOG: bt.EOG, ForecastPrefix: *prefix, QnnprepVersion: qnnprepVersion(),
 		DryRun: *dry, Parallel: *jobs, Timeout: *timeout, Force: *force, Log: log,
 	})
 	if err != nil {
