@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quantize"
 )
 
 // Prune returns the physically smaller model that decodes like the zeroed
@@ -40,8 +40,12 @@ func (v *Variant) Prune() (*model.Model, error) {
 		return nil, fmt.Errorf("sparse: prune: %w", err)
 	}
 	m.Path = v.src.Path
-	// The source's keys (tokenizer and all) with the new hyper-parameters.
-	md := append(gguf.Metadata(nil), v.src.Metadata...)
+	// The source's keys (tokenizer and all) with the new hyper-parameters,
+	// and the chain that made it from the source.
+	md, err := quantize.Derive(v.src, v.step()+", pruned")
+	if err != nil {
+		return nil, fmt.Errorf("sparse: prune: %w", err)
+	}
 	for _, kv := range m.GGUFMetadata() {
 		md.Set(kv.Key, kv.Value)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quantize"
 )
 
 // Options say which weights a variant zeroes.
@@ -667,9 +668,19 @@ func (v *Variant) build(opt Options) error {
 		return err
 	}
 	m.Path = v.src.Path
-	m.Metadata = append(gguf.Metadata(nil), v.src.Metadata...)
+	// The variant records what it was made from, so a golden recorded
+	// from the source is accepted for it (and for its qmodels).
+	if m.Metadata, err = quantize.Derive(v.src, v.step()); err != nil {
+		return err
+	}
 	v.Model = m
 	return nil
+}
+
+// step names the variant in its lineage (quantize.KeyLineageSteps).
+func (v *Variant) step() string {
+	r := v.Report
+	return fmt.Sprintf("sparsify %s, %s selection, target %.4g", r.Pattern, r.Method, r.Target)
 }
 
 // isWeight excludes the rope frequency table, which is not a weight.
