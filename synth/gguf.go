@@ -70,14 +70,27 @@ var MatrixTypes = []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q1_
 // (one of MatrixTypes; ggml's reference quantizers for Q8_0 and Q1_0).
 // Norms, biases, ssm_a, ssm_dt and the DeltaNet conv kernel stay F32.
 func WriteGGUF(path string, cfg model.Config, seed uint64, typ gguf.Type) error {
-	w, err := ggufWriter(cfg, seed, typ)
+	return writeGGUF(path, cfg, seed, typ, Weights)
+}
+
+// WriteGGUFOneBit writes the 1-bit-native model (OneBitWeights) as an F32
+// GGUF file.
+func WriteGGUFOneBit(path string, cfg model.Config, seed uint64) error {
+	return writeGGUF(path, cfg, seed, gguf.F32, OneBitWeights)
+}
+
+func writeGGUF(path string, cfg model.Config, seed uint64, typ gguf.Type, weights weightsFunc) error {
+	w, err := ggufWriter(cfg, seed, typ, weights)
 	if err != nil {
 		return fmt.Errorf("synth: %s: %w", path, err)
 	}
 	return gguf.WriteFile(path, w)
 }
 
-func ggufWriter(cfg model.Config, seed uint64, typ gguf.Type) (*gguf.Writer, error) {
+// weightsFunc is Weights or OneBitWeights.
+type weightsFunc func(cfg model.Config, seed uint64) ([]*model.Tensor, error)
+
+func ggufWriter(cfg model.Config, seed uint64, typ gguf.Type, weights weightsFunc) (*gguf.Writer, error) {
 	ok := false
 	for _, t := range MatrixTypes {
 		ok = ok || t == typ
@@ -85,7 +98,11 @@ func ggufWriter(cfg model.Config, seed uint64, typ gguf.Type) (*gguf.Writer, err
 	if !ok {
 		return nil, fmt.Errorf("matrix type %v not supported (want one of %v)", typ, MatrixTypes)
 	}
-	m, err := Model(cfg, seed)
+	ts, err := weights(cfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.New(cfg, ts)
 	if err != nil {
 		return nil, err
 	}

@@ -22,11 +22,21 @@ import (
 // Weights and of WriteGGUF with F32. The directory is built under a
 // temporary name and renamed into place (replacing an existing one).
 func WriteHF(dir string, cfg model.Config, seed uint64, shards int) error {
+	return writeHF(dir, cfg, seed, shards, Weights)
+}
+
+// WriteHFOneBit writes the 1-bit-native model (OneBitWeights) as a Hugging
+// Face checkpoint (F32).
+func WriteHFOneBit(dir string, cfg model.Config, seed uint64, shards int) error {
+	return writeHF(dir, cfg, seed, shards, OneBitWeights)
+}
+
+func writeHF(dir string, cfg model.Config, seed uint64, shards int, weights weightsFunc) error {
 	cfgJSON, err := model.HFConfigJSON(cfg)
 	if err != nil {
 		return fmt.Errorf("synth: %s: %w", dir, err)
 	}
-	w, err := hfWriter(cfg, seed)
+	w, err := hfWriter(cfg, seed, weights)
 	if err != nil {
 		return fmt.Errorf("synth: %s: %w", dir, err)
 	}
@@ -66,8 +76,8 @@ func WriteHF(dir string, cfg model.Config, seed uint64, shards int) error {
 }
 
 // hfWriter lays out the Hugging Face tensors.
-func hfWriter(cfg model.Config, seed uint64) (*safetensors.Writer, error) {
-	ts, err := Weights(cfg, seed)
+func hfWriter(cfg model.Config, seed uint64, weights weightsFunc) (*safetensors.Writer, error) {
+	ts, err := weights(cfg, seed)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func TestGGUFPeerReadsSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ggufWriter(cfg, 1, gguf.Q1_0)
+	w, err := ggufWriter(cfg, 1, gguf.Q1_0, Weights)
 	if err != nil {
 		t.Fatal(err)
 	}

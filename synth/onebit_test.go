@@ -1,0 +1,82 @@
+package synth
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quantize"
+)
+
+// TestOneBitLossless: the q1 recipe stores a 1-bit-native model without
+// loss — every tensor of the qmodel dequantizes to exactly the source's
+// values — and it really quantizes (Q1_0 matrices, a Q2_0 head), so the
+// Q1_0 encoder's mean-|x| scale and the Q2_0 scale search both recover the
+// exact fp16 scales. The ordinary synthetic model is not lossless.
+func TestOneBitLossless(t *testing.T) {
+	for _, arch := range []model.Arch{model.Llama, model.Qwen2, model.Qwen3, model.Qwen35} {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := Config(arch, true)
+			src, err := OneBitModel(cfg, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := quantizeQ1(t, src)
+			types := map[gguf.Type]int{}
+			for i, qt := range q.Tensors {
+				types[qt.Type]++
+				want, err := src.Tensors[i].Float32()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := qt.Float32()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j := range want {
+					if got[j] != want[j] {
+						t.Fatalf("%s (%v) element %d: %g after q1, source %g", qt.Name, qt.Type, j, got[j], want[j])
+					}
+				}
+			}
+			if types[gguf.Q1_0] == 0 || types[gguf.Q2_0] == 0 {
+				t.Fatalf("q1 qmodel types %v: want Q1_0 matrices and a Q2_0 head", types)
+			}
+			plain, err := Model(cfg, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pq := quantizeQ1(t, plain)
+			changed := map[gguf.Type]bool{}
+			for i, qt := range pq.Tensors {
+				w, _ := plain.Tensors[i].Float32()
+				g, _ := qt.Float32()
+				for j := range w {
+					if w[j] != g[j] {
+						changed[qt.Type] = true
+						break
+					}
+				}
+			}
+			if !changed[gguf.Q1_0] || !changed[gguf.Q2_0] {
+				t.Fatalf("q1 of the ordinary synthetic model changed only %v; the lossless check cannot tell", changed)
+			}
+		})
+	}
+}
+
+func quantizeQ1(t *testing.T, m *model.Model) *model.Model {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "q1.gguf")
+	if _, err := quantize.Run(context.Background(), m, out, quantize.Options{Recipe: quantize.Recipes["q1"], Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := model.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
