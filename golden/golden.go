@@ -7,7 +7,6 @@ package golden
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -26,6 +25,8 @@ type File struct {
 	Tokenizer string   `json:"tokenizer,omitempty"` // e.g. "gguf/gpt2 (qwen2)"; empty: ids only
 	Settings  Settings `json:"settings"`
 	Prompts   []Prompt `json:"prompts"`
+
+	name string // the file it was read from, for errors
 }
 
 // ModelRef identifies the model a golden file was recorded from. SHA256 is
@@ -43,6 +44,10 @@ type Settings struct {
 	Steps    int    `json:"steps"`    // generated tokens per prompt
 	TopK     int    `json:"top_k"`    // logits kept per step (0: none)
 	Producer string `json:"producer"` // qnnprep version
+	// KVF16 records that attention ran like llama.cpp's F16 KV cache
+	// (runtime.Options.KVF16); an artifact decoded the other way differs
+	// slightly, which verify warns about.
+	KVF16 bool `json:"kv_f16,omitempty"`
 }
 
 // Prompt is one prompt and its expected continuation.
@@ -84,9 +89,21 @@ func Parse(b []byte, name string) (*File, error) {
 	if f.Model.SHA256 == "" {
 		return nil, fmt.Errorf("golden: %s: no model fingerprint (model.sha256)", name)
 	}
+	if f.Settings.TopK < 0 {
+		return nil, fmt.Errorf("golden: %s: settings.top_k %d is negative", name, f.Settings.TopK)
+	}
+	if len(f.Prompts) == 0 {
+		return nil, fmt.Errorf("golden: %s: no prompts: nothing to verify against", name)
+	}
 	for i, p := range f.Prompts {
 		if len(p.IDs) == 0 {
 			return nil, fmt.Errorf("golden: %s: prompt %d (%s) has no ids", name, i, p.Name)
+		}
+		if len(p.Expected) == 0 {
+			return nil, fmt.Errorf("golden: %s: prompt %d (%s) has no expected tokens", name, i, p.Name)
+		}
+		if f.Settings.TopK > 0 && len(p.TopK) != len(p.Expected) {
+			return nil, fmt.Errorf("golden: %s: prompt %d (%s): %d top-k steps for %d expected tokens (settings.top_k is %d)", name, i, p.Name, len(p.TopK), len(p.Expected), f.Settings.TopK)
 		}
 		if len(p.TopK) != 0 && len(p.TopK) != len(p.Expected) {
 			return nil, fmt.Errorf("golden: %s: prompt %d (%s): %d top-k steps for %d expected tokens", name, i, p.Name, len(p.TopK), len(p.Expected))
@@ -99,6 +116,12 @@ func Parse(b []byte, name string) (*File, error) {
 			}
 		}
 		for s, top := range p.TopK {
+			// Record keeps exactly top_k logits (it refuses a top_k above
+			// the vocabulary); a shorter list would make the cosine over
+			// fewer ids than declared.
+			if len(top) < max(f.Settings.TopK, 1) {
+				return nil, fmt.Errorf("golden: %s: prompt %d (%s), step %d: %d top-k logits, settings.top_k declares %d", name, i, p.Name, s, len(top), f.Settings.TopK)
+			}
 			for _, l := range top {
 				if l.ID < 0 {
 					return nil, fmt.Errorf("golden: %s: prompt %d (%s), step %d: negative top-k id %d", name, i, p.Name, s, l.ID)
@@ -106,7 +129,29 @@ func Parse(b []byte, name string) (*File, error) {
 			}
 		}
 	}
+	f.name = name
 	return &f, nil
+}
+
+// CheckContext rejects a file with a prompt that, with its expected
+// tokens, does not fit a context of ctxLen tokens, naming the file and the
+// prompt.
+func (f *File) CheckContext(ctxLen int) error {
+	for i, p := range f.Prompts {
+		if n := len(p.IDs) + len(p.Expected) - 1; n > ctxLen {
+			return fmt.Errorf("golden: %s: prompt %d (%s): %d prompt tokens and %d expected need a context of %d, the model has %d (raise it with --ctx)",
+				f.Name(), i, p.Name, len(p.IDs), len(p.Expected), n, ctxLen)
+		}
+	}
+	return nil
+}
+
+// Name is the file f was read from ("" for a file made in memory).
+func (f *File) Name() string {
+	if f.name == "" {
+		return "(in memory)"
+	}
+	return f.name
 }
 
 // Write writes f as indented JSON (deterministic), atomically.
@@ -117,23 +162,6 @@ func Write(path string, f *File) error {
 		return err
 	}
 	return atomicfile.WriteFile(path, append(b, '\n'))
-}
-
-// ErrModelMismatch is returned when an artifact was not made from the model
-// a golden file was recorded from.
-var ErrModelMismatch = errors.New("model fingerprint does not match the golden file")
-
-// CheckModel refuses an artifact whose source fingerprint differs from the
-// golden's.
-func (f *File) CheckModel(sha string) error {
-	if sha == "" {
-		return fmt.Errorf("%w: the artifact has no source fingerprint (qnnprep.source.sha256)", ErrModelMismatch)
-	}
-	if sha != f.Model.SHA256 {
-		return fmt.Errorf("%w: golden was recorded from %s (sha256 %.16s…), the artifact comes from sha256 %.16s…",
-			ErrModelMismatch, f.Model.Path, f.Model.SHA256, sha)
-	}
-	return nil
 }
 
 // TopK returns the k largest logits, descending; ties by lower id.
@@ -171,4 +199,16 @@ func Argmax(logits []float32) int32 {
 		}
 	}
 	return int32(best)
+}
+
+// KVWarning says how an artifact decoded with kvF16 differs from how f was
+// recorded, or "" when both used the same attention rounding.
+func KVWarning(f *File, kvF16 bool) string {
+	if f.Settings.KVF16 == kvF16 {
+		return ""
+	}
+	if f.Settings.KVF16 {
+		return fmt.Sprintf("golden %s was recorded with --kv-f16 and the artifact is decoded without it: logits differ slightly and near-ties may flip (pass --kv-f16)", f.Name())
+	}
+	return fmt.Sprintf("golden %s was recorded without --kv-f16 and the artifact is decoded with it: logits differ slightly and near-ties may flip", f.Name())
 }

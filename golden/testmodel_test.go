@@ -81,8 +81,14 @@ func engine(t testing.TB, m *model.Model) *runtime.Engine {
 // quantizeQ1 writes m as a q1 qmodel and opens it.
 func quantizeQ1(t testing.TB, m *model.Model) *model.Model {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "q1.gguf")
-	if _, err := quantize.Run(context.Background(), m, out, quantize.Options{Recipe: quantize.Recipes["q1"], Workers: 1}); err != nil {
+	return quantizeRecipe(t, m, "q1")
+}
+
+// quantizeRecipe writes m as a qmodel with the named recipe and opens it.
+func quantizeRecipe(t testing.TB, m *model.Model, recipe string) *model.Model {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), recipe+".gguf")
+	if _, err := quantize.Run(context.Background(), m, out, quantize.Options{Recipe: quantize.Recipes[recipe], Workers: 1}); err != nil {
 		t.Fatal(err)
 	}
 	q, err := model.Open(out)

@@ -2,6 +2,7 @@ package golden
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -100,13 +101,30 @@ func Record(ctx context.Context, e *runtime.Engine, prompts []Prompt, n, topK in
 }
 
 // Criteria decide whether a verification passes. A zero value passes
-// everything but runtime errors.
+// everything but runtime errors; verify and build start from
+// DefaultCriteria.
 type Criteria struct {
-	MinMatch           float64 // every prompt's exact-match fraction (matched / expected tokens) at least this
-	MinTop1            float64 // every prompt's teacher-forced top-1 agreement at least this
-	MinCosine          float64 // every prompt's mean logit cosine at least this (needs top-k in the golden)
-	FailOnDegeneration bool    // fail when an output collapses into repetition the golden does not have
-	Repetition         Thresholds
+	MinMatch           float64    `json:"min_match"`            // every prompt's exact-match fraction (matched / expected tokens) at least this
+	MinTop1            float64    `json:"min_top1"`             // every prompt's teacher-forced top-1 agreement at least this
+	MinCosine          float64    `json:"min_cosine"`           // every prompt's mean logit cosine at least this (needs top-k in the golden)
+	FailOnDegeneration bool       `json:"fail_on_degeneration"` // fail when an output collapses into repetition the golden does not have
+	Repetition         Thresholds `json:"-"`
+	// Basis says where the thresholds come from ("default for …",
+	// "--min-top1 given", …); reports print it.
+	Basis string `json:"basis,omitempty"`
+}
+
+// String lists the thresholds, as reports print them.
+func (c Criteria) String() string {
+	deg := "ignored"
+	if c.FailOnDegeneration {
+		deg = "fails"
+	}
+	s := fmt.Sprintf("min-match %.3f, min-top1 %.3f, min-cosine %.4f, degeneration %s", c.MinMatch, c.MinTop1, c.MinCosine, deg)
+	if c.Basis != "" {
+		s += " (" + c.Basis + ")"
+	}
+	return s
 }
 
 // Report is the outcome of Verify: JSON for CI, Table for people.
@@ -114,6 +132,11 @@ type Report struct {
 	Golden   string `json:"golden,omitempty"`
 	Artifact string `json:"artifact,omitempty"`
 	Decoder  string `json:"decoder,omitempty"` // "whole", "plan …", "speculative …"
+	// Source is why the golden was accepted for the artifact.
+	Source *Acceptance `json:"source,omitempty"`
+	// Criteria are the thresholds the verdict applied.
+	Criteria Criteria `json:"criteria"`
+	Warnings []string `json:"warnings,omitempty"`
 	// Speculative holds acceptance statistics when the decoder is a SpecDecoder.
 	Speculative *SpecReport    `json:"speculative,omitempty"`
 	Prompts     []PromptReport `json:"prompts"`
@@ -174,7 +197,10 @@ func Verify(ctx context.Context, d Decoder, f *File, c Criteria) (*Report, error
 	if th == (Thresholds{}) {
 		th = DefaultThresholds
 	}
-	r := &Report{Failures: []string{}}
+	if len(f.Prompts) == 0 {
+		return nil, fmt.Errorf("golden: %s: no prompts", f.Name())
+	}
+	r := &Report{Failures: []string{}, Criteria: c}
 	var cosSum float64
 	cosN, top1Sum := 0, 0.0
 	for i := range f.Prompts {
@@ -203,21 +229,21 @@ func Verify(ctx context.Context, d Decoder, f *File, c Criteria) (*Report, error
 			r.Failures = append(r.Failures, fmt.Sprintf("prompt %s: ", pr.Name)+fmt.Sprintf(format, args...))
 		}
 		if pr.MatchFraction < c.MinMatch {
-			fail("exact match %d/%d (%.3f) below %.3f; first divergence at step %d: expected %d, got %d",
+			fail("exact match %d/%d (%.3f) below min-match %.3f; first divergence at step %d: expected %d, got %d",
 				pr.Match, pr.Tokens, pr.MatchFraction, c.MinMatch, pr.Divergence.Step, pr.Divergence.Expected, pr.Divergence.Got)
 		}
 		if pr.Top1 < c.MinTop1 {
-			fail("teacher-forced top-1 agreement %.3f below %.3f", pr.Top1, c.MinTop1)
+			fail("teacher-forced top-1 agreement %.3f below min-top1 %.3f", pr.Top1, c.MinTop1)
 		}
 		if c.MinCosine > 0 {
 			if pr.Cosine == nil {
-				fail("no logit cosine: the golden file holds no top-k logits (record with --top-k)")
+				fail("no logit cosine for min-cosine %.4f: the golden file holds no top-k logits (record with --top-k)", c.MinCosine)
 			} else if *pr.Cosine < c.MinCosine {
-				fail("logit cosine %.4f below %.4f", *pr.Cosine, c.MinCosine)
+				fail("logit cosine %.4f below min-cosine %.4f", *pr.Cosine, c.MinCosine)
 			}
 		}
 		if c.FailOnDegeneration && pr.Degeneration != nil {
-			fail("degeneration: %s", pr.Degeneration)
+			fail("degeneration (fail-on-degeneration): %s", pr.Degeneration)
 		}
 	}
 	s := &r.Summary
@@ -259,8 +285,7 @@ func verifyPrompt(ctx context.Context, d Decoder, p *Prompt, th Thresholds) (*Pr
 	n := len(p.Expected)
 	pr := &PromptReport{Name: p.Name, Tokens: n, Got: []int32{}}
 	if n == 0 {
-		pr.MatchFraction, pr.Top1 = 1, 1
-		return pr, nil
+		return nil, errors.New("no expected tokens")
 	}
 	got, err := d.Greedy(ctx, p.IDs, n)
 	if err != nil {
@@ -365,6 +390,13 @@ func (r *Report) Table(w io.Writer) error {
 			fmt.Fprintf(w, "\n%s diverges at step %d:\n  expected top-5 %s\n  got      top-5 %s\n", p.Name, d.Step, fmtTop(d.ExpectedTop), fmtTop(d.GotTop))
 		}
 	}
+	if r.Source != nil {
+		fmt.Fprintf(w, "\ngolden accepted: %s\n", r.Source)
+	}
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
+	fmt.Fprintf(w, "thresholds: %s\n", r.Criteria)
 	verdict := "PASS"
 	if !r.Pass {
 		verdict = "FAIL"
