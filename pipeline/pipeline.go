@@ -139,10 +139,12 @@ type Options struct {
 	// Prompts are decoded for Tokens steps each by the source (golden),
 	// the qmodel whole and the qmodel through the plan. Empty means
 	// DefaultPrompts.
-	Prompts  []golden.Prompt
-	Tokens   int // 0 means 16
-	TopK     int // logits kept per golden step (0 means 8)
-	Criteria golden.Criteria
+	Prompts []golden.Prompt
+	Tokens  int // 0 means 16
+	TopK    int // logits kept per golden step (0 means 8)
+	// Thresholds replace verify's defaults (golden.DefaultCriteria for
+	// the recipe) where set.
+	Thresholds golden.Overrides
 	// NoVerify skips the verify step (decoding a large source on the CPU
 	// takes a while); Result.Pass then only says that every step ran.
 	NoVerify bool

@@ -60,12 +60,19 @@ func (b *builder) verify() error {
 		if err != nil {
 			return fmt.Errorf("qmodel: %w", err)
 		}
+		// The same guard and defaults as qnnprep verify: the qmodel must
+		// come from the source, and is held to its recipe's thresholds.
+		acc, err := f.Accept(b.qm, "")
+		if err != nil {
+			return fmt.Errorf("qmodel: %w", err)
+		}
+		crit := f.DefaultCriteria(b.qm, acc).With(b.o.Thresholds)
 		v := &Verification{Prompts: len(prompts), Tokens: n}
 		b.res.Verify = v
-		if v.Whole, err = golden.Verify(b.ctx, golden.EngineDecoder(qEngine), f, b.o.Criteria); err != nil {
+		if v.Whole, err = golden.Verify(b.ctx, golden.EngineDecoder(qEngine), f, crit); err != nil {
 			return fmt.Errorf("qmodel whole: %w", err)
 		}
-		v.Whole.Decoder = "whole"
+		v.Whole.Decoder, v.Whole.Source = "whole", acc
 		s.Outputs = []string{b.rel(gpath)}
 		sum := v.Whole.Summary
 		quality := fmt.Sprintf("vs source: top-1 %.1f%%, exact %d/%d tokens", 100*sum.Top1, sum.Matched, sum.Tokens)

@@ -27,7 +27,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "build",
-		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--json]",
+		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
 		Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -52,7 +52,7 @@ func init() {
 		tokens := fs.IntP("tokens", "n", 16, "verify: tokens decoded per prompt")
 		noVerify := fs.Bool("no-verify", false, "skip the verify step (nothing then proves the stages decode like the model)")
 		promptsPath := fs.String("prompts", "", "verify: prompts file (one per line, text or \"ids: 1 2 3\"); default three id prompts")
-		minTop1 := fs.Float64("min-top1", 0, "verify: fail if the qmodel's teacher-forced top-1 agreement with the source is below this")
+		thresholds := addThresholdFlags(fs, "verify: ")
 		threads := fs.IntP("threads", "t", 2, "worker threads (outputs do not depend on it)")
 		asJSON := fs.Bool("json", false, "print the summary as JSON")
 		quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
@@ -88,8 +88,9 @@ func init() {
 		if *tokens < 1 {
 			return usageError("-n %d: want at least 1", *tokens)
 		}
-		if *minTop1 < 0 || *minTop1 > 1 {
-			return usageError("--min-top1 %v: want a fraction in [0, 1]", *minTop1)
+		ov, err := thresholds()
+		if err != nil {
+			return err
 		}
 		src, out := fs.Arg(0), fs.Arg(1)
 		var draftIn []string
@@ -113,7 +114,7 @@ func init() {
 		o.AllowRecurrentState = *allowState
 		o.SoC, o.SDK, o.DryRun, o.ConverterArgs = chip, sdk, *dry, *convArgs
 		o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
-		o.Criteria.MinTop1, o.NoVerify = *minTop1, *noVerify
+		o.Thresholds, o.NoVerify = ov, *noVerify
 		if *tok != "" {
 			o.Tokenizer = *tok
 		}
@@ -257,6 +258,10 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 		if v.Note != "" {
 			fmt.Fprintf(w, "note: %s\n", v.Note)
 		}
+		if v.Whole.Source != nil {
+			fmt.Fprintf(w, "golden accepted: %s\n", v.Whole.Source)
+		}
+		fmt.Fprintf(w, "thresholds: %s\n", v.Whole.Criteria)
 		for _, f := range v.Whole.Failures {
 			fmt.Fprintf(w, "FAIL: %s\n", f)
 		}

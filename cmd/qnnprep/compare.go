@@ -21,18 +21,21 @@ type compareRow struct {
 	WeightBytes int64           `json:"weight_bytes"`
 	FileBytes   int64           `json:"file_bytes"`
 	Quality     *golden.Summary `json:"quality"`
+	// Source is why the golden was accepted for this model.
+	Source *golden.Acceptance `json:"source"`
 	findings
 }
 
 func init() {
 	c := &command{
 		Name:    "compare",
-		Usage:   "qnnprep compare MODEL... --golden FILE [--json] [-t THREADS]",
+		Usage:   "qnnprep compare MODEL... --golden FILE [--source-fingerprint SHA] [--json] [-t THREADS]",
 		Summary: "side-by-side quality of model variants against one golden file (top-1, exact match, cosine, degeneration, bytes)",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
 		goldenPath := fs.String("golden", "", "golden file (qnnprep golden record, or sparsify --report's dense recording)")
+		sourceFP := fs.String("source-fingerprint", "", "accept the golden for models made elsewhere (llama.cpp) from the golden's source: its fingerprint (the output shows the override)")
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
 		threads := fs.IntP("threads", "t", 2, "threads")
 		if err := parseFlags(fs, args); err != nil {
@@ -50,7 +53,7 @@ func init() {
 		}
 		var rows []compareRow
 		for _, path := range fs.Args() {
-			row, err := compareOne(ctx, path, g, *threads)
+			row, err := compareOne(ctx, path, g, *sourceFP, *threads)
 			if err != nil {
 				return err
 			}
@@ -67,15 +70,20 @@ func init() {
 	register(c)
 }
 
-// compareOne measures one variant. The golden's model fingerprint is not
-// checked: variants are different models by design.
-func compareOne(ctx context.Context, path string, g *golden.File, threads int) (*compareRow, error) {
+// compareOne measures one variant. The golden must have been recorded from
+// the variant's source (golden.File.Accept): variants record the chain that
+// made them.
+func compareOne(ctx context.Context, path string, g *golden.File, sourceFP string, threads int) (*compareRow, error) {
 	m, err := model.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
-	row := &compareRow{Model: path, WeightBytes: modelWeightBytes(m)}
+	acc, err := g.Accept(m, sourceFP)
+	if err != nil {
+		return nil, fmt.Errorf("%s against %s: %w", path, g.Name(), err)
+	}
+	row := &compareRow{Model: path, WeightBytes: modelWeightBytes(m), Source: acc}
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		row.FileBytes = st.Size()
 	}
@@ -120,6 +128,9 @@ func printCompare(w io.Writer, goldenPath string, rows []compareRow) {
 	}
 	tw.Flush()
 	for _, r := range rows {
+		if r.Source != nil && r.Source.Rule == golden.RuleOverride {
+			fmt.Fprintf(w, "%s: golden accepted by %s\n", r.Model, r.Source)
+		}
 		for _, d := range r.Degenerate {
 			fmt.Fprintln(w, "degeneration:", d)
 		}

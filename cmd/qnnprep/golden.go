@@ -17,7 +17,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "golden",
-		Usage:   "qnnprep golden record MODEL (--prompts FILE | --prompt-file FILE) [-n N] [--top-k K] [--ctx N] [-t THREADS] OUT",
+		Usage:   "qnnprep golden record MODEL (--prompts FILE | --prompt-file FILE) [-n N] [--top-k K] [--kv-f16] [--ctx N] [-t THREADS] OUT",
 		Summary: "record a golden file: the source model's greedy continuations and top-k logits",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -33,6 +33,7 @@ func init() {
 		promptFile := fs.String("prompt-file", "", "one long prompt: the whole file as text, or \"ids: …\"")
 		n := fs.IntP("n", "n", 64, "tokens to generate per prompt")
 		topK := fs.Int("top-k", 10, "logits kept per step (0: none; verify's cosine needs them)")
+		kvF16 := fs.Bool("kv-f16", false, "round attention like llama.cpp's default F16 KV cache (recorded in the golden; verify warns when an artifact is decoded the other way)")
 		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
 		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
 		if err := parseFlags(fs, args[1:]); err != nil {
@@ -71,7 +72,7 @@ func init() {
 		if err != nil {
 			return fmt.Errorf("%s: fingerprint: %w", path, err)
 		}
-		e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen})
+		e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
 		if err != nil {
 			return err
 		}
@@ -82,6 +83,7 @@ func init() {
 			return err
 		}
 		f.Model = golden.ModelRef{Path: path, Arch: string(m.Config.Arch), SHA256: sha}
+		f.Settings.KVF16 = *kvF16
 		if tok != nil {
 			f.Tokenizer = tokenizerName(tok)
 		}

@@ -24,16 +24,18 @@ var sparsifyDefaultPrompts = []string{"Once upon a time", "The little dog", "One
 
 // sparsifyResult is the JSON report of `qnnprep sparsify`.
 type sparsifyResult struct {
-	Source      string          `json:"source"`
-	Output      string          `json:"output"`
-	Recipe      string          `json:"recipe"`
-	Sparsity    *sparse.Report  `json:"sparsity"`
-	Effective   float64         `json:"effective_sparsity"` // exact zeros after quantization, over the tensors listed
-	WeightBytes int64           `json:"weight_bytes"`       // tensor bytes of the written variant
-	Pruned      *prunedResult   `json:"pruned,omitempty"`
-	Golden      string          `json:"golden"`
-	Quality     *golden.Summary `json:"quality"`                   // variant vs the dense model's golden
-	Baseline    *golden.Summary `json:"dense_quantized,omitempty"` // dense model through the same recipe
+	Source      string         `json:"source"`
+	Output      string         `json:"output"`
+	Recipe      string         `json:"recipe"`
+	Sparsity    *sparse.Report `json:"sparsity"`
+	Effective   float64        `json:"effective_sparsity"` // exact zeros after quantization, over the tensors listed
+	WeightBytes int64          `json:"weight_bytes"`       // tensor bytes of the written variant
+	Pruned      *prunedResult  `json:"pruned,omitempty"`
+	Golden      string         `json:"golden"`
+	// GoldenSource is why a --golden was accepted for the model.
+	GoldenSource *golden.Acceptance `json:"golden_source,omitempty"`
+	Quality      *golden.Summary    `json:"quality"`                   // variant vs the dense model's golden
+	Baseline     *golden.Summary    `json:"dense_quantized,omitempty"` // dense model through the same recipe
 	findings
 }
 
@@ -52,7 +54,7 @@ func init() {
 	c := &command{
 		Name: "sparsify",
 		Usage: "qnnprep sparsify MODEL OUT --pattern 2:4|N:M|blockB|channel|head|neuron|layer [--sparsity S] [--target 'PATTERN=S']... " +
-			"[--align N] [--select magnitude|wanda --calib FILE] [--recipe R] [--prune] [--golden FILE | --prompts FILE [--save-golden FILE]] [--steps N] [--report FILE] [--json]",
+			"[--align N] [--select magnitude|wanda --calib FILE] [--recipe R] [--prune] [--golden FILE [--source-fingerprint SHA] | --prompts FILE [--save-golden FILE]] [--steps N] [--report FILE] [--json]",
 		Summary: "write a structured-zero dense variant (and with --prune the smaller model) and measure its quality against the dense model",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -66,7 +68,8 @@ func init() {
 		recipeName := fs.String("recipe", "keep", "quantization recipe for the written variant: "+fmt.Sprint(quantize.RecipeNames()))
 		overrides := fs.StringArray("override", nil, "quantization override PATTERN=TYPE (as in quantize); repeatable")
 		prune := fs.Bool("prune", false, "also write the physically pruned model to OUT with .pruned.gguf (channel, head, neuron, layer)")
-		goldenPath := fs.String("golden", "", "golden file to compare against (default: recorded from the dense model)")
+		goldenPath := fs.String("golden", "", "golden file to compare against (default: recorded from the dense model); it must come from MODEL or what MODEL was made from")
+		sourceFP := fs.String("source-fingerprint", "", "with --golden: accept it for a MODEL made elsewhere (llama.cpp) from the golden's source: its fingerprint (the report shows the override)")
 		promptsPath := fs.String("prompts", "", "prompts for the golden recorded from the dense model (one per line, text or 'ids: …')")
 		steps := fs.Int("steps", 64, "tokens per prompt when recording the golden")
 		saveGolden := fs.String("save-golden", "", "write the golden recorded from the dense model to FILE (for qnnprep compare)")
@@ -95,6 +98,9 @@ func init() {
 		}
 		if *goldenPath != "" && (*promptsPath != "" || *saveGolden != "") {
 			return usageError("--golden replaces the recorded golden: give no --prompts or --save-golden with it")
+		}
+		if *sourceFP != "" && *goldenPath == "" {
+			return usageError("--source-fingerprint applies to a --golden file")
 		}
 		if *steps < 1 {
 			return usageError("--steps %d: want at least 1", *steps)
@@ -166,9 +172,13 @@ func init() {
 		// The golden: given, or recorded from the dense model (after
 		// Apply, so that a bad pattern fails before any decoding).
 		var g *golden.File
+		var src *golden.Acceptance
 		if *goldenPath != "" {
 			if g, err = golden.Read(*goldenPath); err != nil {
 				return err
+			}
+			if src, err = g.Accept(m, *sourceFP); err != nil {
+				return fmt.Errorf("%s against %s: %w", in, *goldenPath, err)
 			}
 		} else {
 			prompts, err := sparsifyPrompts(*promptsPath, encode, m.Config.BOS)
@@ -190,7 +200,7 @@ func init() {
 			}
 		}
 
-		res := &sparsifyResult{Source: in, Output: out, Recipe: recipe.Name, Sparsity: v.Report, Golden: *goldenPath}
+		res := &sparsifyResult{Source: in, Output: out, Recipe: recipe.Name, Sparsity: v.Report, Golden: *goldenPath, GoldenSource: src}
 		if res.Golden == "" {
 			res.Golden = "recorded from " + in
 		}
@@ -343,8 +353,11 @@ type findings struct {
 }
 
 func verifyVariant(ctx context.Context, m *model.Model, g *golden.File, threads int, f *findings, label string) (*golden.Summary, error) {
-	e, err := runtime.New(m, runtime.Options{Threads: threads})
+	e, err := runtime.New(m, runtime.Options{Threads: threads, KVF16: g.Settings.KVF16})
 	if err != nil {
+		return nil, err
+	}
+	if err := g.CheckContext(e.ContextLength()); err != nil {
 		return nil, err
 	}
 	r, err := golden.Verify(ctx, golden.EngineDecoder(e), g, golden.Criteria{})
@@ -457,6 +470,9 @@ func printSparsify(w io.Writer, r *sparsifyResult) {
 		}
 	}
 	fmt.Fprintf(w, "\nquality against %s:\n", r.Golden)
+	if r.GoldenSource != nil && r.GoldenSource.Rule == golden.RuleOverride {
+		fmt.Fprintf(w, "golden accepted by %s\n", r.GoldenSource)
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\ttop-1\texact-match\tmatch-len\tcosine\tdegenerate\t")
 	row := func(name string, s *golden.Summary) {

@@ -9,7 +9,6 @@ import (
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -17,7 +16,7 @@ import (
 func init() {
 	c := &command{
 		Name:    "verify",
-		Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--draft MODEL | --eagle3 HEAD.gguf] [-k K] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration] [--json] [--report FILE] [--ctx N] [-t THREADS]",
+		Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--draft MODEL | --eagle3 HEAD.gguf] [-k K] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--source-fingerprint SHA] [--kv-f16] [--json] [--report FILE] [--ctx N] [-t THREADS]",
 		Summary: "decode an artifact against a golden file: exact match, first divergence, top-1, cosine, degeneration",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
@@ -27,10 +26,9 @@ func init() {
 		draftPath := fs.String("draft", "", "also decode speculatively with this draft model (must equal the whole-model output)")
 		eaglePath := fs.String("eagle3", "", "also decode speculatively with this EAGLE-3 head (GGUF or HF directory)")
 		k := fs.IntP("k", "k", 4, "draft tokens per window with --draft or --eagle3")
-		minMatch := fs.Float64("min-match", 0, "fail when a prompt's exact-match fraction is below F (1: every token)")
-		minTop1 := fs.Float64("min-top1", 0, "fail when a prompt's teacher-forced top-1 agreement is below F")
-		minCos := fs.Float64("min-cosine", 0, "fail when a prompt's mean logit cosine over the golden's top-k is below F")
-		failDegen := fs.Bool("fail-on-degeneration", false, "fail when an output collapses into a repeated token or short cycle the golden does not have")
+		thresholds := addThresholdFlags(fs, "")
+		sourceFP := fs.String("source-fingerprint", "", "accept the golden for an ARTIFACT made elsewhere (llama.cpp) from the golden's source: its fingerprint, as the refusal prints it (the report shows the override)")
+		kvF16 := fs.Bool("kv-f16", false, "round attention like llama.cpp's default F16 KV cache (as golden record --kv-f16)")
 		asJSON := fs.Bool("json", false, "print the JSON report instead of the table")
 		reportPath := fs.String("report", "", "also write the JSON report to FILE")
 		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
@@ -50,11 +48,9 @@ func init() {
 		if *k < 1 {
 			return usageError("-k %d: want at least 1", *k)
 		}
-		crit := golden.Criteria{MinMatch: *minMatch, MinTop1: *minTop1, MinCosine: *minCos, FailOnDegeneration: *failDegen}
-		for name, v := range map[string]float64{"--min-match": *minMatch, "--min-top1": *minTop1, "--min-cosine": *minCos} {
-			if !(v >= 0 && v <= 1) {
-				return usageError("%s %v: want a fraction in [0, 1]", name, v)
-			}
+		overrides, err := thresholds()
+		if err != nil {
+			return err
 		}
 		if err := checkPaths(ins(modelInput(fs.Arg(0)), modelInput(*draftPath), []string{*goldenPath, *planPath, *eaglePath}), []string{*reportPath}, nil); err != nil {
 			return err
@@ -69,16 +65,22 @@ func init() {
 			return err
 		}
 		defer m.Close()
-		sha, err := quantize.SourceFingerprint(m)
+		acc, err := g.Accept(m, *sourceFP)
 		if err != nil {
-			return fmt.Errorf("%s: fingerprint: %w", path, err)
-		}
-		if err := g.CheckModel(sha); err != nil {
 			return fmt.Errorf("%s against %s: %w", path, *goldenPath, err)
 		}
-		e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen})
+		e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
 		if err != nil {
 			return err
+		}
+		if err := g.CheckContext(e.ContextLength()); err != nil {
+			return err
+		}
+		crit := g.DefaultCriteria(m, acc).With(overrides)
+		var warnings []string
+		if w := golden.KVWarning(g, *kvF16); w != "" {
+			warnings = append(warnings, w)
+			fmt.Fprintf(os.Stderr, "qnnprep verify: warning: %s\n", w)
 		}
 		var plan *shard.Plan
 		decoders := []struct {
@@ -113,7 +115,7 @@ func init() {
 					return err
 				}
 				defer dm.Close()
-				de, err := runtime.New(dm, runtime.Options{Threads: *threads, Context: *ctxLen})
+				de, err := runtime.New(dm, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
 				if err != nil {
 					return err
 				}
@@ -156,6 +158,7 @@ func init() {
 				return fmt.Errorf("%s (%s): %w", path, dc.name, err)
 			}
 			r.Golden, r.Artifact, r.Decoder = *goldenPath, path, dc.name
+			r.Source, r.Warnings = acc, warnings
 			if i > 0 {
 				// Staged and speculative decoding must give the whole model's tokens.
 				r.CompareOutputs(reports[0])
