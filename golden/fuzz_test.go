@@ -22,9 +22,18 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		if len(g.Prompts) == 0 {
+			t.Fatal("a file without prompts accepted")
+		}
 		for _, p := range g.Prompts {
-			if len(p.IDs) == 0 || (len(p.TopK) != 0 && len(p.TopK) != len(p.Expected)) {
+			if len(p.IDs) == 0 || len(p.Expected) == 0 || (len(p.TopK) != 0 && len(p.TopK) != len(p.Expected)) ||
+				(g.Settings.TopK > 0 && len(p.TopK) != len(p.Expected)) {
 				t.Fatalf("invalid prompt accepted: %+v", p)
+			}
+			for _, top := range p.TopK {
+				if len(top) < g.Settings.TopK {
+					t.Fatalf("top-k list of %d accepted, %d declared", len(top), g.Settings.TopK)
+				}
 			}
 		}
 	})

@@ -6,31 +6,55 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quantize"
 )
 
 // Default thresholds by what the artifact is next to the golden's source.
-// They come from measurements (README, "Verdicts"): each is below what
-// every correct artifact of its kind reached on the synthetic models and
-// above what a broken one (a permuted tensor, an unrelated model) reached.
+// They come from measurements (README, "Verdicts": 4 architectures × 2
+// seeds × ordinary and 1-bit-native synthetic models, 4 prompts × 32
+// tokens, per-prompt minima): each is below what every correct artifact of
+// its kind reached and above what a broken one reached.
+//
+// The exact-match fraction is no measure of a lossy recipe's quality: one
+// near-tie flipped early ends it (correct int8 and bf16 qmodels measured
+// 0.03), so lossy recipes hold only top-1 and cosine to a minimum.
 var defaultThresholds = map[string]Criteria{
-	// The source itself, or a lossless copy: the same tokens and logits.
+	// The source itself, or a qmodel holding its weights unchanged: the
+	// same tokens and logits.
 	"same": {MinMatch: 1, MinTop1: 1, MinCosine: 0.9999, FailOnDegeneration: true},
 	"keep": {MinMatch: 1, MinTop1: 1, MinCosine: 0.9999, FailOnDegeneration: true},
-	"f16":  {MinMatch: 0.5, MinTop1: 0.9, MinCosine: 0.999, FailOnDegeneration: true},
-	"bf16": {MinMatch: 0.25, MinTop1: 0.85, MinCosine: 0.995, FailOnDegeneration: true},
-	"int8": {MinMatch: 0.25, MinTop1: 0.85, MinCosine: 0.995, FailOnDegeneration: true},
-	"q8_0": {MinMatch: 0.25, MinTop1: 0.85, MinCosine: 0.995, FailOnDegeneration: true},
+	// f16: top-1 ≥ 0.938, cosine ≥ 0.99999 measured.
+	"f16": {MinTop1: 0.9, MinCosine: 0.9999, FailOnDegeneration: true},
+	// Attention-only models (llama, qwen2, qwen3): correct int8, q8_0,
+	// bf16 and q1-of-1-bit-native qmodels reached top-1 ≥ 0.906 and cosine
+	// ≥ 0.99992; a reversed matrix top-1 ≤ 0.31 and cosine ≤ 0.977, a
+	// reversed output norm cosine ≤ 0.99896, an unrelated model top-1 0.
+	"bf16": {MinTop1: 0.8, MinCosine: 0.9995, FailOnDegeneration: true},
+	"int8": {MinTop1: 0.8, MinCosine: 0.9995, FailOnDegeneration: true},
+	"q8_0": {MinTop1: 0.8, MinCosine: 0.9995, FailOnDegeneration: true},
 	// q1 is for models trained for 1-bit weights, which it stores without
-	// loss; what remains is the Q8_0 rounding of the activations.
-	"q1": {MinMatch: 0.25, MinTop1: 0.85, MinCosine: 0.995, FailOnDegeneration: true},
-	// Anything else (sparse variants, other ggml types): a floor that a
-	// broken artifact does not reach, not a quality bar.
+	// loss; what remains is the Q8_0 rounding of the activations, measured
+	// like q8_0's. A model not trained for 1-bit weights fails (top-1 near
+	// 0): that loss is real and the verdict says so.
+	"q1": {MinTop1: 0.8, MinCosine: 0.9995, FailOnDegeneration: true},
+	// Anything else (sparse variants, other ggml types): a floor that an
+	// unrelated model or a scrambled matrix does not reach, not a quality
+	// bar.
 	"floor": {MinTop1: 0.5, MinCosine: 0.9, FailOnDegeneration: true},
 }
 
+// hybridThresholds replace the lossy recipes' for models with Gated
+// DeltaNet layers (qwen35, qwen3next), whose recurrence carries rounding
+// further: correct int8 and q8_0 qmodels reached top-1 ≥ 0.56 and cosine
+// ≥ 0.977 per prompt, a reversed matrix top-1 ≤ 0.03 and cosine ≤ 0.43, an
+// unrelated model top-1 0. (A reversed output norm, top-1 ≥ 0.5 and cosine
+// ≥ 0.974, is within that noise and not caught by these defaults.)
+var hybridThresholds = Criteria{MinTop1: 0.4, MinCosine: 0.95, FailOnDegeneration: true}
+
 // lossOrder ranks the recipes by how far their qmodels may drift, least
-// first; a chain of quantizations is held to its lossiest step.
-var lossOrder = []string{"keep", "f16", "bf16", "int8", "q8_0", "q1"}
+// first; a chain of quantizations is held to its lossiest step. Entry 0
+// stands for a step that copied every tensor (no recipe has its name).
+var lossOrder = []string{"", "f16", "bf16", "int8", "q8_0", "q1"}
 
 // DefaultCriteria returns the thresholds verify and build apply to m, which
 // a was accepted for, unless flags say otherwise: exact for the golden's
@@ -41,6 +65,10 @@ var lossOrder = []string{"keep", "f16", "bf16", "int8", "q8_0", "q1"}
 func (f *File) DefaultCriteria(m *model.Model, a *Acceptance) Criteria {
 	kind, basis := comparison(m, a)
 	c := defaultThresholds[kind]
+	if hybrid(m.Config) && (kind == "bf16" || kind == "int8" || kind == "q8_0" || kind == "q1") {
+		c = hybridThresholds
+		basis += ", Gated DeltaNet hybrid"
+	}
 	c.Basis = basis
 	if f.Settings.TopK == 0 {
 		c.MinCosine = 0
@@ -73,11 +101,16 @@ func comparison(m *model.Model, a *Acceptance) (kind, basis string) {
 	worst := -1
 	for _, s := range a.Steps {
 		r, ok := strings.CutPrefix(s, "quantize ")
+		if ok && strings.HasSuffix(r, quantize.StepCopied) {
+			// The weights are the source's bytes: lossless, whatever the recipe.
+			worst = max(worst, 0)
+			continue
+		}
 		if !ok {
 			return "floor", fmt.Sprintf("floor for a model made by %q (no measured default)", s)
 		}
 		i := index(lossOrder, r)
-		if i < 0 {
+		if i <= 0 {
 			return "floor", fmt.Sprintf("floor for recipe %q (no measured default)", r)
 		}
 		worst = max(worst, i)
@@ -85,7 +118,20 @@ func comparison(m *model.Model, a *Acceptance) (kind, basis string) {
 	if worst < 0 {
 		return "same", "default for the golden's own source model"
 	}
+	if worst == 0 {
+		return "keep", "default for a qmodel that copied every tensor of its source"
+	}
 	return lossOrder[worst], fmt.Sprintf("default for recipe %s against its source", lossOrder[worst])
+}
+
+// hybrid reports whether cfg has Gated DeltaNet layers.
+func hybrid(cfg model.Config) bool {
+	for _, k := range cfg.LayerKinds {
+		if k == model.DeltaNet {
+			return true
+		}
+	}
+	return false
 }
 
 func index(list []string, s string) int {

@@ -192,7 +192,7 @@ func TestVerifyCorrupted(t *testing.T) {
 			t.Fatalf("%s: degeneration %v, divergence %v", pr.Name, pr.Degeneration, pr.Divergence)
 		}
 	}
-	if msg := strings.Join(r.Failures, "\n"); !strings.Contains(msg, "degeneration: repeat of") {
+	if msg := strings.Join(r.Failures, "\n"); !strings.Contains(msg, "degeneration (fail-on-degeneration): repeat of") {
 		t.Fatalf("failures: %s", msg)
 	}
 	var buf bytes.Buffer

@@ -21,13 +21,14 @@ import (
 	"github.com/qnnprep/qnnprep/synth"
 )
 
-// synthLlama writes a synthetic F32 llama GGUF (2 layers, Q1_0-friendly
-// widths) and returns its path and config.
+// synthLlama writes a synthetic 1-bit-native llama GGUF (2 layers, Q1_0
+// matrices, a Q2_0 head: q1 builds of it meet q1's default thresholds) and
+// returns its path and config.
 func synthLlama(t *testing.T) (string, model.Config) {
 	t.Helper()
 	cfg := synth.Config(model.Llama, true)
 	path := filepath.Join(t.TempDir(), "llama.gguf")
-	if err := synth.WriteGGUF(path, cfg, 7, gguf.F32); err != nil {
+	if err := synth.WriteGGUFOneBit(path, cfg, 7); err != nil {
 		t.Fatal(err)
 	}
 	return path, cfg

@@ -87,10 +87,23 @@ func Derive(src *model.Model, step string) (gguf.Metadata, error) {
 	return md, nil
 }
 
+// StepCopied ends a quantize step whose every tensor was copied: the qmodel
+// holds exactly the source's weights (a 1-bit model released in Q1_0
+// through q1, any model through keep).
+const StepCopied = " (every tensor copied)"
+
 // setLineage adds a qmodel's chain to md: m's chain, then this
 // quantization, whose input hash is the source hash written after the data.
-func setLineage(md *gguf.Metadata, m *model.Model, recipe string) {
+func setLineage(md *gguf.Metadata, m *model.Model, recipe string, decisions []Decision) {
 	l := LineageOf(m)
+	step := "quantize " + recipe
+	copied := true
+	for _, d := range decisions {
+		copied = copied && d.Copy
+	}
+	if copied {
+		step += StepCopied
+	}
 	md.Set(KeyLineageSHA256, append([]string{}, l.Inputs...))
-	md.Set(KeyLineageSteps, append(l.Steps, "quantize "+recipe))
+	md.Set(KeyLineageSteps, append(l.Steps, step))
 }

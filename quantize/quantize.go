@@ -130,7 +130,7 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	}
 	md.Set(KeyInt8, gran)
 	md.Set(KeySourceSHA256, hashPlaceholder)
-	setLineage(&md, m, opts.Recipe.Name)
+	setLineage(&md, m, opts.Recipe.Name, decisions)
 
 	rep := &Report{Recipe: opts.Recipe.Name, Source: m.Path, Output: out}
 	var total int64

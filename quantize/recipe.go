@@ -230,10 +230,10 @@ func (r *Recipe) Decide(tensors []TensorShape, overrides []Rule, tied bool) ([]D
 				d.Kind = Kind{Type: next, PerChannel: d.Kind.PerChannel && next == gguf.Q8_0}
 			}
 		}
-		// Re-encoding Q1_0/Q2_0 would lose nothing but time; copying is
-		// also the only way to guarantee the codes stay identical.
+		// Re-encoding Q1_0/Q2_0/Q8_0 would lose nothing but time; copying
+		// is also the only way to guarantee the codes stay identical.
 		d.Copy = (r.Keep && !matched) || t.Type == d.Kind.Type && !d.Kind.PerChannel &&
-			(t.Type == gguf.Q1_0 || t.Type == gguf.Q2_0 || t.Type == gguf.F32 || t.Type == gguf.F16 || t.Type == gguf.BF16)
+			(t.Type == gguf.Q1_0 || t.Type == gguf.Q2_0 || t.Type == gguf.Q8_0 || t.Type == gguf.F32 || t.Type == gguf.F16 || t.Type == gguf.BF16)
 		out[i] = d
 	}
 	for j, o := range overrides {

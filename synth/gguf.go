@@ -73,11 +73,16 @@ func WriteGGUF(path string, cfg model.Config, seed uint64, typ gguf.Type) error 
 	return writeGGUF(path, cfg, seed, typ, Weights)
 }
 
-// WriteGGUFOneBit writes the 1-bit-native model (OneBitWeights) as an F32
-// GGUF file.
+// WriteGGUFOneBit writes the 1-bit-native model (OneBitWeights) as 1-bit
+// models are released: each tensor in the type the q1 recipe gives it
+// (Q1_0 matrices, a Q2_0 head, Q8_0 DeltaNet gates), which holds its values
+// exactly, so the file decodes exactly like OneBitModel's weights.
 func WriteGGUFOneBit(path string, cfg model.Config, seed uint64) error {
-	return writeGGUF(path, cfg, seed, gguf.F32, OneBitWeights)
+	return writeGGUF(path, cfg, seed, q1Types, OneBitWeights)
 }
+
+// q1Types is the typ argument of ggufWriter for "the q1 recipe's types".
+const q1Types = gguf.Type(1<<31 - 1)
 
 func writeGGUF(path string, cfg model.Config, seed uint64, typ gguf.Type, weights weightsFunc) error {
 	w, err := ggufWriter(cfg, seed, typ, weights)
@@ -91,7 +96,7 @@ func writeGGUF(path string, cfg model.Config, seed uint64, typ gguf.Type, weight
 type weightsFunc func(cfg model.Config, seed uint64) ([]*model.Tensor, error)
 
 func ggufWriter(cfg model.Config, seed uint64, typ gguf.Type, weights weightsFunc) (*gguf.Writer, error) {
-	ok := false
+	ok := typ == q1Types
 	for _, t := range MatrixTypes {
 		ok = ok || t == typ
 	}
@@ -113,10 +118,19 @@ func ggufWriter(cfg model.Config, seed uint64, typ gguf.Type, weights weightsFun
 		return nil, err
 	}
 	md = append(md, vocab...)
+	var ds []quantize.Decision
+	if typ == q1Types {
+		if ds, err = quantize.Plan(m, quantize.Options{Recipe: quantize.Recipes["q1"]}); err != nil {
+			return nil, err
+		}
+	}
 	w := &gguf.Writer{Metadata: md}
-	for _, t := range m.Tensors {
+	for i, t := range m.Tensors {
 		tt := gguf.F32
-		if len(t.Dims) == 2 && !strings.HasSuffix(t.Name, "ssm_conv1d.weight") {
+		switch {
+		case ds != nil:
+			tt = ds[i].Kind.Type
+		case len(t.Dims) == 2 && !strings.HasSuffix(t.Name, "ssm_conv1d.weight"):
 			tt = typ
 		}
 		if _, err := tt.RowBytes(t.Dims[0]); err != nil {

@@ -80,3 +80,44 @@ func quantizeQ1(t *testing.T, m *model.Model) *model.Model {
 	t.Cleanup(func() { q.Close() })
 	return q
 }
+
+// TestWriteGGUFOneBit: the released form of the 1-bit-native model holds
+// its matrices in Q1_0 and decodes to exactly OneBitModel's values; q1
+// copies every tensor of it, and the qmodel's lineage says so.
+func TestWriteGGUFOneBit(t *testing.T) {
+	cfg := Config(model.Qwen35, true)
+	path := filepath.Join(t.TempDir(), "q1native.gguf")
+	if err := WriteGGUFOneBit(path, cfg, 5); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want, err := OneBitModel(cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1 := 0
+	for i, tt := range m.Tensors {
+		if tt.Type == gguf.Q1_0 {
+			q1++
+		}
+		a, _ := tt.Float32()
+		b, _ := want.Tensors[i].Float32()
+		for j := range a {
+			if a[j] != b[j] {
+				t.Fatalf("%s (%v) element %d: %g, OneBitModel %g", tt.Name, tt.Type, j, a[j], b[j])
+			}
+		}
+	}
+	if q1 == 0 {
+		t.Fatal("no Q1_0 tensor in the released 1-bit model")
+	}
+	q := quantizeQ1(t, m)
+	steps, _ := q.Metadata.Strings(quantize.KeyLineageSteps)
+	if len(steps) != 1 || steps[0] != "quantize q1"+quantize.StepCopied {
+		t.Fatalf("lineage steps %q", steps)
+	}
+}

@@ -23,10 +23,12 @@ import (
 
 // synthQwen35 writes the synthetic hybrid Qwen3.5 (4 layers: 3 Gated
 // DeltaNet, 1 gated attention) as a Hugging Face checkpoint.
+// synthQwen35 and synthLlamaGGUF are 1-bit-native models, so q1 builds
+// of them meet q1's default thresholds.
 func synthQwen35(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "qwen35")
-	if err := synth.WriteHF(dir, synth.Config(model.Qwen35, true), 3, 1); err != nil {
+	if err := synth.WriteHFOneBit(dir, synth.Config(model.Qwen35, true), 3, 1); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -35,7 +37,7 @@ func synthQwen35(t *testing.T) string {
 func synthLlamaGGUF(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "llama.gguf")
-	if err := synth.WriteGGUF(path, synth.Config(model.Llama, true), 3, gguf.F32); err != nil {
+	if err := synth.WriteGGUFOneBit(path, synth.Config(model.Llama, true), 3); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -421,5 +423,38 @@ func TestBuildTokenizer(t *testing.T) {
 	}
 	if !slices.Equal(v.Tokens, want.Tokens) {
 		t.Error("bundle tokenizer.json does not hold --tokenizer's vocabulary")
+	}
+}
+
+// TestBuildThresholds: build holds the qmodel to its recipe's default
+// thresholds and prints them; each threshold flag replaces its default,
+// and a verdict that fails names the threshold.
+func TestBuildThresholds(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	t.Setenv("QNN_SDK_ROOT", "")
+	t.Setenv("QAIRT_SDK_ROOT", "")
+	for _, c := range []struct {
+		flags []string
+		code  int
+		want  []string
+	}{
+		{nil, 0, []string{"thresholds: min-match 0.000, min-top1 0.800, min-cosine 0.9995, degeneration fails (default for recipe int8 against its source)", "result: PASS"}},
+		{[]string{"--min-match", "1", "--min-top1", "1", "--min-cosine", "1", "--fail-on-degeneration=false"}, 1, []string{
+			"thresholds: min-match 1.000, min-top1 1.000, min-cosine 1.0000, degeneration ignored (default for recipe int8 against its source; min-match, min-top1, min-cosine, fail-on-degeneration given)",
+			"below min-cosine 1.0000", "result: FAIL"}},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		var code int
+		stdout := captureStdout(t, func() {
+			code = run(append([]string{"build", src, out, "--recipe", "int8", "--stages", "1", "--ar", "32,1", "--cl", "128", "--dry-run", "-n", "8", "-q", "--calibrate", "0"}, c.flags...))
+		})
+		if code != c.code {
+			t.Fatalf("%v: exit %d, want %d\n%s", c.flags, code, c.code, stdout)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.flags, w, stdout)
+			}
+		}
 	}
 }

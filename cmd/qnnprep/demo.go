@@ -29,7 +29,7 @@ func init() {
 	c := &command{
 		Name:    "demo",
 		Usage:   "qnnprep demo [--model DIR] [--keep DIR] [--stages N] [-n TOKENS]",
-		Summary: "build small synthetic models (or --model) with both recipes end to end (SDK dry run) and verify them",
+		Summary: "build small synthetic models (or --model) with both recipes end to end (SDK dry run) and verify them: q1 on 1-bit-native models, int8 on ordinary ones",
 	}
 	c.Run = func(ctx context.Context, args []string) error {
 		fs := newFlags(c)
@@ -86,7 +86,7 @@ func init() {
 				label = shard.ModelName(m)
 				m.Close()
 			}
-			sources = []demoSource{{Label: label, Path: *userModel, Tokenizer: *tok}}
+			sources = []demoSource{{Label: label, Path: *userModel, Tokenizer: *tok, Recipes: demoRecipes, Kind: "given"}}
 		} else {
 			if err := claim("models"); err != nil {
 				return err
@@ -99,7 +99,7 @@ func init() {
 		var rows []demoRow
 		ok := true
 		for _, src := range sources {
-			for _, rname := range demoRecipes {
+			for _, rname := range src.Recipes {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -115,7 +115,7 @@ func init() {
 					printBuildSummary(os.Stdout, res)
 				}
 				ok = ok && res.Pass()
-				rows = append(rows, demoRow{src.Label, res})
+				rows = append(rows, demoRow{src.Label, src.Kind, res})
 			}
 		}
 		printDemoTable(os.Stdout, rows)
@@ -138,25 +138,48 @@ type demoSource struct {
 	Label     string
 	Path      string
 	Tokenizer string // build --tokenizer, if any
+	Recipes   []string
+	Kind      string // what the source is, for the table
 }
 
 // writeDemoModels writes the synthetic sources: a hybrid Qwen3.5 (Gated
-// DeltaNet + gated attention) as a Hugging Face checkpoint and a Llama as an
-// F32 GGUF with a vocabulary, both with every matrix row a multiple of 128
-// so Q1_0 applies everywhere.
+// DeltaNet + gated attention) and a Llama, each twice. The q1 rows build
+// 1-bit-native models released as 1-bit models are (synth.WriteGGUFOneBit:
+// Q1_0 matrices, a Q2_0 head), which q1 stores without loss, so their
+// qmodels must decode token for token like the source. The int8 rows build
+// ordinary random models: the Qwen3.5 as a Hugging Face checkpoint, the
+// Llama as an F32 GGUF. Every matrix row is a multiple of 128, so Q1_0
+// applies everywhere. (q1 of a model not trained for 1-bit weights loses
+// most of its top-1 agreement; qnnprep demo --model shows that, and the
+// default thresholds fail it.)
 func writeDemoModels(dir string) ([]demoSource, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	qwen := filepath.Join(dir, "qwen35")
-	if err := synth.WriteHF(qwen, synth.Config(model.Qwen35, true), demoSeed, 1); err != nil {
-		return nil, err
+	var out []demoSource
+	for _, arch := range []model.Arch{model.Qwen35, model.Llama} {
+		cfg := synth.Config(arch, true)
+		label := string(arch)
+		native := filepath.Join(dir, label+"-1bit.gguf")
+		if err := synth.WriteGGUFOneBit(native, cfg, demoSeed); err != nil {
+			return nil, err
+		}
+		out = append(out, demoSource{Label: label, Path: native, Recipes: []string{"q1"}, Kind: "1-bit native"})
+		var src string
+		if arch == model.Qwen35 {
+			src = filepath.Join(dir, label)
+			if err := synth.WriteHF(src, cfg, demoSeed, 1); err != nil {
+				return nil, err
+			}
+		} else {
+			src = filepath.Join(dir, label+".gguf")
+			if err := synth.WriteGGUF(src, cfg, demoSeed, gguf.F32); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, demoSource{Label: label, Path: src, Recipes: []string{"int8"}, Kind: "F32"})
 	}
-	llama := filepath.Join(dir, "llama.gguf")
-	if err := synth.WriteGGUF(llama, synth.Config(model.Llama, true), demoSeed, gguf.F32); err != nil {
-		return nil, err
-	}
-	return []demoSource{{Label: "qwen35", Path: qwen}, {Label: "llama", Path: llama}}, nil
+	return out, nil
 }
 
 // demoBuild runs the pipeline for one source and recipe without the SDK.
@@ -183,14 +206,15 @@ func demoBuild(ctx context.Context, src demoSource, recipe, out string, stages, 
 }
 
 type demoRow struct {
-	Label string
-	Res   *pipeline.Result
+	Label  string
+	Source string
+	Res    *pipeline.Result
 }
 
 // printDemoTable prints one row per build.
 func printDemoTable(w io.Writer, rows []demoRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "model\trecipe\tbytes\tbpw\tstages\tgraphs\tcheck\tstaged==whole\ttop-1 vs F32\texact vs F32")
+	fmt.Fprintln(tw, "model\trecipe\tbytes\tbpw\tstages\tgraphs\tcheck\tstaged==whole\ttop-1 vs source\texact vs source\tsource\tverdict")
 	var states []string
 	for _, row := range rows {
 		r := row.Res
@@ -208,11 +232,15 @@ func printDemoTable(w io.Writer, rows []demoRow) {
 				check = fmt.Sprintf("%d violations", len(r.Violations))
 			}
 		}
-		same, top1, exact := "-", "-", "-"
+		same, top1, exact, verdict := "-", "-", "-", "-"
 		if v := r.Verify; v != nil && v.Whole != nil {
 			s := v.Whole.Summary
 			top1 = fmt.Sprintf("%.1f%%", 100*s.Top1)
 			exact = fmt.Sprintf("%d/%d", s.Matched, s.Tokens)
+			verdict = "PASS"
+			if !r.Pass() {
+				verdict = "FAIL"
+			}
 			switch {
 			case v.StagedEqualsWhole == nil:
 				same = "n/a (no staged executor)"
@@ -222,10 +250,19 @@ func printDemoTable(w io.Writer, rows []demoRow) {
 				same = "NO"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Label, r.Recipe, humanBytes(r.Bytes), r.BPW, stages, graphs, check, same, top1, exact)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Label, r.Recipe, humanBytes(r.Bytes), r.BPW, stages, graphs, check, same, top1, exact, row.Source, verdict)
 	}
 	tw.Flush()
 	if len(states) > 0 {
 		fmt.Fprintf(w, "* built with --allow-recurrent-state (%s): the graphs carry Gated DeltaNet past_conv/past_ssm state that Genie does not feed back between calls; the bundle needs a runtime that does, as qnnprep's staged runtime (verified above) does\n", strings.Join(states, ", "))
+	}
+	// Each verdict's thresholds, and what failed.
+	for _, row := range rows {
+		if v := row.Res.Verify; v != nil && v.Whole != nil {
+			fmt.Fprintf(w, "%s %s: thresholds %s\n", row.Label, row.Res.Recipe, v.Whole.Criteria)
+			for _, f := range v.Whole.Failures {
+				fmt.Fprintf(w, "  FAIL: %s\n", f)
+			}
+		}
 	}
 }
