@@ -37,7 +37,7 @@ func copyGGUF(t *testing.T, in, out string, md func(gguf.Metadata) gguf.Metadata
 	}
 }
 
-func sameMetadata(md gguf.Metadata) gguf.Metadata { return md }
+func sameMetadata(md gguf.Metadata) gguf.Metadata  { return md }
 func sameData(_ *gguf.TensorInfo, b []byte) []byte { return b }
 
 // withoutQnnprep drops qnnprep's keys: the file llama.cpp makes from the
@@ -185,7 +185,9 @@ func TestVerdicts(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, sha) {
 		t.Fatalf("compare with an unrelated model: exit %d: %s", code, errOut)
 	}
-	captureStderr(t, func() { out = captureStdout(t, func() { code = run([]string{"compare", q8, elsewhere, "--golden", g, "--source-fingerprint", sha}) }) })
+	captureStderr(t, func() {
+		out = captureStdout(t, func() { code = run([]string{"compare", q8, elsewhere, "--golden", g, "--source-fingerprint", sha}) })
+	})
 	if code != 0 || !strings.Contains(out, "elsewhere.gguf: golden accepted by "+golden.RuleOverride) {
 		t.Fatalf("compare --source-fingerprint: exit %d: %s", code, out)
 	}
