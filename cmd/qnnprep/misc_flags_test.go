@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // runOK runs args with stdout captured and fails the test on a non-zero
@@ -208,8 +210,13 @@ func TestVerifyEagle3(t *testing.T) {
 // TestCompareGolden: the quality columns come from the golden given: the
 // model that recorded it matches it exactly, a 1-bit variant does not.
 func TestCompareGolden(t *testing.T) {
-	src := synthLlamaGGUF(t)
+	// An ordinary F32 model: q1 changes its logits (of synthLlamaGGUF's
+	// 1-bit-native one it would copy every tensor).
 	dir := t.TempDir()
+	src := filepath.Join(dir, "llama.gguf")
+	if err := synth.WriteGGUF(src, synth.Config(model.Llama, true), 3, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
 	prompts := filepath.Join(dir, "prompts.txt")
 	os.WriteFile(prompts, []byte("ids: 1 3 5 7\nids: 2 4 6\n"), 0o644)
 	q1 := filepath.Join(dir, "q1.gguf")
