@@ -95,14 +95,13 @@ func TestBuildFlags(t *testing.T) {
 		t.Error("--calibrate 4: no hidden_states_0 range")
 	}
 
-	// --min-top1: a 1-bit qmodel does not agree with its source on every
-	// token, so requiring all of them fails the build; beyond 1 is a
-	// usage error.
+	// --min-top1 replaces the recipe's default top-1 minimum, and the
+	// summary says so (q1 of the 1-bit-native source is held to every
+	// token by default; TestBuildThresholds shows a failing minimum).
 	q1 := []string{"--recipe", "q1", "--stages", "1", "-n", "16"}
-	runOK(t, build(filepath.Join(dir, "top1"), q1...)...)
-	stdout := captureStdout(t, func() { code = run(build(filepath.Join(dir, "top1"), append(q1, "--min-top1", "1")...)) })
-	if code != 1 || !strings.Contains(stdout, "result: FAIL") || !strings.Contains(stdout, "top-1") {
-		t.Errorf("--min-top1 1: exit %d\n%s", code, stdout)
+	stdout := captureStdout(t, func() { code = run(build(filepath.Join(dir, "top1"), append(q1, "--min-top1", "0.125")...)) })
+	if code != 0 || !strings.Contains(stdout, "min-top1 0.125") || !strings.Contains(stdout, "min-top1 given") {
+		t.Errorf("--min-top1 0.125: exit %d\n%s", code, stdout)
 	}
 	captureStderr(t, func() { code = run(build(filepath.Join(dir, "top1"), "--min-top1", "1.01")) })
 	if code != 2 {

@@ -438,7 +438,7 @@ func TestBuildThresholds(t *testing.T) {
 		code  int
 		want  []string
 	}{
-		{nil, 0, []string{"thresholds: min-match 0.000, min-top1 0.800, min-cosine 0.9995, degeneration fails (default for recipe int8 against its source)", "result: PASS"}},
+		{nil, 0, []string{"thresholds: min-match 0.000, min-top1 0.500, min-cosine 0.9995, degeneration fails (default for recipe int8 against its source)", "result: PASS"}},
 		{[]string{"--min-match", "1", "--min-top1", "1", "--min-cosine", "1", "--fail-on-degeneration=false"}, 1, []string{
 			"thresholds: min-match 1.000, min-top1 1.000, min-cosine 1.0000, degeneration ignored (default for recipe int8 against its source; min-match, min-top1, min-cosine, fail-on-degeneration given)",
 			"below min-cosine 1.0000", "result: FAIL"}},
