@@ -41,6 +41,9 @@ func LineageOf(m *model.Model) Lineage {
 	// without a recorded name is named by the recipe, extra names dropped.
 	for len(l.Steps) < len(l.Inputs) {
 		r, _ := md.String(KeyRecipe)
+		if r == "" {
+			r = "(recipe not recorded)"
+		}
 		l.Steps = append(l.Steps, "quantize "+r)
 	}
 	l.Steps = l.Steps[:len(l.Inputs)]
