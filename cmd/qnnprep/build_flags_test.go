@@ -68,11 +68,12 @@ func TestBuildFlags(t *testing.T) {
 	}
 
 	// --force runs the SDK again where the cache would answer.
-	runOK(t, build(out, "--name", "mymodel", "--tokenizer", tok, "--prompts", prompts, "-n", "5", "--converter-arg=--float_bitwidth", "--converter-arg=16")...)
+	again := []string{"--name", "mymodel", "--tokenizer", tok, "--converter-arg=--float_bitwidth", "--converter-arg=16", "--no-verify"}
+	runOK(t, build(out, again...)...)
 	if n := len(fakeCalls(t, calls)); n != 0 {
 		t.Errorf("unchanged rebuild ran %d tools", n)
 	}
-	runOK(t, build(out, "--name", "mymodel", "--tokenizer", tok, "--prompts", prompts, "-n", "5", "--converter-arg=--float_bitwidth", "--converter-arg=16", "--force")...)
+	runOK(t, build(out, append(again, "--force")...)...)
 	if n := len(fakeCalls(t, calls)); n != 6 {
 		t.Errorf("--force ran %d tools, want 6", n)
 	}
@@ -118,7 +119,7 @@ func TestBuildFlags(t *testing.T) {
 	// -j: tools at once; --timeout: a tool's time limit.
 	running := t.TempDir()
 	t.Setenv("FAKESDK_RUNNING", running)
-	t.Setenv("FAKESDK_SLEEP", "700ms")
+	t.Setenv("FAKESDK_SLEEP", "400ms")
 	for _, j := range []int{1, 3} {
 		runOK(t, build(filepath.Join(dir, "j"+strconv.Itoa(j)), "-j", strconv.Itoa(j), "--no-verify")...)
 		if m := maxOverlap(t, running); (j == 1) != (m == 1) || m < 1 {

@@ -93,7 +93,7 @@ func TestBundleBuildFlags(t *testing.T) {
 	// -j: how many tools run at once.
 	running := t.TempDir()
 	t.Setenv("FAKESDK_RUNNING", running)
-	t.Setenv("FAKESDK_SLEEP", "700ms")
+	t.Setenv("FAKESDK_SLEEP", "400ms")
 	for _, j := range []int{1, 3} {
 		runOK(t, bundle(filepath.Join(dir, "j"+strconv.Itoa(j)), "--qnn-sdk", root, "-j", strconv.Itoa(j))...)
 		if m := maxOverlap(t, running); (j == 1) != (m == 1) || m < 1 {
