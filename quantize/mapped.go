@@ -15,8 +15,8 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/internal/mmapfile"
-	"github.com/qnnprep/qnnprep/internal/sha256pair"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quantize/internal/sha256pair"
 )
 
 // pwriteOutput writes encoded rows with pwrite from a cache-sized buffer
