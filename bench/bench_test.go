@@ -17,6 +17,7 @@ import (
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // smallModel writes a small synthetic llama (hidden 256, 2 layers, every
@@ -446,7 +447,7 @@ func TestRunLlamaPeers(t *testing.T) {
 		{LlamaPeerNode, peers.NodeLlamaCpp},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
-			peers.Need(t, tc.peer)
+			testkit.Need(t, tc.peer)
 			o := opt
 			o.LlamaPeer = tc.flag
 			rep, err := Run(context.Background(), p, o)
@@ -495,7 +496,7 @@ func TestLlamaPeerMissing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "llama-bench not installed") {
 		t.Errorf("--llama-peer llama-bench without it: %v", err)
 	}
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	opt.LlamaPeer = LlamaPeerAuto
 	got, err := opt.llamaPeer()
 	if err != nil || got != peers.NodeLlamaCpp {

@@ -4,12 +4,11 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-const goldenDir = "../../shared/fixtures/ggml-quant-golden"
+	"github.com/qnnprep/qnnprep/testkit"
+)
 
 // goldenTypes are the fixture file prefixes for the types with golden
 // vectors from ggml's reference quantizers.
@@ -23,7 +22,7 @@ var goldenTypes = map[string]Type{
 func readF32(t testing.TB, path string) []float32 {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Skipf("golden vectors not available: %v", err)
+		t.Fatal(err)
 	}
 	out := make([]float32, len(b)/4)
 	for i := range out {
@@ -37,11 +36,11 @@ func readF32(t testing.TB, path string) []float32 {
 func TestDequantizeGolden(t *testing.T) {
 	for prefix, typ := range goldenTypes {
 		t.Run(prefix, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join(goldenDir, prefix+".quant.bin"))
+			src, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/"+prefix+".quant.bin"))
 			if err != nil {
 				t.Skip(err)
 			}
-			want := readF32(t, filepath.Join(goldenDir, prefix+".dequant_f32.bin"))
+			want := readF32(t, testkit.Path(t, "ggml-quant-golden/"+prefix+".dequant_f32.bin"))
 			if len(want) != 4*1024 {
 				t.Fatalf("golden has %d values", len(want))
 			}
@@ -74,11 +73,11 @@ func TestDequantizeGolden(t *testing.T) {
 }
 
 func TestDequantizeF32(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(goldenDir, "input_f32.bin"))
+	src, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/input_f32.bin"))
 	if err != nil {
 		t.Skip(err)
 	}
-	want := readF32(t, filepath.Join(goldenDir, "input_f32.bin"))
+	want := readF32(t, testkit.Path(t, "ggml-quant-golden/input_f32.bin"))
 	got := make([]float32, len(want))
 	if err := Dequantize(F32, src, got); err != nil {
 		t.Fatal(err)

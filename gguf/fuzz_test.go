@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // checkParsed is what every fuzz target asserts about an input the reader
@@ -151,7 +153,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	add("FuzzParse", "mixed-types", all.Bytes())
 
 	// A real file shrunk to its metadata and three small tensors.
-	stories, err := Open("../../shared/fixtures/stories260K/stories260K-llamacpp.gguf")
+	stories, err := Open(testkit.Stories(t, "stories260K-llamacpp.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	w.WriteTo(&small)
 	add("FuzzParse", "stories260K-3-tensors", small.Bytes())
 	add("FuzzParse", "stories260K-header-cut", small.Bytes()[:4000])
-	vocab, err := os.ReadFile("../../shared/fixtures/tokenizer-vocab/ggml-vocab-llama-spm.gguf")
+	vocab, err := os.ReadFile(testkit.Vocab(t, "llama-spm"))
 	if err != nil {
 		t.Fatal(err)
 	}

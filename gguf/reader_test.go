@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 func parseBytes(b []byte) (*File, error) {
@@ -308,23 +310,16 @@ func TestParseHugeCountsAllocateLittle(t *testing.T) {
 	}
 }
 
-// fixtureGGUFs lists every GGUF in the shared fixtures.
+// fixtureGGUFs lists stories260K and every llama.cpp test vocabulary.
 func fixtureGGUFs(t testing.TB) []string {
-	files, _ := filepath.Glob("../../shared/fixtures/tokenizer-vocab/*.gguf")
-	files = append(files, "../../shared/fixtures/stories260K/stories260K-llamacpp.gguf")
-	for _, p := range files {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("fixtures not available: %v", err)
-		}
-	}
-	return files
+	return append(testkit.Vocabs(t), testkit.Stories(t, "stories260K-llamacpp.gguf"))
 }
 
 // TestOpenStories checks facts stated in the fixtures README.
 func TestOpenStories(t *testing.T) {
-	f, err := Open("../../shared/fixtures/stories260K/stories260K-llamacpp.gguf")
+	f, err := Open(testkit.Stories(t, "stories260K-llamacpp.gguf"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	if f.Version != 3 || len(f.Metadata) != 19 || len(f.Tensors) != 48 || f.Alignment != 32 || f.DataOffset != 14176 {

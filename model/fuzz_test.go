@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // FuzzHFConfig: any config.json either fails cleanly or gives a valid
@@ -18,7 +19,7 @@ func FuzzHFConfig(f *testing.F) {
 		js, _ := json.Marshal(c.config)
 		f.Add(js)
 	}
-	if b, err := os.ReadFile(storiesDir + "/hf/config.json"); err == nil {
+	if b, err := os.ReadFile(testkit.Stories(f, "hf/config.json")); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"model_type":"qwen3_next","hidden_size":8,"num_hidden_layers":3,"num_attention_heads":2,` +

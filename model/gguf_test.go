@@ -9,6 +9,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/safetensors"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // writeModelGGUF writes tensors with metadata md (plus BOS/EOS as the
@@ -60,7 +61,7 @@ func allCheckpoints() []namedCkpt {
 		return func(t *testing.T) string { return f().write(t) }
 	}
 	return []namedCkpt{
-		{"stories260K", func(t *testing.T) string { return needFixture(t, storiesDir+"/hf") }},
+		{"stories260K", func(t *testing.T) string { return testkit.Stories(t, "hf") }},
 		{"llama3", w(tinyLlama3)},
 		{"qwen2", w(tinyQwen2)},
 		{"qwen3", w(tinyQwen3)},

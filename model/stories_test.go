@@ -2,23 +2,13 @@ package model
 
 import (
 	"bytes"
-	"os"
 	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/safetensors"
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-const storiesDir = "../../shared/fixtures/stories260K"
-
-func needFixture(t testing.TB, path string) string {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("fixture missing: %v", err)
-	}
-	return path
-}
 
 func mustOpen(t testing.TB, path string) *Model {
 	t.Helper()
@@ -35,8 +25,8 @@ func mustOpen(t testing.TB, path string) *Model {
 // rotate-half rope) must be the same canonical model bit for bit: this is
 // what proves the q/k un-permutation.
 func TestStories260KGGUFEqualsHF(t *testing.T) {
-	g := mustOpen(t, needFixture(t, storiesDir+"/stories260K-llamacpp.gguf"))
-	h := mustOpen(t, needFixture(t, storiesDir+"/hf"))
+	g := mustOpen(t, testkit.Stories(t, "stories260K-llamacpp.gguf"))
+	h := mustOpen(t, testkit.Stories(t, "hf"))
 
 	if g.Format != "gguf" || h.Format != "safetensors" {
 		t.Errorf("formats %q, %q", g.Format, h.Format)
@@ -93,7 +83,7 @@ func TestStories260KGGUFEqualsHF(t *testing.T) {
 
 	// The q rows really are permuted in the HF file: the raw HF bytes
 	// differ from the canonical ones.
-	st, err := safetensors.Open(storiesDir + "/hf")
+	st, err := safetensors.Open(testkit.Stories(t, "hf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +99,7 @@ func TestStories260KGGUFEqualsHF(t *testing.T) {
 }
 
 func TestStories260KOrderAndMetadata(t *testing.T) {
-	h := mustOpen(t, needFixture(t, storiesDir+"/hf"))
+	h := mustOpen(t, testkit.Stories(t, "hf"))
 	specs := ExpectedTensors(h.Config)
 	if len(specs) != len(h.Tensors) {
 		t.Fatalf("%d specs, %d tensors", len(specs), len(h.Tensors))
@@ -123,7 +113,7 @@ func TestStories260KOrderAndMetadata(t *testing.T) {
 		t.Errorf("order: first %s, last %s", h.Tensors[0].Name, h.Tensors[len(h.Tensors)-1].Name)
 	}
 
-	g := mustOpen(t, needFixture(t, storiesDir+"/stories260K-llamacpp.gguf"))
+	g := mustOpen(t, testkit.Stories(t, "stories260K-llamacpp.gguf"))
 	// Our metadata holds the file's hyper-parameter keys with the same
 	// values (and adds the ones the converter left to defaults).
 	md := g.GGUFMetadata()
@@ -140,7 +130,7 @@ func TestStories260KOrderAndMetadata(t *testing.T) {
 
 // Open reads headers only; tensor bytes are produced on demand.
 func BenchmarkOpenHF(b *testing.B) {
-	dir := needFixture(b, storiesDir+"/hf")
+	dir := testkit.Stories(b, "hf")
 	for b.Loop() {
 		m, err := Open(dir)
 		if err != nil {
@@ -151,7 +141,7 @@ func BenchmarkOpenHF(b *testing.B) {
 }
 
 func BenchmarkOpenGGUF(b *testing.B) {
-	path := needFixture(b, storiesDir+"/stories260K-llamacpp.gguf")
+	path := testkit.Stories(b, "stories260K-llamacpp.gguf")
 	for b.Loop() {
 		m, err := Open(path)
 		if err != nil {
@@ -164,7 +154,7 @@ func BenchmarkOpenGGUF(b *testing.B) {
 // BenchmarkPermutedData measures the lazy llama q/k un-permutation of the
 // HF fixture (all q and k tensors per iteration).
 func BenchmarkPermutedData(b *testing.B) {
-	m := mustOpen(b, needFixture(b, storiesDir+"/hf"))
+	m := mustOpen(b, testkit.Stories(b, "hf"))
 	var n int64
 	for b.Loop() {
 		for i := range m.Config.Layers {

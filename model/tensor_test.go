@@ -6,19 +6,19 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // Float32 on quantized tensors goes through gguf.Dequantize: compare with
 // ggml's own to_float output for the golden rows.
 func TestTensorFloat32Quantized(t *testing.T) {
-	dir := "../../shared/fixtures/ggml-quant-golden/"
 	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q4_K, gguf.F16, gguf.BF16} {
 		name := map[gguf.Type]string{gguf.Q8_0: "q8_0", gguf.Q4_K: "q4_K", gguf.F16: "f16", gguf.BF16: "bf16"}[typ]
-		q, err := os.ReadFile(needFixture(t, dir+name+".quant.bin"))
+		q, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/"+name+".quant.bin"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := os.ReadFile(dir + name + ".dequant_f32.bin")
+		want, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/"+name+".dequant_f32.bin"))
 		if err != nil {
 			t.Fatal(err)
 		}

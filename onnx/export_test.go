@@ -10,6 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 var archs = []model.Arch{model.Llama, model.Qwen2, model.Qwen3, model.Qwen3Next, model.Qwen35}
@@ -19,7 +20,7 @@ var archs = []model.Arch{model.Llama, model.Qwen2, model.Qwen3, model.Qwen3Next,
 // and with external data, and runs the ONNX checker with full_check
 // (shape inference in strict mode) on each.
 func TestExportChecker(t *testing.T) {
-	peers.Need(t, peers.PythonONNX)
+	testkit.Need(t, peers.PythonONNX)
 	for i, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
 			m := randomModel(t, tinyConfig(arch), 1)

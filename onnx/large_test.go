@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // lazyQ1 is a Q1_0 tensor whose bytes are generated on demand: random
@@ -47,7 +48,7 @@ func TestLargeStageExternalData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a 3 GiB model (about a minute); skipped with -short")
 	}
-	peers.Need(t, peers.PythonONNX)
+	testkit.Need(t, peers.PythonONNX)
 	cfg := model.Config{
 		Arch: model.Llama, VocabSize: 256, Hidden: 4096, Layers: 4, FFN: 11008,
 		Heads: 32, KVHeads: 32, HeadDim: 128, ContextLength: 64,

@@ -20,6 +20,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 var (
@@ -30,7 +31,7 @@ var (
 // needORT loads ONNX Runtime from the onnxruntime-node peer once.
 func needORT(t *testing.T) {
 	t.Helper()
-	peers.Need(t, peers.ONNXRuntimeNode)
+	testkit.Need(t, peers.ONNXRuntimeNode)
 	lib, err := peers.ORTLibrary()
 	if err != nil {
 		t.Fatal(err)
@@ -416,13 +417,12 @@ func compareState(t *testing.T, cfg model.Config, ost *ortStager, rs *runtime.St
 // CL 128, chains the stages with ONNX Runtime from BOS, and must produce
 // the fixture's 64 greedy ids (from llama2.c's run.c and llama.cpp).
 func TestORTStoriesGreedy(t *testing.T) {
-	const fixtures = "../../shared/fixtures/stories260K/"
-	want, err := os.ReadFile(fixtures + "greedy_ids_from_bos_first64.txt")
+	want, err := os.ReadFile(testkit.Stories(t, "greedy_ids_from_bos_first64.txt"))
 	if err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatal(err)
 	}
 	needORT(t)
-	for _, path := range []string{fixtures + "stories260K-llamacpp.gguf", fixtures + "hf"} {
+	for _, path := range []string{testkit.Stories(t, "stories260K-llamacpp.gguf"), testkit.Stories(t, "hf")} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			m, err := model.Open(path)
 			if err != nil {

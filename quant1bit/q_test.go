@@ -6,29 +6,16 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-// fixture returns a file under shared/fixtures, which sits beside the
-// repository.
-func fixture(t testing.TB, rel string) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "shared", "fixtures", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("fixture missing: %v", err)
-	}
-	return p
-}
 
 func readFixture(t testing.TB, rel string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(fixture(t, rel))
+	b, err := os.ReadFile(testkit.Path(t, rel))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,14 @@ import (
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // Every recipe's output must be a file llama.cpp loads and decodes, and
 // our runtime must decode it to the same greedy ids: that is what makes the
 // qmodel checkable by an independent implementation.
 func TestQuantizedSyntheticLlamaDecodesInLlamaCpp(t *testing.T) {
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "llama-f32.gguf")
 	cfg := synth.Config(model.Llama, true) // every row a multiple of 128

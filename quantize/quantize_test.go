@@ -9,13 +9,12 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-const stories = "../../shared/fixtures/stories260K/hf"
 
 func openStories(t *testing.T) *model.Model {
 	t.Helper()
-	m, err := model.Open(stories)
+	m, err := model.Open(testkit.Stories(t, "hf"))
 	if err != nil {
 		t.Fatal(err)
 	}

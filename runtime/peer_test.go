@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // These tests hold the runtime to an independent implementation: llama.cpp
@@ -94,7 +95,7 @@ func pickModel(t *testing.T, cfg model.Config, typ gguf.Type) (string, *runtime.
 }
 
 func TestGreedyMatchesLlamaCpp(t *testing.T) {
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	for _, arch := range []model.Arch{model.Llama, model.Qwen3} {
 		for _, typ := range []gguf.Type{gguf.F32, gguf.Q8_0, gguf.Q1_0} {
 			t.Run(fmt.Sprintf("%s-%v", arch, typ), func(t *testing.T) {
@@ -114,7 +115,7 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 // For F32 weights the two must agree on every teacher-forced argmax and
 // on the logits themselves (cosine of the max-shifted rows ≥ 0.9999).
 func TestTeacherForcedLogitsMatchLlamaCpp(t *testing.T) {
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	for _, arch := range []model.Arch{model.Llama, model.Qwen3} {
 		t.Run(string(arch), func(t *testing.T) {
 			path, e, ids := pickModel(t, synth.Config(arch, true), gguf.F32)
@@ -151,7 +152,7 @@ func TestTeacherForcedLogitsMatchLlamaCpp(t *testing.T) {
 // A hybrid qwen35 model written both as an HF checkpoint and as a GGUF with
 // llama.cpp's names decodes identically from both, and as llama.cpp does.
 func TestQwen35HybridHFAndGGUFMatchLlamaCpp(t *testing.T) {
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	cfg := synth.Config(model.Qwen35, true)
 	path, _, fromGGUF := pickModel(t, cfg, gguf.F32)
 	var seed uint64

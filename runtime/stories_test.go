@@ -9,24 +9,20 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-const storiesDir = "../../shared/fixtures/stories260K/"
 
 func storiesPaths(t *testing.T) map[string]string {
 	t.Helper()
-	if _, err := os.Stat(storiesDir); err != nil {
-		t.Skip("stories260K fixtures not present:", err)
-	}
 	return map[string]string{
-		"gguf": storiesDir + "stories260K-llamacpp.gguf",
-		"hf":   storiesDir + "hf",
+		"gguf": testkit.Stories(t, "stories260K-llamacpp.gguf"),
+		"hf":   testkit.Stories(t, "hf"),
 	}
 }
 
 // storiesPieces returns the vocabulary's token pieces from the GGUF.
 func storiesPieces(t *testing.T) []string {
-	f, err := gguf.Open(storiesDir + "stories260K-llamacpp.gguf")
+	f, err := gguf.Open(testkit.Stories(t, "stories260K-llamacpp.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +58,8 @@ func decodePieces(pieces []string, ids []int32) string {
 // TestStories260K: the GGUF and the HF form of stories260K reproduce the
 // greedy output of llama2.c (and llama.cpp) from BOS.
 func TestStories260K(t *testing.T) {
-	want64 := readIDs(t, storiesDir+"greedy_ids_from_bos_first64.txt")
-	text, err := os.ReadFile(storiesDir + "greedy_t0_n256.txt")
+	want64 := readIDs(t, testkit.Stories(t, "greedy_ids_from_bos_first64.txt"))
+	text, err := os.ReadFile(testkit.Stories(t, "greedy_t0_n256.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +103,7 @@ func storiesGreedy(t *testing.T, e *Engine, want64 []int32, text string, pieces 
 // TestStoriesPrompt: the prompt "Once upon a time" (BOS 403 407 261 378),
 // prefilled in one batch, continues like the fixture.
 func TestStoriesPrompt(t *testing.T) {
-	want := readIDs(t, storiesDir+"greedy_ids_from_bos_first64.txt")
+	want := readIDs(t, testkit.Stories(t, "greedy_ids_from_bos_first64.txt"))
 	m, err := model.Open(storiesPaths(t)["gguf"])
 	if err != nil {
 		t.Fatal(err)

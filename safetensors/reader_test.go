@@ -12,22 +12,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-const fixtureDir = "../../shared/fixtures/stories260K"
-
-func fixture(t testing.TB, name string) string {
-	p := filepath.Join(fixtureDir, name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture missing: %v", err)
-	}
-	return p
-}
 
 // llama2cWeights reads the legacy llama2.c checkpoint of the same model:
 // 7 int32 config values, then the float32 tensors in a fixed order.
 func llama2cWeights(t *testing.T) map[string][]float32 {
-	raw, err := os.ReadFile(fixture(t, "stories260K.bin"))
+	raw, err := os.ReadFile(testkit.Stories(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +53,7 @@ func llama2cWeights(t *testing.T) map[string][]float32 {
 // The HF conversion of stories260K: 47 F32 tensors with format=pt, whose
 // values equal those of the independent llama2.c checkpoint.
 func TestFixtureStories260K(t *testing.T) {
-	p := fixture(t, "hf/model.safetensors")
+	p := testkit.Stories(t, "hf/model.safetensors")
 	for _, path := range []string{p, filepath.Dir(p)} {
 		for _, mm := range []bool{true, false} {
 			useMmap = mm
@@ -107,7 +99,7 @@ func TestFixtureStories260K(t *testing.T) {
 
 // Rewriting the fixture with our writer gives a file that reads the same.
 func TestFixtureRewrite(t *testing.T) {
-	p := fixture(t, "hf/model.safetensors")
+	p := testkit.Stories(t, "hf/model.safetensors")
 	m, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +163,7 @@ func sameModel(t *testing.T, a, b *Model) {
 }
 
 func TestSharded(t *testing.T) {
-	m, err := Open(fixture(t, "hf/model.safetensors"))
+	m, err := Open(testkit.Stories(t, "hf/model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,17 +7,17 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-const storiesGGUF = "../../shared/fixtures/stories260K/stories260K-llamacpp.gguf"
 
 // TestPlanModelStories measures the stories260K fixture. Expected sizes come
 // from its README: dim 64, hidden 172, 5 layers, 8 heads, 4 kv heads (head
 // 8), vocab 512, all F32, an explicit output.weight, data from byte 14176.
 func TestPlanModelStories(t *testing.T) {
+	storiesGGUF := testkit.Stories(t, "stories260K-llamacpp.gguf")
 	m, err := model.Open(storiesGGUF)
 	if err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatal(err)
 	}
 	defer m.Close()
 	s, err := ModelSizes(m, 0)
@@ -67,14 +67,14 @@ func TestPlanModelStories(t *testing.T) {
 // The HF checkpoint of the same model ties the head to the embedding: the
 // last stage still carries its bytes, so sizes match the GGUF's explicit copy.
 func TestModelSizesTiedHF(t *testing.T) {
-	g, err := model.Open(storiesGGUF)
+	g, err := model.Open(testkit.Stories(t, "stories260K-llamacpp.gguf"))
 	if err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatal(err)
 	}
 	defer g.Close()
-	h, err := model.Open("../../shared/fixtures/stories260K/hf")
+	h, err := model.Open(testkit.Stories(t, "hf"))
 	if err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatal(err)
 	}
 	defer h.Close()
 	if !h.Config.TiedEmbeddings {

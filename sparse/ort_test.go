@@ -15,6 +15,7 @@ import (
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/sparse"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 var (
@@ -24,7 +25,7 @@ var (
 
 func needORT(t *testing.T) {
 	t.Helper()
-	peers.Need(t, peers.ONNXRuntimeNode)
+	testkit.Need(t, peers.ONNXRuntimeNode)
 	lib, err := peers.ORTLibrary()
 	if err != nil {
 		t.Fatal(err)

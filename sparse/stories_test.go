@@ -10,16 +10,12 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/sparse"
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-const storiesGGUF = "../../shared/fixtures/stories260K/stories260K-llamacpp.gguf"
 
 func openStories(t testing.TB) *model.Model {
 	t.Helper()
-	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skip("stories260K fixture not available")
-	}
-	m, err := model.Open(storiesGGUF)
+	m, err := model.Open(testkit.Stories(t, "stories260K-llamacpp.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +26,7 @@ func openStories(t testing.TB) *model.Model {
 // storiesCalibration is BOS and the first 64 greedy ids of the fixture:
 // real text the model writes.
 func storiesCalibration(t testing.TB) [][]int32 {
-	b, err := os.ReadFile("../../shared/fixtures/stories260K/greedy_ids_from_bos_first64.txt")
+	b, err := os.ReadFile(testkit.Stories(t, "greedy_ids_from_bos_first64.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // llama.cpp (node-llama-cpp's prebuilt v0.4.0) loads the synthetic GGUFs
 // and decodes them without collapsing into a repeated token.
 func TestLlamaCppDecodesSynthetic(t *testing.T) {
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	for _, tc := range []struct {
 		arch  model.Arch
 		q1    bool
@@ -58,7 +59,7 @@ func TestLlamaCppDecodesSynthetic(t *testing.T) {
 // @huggingface/gguf reads back the metadata and the tensor table the file
 // was written with.
 func TestGGUFPeerReadsSynthetic(t *testing.T) {
-	peers.Need(t, peers.HFGGUF)
+	testkit.Need(t, peers.HFGGUF)
 	cfg := Config(model.Qwen35, true)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	if err := WriteGGUF(path, cfg, 1, gguf.Q1_0); err != nil {

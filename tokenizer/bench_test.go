@@ -10,7 +10,7 @@ import (
 // llama.cpp tokenizer test strings, repeated.
 func benchText(b *testing.B) string {
 	var parts []string
-	for _, p := range []string{storiesPath("greedy_t0_n256.txt"), vocabPath("qwen35") + ".inp", vocabPath("qwen2") + ".inp"} {
+	for _, p := range []string{storiesPath(b, "greedy_t0_n256.txt"), vocabPath(b, "qwen35") + ".inp", vocabPath(b, "qwen2") + ".inp"} {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			b.Skip(err)
@@ -22,7 +22,7 @@ func benchText(b *testing.B) string {
 }
 
 func benchmarkEncode(b *testing.B, name string) {
-	tok, _ := loadGGUF(b, vocabPath(name))
+	tok, _ := loadGGUF(b, vocabPath(b, name))
 	text := benchText(b)
 	b.SetBytes(int64(len(text)))
 	var n int
@@ -38,7 +38,7 @@ func BenchmarkEncodeLlamaSPM(b *testing.B) { benchmarkEncode(b, "llama-spm") }
 
 // BenchmarkEncodeQwen2Cold encodes text whose words were not seen before.
 func BenchmarkEncodeQwen2Cold(b *testing.B) {
-	tok, _ := loadGGUF(b, vocabPath("qwen2"))
+	tok, _ := loadGGUF(b, vocabPath(b, "qwen2"))
 	text := benchText(b)
 	b.SetBytes(int64(len(text)))
 	var n int
@@ -52,7 +52,7 @@ func BenchmarkEncodeQwen2Cold(b *testing.B) {
 }
 
 func BenchmarkDecodeQwen2(b *testing.B) {
-	tok, _ := loadGGUF(b, vocabPath("qwen2"))
+	tok, _ := loadGGUF(b, vocabPath(b, "qwen2"))
 	text := benchText(b)
 	ids := tok.Encode(text, false)
 	b.SetBytes(int64(len(text)))
@@ -62,7 +62,7 @@ func BenchmarkDecodeQwen2(b *testing.B) {
 }
 
 func BenchmarkNewQwen2(b *testing.B) {
-	tok, _ := loadGGUF(b, vocabPath("qwen2"))
+	tok, _ := loadGGUF(b, vocabPath(b, "qwen2"))
 	for b.Loop() {
 		if _, err := New(tok.Vocab()); err != nil {
 			b.Fatal(err)

@@ -17,7 +17,7 @@ var fixtureVocabs = []string{
 func TestFixtureEncode(t *testing.T) {
 	for _, name := range fixtureVocabs {
 		t.Run(name, func(t *testing.T) {
-			tok, _ := loadGGUF(t, vocabPath(name))
+			tok, _ := loadGGUF(t, vocabPath(t, name))
 			for i, p := range readPairs(t, name) {
 				got := tok.Encode(p.text, false)
 				if !slices.Equal(got, p.ids) {
@@ -42,7 +42,7 @@ func pieces(tok *Tokenizer, ids []int32) []string {
 
 // A Tokenizer is shared by goroutines (run with -race).
 func TestConcurrentEncode(t *testing.T) {
-	tok, _ := loadGGUF(t, vocabPath("qwen2"))
+	tok, _ := loadGGUF(t, vocabPath(t, "qwen2"))
 	pairs := readPairs(t, "qwen2")
 	var wg sync.WaitGroup
 	errs := make(chan string, 4*len(pairs))

@@ -2,20 +2,20 @@ package tokenizer
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
-const fixtures = "../../shared/fixtures"
+// vocabPath is llama.cpp's test vocabulary ggml-vocab-name.gguf; its tests
+// are the same path plus ".inp" and ".out".
+func vocabPath(tb testing.TB, name string) string { return testkit.Vocab(tb, name) }
 
-func vocabPath(name string) string {
-	return filepath.Join(fixtures, "tokenizer-vocab", "ggml-vocab-"+name+".gguf")
-}
+func storiesPath(tb testing.TB, name string) string { return testkit.Stories(tb, name) }
 
 // loaded caches each fixture vocabulary once per test binary: the files
 // are megabytes and several tests and benchmarks share them.
@@ -59,9 +59,6 @@ func loadGGUF(tb testing.TB, path string) (*Tokenizer, gguf.Metadata) {
 		l.tok, l.err = New(v)
 	})
 	if l.err != nil {
-		if os.IsNotExist(l.err) {
-			tb.Skipf("fixture missing: %v", l.err)
-		}
 		tb.Fatalf("load %s: %v", path, l.err)
 	}
 	return l.tok, l.md
@@ -75,11 +72,11 @@ type testPair struct {
 
 func readPairs(t *testing.T, name string) []testPair {
 	t.Helper()
-	inp, err := os.ReadFile(vocabPath(name) + ".inp")
+	inp, err := os.ReadFile(vocabPath(t, name) + ".inp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.ReadFile(vocabPath(name) + ".out")
+	out, err := os.ReadFile(vocabPath(t, name) + ".out")
 	if err != nil {
 		t.Fatal(err)
 	}

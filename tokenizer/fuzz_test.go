@@ -16,9 +16,9 @@ import (
 func fuzzTokenizers(f *testing.F) map[string]*Tokenizer {
 	toks := map[string]*Tokenizer{}
 	for _, name := range []string{"qwen2", "qwen35", "llama-spm", "gpt-2"} {
-		toks[name], _ = loadGGUF(f, vocabPath(name))
+		toks[name], _ = loadGGUF(f, vocabPath(f, name))
 	}
-	v, err := FromLlama2c(storiesPath("tok512.bin"), 512)
+	v, err := FromLlama2c(storiesPath(f, "tok512.bin"), 512)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func FuzzEncode(f *testing.F) {
 		"e\u0301 ünï 日本語 🦙", "\xff\xfe broken \xc3", "'s 'LL 123456", "\u2581x", "<0x41>"} {
 		f.Add(s)
 	}
-	if inp, err := os.ReadFile(vocabPath("qwen35") + ".inp"); err == nil {
+	if inp, err := os.ReadFile(vocabPath(f, "qwen35") + ".inp"); err == nil {
 		for _, s := range strings.Split(string(inp), "\n__ggml_vocab_test__\n") {
 			f.Add(s)
 		}
@@ -69,7 +69,7 @@ func FuzzEncode(f *testing.F) {
 // FuzzParseLlama2c: arbitrary tokenizer.bin bytes give a vocab or an
 // error, never a panic or a huge allocation.
 func FuzzParseLlama2c(f *testing.F) {
-	if data, err := os.ReadFile(storiesPath("tok512.bin")); err == nil {
+	if data, err := os.ReadFile(storiesPath(f, "tok512.bin")); err == nil {
 		f.Add(data, uint16(512))
 		f.Add(data[:100], uint16(0))
 	}

@@ -102,7 +102,7 @@ func TestFromHFMatchesGGUF(t *testing.T) {
 		pairs bool
 	}{{"qwen2", true}, {"llama-bpe", false}, {"gpt-2", false}} {
 		t.Run(c.name, func(t *testing.T) {
-			gg, _ := loadGGUF(t, vocabPath(c.name))
+			gg, _ := loadGGUF(t, vocabPath(t, c.name))
 			want := gg.Vocab()
 			got, err := FromHF(writeHFDir(t, want, c.pairs))
 			if err != nil {
@@ -277,7 +277,7 @@ func TestTransformersJS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			texts := peerTexts(name, []string{"<|im_start|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<think>"})
+			texts := peerTexts(t, name, []string{"<|im_start|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<think>"})
 			req, _ := json.Marshal(map[string]any{"node_modules": nm, "dir": dir, "texts": texts})
 			cmd := exec.Command("node", "testdata/transformersjs_encode.mjs")
 			cmd.Stdin = bytes.NewReader(req)

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/testkit"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -32,7 +33,7 @@ func hfCases(t *testing.T) []*hfCase {
 		if name == "llama2c" {
 			c.tok = loadTok512(t)
 		} else {
-			c.tok, _ = loadGGUF(t, vocabPath(name))
+			c.tok, _ = loadGGUF(t, vocabPath(t, name))
 			c.pairs = readPairs(t, name)
 		}
 		for _, p := range c.pairs {
@@ -44,7 +45,7 @@ func hfCases(t *testing.T) []*hfCase {
 				specials = append(specials, c.tok.v.Tokens[id])
 			}
 		}
-		for _, s := range peerTexts(name, specials)[len(c.pairs):] {
+		for _, s := range peerTexts(t, name, specials)[len(c.pairs):] {
 			// The NFC-normalising pre-tokenizers differ from llama.cpp there (package doc).
 			if c.tok.pre != nil && c.tok.pre.nfc && !norm.NFC.IsNormalString(s) {
 				continue
@@ -135,7 +136,7 @@ func TestWriteHFPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node once per vocabulary")
 	}
-	peers.Need(t, peers.HFTokenizers)
+	testkit.Need(t, peers.HFTokenizers)
 	for _, c := range hfCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -150,7 +151,7 @@ func TestWriteHFPeer(t *testing.T) {
 
 // The same vocabulary gives the same bytes.
 func TestWriteHFDeterministic(t *testing.T) {
-	tok, _ := loadGGUF(t, vocabPath("llama-spm"))
+	tok, _ := loadGGUF(t, vocabPath(t, "llama-spm"))
 	a, err := WriteHF(tok.Vocab())
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/testkit"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -61,9 +62,13 @@ func llamaTokenize(t *testing.T, model string, texts []string, nVocab int) (plai
 // peerTexts are the fixture's test strings and generated ones mixing
 // letters, digits, punctuation, whitespace runs, contractions, marks, CJK,
 // emoji and special-token text.
-func peerTexts(name string, specials []string) []string {
+func peerTexts(t *testing.T, name string, specials []string) []string {
 	var texts []string
-	if inp, err := os.ReadFile(vocabPath(name) + ".inp"); err == nil {
+	if slices.Contains(fixtureVocabs, name) { // not stories260K or llama2c
+		inp, err := os.ReadFile(vocabPath(t, name) + ".inp")
+		if err != nil {
+			t.Fatal(err)
+		}
 		texts = strings.Split(strings.TrimSuffix(string(inp), "\n__ggml_vocab_test__\n"), "\n__ggml_vocab_test__\n")
 	}
 	pool := []string{"Hello", "world", " the", "I", "'s", "'LL", "'ve", "don't", "123", "4567890", "3.14", " ", "  ", "   ",
@@ -89,14 +94,16 @@ func TestLlamaCppPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node once per vocabulary")
 	}
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	names := append([]string{}, fixtureVocabs...)
 	for _, name := range append(names, "stories260K") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			path := vocabPath(name)
+			var path string
 			if name == "stories260K" {
-				path = storiesPath("stories260K-llamacpp.gguf")
+				path = storiesPath(t, "stories260K-llamacpp.gguf")
+			} else {
+				path = vocabPath(t, name)
 			}
 			tok, _ := loadGGUF(t, path)
 			var specials []string
@@ -106,7 +113,7 @@ func TestLlamaCppPeer(t *testing.T) {
 				}
 			}
 			var texts []string
-			for _, s := range peerTexts(name, specials) {
+			for _, s := range peerTexts(t, name, specials) {
 				if tok.v.Model == ModelBPE && tok.pre.nfc && !norm.NFC.IsNormalString(s) {
 					continue
 				}
@@ -156,10 +163,10 @@ func TestGGUFMetadataLlamaCpp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node")
 	}
-	peers.Need(t, peers.NodeLlamaCpp)
-	_, storiesMD := loadGGUF(t, storiesPath("stories260K-llamacpp.gguf"))
-	qwen, qwenMD := loadGGUF(t, vocabPath("qwen2"))
-	l2c, err := FromLlama2c(storiesPath("tok512.bin"), 512)
+	testkit.Need(t, peers.NodeLlamaCpp)
+	_, storiesMD := loadGGUF(t, storiesPath(t, "stories260K-llamacpp.gguf"))
+	qwen, qwenMD := loadGGUF(t, vocabPath(t, "qwen2"))
+	l2c, err := FromLlama2c(storiesPath(t, "tok512.bin"), 512)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +196,7 @@ func TestGGUFMetadataLlamaCpp(t *testing.T) {
 				t.Fatal(err)
 			}
 			var texts []string
-			for _, s := range peerTexts("qwen2", []string{"<s>", "</s>", "<|im_start|>", "<|endoftext|>", "<|im_end|>", "<eos>", "<|end|>"}) {
+			for _, s := range peerTexts(t, "qwen2", []string{"<s>", "</s>", "<|im_start|>", "<|endoftext|>", "<|im_end|>", "<eos>", "<|end|>"}) {
 				if c.v.Model == ModelBPE && tok.pre.nfc && !norm.NFC.IsNormalString(s) {
 					continue
 				}

@@ -28,7 +28,7 @@ func expectedDecode(tok *Tokenizer, s string) (string, bool) {
 func TestFixtureRoundTrip(t *testing.T) {
 	for _, name := range fixtureVocabs {
 		t.Run(name, func(t *testing.T) {
-			tok, _ := loadGGUF(t, vocabPath(name))
+			tok, _ := loadGGUF(t, vocabPath(t, name))
 			for i, p := range readPairs(t, name) {
 				for _, s := range []string{p.text, "<s>" + p.text + "</s>", p.text + "<|endoftext|>" + p.text} {
 					want, ok := expectedDecode(tok, s)
@@ -51,7 +51,7 @@ func TestFixtureRoundTrip(t *testing.T) {
 func TestGGUFMetadataRoundTrip(t *testing.T) {
 	for _, name := range []string{"qwen2", "llama-spm", "gpt-2"} {
 		t.Run(name, func(t *testing.T) {
-			tok, md := loadGGUF(t, vocabPath(name))
+			tok, md := loadGGUF(t, vocabPath(t, name))
 			v := tok.Vocab()
 			back, err := FromGGUF(v.GGUFMetadata())
 			if err != nil {
@@ -85,7 +85,7 @@ func summary(v *Vocab) string {
 // UTF-8 whenever the whole text is.
 func TestStreamDecoder(t *testing.T) {
 	for _, name := range []string{"qwen2", "llama-spm"} {
-		tok, _ := loadGGUF(t, vocabPath(name))
+		tok, _ := loadGGUF(t, vocabPath(t, name))
 		for i, p := range readPairs(t, name) {
 			ids := tok.Encode("<s>"+p.text+"<|im_end|>"+p.text, false)
 			d := tok.NewStreamDecoder()
@@ -103,7 +103,7 @@ func TestStreamDecoder(t *testing.T) {
 			}
 		}
 	}
-	tok, _ := loadGGUF(t, vocabPath("qwen2"))
+	tok, _ := loadGGUF(t, vocabPath(t, "qwen2"))
 	d := tok.NewStreamDecoder()
 	if s := d.Add(-5) + d.Add(99999999); s != "" || d.Flush() != "" {
 		t.Error("invalid ids decode to text")

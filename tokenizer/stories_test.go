@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -10,11 +9,9 @@ import (
 	"testing"
 )
 
-func storiesPath(name string) string { return filepath.Join(fixtures, "stories260K", name) }
-
 func loadTok512(t *testing.T) *Tokenizer {
 	t.Helper()
-	v, err := FromLlama2c(storiesPath("tok512.bin"), 512)
+	v, err := FromLlama2c(storiesPath(t, "tok512.bin"), 512)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +41,11 @@ func TestLlama2cEncode(t *testing.T) {
 // newline run.c prints at the end).
 func TestLlama2cDecodeGreedy(t *testing.T) {
 	tok := loadTok512(t)
-	ids := readIDs(t, storiesPath("greedy_ids_from_bos_first64.txt"))
+	ids := readIDs(t, storiesPath(t, "greedy_ids_from_bos_first64.txt"))
 	if len(ids) != 64 {
 		t.Fatalf("%d ids, want 64", len(ids))
 	}
-	want, err := os.ReadFile(storiesPath("greedy_t0_n64_once_upon_a_time.txt"))
+	want, err := os.ReadFile(storiesPath(t, "greedy_t0_n64_once_upon_a_time.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +86,7 @@ func readIDs(t *testing.T, path string) []int32 {
 // types, and both must tokenize alike.
 func TestLlama2cMatchesGGUF(t *testing.T) {
 	l2c := loadTok512(t)
-	gg, md := loadGGUF(t, storiesPath("stories260K-llamacpp.gguf"))
+	gg, md := loadGGUF(t, storiesPath(t, "stories260K-llamacpp.gguf"))
 	a, b := l2c.Vocab(), gg.Vocab()
 	if !slices.Equal(a.Tokens, b.Tokens) {
 		for i := range min(len(a.Tokens), len(b.Tokens)) {

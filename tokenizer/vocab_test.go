@@ -97,7 +97,7 @@ func TestTinySPM(t *testing.T) {
 // Qwen ChatML: special tokens in the text become their ids only with
 // parse_special; user text around them is tokenized as usual.
 func TestParseSpecialQwen(t *testing.T) {
-	tok, _ := loadGGUF(t, vocabPath("qwen2"))
+	tok, _ := loadGGUF(t, vocabPath(t, "qwen2"))
 	const start, end = 151644, 151645 // <|im_start|>, <|im_end|> (model-architectures.md §8.4)
 	got := tok.Encode("<|im_start|>user\nhi<|im_end|>\n", false)
 	want := append(append([]int32{start}, tok.Encode("user\nhi", false)...), end)
@@ -178,7 +178,7 @@ func TestFromGGUFDefaults(t *testing.T) {
 }
 
 func TestFromLlama2cErrors(t *testing.T) {
-	tok512, err := os.ReadFile(storiesPath("tok512.bin"))
+	tok512, err := os.ReadFile(storiesPath(t, "tok512.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,12 +234,12 @@ func TestEOG(t *testing.T) {
 		{"llama-bpe", []int32{128001, 128009}},     // <|end_of_text|> (EOS), <|eot_id|>
 		{"llama-spm", []int32{2}},
 	} {
-		tok, _ := loadGGUF(t, vocabPath(c.name))
+		tok, _ := loadGGUF(t, vocabPath(t, c.name))
 		if got := tok.EOG(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: EOG = %v, want %v", c.name, got, c.want)
 		}
 	}
-	tok, _ := loadGGUF(t, vocabPath("qwen2"))
+	tok, _ := loadGGUF(t, vocabPath(t, "qwen2"))
 	if !tok.IsEOG(151645) || tok.IsEOG(151644) {
 		t.Error("IsEOG")
 	}

@@ -50,7 +50,7 @@ func fakeSDKRoot(t *testing.T) string {
 func storiesBundleInputs(t *testing.T, dir string, planArgs ...string) (string, string) {
 	t.Helper()
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	planPath := filepath.Join(dir, "plan.json")
 	if code := run(append([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", planPath}, planArgs...)); code != 0 {
@@ -217,7 +217,7 @@ func TestBundleBuildInterrupted(t *testing.T) {
 // external data, encodings, I/O names for --preserve_io_datatype).
 func TestBundleFromExport(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	dir := t.TempDir()
 	q := filepath.Join(dir, "int8.gguf")

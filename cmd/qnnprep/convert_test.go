@@ -11,18 +11,8 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/testkit"
 )
-
-const fixtures = "../../../shared/fixtures"
-
-func fixture(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join(fixtures, rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("fixture missing: %v", err)
-	}
-	return p
-}
 
 func readIDs(t *testing.T, path string) []int32 {
 	t.Helper()
@@ -46,17 +36,17 @@ func readIDs(t *testing.T, path string) []int32 {
 func convertStories(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "stories260K.gguf")
-	if code := run([]string{"convert", "--to", "gguf", "-q", fixture(t, "stories260K/hf"), out,
-		"--vocab", fixture(t, "stories260K/tok512.bin")}); code != 0 {
+	if code := run([]string{"convert", "--to", "gguf", "-q", testkit.Path(t, "stories260K/hf"), out,
+		"--vocab", testkit.Path(t, "stories260K/tok512.bin")}); code != 0 {
 		t.Fatalf("convert exited %d", code)
 	}
 	return out
 }
 
 func TestConvertStoriesDecodesInLlamaCpp(t *testing.T) {
-	peers.Need(t, peers.NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	out := convertStories(t)
-	want := readIDs(t, fixture(t, "stories260K/greedy_ids_from_bos_first64.txt"))[:60]
+	want := readIDs(t, testkit.Path(t, "stories260K/greedy_ids_from_bos_first64.txt"))[:60]
 	got, err := peers.LlamaGreedy(out, []int32{1}, 60, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +57,7 @@ func TestConvertStoriesDecodesInLlamaCpp(t *testing.T) {
 }
 
 func TestConvertStoriesParsesInHuggingFaceGGUF(t *testing.T) {
-	peers.Need(t, peers.HFGGUF)
+	testkit.Need(t, peers.HFGGUF)
 	out := convertStories(t)
 	m, err := model.Open(out)
 	if err != nil {
@@ -100,7 +90,7 @@ func TestConvertIsLosslessAndDeterministic(t *testing.T) {
 	if string(ab) != string(bb) {
 		t.Fatal("two conversions of the same input differ")
 	}
-	src, err := model.Open(fixture(t, "stories260K/hf"))
+	src, err := model.Open(testkit.Path(t, "stories260K/hf"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // graph, per-channel weight encodings, and the ONNX checker on each model.
 func TestExportCommand(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	dir := t.TempDir()
 	q := filepath.Join(dir, "int8.gguf")

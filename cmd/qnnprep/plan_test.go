@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
-const storiesGGUF = "../../../shared/fixtures/stories260K/stories260K-llamacpp.gguf"
+var storiesGGUF = testkit.File("stories260K/stories260K-llamacpp.gguf")
 
 func TestPlanCheckCommands(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")

@@ -21,7 +21,7 @@ import (
 // plans and contexts are errors naming the problem.
 func TestRunPlan(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	fixtures := filepath.Dir(storiesGGUF)
 	dir := t.TempDir()

@@ -34,7 +34,7 @@ func captureStdout(t *testing.T, f func()) string {
 
 func TestRunCommand(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	dir := filepath.Dir(storiesGGUF)
 	wantText, err := os.ReadFile(filepath.Join(dir, "greedy_t0_n64_once_upon_a_time.txt"))

@@ -13,7 +13,7 @@ import (
 // and compare on its outputs.
 func TestSparsifyCommand(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	dir := t.TempDir()
 	out, g := filepath.Join(dir, "ch.gguf"), filepath.Join(dir, "golden.json")
@@ -73,7 +73,7 @@ func TestSparsifyCommand(t *testing.T) {
 
 func TestSparsifyErrors(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "x.gguf")

@@ -38,7 +38,7 @@ func captureStderr(t *testing.T, f func()) string {
 
 func needStories(t *testing.T) {
 	if _, err := os.Stat(storiesGGUF); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 }
 

@@ -1,11 +1,16 @@
-package peers
+package peers_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/testkit"
+)
 
 func TestLlamaBenchStories260K(t *testing.T) {
-	Need(t, NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	ids := goldenIDs(t)
-	r, err := LlamaBench(stories260K(t), LlamaBenchRequest{Threads: 1, DepthIDs: ids[:32], PromptIDs: ids[32:48], Gen: 8, Reps: 2})
+	r, err := peers.LlamaBench(stories260K(t), peers.LlamaBenchRequest{Threads: 1, DepthIDs: ids[:32], PromptIDs: ids[32:48], Gen: 8, Reps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,10 +29,10 @@ func TestLlamaBenchStories260K(t *testing.T) {
 	t.Logf("pp16 %.4f s, tg8 %.4f s, rss %d", r.PPSeconds[0], r.TGSeconds[0], r.PeakRSS)
 
 	// tg alone, depth 0.
-	if _, err := LlamaBench(stories260K(t), LlamaBenchRequest{Gen: 4}); err != nil {
+	if _, err := peers.LlamaBench(stories260K(t), peers.LlamaBenchRequest{Gen: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LlamaBench(stories260K(t), LlamaBenchRequest{}); err == nil {
+	if _, err := peers.LlamaBench(stories260K(t), peers.LlamaBenchRequest{}); err == nil {
 		t.Error("nothing to time: no error")
 	}
 }

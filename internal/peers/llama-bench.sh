@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's llama-bench from the installed npm package
 # node-llama-cpp: the package ships llama.cpp's source as a git bundle
-# (node-llama-cpp/llama/gitRelease.bundle) and its prebuilt CPU libraries
-# (@node-llama-cpp/linux-x64/bins/linux-x64/*.so). Only llama-bench's two
-# source files are compiled, with g++ (no cmake), and linked against exactly
-# those prebuilt libraries, which are copied beside the binary (rpath
-# $ORIGIN), so llama-bench times the same llama.cpp build the other interop
-# tests use.
+# (node-llama-cpp/llama/gitRelease.bundle, extracted by llama-src.sh) and
+# its prebuilt CPU libraries (@node-llama-cpp/linux-x64/bins/linux-x64/*.so).
+# Only llama-bench's two source files are compiled, with g++ (no cmake),
+# and linked against exactly those prebuilt libraries, which are copied
+# beside the binary (rpath $ORIGIN), so llama-bench times the same
+# llama.cpp build the other interop tests use.
 #
 #   bash internal/peers/llama-bench.sh [NODE_MODULES]
 #
@@ -24,14 +24,11 @@ fi
 nm=$(cd "$nm" && pwd)
 dest=$(dirname "$nm")/llama-bench
 
-bundle=$nm/node-llama-cpp/llama/gitRelease.bundle
 bins=$nm/@node-llama-cpp/linux-x64/bins/linux-x64
-for f in "$bundle" "$bins"; do
-	if [ ! -e "$f" ]; then
-		echo "llama-bench.sh: $f missing (install the npm peers first: .ci/run)" >&2
-		exit 1
-	fi
-done
+if [ ! -e "$bins" ]; then
+	echo "llama-bench.sh: $bins missing (install the npm peers first: .ci/run)" >&2
+	exit 1
+fi
 for tool in git g++; do
 	if ! command -v "$tool" >/dev/null; then
 		echo "llama-bench.sh: $tool not found (Debian: apt-get install $tool)" >&2
@@ -43,11 +40,9 @@ if [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]; then
 	exit 1
 fi
 
-commit=$(git bundle list-heads "$bundle" | awk '$2 == "HEAD" { print $1 }')
-if [ -z "$commit" ]; then
-	echo "llama-bench.sh: $bundle has no HEAD" >&2
-	exit 1
-fi
+bash "$here/llama-src.sh" "$nm"
+src=$(dirname "$nm")/llama.cpp
+commit=$(cat "$src/.qnnprep-commit")
 # -DNDEBUG as in llama.cpp's release builds (the libraries are release
 # builds; llama-bench warns "asserts enabled" without it).
 cxxflags="-O2 -DNDEBUG -std=c++17 -pthread"
@@ -60,9 +55,6 @@ fi
 
 tmp=$(mktemp -d "$(dirname "$dest")/.llama-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-
-git clone -q --no-checkout "$bundle" "$tmp/src"
-git -C "$tmp/src" -c advice.detachedHead=false checkout -q --detach "$commit"
 
 out=$tmp/out
 mkdir "$out"
@@ -80,7 +72,7 @@ done
 
 echo "compiling llama-bench ($commit) in $tmp"
 (
-	cd "$tmp/src"
+	cd "$src"
 	# shellcheck disable=SC2086
 	g++ $cxxflags -I include -I common -I ggml/include -I vendor \
 		tools/llama-bench/llama-bench.cpp tools/llama-bench/main.cpp \

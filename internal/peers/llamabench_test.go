@@ -6,10 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/synth"
 )
 
 func TestLlamaBenchPath(t *testing.T) {
@@ -136,32 +132,4 @@ func TestRunLlamaBenchFake(t *testing.T) {
 	if _, err := RunLlamaBench("/m/x.gguf", LlamaBenchArgs{}); err == nil || !strings.Contains(err.Error(), "nothing to time") {
 		t.Errorf("nothing to time: %v", err)
 	}
-}
-
-// TestLlamaBenchSynthetic runs the real llama-bench on a small synthetic
-// llama GGUF.
-func TestLlamaBenchSynthetic(t *testing.T) {
-	Need(t, LlamaBenchBin)
-	p := filepath.Join(t.TempDir(), "llama-Q8_0.gguf")
-	cfg := synth.Config(model.Llama, false)
-	cfg.ContextLength = 512
-	if err := synth.WriteGGUF(p, cfg, 7, gguf.Q8_0); err != nil {
-		t.Fatal(err)
-	}
-	r, err := RunLlamaBench(p, LlamaBenchArgs{Threads: 1, Prompt: 16, Gen: 4, Depth: 16, Reps: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.PPSeconds) != 2 || len(r.TGSeconds) != 2 {
-		t.Fatalf("got %d pp and %d tg timings, want 2 each", len(r.PPSeconds), len(r.TGSeconds))
-	}
-	for _, s := range append(r.PPSeconds, r.TGSeconds...) {
-		if !(s > 0 && s < 10) {
-			t.Errorf("timing %v s out of range", s)
-		}
-	}
-	if r.PeakRSS <= 0 {
-		t.Errorf("peak RSS %d", r.PeakRSS)
-	}
-	t.Logf("pp16 %.5f s, tg4 %.5f s, rss %d", r.PPSeconds[0], r.TGSeconds[0], r.PeakRSS)
 }

@@ -1,4 +1,4 @@
-package peers
+package peers_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // refFirstLogits computes stories260K's logits after BOS alone, in float64,
@@ -91,9 +93,9 @@ func refFirstLogits(t *testing.T, path string, tok int) []float64 {
 // LlamaLogits returns llama.cpp's real logits (shifted by their maximum):
 // they match an independent float64 forward pass of stories260K.
 func TestLlamaLogitsMatchReference(t *testing.T) {
-	Need(t, NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	path := stories260K(t)
-	rows, err := LlamaLogits(path, []int32{1})
+	rows, err := peers.LlamaLogits(path, []int32{1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"testing"
 )
 
-// Peer names for Need and Check.
+// Peer names for Check (and testkit.Need).
 const (
 	NodeLlamaCpp    = "node-llama-cpp"
 	HFGGUF          = "@huggingface/gguf"
@@ -35,6 +34,9 @@ const (
 	PythonONNX   = "python3-onnx"
 	// LlamaBenchBin is llama.cpp's llama-bench tool (LlamaBenchPath).
 	LlamaBenchBin = "llama-bench"
+	// LlamaSource is llama.cpp's source tree (LlamaSourceDir), whose
+	// models/ holds the tokenizer test vocabularies.
+	LlamaSource = "llama.cpp source"
 )
 
 // Versions pinned in js/package.json; a different version is treated as
@@ -53,7 +55,8 @@ const Python = "/usr/bin/python3"
 // EnvDir names the node_modules directory (or the directory holding it).
 const EnvDir = "QNNPREP_PEERS_DIR"
 
-// EnvRequire, when "1", turns a missing peer into a test failure (CI).
+// EnvRequire, when "1", turns a missing peer into a test failure (CI);
+// testkit.Need reads it.
 const EnvRequire = "QNNPREP_REQUIRE_PEERS"
 
 // srcDir is the directory of this file, where js/ and python/ are.
@@ -97,7 +100,7 @@ var (
 // whether it is installed and usable; the first missing one gives the error.
 func Check(what ...string) error {
 	if len(what) == 0 {
-		what = []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, HFTokenizers, PythonONNX, LlamaBenchBin}
+		what = []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, HFTokenizers, PythonONNX, LlamaBenchBin, LlamaSource}
 	}
 	for _, w := range what {
 		key := w + "\x00" + os.Getenv(EnvDir) + "\x00" + os.Getenv(EnvLlamaBench)
@@ -128,6 +131,8 @@ func check(what string) error {
 		return nil
 	case LlamaBenchBin:
 		return checkLlamaBench()
+	case LlamaSource:
+		return checkLlamaSource()
 	case NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, HFTokenizers:
 	default:
 		return fmt.Errorf("peers: unknown peer %q", what)
@@ -165,22 +170,6 @@ func check(what string) error {
 	return nil
 }
 
-// Need skips the test when a named peer (every peer when none is named) is
-// missing, or fails it when QNNPREP_REQUIRE_PEERS=1, as in CI.
-func Need(t testing.TB, what ...string) {
-	t.Helper()
-	err := Check(what...)
-	if err == nil {
-		return
-	}
-	msg := err.Error() + ": run .ci/run or see README"
-	if os.Getenv(EnvRequire) == "1" {
-		t.Fatal(msg)
-		return
-	}
-	t.Skip(msg)
-}
-
 // lastLine is the last line of b: a Python traceback ends with its message.
 func lastLine(b []byte) string {
 	s := strings.TrimSpace(string(b))
@@ -188,4 +177,29 @@ func lastLine(b []byte) string {
 		s = s[i+1:]
 	}
 	return s
+}
+
+// LlamaSourceDir returns llama.cpp's source tree, extracted by llama-src.sh
+// from the git bundle node-llama-cpp ships: llama.cpp beside the
+// node_modules directory (NodeModules). It does not check that it exists.
+func LlamaSourceDir() (string, error) {
+	nm, err := NodeModules()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(nm), "llama.cpp"), nil
+}
+
+// llamaSourceStamp is the file llama-src.sh writes last, naming the commit.
+const llamaSourceStamp = ".qnnprep-commit"
+
+func checkLlamaSource() error {
+	dir, err := LlamaSourceDir()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, llamaSourceStamp)); err != nil {
+		return fmt.Errorf("peer %s not installed: %s missing (bash internal/peers/llama-src.sh extracts it)", LlamaSource, dir)
+	}
+	return nil
 }

@@ -1,38 +1,25 @@
-package peers
+package peers_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
-// fixture returns a file under shared/fixtures, which sits beside the
-// repository both here and in CI.
-func fixture(t *testing.T, rel string) string {
-	t.Helper()
-	src, err := srcDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(src, "..", "..", "..", "shared", "fixtures", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("fixture missing: %v", err)
-	}
-	return p
-}
-
 func stories260K(t *testing.T) string {
-	return fixture(t, "stories260K/stories260K-llamacpp.gguf")
+	return testkit.Stories(t, "stories260K-llamacpp.gguf")
 }
 
 // goldenIDs reads the llama2.c greedy ids that follow BOS in stories260K.
 func goldenIDs(t *testing.T) []int32 {
 	t.Helper()
-	b, err := os.ReadFile(fixture(t, "stories260K/greedy_ids_from_bos_first64.txt"))
+	b, err := os.ReadFile(testkit.Stories(t, "greedy_ids_from_bos_first64.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +38,9 @@ func goldenIDs(t *testing.T) []int32 {
 }
 
 func TestLlamaGreedyStories260K(t *testing.T) {
-	Need(t, NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	want := goldenIDs(t)[:60]
-	got, err := LlamaGreedy(stories260K(t), []int32{1}, 60, 1)
+	got, err := peers.LlamaGreedy(stories260K(t), []int32{1}, 60, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +52,11 @@ func TestLlamaGreedyStories260K(t *testing.T) {
 }
 
 func TestLlamaGreedyFromPrompt(t *testing.T) {
-	Need(t, NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	// The fixture README: llama.cpp with BOS + "Once upon a time"
 	// (1 403 407 261 378) continues with the same ids as llama2.c.
 	golden := goldenIDs(t)
-	got, err := LlamaGreedy(stories260K(t), append([]int32{1}, golden[:4]...), 20, 1)
+	got, err := peers.LlamaGreedy(stories260K(t), append([]int32{1}, golden[:4]...), 20, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +68,10 @@ func TestLlamaGreedyFromPrompt(t *testing.T) {
 }
 
 func TestLlamaLogitsTeacherForced(t *testing.T) {
-	Need(t, NodeLlamaCpp)
+	testkit.Need(t, peers.NodeLlamaCpp)
 	golden := goldenIDs(t)
 	ids := append([]int32{1}, golden[:31]...)
-	rows, err := LlamaLogits(stories260K(t), ids)
+	rows, err := peers.LlamaLogits(stories260K(t), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +106,8 @@ func TestLlamaLogitsTeacherForced(t *testing.T) {
 }
 
 func TestLlamaLoads(t *testing.T) {
-	Need(t, NodeLlamaCpp)
-	if err := LlamaLoads(stories260K(t)); err != nil {
+	testkit.Need(t, peers.NodeLlamaCpp)
+	if err := peers.LlamaLoads(stories260K(t)); err != nil {
 		t.Fatal(err)
 	}
 	// A GGUF cut inside its data section. (A file cut inside its header
@@ -133,7 +120,7 @@ func TestLlamaLoads(t *testing.T) {
 	if err := os.WriteFile(bad, b[:20000], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = LlamaLoads(bad)
+	err = peers.LlamaLoads(bad)
 	if err == nil {
 		t.Fatal("llama.cpp loaded a truncated GGUF")
 	}
@@ -143,15 +130,15 @@ func TestLlamaLoads(t *testing.T) {
 }
 
 func TestGGUFTensorsStories260K(t *testing.T) {
-	Need(t, HFGGUF)
-	ts, err := GGUFTensors(stories260K(t))
+	testkit.Need(t, peers.HFGGUF)
+	ts, err := peers.GGUFTensors(stories260K(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ts) != 48 {
 		t.Fatalf("got %d tensors, want 48", len(ts))
 	}
-	byName := map[string]GGUFTensor{}
+	byName := map[string]peers.GGUFTensor{}
 	for _, x := range ts {
 		if x.Type != 0 {
 			t.Errorf("%s: type %d, want 0 (F32)", x.Name, x.Type)
@@ -177,8 +164,8 @@ func TestGGUFTensorsStories260K(t *testing.T) {
 }
 
 func TestGGUFReadStories260K(t *testing.T) {
-	Need(t, HFGGUF)
-	f, err := GGUFRead(stories260K(t))
+	testkit.Need(t, peers.HFGGUF)
+	f, err := peers.GGUFRead(stories260K(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +173,7 @@ func TestGGUFReadStories260K(t *testing.T) {
 	if f.Version != 3 || len(f.Metadata) != 19 || len(f.Tensors) != 48 {
 		t.Fatalf("version %d, %d KVs, %d tensors; want 3, 19, 48", f.Version, len(f.Metadata), len(f.Tensors))
 	}
-	kv := map[string]GGUFKV{}
+	kv := map[string]peers.GGUFKV{}
 	for _, x := range f.Metadata {
 		kv[x.Key] = x
 	}
@@ -233,22 +220,22 @@ onnx.save(m, sys.argv[1])
 `
 
 func TestONNXCheck(t *testing.T) {
-	Need(t, PythonONNX)
+	testkit.Need(t, peers.PythonONNX)
 	dir := t.TempDir()
 	write := func(name, variant string) string {
 		p := filepath.Join(dir, name)
-		if out, err := exec.Command(Python, "-c", tinyONNX, p, variant).CombinedOutput(); err != nil {
+		if out, err := exec.Command(peers.Python, "-c", tinyONNX, p, variant).CombinedOutput(); err != nil {
 			t.Fatalf("python3-onnx could not build %s: %v\n%s", name, err, out)
 		}
 		return p
 	}
 	good := write("good.onnx", "good")
-	if err := ONNXCheck(good); err != nil {
+	if err := peers.ONNXCheck(good); err != nil {
 		t.Fatalf("valid model rejected: %v", err)
 	}
 
 	dangling := write("dangling.onnx", "dangling")
-	if err := ONNXCheck(dangling); err == nil || !strings.Contains(err.Error(), "nowhere") {
+	if err := peers.ONNXCheck(dangling); err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("model with a dangling input: got %v, want an error naming it", err)
 	}
 
@@ -260,17 +247,17 @@ func TestONNXCheck(t *testing.T) {
 	if err := os.WriteFile(truncated, b[:len(b)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := ONNXCheck(truncated); err == nil {
+	if err := peers.ONNXCheck(truncated); err == nil {
 		t.Error("truncated model accepted")
 	}
-	if err := ONNXCheck(filepath.Join(dir, "absent.onnx")); err == nil {
+	if err := peers.ONNXCheck(filepath.Join(dir, "absent.onnx")); err == nil {
 		t.Error("missing file accepted")
 	}
 }
 
 func TestORTLibrary(t *testing.T) {
-	Need(t, ONNXRuntimeNode)
-	p, err := ORTLibrary()
+	testkit.Need(t, peers.ONNXRuntimeNode)
+	p, err := peers.ORTLibrary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,43 +271,14 @@ func TestORTLibrary(t *testing.T) {
 }
 
 func TestCheckMissing(t *testing.T) {
-	t.Setenv(EnvDir, t.TempDir())
-	for _, w := range []string{NodeLlamaCpp, HFGGUF, ONNXRuntimeNode, HFTokenizers} {
-		err := Check(w)
+	t.Setenv(peers.EnvDir, t.TempDir())
+	for _, w := range []string{peers.NodeLlamaCpp, peers.HFGGUF, peers.ONNXRuntimeNode, peers.HFTokenizers} {
+		err := peers.Check(w)
 		if err == nil || !strings.Contains(err.Error(), "peer "+w+" not installed") {
 			t.Errorf("Check(%s) with an empty peers dir: %v", w, err)
 		}
 	}
-	if err := Check("no-such-peer"); err == nil {
+	if err := peers.Check("no-such-peer"); err == nil {
 		t.Error("unknown peer accepted")
-	}
-}
-
-// recorder is a testing.TB that records Skip and Fatal instead of acting.
-type recorder struct {
-	testing.TB
-	skipped, failed string
-}
-
-func (r *recorder) Helper()           {}
-func (r *recorder) Skip(args ...any)  { r.skipped = fmt.Sprint(args...) }
-func (r *recorder) Fatal(args ...any) { r.failed = fmt.Sprint(args...) }
-
-func TestNeedSkipsOrFails(t *testing.T) {
-	t.Setenv(EnvDir, t.TempDir())
-	for _, require := range []string{"", "1"} {
-		t.Setenv(EnvRequire, require)
-		r := &recorder{TB: t}
-		Need(r, NodeLlamaCpp)
-		msg := r.skipped
-		if require == "1" {
-			msg = r.failed
-		}
-		if msg == "" || (r.skipped != "") == (r.failed != "") {
-			t.Errorf("%s=%q: skipped %q, failed %q", EnvRequire, require, r.skipped, r.failed)
-		}
-		if !strings.HasPrefix(msg, "peer node-llama-cpp not installed") || !strings.HasSuffix(msg, "run .ci/run or see README") || strings.Contains(msg, "\n") {
-			t.Errorf("reason %q: want one line naming the peer and the fix", msg)
-		}
 	}
 }
