@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 func benchRows(n int) (w, x []byte) {
@@ -25,7 +27,7 @@ func benchDot(b *testing.B, n int, dot func(w, x []byte, nb int) float32) {
 	w, x := benchRows(n)
 	b.SetBytes(int64(len(w)))
 	var s float32
-	cpuBench(b, n, func() { s += dot(w, x, n/BlockQ8_0) })
+	cpubench.Run(b, n, func() { s += dot(w, x, n/BlockQ8_0) })
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
 	_ = s
 }
@@ -47,7 +49,7 @@ func benchQuantize(b *testing.B, f func([]float32, []byte)) {
 	}
 	y := make([]byte, n/BlockQ8_0*BlockBytesQ8_0)
 	b.SetBytes(4 * n)
-	cpuBench(b, 0, func() { f(x, y) })
+	cpubench.Run(b, 0, func() { f(x, y) })
 }
 
 func BenchmarkQuantizeRowQ8_0(b *testing.B) { benchQuantize(b, QuantizeRowQ8_0) }
@@ -74,10 +76,10 @@ func benchStream(b *testing.B, dot func(w, x []byte, nb int) float32) {
 	for r := 0; r < rows; r++ {
 		copy(w[r*rowBytes:], w0)
 	}
-	hugePages(w) // as the runtime places its weights
+	cpubench.HugePages(w) // as the runtime places its weights
 	b.SetBytes(int64(len(w)))
 	var s float32
-	cpuBench(b, 0, func() {
+	cpubench.Run(b, 0, func() {
 		for r := 0; r < rows; r++ {
 			s += dot(w[r*rowBytes:(r+1)*rowBytes], x, n/BlockQ8_0)
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 // TestMulQ8_0MatchesDot checks every output of MulQ8_0 against DotQ8_0's
@@ -144,10 +146,10 @@ func BenchmarkMulQ8_0(b *testing.B) {
 		macs := shape.rows * shape.n * shape.tokens
 		name := fmt.Sprintf("%dx%dx%d", shape.rows, shape.n, shape.tokens)
 		b.Run(name+"/panel", func(b *testing.B) {
-			cpuBench(b, macs, func() { MulQ8_0(w, rb, shape.rows, &q, out, shape.rows) })
+			cpubench.Run(b, macs, func() { MulQ8_0(w, rb, shape.rows, &q, out, shape.rows) })
 		})
 		b.Run(name+"/rows", func(b *testing.B) {
-			cpuBench(b, macs, func() {
+			cpubench.Run(b, macs, func() {
 				for r := range shape.rows {
 					for t := range shape.tokens {
 						out[t*shape.rows+r] = DotQ8_0Sym(w[r*rb:(r+1)*rb], x[t*rb:(t+1)*rb], shape.n)

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 // benchDot reports weight bytes per second (MB/s) and weights per second
@@ -14,7 +16,7 @@ func benchDot(b *testing.B, n int, enc func([]float32, []byte), block, blockByte
 	w, x := realistic(r, n, enc, n/block*blockBytes)
 	b.SetBytes(int64(len(w)))
 	var s float32
-	cpuBench(b, n, func() { s += dot(w, x, n/block) })
+	cpubench.Run(b, n, func() { s += dot(w, x, n/block) })
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
 	_ = s
 }
@@ -66,7 +68,7 @@ func benchQuantize(b *testing.B, f func([]float32, []byte), block, blockBytes in
 	}
 	y := make([]byte, n/block*blockBytes)
 	b.SetBytes(4 * n)
-	cpuBench(b, 0, func() { f(x, y) })
+	cpubench.Run(b, 0, func() { f(x, y) })
 }
 
 func BenchmarkQuantizeRowQ1_0(b *testing.B) {
@@ -106,7 +108,7 @@ func BenchmarkDotQ1_0ActsBatch(b *testing.B) {
 							}
 						}
 					}
-					cpuBench(b, n*k, f)
+					cpubench.Run(b, n*k, f)
 					b.ReportMetric(float64(n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
 				})
 			}
@@ -122,5 +124,5 @@ func BenchmarkActsSet(b *testing.B) {
 	_, x := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
 	var a Acts
 	b.SetBytes(int64(len(x)))
-	cpuBench(b, 0, func() { a.Set(x, n) })
+	cpubench.Run(b, 0, func() { a.Set(x, n) })
 }

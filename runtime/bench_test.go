@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 // benchLlama is a llama config; big is the 706.8M-parameter TinyLlama body
@@ -148,7 +149,7 @@ func BenchmarkDecode(b *testing.B) {
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
-				c0 := processCPU()
+				c0 := cpubench.Process()
 				for i := 0; i < b.N; i++ {
 					if st.Len() >= 256 {
 						st.Reset()
@@ -159,7 +160,7 @@ func BenchmarkDecode(b *testing.B) {
 					}
 					tok[0] = Argmax(l)
 				}
-				reportSpeed(b, b.N, processCPU()-c0, threads)
+				reportSpeed(b, b.N, cpubench.Process()-c0, threads)
 			})
 		}
 	}
@@ -188,14 +189,14 @@ func BenchmarkPrefill(b *testing.B) {
 				st := e.NewState()
 				b.ReportAllocs()
 				b.ResetTimer()
-				c0 := processCPU()
+				c0 := cpubench.Process()
 				for i := 0; i < b.N; i++ {
 					st.Reset()
 					if _, err := st.Forward(prompt); err != nil {
 						b.Fatal(err)
 					}
 				}
-				reportSpeed(b, b.N*len(prompt), processCPU()-c0, threads)
+				reportSpeed(b, b.N*len(prompt), cpubench.Process()-c0, threads)
 			})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 // BenchmarkDepth measures decode (tg, one token) and prompt processing
@@ -33,7 +34,7 @@ func BenchmarkDepth(b *testing.B) {
 				fillKV(st, depth)
 				toks := randomTokens(n, 512, 3)
 				b.ResetTimer()
-				c0 := processCPU()
+				c0 := cpubench.Process()
 				for i := 0; i < b.N; i++ {
 					if err := st.Truncate(depth); err != nil {
 						b.Fatal(err)
@@ -42,7 +43,7 @@ func BenchmarkDepth(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				reportSpeed(b, b.N*n, processCPU()-c0, threads)
+				reportSpeed(b, b.N*n, cpubench.Process()-c0, threads)
 			})
 		}
 	}

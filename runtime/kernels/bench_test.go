@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 // The dot benchmarks report weight bytes per second (MB/s) and weights
@@ -27,7 +28,7 @@ func BenchmarkDotF32(b *testing.B) {
 			b.Run(strconv.Itoa(n)+k.name, func(b *testing.B) {
 				b.SetBytes(4 * int64(n))
 				var s float32
-				cpuBench(b, n, func() { s += k.dot(w, x) })
+				cpubench.Run(b, n, func() { s += k.dot(w, x) })
 				reportWeights(b, n)
 			})
 		}
@@ -45,7 +46,7 @@ func benchDot16(b *testing.B, round func(float32) uint16, asm, ref func(w, x []u
 			b.Run(strconv.Itoa(n)+k.name, func(b *testing.B) {
 				b.SetBytes(2 * int64(n))
 				var s float32
-				cpuBench(b, n, func() { s += k.dot(w, x) })
+				cpubench.Run(b, n, func() { s += k.dot(w, x) })
 				reportWeights(b, n)
 			})
 		}
@@ -59,5 +60,5 @@ func BenchmarkAxpy(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	x, y := randomF32(r, 128, false), randomF32(r, 128, false)
 	b.SetBytes(4 * 128)
-	cpuBench(b, 0, func() { Axpy(0.5, x, y) })
+	cpubench.Run(b, 0, func() { Axpy(0.5, x, y) })
 }
