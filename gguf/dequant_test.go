@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // goldenTypes are the fixture file prefixes for the types with golden
@@ -21,9 +22,7 @@ var goldenTypes = map[string]Type{
 
 func readF32(t testing.TB, path string) []float32 {
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out := make([]float32, len(b)/4)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
@@ -37,25 +36,17 @@ func TestDequantizeGolden(t *testing.T) {
 	for prefix, typ := range goldenTypes {
 		t.Run(prefix, func(t *testing.T) {
 			src, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/"+prefix+".quant.bin"))
-			if err != nil {
-				t.Skip(err)
-			}
+			require.NoError(t, err)
 			want := readF32(t, testkit.Path(t, "ggml-quant-golden/"+prefix+".dequant_f32.bin"))
-			if len(want) != 4*1024 {
-				t.Fatalf("golden has %d values", len(want))
-			}
+			require.Len(t, want, 4*1024)
 			// Row by row, as ggml calls it, and all rows in one call.
 			got := make([]float32, len(want))
 			rb, _ := typ.RowBytes(1024)
 			for r := 0; r < 4; r++ {
-				if err := Dequantize(typ, src[int64(r)*rb:int64(r+1)*rb], got[r*1024:(r+1)*1024]); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, Dequantize(typ, src[int64(r)*rb:int64(r+1)*rb], got[r*1024:(r+1)*1024]))
 			}
 			all := make([]float32, len(want))
-			if err := Dequantize(typ, src, all); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, Dequantize(typ, src, all))
 			bad := 0
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(all[i]) != math.Float32bits(want[i]) {
@@ -65,23 +56,17 @@ func TestDequantizeGolden(t *testing.T) {
 					bad++
 				}
 			}
-			if bad > 0 {
-				t.Errorf("%d of %d values differ", bad, len(want))
-			}
+			assert.Zero(t, bad, "values that differ, of %d", len(want))
 		})
 	}
 }
 
 func TestDequantizeF32(t *testing.T) {
 	src, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/input_f32.bin"))
-	if err != nil {
-		t.Skip(err)
-	}
+	require.NoError(t, err)
 	want := readF32(t, testkit.Path(t, "ggml-quant-golden/input_f32.bin"))
 	got := make([]float32, len(want))
-	if err := Dequantize(F32, src, got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Dequantize(F32, src, got))
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 			t.Fatalf("value %d: %g, want %g", i, got[i], want[i])
@@ -105,17 +90,11 @@ func TestDequantizeErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := Dequantize(c.typ, make([]byte, c.src), make([]float32, c.dst))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error %v, want %q", c.typ, err, c.want)
-		}
+		assert.ErrorContains(t, err, c.want, c.typ)
 	}
 	for _, typ := range []Type{F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_K, NVFP4} {
-		if !CanDequantize(typ) {
-			t.Errorf("CanDequantize(%s) = false", typ)
-		}
-		if err := Dequantize(typ, nil, nil); err != nil {
-			t.Errorf("%s: empty input: %v", typ, err)
-		}
+		assert.True(t, CanDequantize(typ), typ)
+		assert.NoError(t, Dequantize(typ, nil, nil), "%s: empty input", typ)
 	}
 }
 
@@ -124,18 +103,14 @@ func TestDequantizeErrors(t *testing.T) {
 func TestScaleTables(t *testing.T) {
 	e8 := map[int]float32{0: 0x1p-128, 1: 0x1p-127, 2: 0x1p-126, 127: 0.5, 128: 1, 254: 0x1p126, 255: 0x1p127}
 	for x, w := range e8 {
-		if e8m0Half[x] != w {
-			t.Errorf("e8m0Half[%d] = %g, want %g", x, e8m0Half[x], w)
-		}
+		assert.Equal(t, w, e8m0Half[x], "e8m0Half[%d]", x)
 	}
 	ue := map[int]float32{
 		0x00: 0, 0x7F: 0, 0x01: 0x1p-10, 0x07: 7 * 0x1p-10, 0x08: 0x1p-7, 0x38: 0.5, 0x39: 0.5625,
 		0x7E: 224, 0x78: 128, 0xB8: 0.5, 0xFF: 240,
 	}
 	for x, w := range ue {
-		if ue4m3Half[x] != w {
-			t.Errorf("ue4m3Half[%#02x] = %g, want %g", x, ue4m3Half[x], w)
-		}
+		assert.Equal(t, w, ue4m3Half[x], "ue4m3Half[%#02x]", x)
 	}
 }
 
