@@ -8,6 +8,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/bench"
 	"github.com/qnnprep/qnnprep/internal/peers"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // benchJSON runs bench -o json on model with small sizes plus extra and
@@ -84,7 +85,7 @@ func TestBenchLlamaFlags(t *testing.T) {
 		{"llama-bench", "llama-bench", peers.LlamaBenchBin},
 	} {
 		t.Run(tt.flag, func(t *testing.T) {
-			peers.Need(t, tt.need)
+			testkit.Need(t, tt.need)
 			r := benchJSON(t, src, "--llama", "--llama-peer", tt.flag)
 			n := 0
 			for _, x := range r.Results {

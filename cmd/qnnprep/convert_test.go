@@ -14,6 +14,9 @@ import (
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
+// fixture is testdata/rel at the repository's root (testkit.Path).
+func fixture(t testing.TB, rel string) string { return testkit.Path(t, rel) }
+
 func readIDs(t *testing.T, path string) []int32 {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -36,8 +39,8 @@ func readIDs(t *testing.T, path string) []int32 {
 func convertStories(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "stories260K.gguf")
-	if code := run([]string{"convert", "--to", "gguf", "-q", testkit.Path(t, "stories260K/hf"), out,
-		"--vocab", testkit.Path(t, "stories260K/tok512.bin")}); code != 0 {
+	if code := run([]string{"convert", "--to", "gguf", "-q", fixture(t, "stories260K/hf"), out,
+		"--vocab", fixture(t, "stories260K/tok512.bin")}); code != 0 {
 		t.Fatalf("convert exited %d", code)
 	}
 	return out
@@ -46,7 +49,7 @@ func convertStories(t *testing.T) string {
 func TestConvertStoriesDecodesInLlamaCpp(t *testing.T) {
 	testkit.Need(t, peers.NodeLlamaCpp)
 	out := convertStories(t)
-	want := readIDs(t, testkit.Path(t, "stories260K/greedy_ids_from_bos_first64.txt"))[:60]
+	want := readIDs(t, fixture(t, "stories260K/greedy_ids_from_bos_first64.txt"))[:60]
 	got, err := peers.LlamaGreedy(out, []int32{1}, 60, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +93,7 @@ func TestConvertIsLosslessAndDeterministic(t *testing.T) {
 	if string(ab) != string(bb) {
 		t.Fatal("two conversions of the same input differ")
 	}
-	src, err := model.Open(testkit.Path(t, "stories260K/hf"))
+	src, err := model.Open(fixture(t, "stories260K/hf"))
 	if err != nil {
 		t.Fatal(err)
 	}
