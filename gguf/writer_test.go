@@ -25,8 +25,8 @@ func writerFor(t testing.TB, f *File) *Writer {
 	return w
 }
 
-// TestRoundTripFixtures reads every fixture GGUF, writes it back and reads
-// that again. Both llama.cpp's C++ writer (stories260K) and gguf-py's
+// TestRoundTripFixtures reads every fixture GGUF (v3), writes it back and
+// reads that again. Both llama.cpp's C++ writer (stories260K) and gguf-py's
 // writer (the vocab files, no tensors, no final padding) lay files out as
 // ggml does, so the written bytes equal the original ones.
 func TestRoundTripFixtures(t *testing.T) {
@@ -37,6 +37,10 @@ func TestRoundTripFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
+			if f.Version != Version {
+				// llama.cpp's models/ keeps a few v2 files (aquila).
+				t.Skipf("GGUF v%d: the writer writes only v%d", f.Version, Version)
+			}
 			var buf bytes.Buffer
 			n, err := writerFor(t, f).WriteTo(&buf)
 			if err != nil {
