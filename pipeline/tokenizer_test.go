@@ -13,17 +13,18 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit"
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
-const tok512 = "../../shared/fixtures/stories260K/tok512.bin"
+var tok512 = testkit.File("stories260K/tok512.bin")
 
 // MakeBundleTokenizer copies a Hugging Face tokenizer.json, writes one
 // from any other vocabulary (a file or the model's own keys) that encodes
 // like it, and fails, naming ErrNoTokenizer, without one.
 func TestMakeBundleTokenizer(t *testing.T) {
 	if _, err := os.Stat(tok512); err != nil {
-		t.Skipf("fixture missing: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	vocabMD, err := synth.VocabMetadata(512)
 	if err != nil {
@@ -101,7 +102,7 @@ func TestMakeBundleTokenizer(t *testing.T) {
 // tokenizer.json written from it and the qmodel the same vocabulary.
 func TestBuildTokenizer(t *testing.T) {
 	if _, err := os.Stat(tok512); err != nil {
-		t.Skipf("fixture missing: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	src := filepath.Join(t.TempDir(), "hf")
 	if err := synth.WriteHF(src, synth.Config(model.Llama, true), 3, 1); err != nil {
@@ -158,10 +159,7 @@ func TestBuildTokenizer(t *testing.T) {
 // the bundle tokenizer's EOG (genie_config.json's eos-token) holds Qwen2's
 // <|endoftext|> and <|im_end|>.
 func TestBundleTokenizerEOG(t *testing.T) {
-	path := "../../shared/fixtures/tokenizer-vocab/ggml-vocab-qwen2.gguf"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("fixture missing: %v", err)
-	}
+	path := testkit.Vocab(t, "qwen2")
 	bt, err := MakeBundleTokenizer(path, nil, 151936, []string{"<|im_start|>user\nHello<|im_end|>\n"})
 	if err != nil {
 		t.Fatal(err)

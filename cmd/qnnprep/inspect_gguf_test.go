@@ -8,17 +8,14 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // inspect shows any valid GGUF, also one the pipeline cannot use:
 // llama.cpp's vocabulary-only files of other architectures, with their
 // metadata, tensors (none) and notes saying what is not supported.
 func TestInspectAnyGGUF(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join(fixtures, "tokenizer-vocab", "ggml-vocab-*.gguf"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no vocabulary fixtures: %v", err)
-	}
-	for _, p := range paths {
+	for _, p := range testkit.Vocabs(t) {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			f, err := gguf.Open(p)
 			if err != nil {

@@ -8,7 +8,7 @@ import (
 // Thread and job counts are bounded before any work: a typo like
 // -t 100000 is refused with the limit.
 func TestThreadCountsBounded(t *testing.T) {
-	model := "../../../shared/fixtures/stories260K/stories260K-llamacpp.gguf"
+	model := fixture(t, "stories260K/stories260K-llamacpp.gguf")
 	for _, c := range []struct {
 		args []string
 		want string
