@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 func mins(r *Report) (float64, float64, float64) {
