@@ -323,7 +323,15 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 		b.res.Steps = append(b.res.Steps, StepResult{Name: s, Status: StatusNotRun})
 	}
+	// A bundle left by an earlier build into OutDir no longer stands for
+	// this one, whatever happens next.
+	if err := qnnpack.MarkIncomplete(filepath.Join(o.OutDir, BundleDir), "a newer qnnprep build into "+o.OutDir+" started and did not finish"); err != nil {
+		return nil, err
+	}
 	err := b.run()
+	if ferr := b.finishBundle(err); ferr != nil && err == nil {
+		err = ferr
+	}
 	if werr := b.writeSummary(); werr != nil && err == nil {
 		err = werr
 	}

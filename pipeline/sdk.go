@@ -53,6 +53,7 @@ func (b *builder) sdkAndBundle() error {
 				ConverterArgs: b.o.ConverterArgs, Tokenizer: b.tok.Copy, TokenizerJSON: b.tok.JSON, EOG: b.tok.EOG, Recipe: recipe,
 				QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
 				AllowRecurrentState: b.o.AllowRecurrentState,
+				Incomplete:          incompleteVerify,
 				DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
 			})
 			if err != nil {
@@ -99,13 +100,11 @@ func (b *builder) sdkAndBundle() error {
 		return nil
 	}
 	// qnnpack.Build wrote the bundle as its last act (its time is in the
-	// sdk step); the bundle step re-checks it against its manifest.
+	// sdk step), marked incomplete until the build passes; the bundle step
+	// re-checks everything else.
 	return b.step(StepBundle, func(s *StepResult) error {
-		m, err := qnnpack.VerifyBundle(res.Bundle)
-		// VerifyBundle always fails a dry-run bundle (its context binaries
-		// are missing) and lists that as the last of its problems; when it
-		// is the only one, every file the manifest lists matched.
-		if err != nil && !(m != nil && m.DryRun && strings.Count(err.Error(), "\n  ") == 1) {
+		m, err := qnnpack.VerifyBundleFiles(res.Bundle)
+		if err != nil {
 			return err
 		}
 		b.res.Bundle = res.Bundle
@@ -116,6 +115,28 @@ func (b *builder) sdkAndBundle() error {
 		}
 		return nil
 	})
+}
+
+// incompleteVerify is the mark a build's bundle carries until the build
+// has passed (finishBundle).
+const incompleteVerify = "written by qnnprep build before its verify step; it is complete only once the build passes"
+
+// finishBundle completes the bundle when the build passed, and otherwise
+// leaves it marked incomplete with the reason, so that only a passing
+// build leaves a bundle 'bundle verify' accepts.
+func (b *builder) finishBundle(err error) error {
+	dir := filepath.Join(b.o.OutDir, BundleDir)
+	switch {
+	case err == nil && b.res.Pass():
+		if b.res.Bundle == "" {
+			return nil // no bundle (a dry-run spd build)
+		}
+		return qnnpack.MarkComplete(dir)
+	case err != nil:
+		return qnnpack.MarkIncomplete(dir, "qnnprep build failed: "+err.Error())
+	default:
+		return qnnpack.MarkIncomplete(dir, "qnnprep build ended with result FAIL")
+	}
 }
 
 // dryRunJobs lists the SDK jobs for p's graphs, as a dry-run qnnpack.Build

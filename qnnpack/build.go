@@ -64,6 +64,11 @@ type BuildOptions struct {
 	KVBits         int // KV cache bits for the placeholder prefix; 0 means 8
 	RopeScaling    map[string]any
 	Draft          *DraftModel // spd only
+	// Incomplete, when set, writes the manifest marked incomplete with this
+	// reason (MarkComplete clears it): a caller that checks the bundle
+	// further (qnnprep build's verify step) completes it only when that
+	// passes.
+	Incomplete string
 
 	// SkipCheck builds even if shard.Check finds the plan inconsistent with
 	// Genie's contract (for experiments; such a bundle will not load).
@@ -121,6 +126,14 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	if o.WorkDir == "" {
 		o.WorkDir = filepath.Clean(o.OutDir) + ".work"
 	}
+	// OutDir is qnnprep's or refused; whatever happens next, a bundle
+	// already in it is no longer the one this build stands for.
+	if err := atomicfile.CheckOwned(o.OutDir); err != nil {
+		return nil, err
+	}
+	if err := MarkIncomplete(o.OutDir, "a newer build into this directory started and did not finish"); err != nil {
+		return nil, err
+	}
 	if !o.SkipCheck {
 		if v := shard.Check(p, shard.CheckEnv{StateRuntime: o.AllowRecurrentState}); len(v) > 0 {
 			msg := make([]string, 0, len(v))
@@ -148,10 +161,7 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Jobs: jobs, Stages: stages, Bundle: o.OutDir}
-	// Both directories are qnnprep's or refused, before any tool runs.
-	if err := atomicfile.CheckOwned(o.OutDir); err != nil {
-		return nil, err
-	}
+	// The work directory is qnnprep's or refused, before any tool runs.
 	stageDirs := make([]string, len(stages))
 	for i, sp := range stages {
 		stageDirs[i] = filepath.Base(sp.Dir)
@@ -259,6 +269,8 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 		Plan:    BundlePlanName,
 		Recipe:  o.Recipe,
 		DryRun:  o.DryRun,
+
+		Incomplete: o.Incomplete,
 	}
 	if m.Qnnprep == "" {
 		m.Qnnprep = "(unknown)"

@@ -44,6 +44,10 @@ func newBuildEnvFor(t *testing.T, opts shard.Options, h Host) *buildEnv {
 	e.files = writeGraphs(t, e.plan, e.in)
 	e.calls = filepath.Join(t.TempDir(), "calls.jsonl")
 	t.Setenv("FAKESDK_CALLS", e.calls)
+	// genie_config.json names tokenizer.json: a bundle that verifies has one.
+	if err := os.WriteFile(filepath.Join(e.in, "tokenizer.json"), []byte(`{"model":{"type":"BPE"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 
@@ -51,6 +55,7 @@ func (e *buildEnv) options() BuildOptions {
 	return BuildOptions{
 		SDK: e.sdk, Plan: e.plan, Config: testConfig(4), Graphs: e.files, OutDir: e.out,
 		SoC: "8elite", QnnprepVersion: "test", Recipe: json.RawMessage(`{"weights":"Q1_0"}`),
+		Tokenizer: filepath.Join(e.in, "tokenizer.json"),
 	}
 }
 
@@ -738,5 +743,27 @@ func TestCheckBinarySizes(t *testing.T) {
 	err := checkBinarySizes(stages, shard.DefaultMaxStageBytes)
 	if err == nil || !strings.Contains(err.Error(), "stage 2") || !strings.Contains(err.Error(), "3221225472 bytes") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// A build that fails leaves no bundle that verifies: the one an earlier
+// build wrote into the same directory is marked incomplete before any
+// work, since it no longer stands for what was asked.
+func TestFailedBuildInvalidatesBundle(t *testing.T) {
+	e := newBuildEnv(t, shard.Options{})
+	if _, err := Build(context.Background(), e.options()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyBundle(e.out); err != nil {
+		t.Fatalf("first build: %v", err)
+	}
+	t.Setenv("FAKESDK_FAIL", ToolCtxGen+":tiny_02_of_02")
+	o := e.options()
+	o.Force = true
+	if _, err := Build(context.Background(), o); err == nil {
+		t.Fatal("second build did not fail")
+	}
+	if _, err := VerifyBundle(e.out); err == nil || !strings.Contains(err.Error(), "marked incomplete") {
+		t.Errorf("bundle after a failed rebuild: %v", err)
 	}
 }

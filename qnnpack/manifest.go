@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -105,6 +106,12 @@ func WriteManifest(dir string, m *Manifest) error {
 		}
 		m.Files = append(m.Files, ManifestFile{Path: rel, Size: fi.Size(), SHA256: h})
 	}
+	return writeManifest(dir, m)
+}
+
+// writeManifest writes m as dir/manifest.json with its self hash, as it
+// stands (file hashes are not recomputed).
+func writeManifest(dir string, m *Manifest) error {
 	m.Self = zeroHash
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -116,6 +123,43 @@ func WriteManifest(dir string, m *Manifest) error {
 	copy(b[i+len(selfKey):], hex.EncodeToString(sum[:]))
 	m.Self = hex.EncodeToString(sum[:])
 	return atomicfile.WriteFile(filepath.Join(dir, ManifestName), b)
+}
+
+// MarkIncomplete marks the bundle in dir incomplete with reason, so that
+// VerifyBundle fails it until MarkComplete: a build marks the bundle it
+// is about to replace, and its own bundle until it has passed. A
+// directory without a readable manifest is left alone (no bundle there
+// verifies anyway).
+func MarkIncomplete(dir, reason string) error {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("qnnpack: %w", err)
+	}
+	m, err := ParseManifest(b, filepath.Join(dir, ManifestName))
+	if err != nil {
+		return nil
+	}
+	m.Incomplete = reason
+	return writeManifest(dir, m)
+}
+
+// MarkComplete clears the bundle's incomplete mark once the build that
+// wrote it has passed.
+func MarkComplete(dir string) error {
+	mp := filepath.Join(dir, ManifestName)
+	b, err := os.ReadFile(mp)
+	if err != nil {
+		return fmt.Errorf("qnnpack: %w", err)
+	}
+	m, err := ParseManifest(b, mp)
+	if err != nil {
+		return err
+	}
+	m.Incomplete = ""
+	return writeManifest(dir, m)
 }
 
 // listFiles returns every regular file under dir but the output marker
@@ -191,10 +235,22 @@ func ParseManifest(b []byte, name string) (*Manifest, error) {
 	return &m, nil
 }
 
-// VerifyBundle re-checks a bundle against its manifest: the manifest's own
-// hash, every listed file's size and SHA-256, and no missing or extra
-// files. All problems are reported together.
-func VerifyBundle(dir string) (*Manifest, error) {
+// VerifyBundle re-checks a bundle against its manifest and says whether it
+// is a finished bundle: the manifest's own hash, every listed file's size
+// and SHA-256, no missing or extra files, genie_config.json,
+// htp_backend_ext_config.json and the plan listed, every file those
+// configs name present, a context binary for every stage of the plan, and
+// neither a dry run nor marked incomplete. All problems are reported
+// together.
+func VerifyBundle(dir string) (*Manifest, error) { return verifyBundle(dir, true) }
+
+// VerifyBundleFiles checks all VerifyBundle does but whether the bundle is
+// finished: a dry-run bundle (no context binaries) or one its build has
+// not yet completed passes when everything else holds. A build checks
+// its bundle with it before the verify step that completes it.
+func VerifyBundleFiles(dir string) (*Manifest, error) { return verifyBundle(dir, false) }
+
+func verifyBundle(dir string, finished bool) (*Manifest, error) {
 	mp := filepath.Join(dir, ManifestName)
 	b, err := os.ReadFile(mp)
 	if err != nil {
@@ -211,6 +267,10 @@ func VerifyBundle(dir string) (*Manifest, error) {
 	present := map[string]bool{}
 	for _, f := range files {
 		present[f] = true
+	}
+	listed := map[string]bool{}
+	for _, f := range m.Files {
+		listed[f.Path] = true
 	}
 	var problems []string
 	for _, f := range m.Files {
@@ -240,8 +300,12 @@ func VerifyBundle(dir string) (*Manifest, error) {
 	for _, f := range sortedKeys(present) {
 		problems = append(problems, fmt.Sprintf("%s: not in the manifest", f))
 	}
-	if m.DryRun {
+	problems = append(problems, contentProblems(dir, m, listed)...)
+	if finished && m.DryRun {
 		problems = append(problems, "dry-run bundle: the SDK did not run, so the context binaries are missing")
+	}
+	if finished && m.Incomplete != "" {
+		problems = append(problems, "marked incomplete: "+m.Incomplete)
 	}
 	if len(problems) > 0 {
 		return m, fmt.Errorf("qnnpack: bundle %s does not match its manifest:\n  %s", dir, strings.Join(problems, "\n  "))

@@ -32,7 +32,7 @@ func TestVerifyBundleDetectsEveryFlippedByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"genie_config.json", "htp_backend_ext_config.json", "manifest.json", "plan.json",
-		"ssd_prefix/kv-cache.primary.qnn-htp", "tiny_01_of_02.bin", "tiny_02_of_02.bin"}
+		"ssd_prefix/kv-cache.primary.qnn-htp", "tiny_01_of_02.bin", "tiny_02_of_02.bin", "tokenizer.json"}
 	if strings.Join(files, " ") != strings.Join(want, " ") {
 		t.Fatalf("bundle files %v, want %v", files, want)
 	}
@@ -163,4 +163,96 @@ func FuzzParseManifest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ParseManifest(data, "fuzz")
 	})
+}
+
+// TestVerifyBundleContents: a bundle whose files all match its manifest
+// still fails when what it says it holds is absent: a file genie_config.json
+// names, the configs or the plan, a stage's context binary; and when it is
+// marked incomplete. Each case edits a built ssd-q1 bundle and rewrites its
+// manifest, so only the rule under test can catch it.
+func TestVerifyBundleContents(t *testing.T) {
+	ssd := shard.Dialog{Type: shard.SSD, ForecastTokenCount: 2, Branches: []int{2}, ForecastPrefix: 4, ForecastPrefixName: "ssd_prefix"}
+	e := newBuildEnv(t, shard.Options{Dialog: ssd})
+	if _, err := Build(context.Background(), e.options()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyBundle(e.out); err != nil {
+		t.Fatalf("built bundle: %v", err)
+	}
+	rewrite := func(dir string, edit func(m *Manifest)) {
+		b, err := os.ReadFile(filepath.Join(dir, ManifestName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseManifest(b, ManifestName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			edit(m)
+		}
+		if err := WriteManifest(dir, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		remove []string
+		edit   func(m *Manifest)
+		want   []string
+	}{
+		{"only a manifest", []string{"genie_config.json", "htp_backend_ext_config.json", "plan.json", "ssd_prefix/kv-cache.primary.qnn-htp", "tiny_01_of_02.bin", "tiny_02_of_02.bin", "tokenizer.json"},
+			func(m *Manifest) { m.Plan = "" }, []string{"genie_config.json: every bundle has one", "the manifest names no plan"}},
+		{"tokenizer", []string{"tokenizer.json"}, nil, []string{"genie_config.json names tokenizer.json (path), which is not in the bundle"}},
+		{"forecast prefix", []string{"ssd_prefix/kv-cache.primary.qnn-htp"}, nil, []string{"names ssd_prefix/kv-cache.primary.qnn-htp (forecast-prefix-name)"}},
+		{"context binary", []string{"tiny_02_of_02.bin"}, nil, []string{"stage 2 of plan.json: its context binary tiny_02_of_02.bin is not in the manifest", "names tiny_02_of_02.bin (ctx-bins)"}},
+		{"plan", []string{"plan.json"}, nil, []string{"plan.json: the manifest's plan, but the manifest does not list it"}},
+		{"extensions", []string{"htp_backend_ext_config.json"}, nil, []string{"htp_backend_ext_config.json: genie_config.json's backend extensions"}},
+		{"incomplete", nil, func(m *Manifest) { m.Incomplete = "build interrupted" }, []string{"marked incomplete: build interrupted"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "bundle")
+			if err := os.CopyFS(dir, os.DirFS(e.out)); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tc.remove {
+				if err := os.Remove(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rewrite(dir, tc.edit)
+			_, err := VerifyBundle(dir)
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+
+	// MarkIncomplete and MarkComplete change only the mark; VerifyBundleFiles
+	// (what a build checks before its verify step) ignores it.
+	if err := MarkIncomplete(e.out, "not verified yet"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyBundle(e.out); err == nil || !strings.Contains(err.Error(), "marked incomplete: not verified yet") {
+		t.Errorf("marked bundle: %v", err)
+	}
+	if _, err := VerifyBundleFiles(e.out); err != nil {
+		t.Errorf("VerifyBundleFiles of a marked bundle: %v", err)
+	}
+	if err := MarkComplete(e.out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyBundle(e.out); err != nil {
+		t.Errorf("completed bundle: %v", err)
+	}
+	// A directory without a manifest is no bundle and is left alone.
+	empty := t.TempDir()
+	if err := MarkIncomplete(empty, "x"); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(empty, ManifestName)); !os.IsNotExist(err) {
+		t.Error("MarkIncomplete wrote a manifest into a directory without one")
+	}
 }
