@@ -95,7 +95,7 @@ func TestOnlyPassingBuildLeavesBundle(t *testing.T) {
 			o := opts(out, equal)
 			o.Plan.Stages = 5 // 2 layers: plan fails
 			return Build(context.Background(), o)
-		}, "a newer qnnprep build"},
+		}, "qnnprep build failed: plan"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
