@@ -337,7 +337,8 @@ func TestBundleBuildRecurrentState(t *testing.T) {
 	})
 	// --model is the HF source: its config.json names BOS and EOS, which
 	// genie_config.json needs.
-	build := []string{"bundle", "build", "--plan", plan, "--model", src, "--graphs", graphs, "--out", out, "--soc", "8elite", "--dry-run"}
+	build := []string{"bundle", "build", "--plan", plan, "--model", src, "--graphs", graphs, "--out", out, "--soc", "8elite", "--dry-run",
+		"--tokenizer", filepath.Join(src, "tokenizer.json")}
 	var code int
 	stderr := captureStderr(t, func() { captureStdout(t, func() { code = run(build) }) })
 	if code != 1 || !strings.Contains(stderr, shard.RuleRecurrent) {
