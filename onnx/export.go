@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,11 +32,21 @@ type ExportOptions struct {
 // files it did not write, and records each graph's files there before
 // writing them.
 func Export(m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progress func(i, n int, graph string)) ([]string, error) {
+	return ExportContext(context.Background(), m, p, dir, opts, progress)
+}
+
+// ExportContext is Export that stops once ctx is cancelled, returning
+// ctx.Err(): between graphs and, while writing, between tensors and within
+// large ones. Files of graphs already written stay; none is left partial.
+func ExportContext(ctx context.Context, m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progress func(i, n int, graph string)) ([]string, error) {
 	if err := atomicfile.Claim(dir); err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	var paths []string
 	for i := range p.Graphs {
+		if err := ctx.Err(); err != nil {
+			return paths, err
+		}
 		pg := &p.Graphs[i]
 		if progress != nil {
 			progress(i, len(p.Graphs), pg.Name)
@@ -59,7 +70,7 @@ func Export(m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progr
 				{"qnnprep.model", p.Model.Name},
 			},
 		}
-		if err := g.WriteFile(base+".onnx", wo); err != nil {
+		if err := g.WriteFileContext(ctx, base+".onnx", wo); err != nil {
 			return paths, err
 		}
 		paths = append(paths, base+".onnx")

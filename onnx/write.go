@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -43,6 +44,18 @@ const externalAlign = 4096
 // WriteFile writes the graph as an ONNX model at path (and path+".data" if
 // the data is external). Both files appear only when both are complete.
 func (g *Graph) WriteFile(path string, opts WriteOptions) error {
+	return g.WriteFileContext(context.Background(), path, opts)
+}
+
+// writeChunk is how much tensor data WriteFileContext writes between two
+// looks at its context, so a cancelled export stops within milliseconds
+// even inside a multi-GB tensor.
+const writeChunk = 4 << 20
+
+// WriteFileContext is WriteFile that stops, returning ctx.Err() and
+// leaving no file under path or path+".data", once ctx is cancelled: it
+// checks ctx between initializers and every writeChunk bytes within one.
+func (g *Graph) WriteFileContext(ctx context.Context, path string, opts WriteOptions) error {
 	if opts.IRVersion == 0 {
 		opts.IRVersion = 8
 	}
@@ -64,6 +77,9 @@ func (g *Graph) WriteFile(path string, opts WriteOptions) error {
 		bw := bufio.NewWriterSize(data, 1<<20)
 		var off int64
 		for i := range g.Inits {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			t := m.Graph.Initializer[i]
 			b, err := g.Inits[i].bytes()
 			if err != nil {
@@ -78,8 +94,13 @@ func (g *Graph) WriteFile(path string, opts WriteOptions) error {
 				return fmt.Errorf("write %s: %w", dataPath, err)
 			}
 			off += pad
-			if _, err := bw.Write(b); err != nil {
-				return fmt.Errorf("write %s: %w", dataPath, err)
+			for rest := b; len(rest) > 0; rest = rest[min(len(rest), writeChunk):] {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if _, err := bw.Write(rest[:min(len(rest), writeChunk)]); err != nil {
+					return fmt.Errorf("write %s: %w", dataPath, err)
+				}
 			}
 			t.DataLocation = pb.TensorProto_EXTERNAL
 			t.ExternalData = []*pb.StringStringEntryProto{
@@ -94,6 +115,9 @@ func (g *Graph) WriteFile(path string, opts WriteOptions) error {
 		}
 	} else {
 		for i := range g.Inits {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			b, err := g.Inits[i].bytes()
 			if err != nil {
 				return fmt.Errorf("onnx: %s: %w", path, err)
@@ -112,6 +136,11 @@ func (g *Graph) WriteFile(path string, opts WriteOptions) error {
 	defer f.Abort()
 	if _, err := f.Write(b); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	// Last look before the renames: a cancelled export must not leave a
+	// .data file whose .onnx never follows.
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if data != nil {
 		if err := data.Commit(); err != nil {

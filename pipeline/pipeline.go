@@ -556,7 +556,7 @@ func (b *builder) exportGraphs(m *model.Model, p *shard.Plan, dir, step string) 
 		}
 		one := *p
 		one.Graphs = p.Graphs[i : i+1]
-		paths, err := onnx.Export(m, &one, dir, opts, nil)
+		paths, err := onnx.ExportContext(b.ctx, m, &one, dir, opts, nil)
 		if err != nil {
 			return nil, 0, 0, err
 		}

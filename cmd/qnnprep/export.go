@@ -135,7 +135,7 @@ func exportWithContext(ctx context.Context, m *model.Model, p *shard.Plan, dir s
 		}
 		one := *p
 		one.Graphs = p.Graphs[i : i+1]
-		out, err := onnx.Export(m, &one, dir, opts, func(_, _ int, g string) {
+		out, err := onnx.ExportContext(ctx, m, &one, dir, opts, func(_, _ int, g string) {
 			if progress != nil {
 				progress(i, len(p.Graphs), g)
 			}

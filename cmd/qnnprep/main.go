@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -128,7 +129,7 @@ func run(args []string) int {
 		return 2
 	}
 
-	ctx, stop := interruptContext()
+	ctx, stop := interruptContext(c.Name)
 	defer stop()
 	err := c.Run(ctx, args[1:])
 	// Whatever happened, no temporary file may outlive the command.
@@ -140,7 +141,7 @@ func run(args []string) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case ctx.Err() != nil:
-		fmt.Fprintf(os.Stderr, "qnnprep %s: interrupted\n", c.Name)
+		interrupted(c.Name)
 		return 130
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(os.Stderr, "qnnprep %s: %s\nusage: %s\n", c.Name, strings.TrimSuffix(err.Error(), ": usage"), c.Usage)
@@ -151,11 +152,23 @@ func run(args []string) int {
 	}
 }
 
+// interruptGrace is how long a command may take to unwind after SIGINT or
+// SIGTERM before the process removes its temporary files and exits anyway:
+// an interrupted command must stop within a second, whatever it was doing.
+const interruptGrace = 800 * time.Millisecond
+
+var interruptOnce sync.Once
+
+// interrupted tells the user, once, that the command was interrupted.
+func interrupted(name string) {
+	interruptOnce.Do(func() { fmt.Fprintf(os.Stderr, "qnnprep %s: interrupted\n", name) })
+}
+
 // interruptContext is cancelled on SIGINT or SIGTERM. Commands watch it and
 // unwind (killing child processes, aborting temp files); if they have not
-// returned within a grace period, or a second signal arrives, temporary
-// files are removed and the process exits at once.
-func interruptContext() (context.Context, func()) {
+// returned within interruptGrace, or a second signal arrives, temporary
+// files are removed and the process exits at once with status 130.
+func interruptContext(name string) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -166,9 +179,10 @@ func interruptContext() (context.Context, func()) {
 		cancel()
 		select {
 		case <-sig:
-		case <-time.After(10 * time.Second):
+		case <-time.After(interruptGrace):
 		}
 		atomicfile.RemoveTemps()
+		interrupted(name)
 		os.Exit(130)
 	}()
 	return ctx, func() { signal.Stop(sig); cancel() }

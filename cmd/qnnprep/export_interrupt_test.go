@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/synth"
+)
+
+// TestExportInterrupted sends SIGINT while 'export onnx' is inside a tensor
+// of its external data file and requires the process to exit 130 within a
+// second, say "interrupted", and leave no temporary file and nothing
+// partial under a final name.
+func TestExportInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 300 MB model")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.gguf")
+	cfg := synth.Config(model.Llama, true)
+	cfg.Hidden, cfg.FFN, cfg.Layers, cfg.VocabSize = 1024, 2816, 2, 32000
+	cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RopeDim = 8, 8, 128, 128
+	cfg.LayerKinds = make([]model.LayerKind, cfg.Layers)
+	if err := synth.WriteGGUF(src, cfg, 1, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	q := filepath.Join(dir, "int8.gguf")
+	plan := filepath.Join(dir, "plan.json")
+	for _, args := range [][]string{
+		{"quantize", src, q, "--recipe", "int8"},
+		{"plan", q, "--stages", "1", "--ar", "32,1", "--cl", "128", "-o", plan},
+	} {
+		if code := run(args); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+	}
+
+	out := filepath.Join(dir, "onnx")
+	args, _ := json.Marshal([]string{"export", "onnx", plan, q, out, "-q", "--external"})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
+	cmd.Env = append(os.Environ(), "QNNPREP_HELPER_ARGS="+string(args))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until a temporary data file has bytes in it: the export is
+	// writing tensors.
+	deadline := time.Now().Add(60 * time.Second)
+	for !hasGrowingTemp(out) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("export never started writing; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	sent := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("export did not exit after SIGINT")
+	}
+	latency := time.Since(sent)
+	t.Logf("SIGINT to exit: %v", latency)
+	if latency > time.Second {
+		t.Errorf("export took %v to stop after SIGINT, want at most 1s", latency)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d, want 130; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say interrupted:\n%s", stderr.String())
+	}
+	// Only complete graphs may remain: each .onnx parses and has its
+	// encodings, each .data file belongs to such a model.
+	ents, _ := os.ReadDir(out)
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case name == atomicfile.MarkerName:
+		case strings.HasSuffix(name, ".onnx"):
+			if _, err := onnx.Read(filepath.Join(out, name)); err != nil {
+				t.Errorf("interrupted export left a bad %s: %v", name, err)
+			}
+			base := strings.TrimSuffix(name, ".onnx")
+			if _, err := os.Stat(filepath.Join(out, base+".encodings.json")); err != nil {
+				t.Errorf("interrupted export left %s without its encodings", name)
+			}
+		case strings.HasSuffix(name, ".onnx.data"), strings.HasSuffix(name, ".encodings.json"):
+			base := strings.TrimSuffix(strings.TrimSuffix(name, ".data"), ".encodings.json")
+			base = strings.TrimSuffix(base, ".onnx")
+			if _, err := os.Stat(filepath.Join(out, base+".onnx")); err != nil {
+				t.Errorf("interrupted export left %s without its model", name)
+			}
+		default:
+			t.Errorf("interrupted export left %s", name)
+		}
+	}
+}
+
+func hasGrowingTemp(dir string) bool {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if atomicfile.IsTemp(e.Name()) && strings.Contains(e.Name(), ".data") {
+			if fi, err := e.Info(); err == nil && fi.Size() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
