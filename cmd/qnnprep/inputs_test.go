@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // A vocabulary that does not fit the model's embedding is refused by the
@@ -26,31 +28,38 @@ func TestVocabularyMustFitEmbedding(t *testing.T) {
 		"added_tokens":[{"id":520,"content":"<|extra|>","special":true}],
 		"normalizer":null,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},
 		"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]}}`), 0o644)
-	gpt2 := fixture(t, "tokenizer-vocab/ggml-vocab-gpt-2.gguf")
+	// llama.cpp's gpt-2 vocabulary comes with the peers; only its case needs it.
+	var gpt2 string
 	for _, c := range []struct {
 		name string
-		args func(out string) []string
-		want []string
+		args func(t testing.TB, out string) []string
+		want func() []string
 	}{
-		{"convert --vocab with another model's vocabulary", func(out string) []string {
+		{"convert --vocab with another model's vocabulary", func(t testing.TB, out string) []string {
+			gpt2 = testkit.Vocab(t, "gpt-2")
 			return []string{"convert", "--to", "gguf", "-q", hf, out, "--vocab", gpt2}
-		}, []string{"--vocab " + gpt2, "key tokenizer.ggml.tokens: a vocabulary of 50257 tokens (ids 0..50256) for an embedding of 512 rows"}},
-		{"convert with a tokenizer.json added token past the rows", func(out string) []string {
+		}, func() []string {
+			return []string{"--vocab " + gpt2, "key tokenizer.ggml.tokens: a vocabulary of 50257 tokens (ids 0..50256) for an embedding of 512 rows"}
+		}},
+		{"convert with a tokenizer.json added token past the rows", func(t testing.TB, out string) []string {
 			return []string{"convert", "--to", "gguf", "-q", withTok, out}
-		}, []string{filepath.Join(withTok, "tokenizer.json"), "a vocabulary of 521 tokens (ids 0..520) for an embedding of 512 rows"}},
-		{"quantize with a tokenizer.json added token past the rows", func(out string) []string {
+		}, func() []string {
+			return []string{filepath.Join(withTok, "tokenizer.json"), "a vocabulary of 521 tokens (ids 0..520) for an embedding of 512 rows"}
+		}},
+		{"quantize with a tokenizer.json added token past the rows", func(t testing.TB, out string) []string {
 			return []string{"quantize", withTok, out, "--recipe", "q8_0"}
-		}, []string{filepath.Join(withTok, "tokenizer.json"), "521 tokens"}},
+		}, func() []string { return []string{filepath.Join(withTok, "tokenizer.json"), "521 tokens"} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out.gguf")
+			args := c.args(t, out)
 			var code int
-			msg := captureStderr(t, func() { code = run(c.args(out)) })
+			msg := captureStderr(t, func() { code = run(args) })
 			if code == 0 {
 				t.Fatal("accepted")
 			}
-			for _, w := range c.want {
+			for _, w := range c.want() {
 				if !strings.Contains(msg, w) {
 					t.Errorf("message %q lacks %q", msg, w)
 				}
