@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/qnnprep/qnnprep/internal/bytesize"
 )
 
 // Rule ids reported by Check. They are stable: scripts may match on them.
@@ -246,7 +248,7 @@ func (c *checker) stageRules() {
 		if s.Bytes > c.env.MaxContextBytes {
 			c.add(RuleContextBytes, g, "", "split into more stages: balance by bytes (no --stages/--layers-per-stage) or raise --stages",
 				"stage %d (layers %d…%d) holds %s of weights on the device (%s container; %s in the qmodel); a context binary over %s fails to serialize (\"memory usage too large\")",
-				s.Index, s.FirstLayer, s.LastLayer, fmtBytes(s.Bytes), c.p.Container, fmtBytes(s.QModelBytes), fmtBytes(c.env.MaxContextBytes))
+				s.Index, s.FirstLayer, s.LastLayer, bytesize.Format(s.Bytes), c.p.Container, bytesize.Format(s.QModelBytes), bytesize.Format(c.env.MaxContextBytes))
 		}
 		if s.OneBit() && c.p.VTCMMB < MinVTCMOneBit {
 			c.add(RuleVTCMOneBit, g, "", fmt.Sprintf("set --vtcm-mb %d", MinVTCMOneBit),

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 )
 
@@ -290,7 +291,7 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 				what += " with the output head"
 			}
 			return nil, fmt.Errorf("shard: model %s: %s is %s on the device (%s container), over the %s stage limit, and a layer cannot be split further; raise the limit or quantize harder",
-				name, what, fmtBytes(c), container, fmtBytes(o.MaxStageBytes))
+				name, what, bytesize.Format(c), container, bytesize.Format(o.MaxStageBytes))
 		}
 	}
 	var sizes []int // layers per stage
@@ -483,16 +484,4 @@ func modelInfo(c *model.Config, name string) ModelInfo {
 		m.SSMValueHeads, m.SSMKeyDim, m.SSMValueDim = c.SSMValueHeads, c.SSMKeyDim, c.SSMValueDim
 	}
 	return m
-}
-
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/pipeline"
@@ -229,7 +230,7 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "stage\tlayers\tdevice bytes (%s)\tqmodel bytes\tweights\tgraphs\n", p.Container)
 		for _, s := range p.Stages {
-			fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), humanBytes(s.QModelBytes), s.WeightType, strings.Join(s.Graphs, " "))
+			fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, bytesize.Format(s.Bytes), bytesize.Format(s.QModelBytes), s.WeightType, strings.Join(s.Graphs, " "))
 		}
 		tw.Flush()
 	}

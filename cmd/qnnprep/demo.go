@@ -12,6 +12,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/quantize"
@@ -250,7 +251,7 @@ func printDemoTable(w io.Writer, rows []demoRow) {
 				same = "NO"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Label, r.Recipe, humanBytes(r.Bytes), r.BPW, stages, graphs, check, same, top1, exact, row.Source, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Label, r.Recipe, bytesize.Format(r.Bytes), r.BPW, stages, graphs, check, same, top1, exact, row.Source, verdict)
 	}
 	tw.Flush()
 	if len(states) > 0 {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/runtime"
@@ -119,7 +120,7 @@ func init() {
 				total += st.Size()
 			}
 		}
-		fmt.Printf("wrote %d files (%s) for %d graphs in %s\n", len(paths), humanBytes(total), len(p.Graphs), out)
+		fmt.Printf("wrote %d files (%s) for %d graphs in %s\n", len(paths), bytesize.Format(total), len(p.Graphs), out)
 		return nil
 	}
 	register(c)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -90,7 +91,7 @@ func printPlan(w io.Writer, p *shard.Plan) {
 		if wt == "" {
 			wt = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, humanBytes(s.Bytes), humanBytes(s.QModelBytes), wt,
+		fmt.Fprintf(tw, "%d\t%d-%d\t%s\t%s\t%s\t%s\t%s\n", s.Index, s.FirstLayer, s.LastLayer, bytesize.Format(s.Bytes), bytesize.Format(s.QModelBytes), wt,
 			strings.Join(summarize(in), " "), strings.Join(summarize(out), " "))
 	}
 	tw.Flush()
@@ -158,18 +159,6 @@ func summarize(names []string) []string {
 }
 
 func atoiOr(s string) int { n, _ := strconv.Atoi(s); return n }
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
 
 // parseBytes reads "2GiB", "1500MiB", "512KiB", "3GB" or a plain byte count.
 func parseBytes(s string) (int64, error) {
