@@ -129,46 +129,70 @@ func (s *State) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k i
 	out[0] = Argmax(logits[0])
 	t1 := time.Now()
 	st.PromptSeconds = t1.Sub(t0).Seconds()
-	for len(out) < n {
-		if err := ctx.Err(); err != nil {
-			return nil, st, err
-		}
-		last := out[len(out)-1]
-		// No proposal past what is asked for: the last window's bonus token
-		// is the n-th token at most.
-		kk := min(k, n-len(out))
-		draft, err := propose(d, last, kk)
-		if err != nil {
-			return nil, st, err
-		}
+	out, err = acceptLoop(ctx, d, out, n, k, &st, func(last int32, draft []int32) (int, int32, [][]float32, error) {
 		base := s.Len()
 		rows, feats, err := s.ForwardFeatures(append([]int32{last}, draft...), layers, true)
 		if err != nil {
-			return nil, st, err
+			return 0, 0, nil, err
 		}
 		a := 0
 		for a < len(draft) && draft[a] == Argmax(rows[a]) {
 			a++
 		}
 		if err := s.Truncate(base + a + 1); err != nil {
-			return nil, st, err
+			return 0, 0, nil, err
 		}
 		if feats != nil {
 			feats = feats[:a+1]
 		}
+		return a, Argmax(rows[a]), feats, nil
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	st.Seconds = time.Since(t1).Seconds()
+	st.Tokens = n
+	return out[:n], st, nil
+}
+
+// verifyFunc runs the target once over a window [last, draft…] and keeps
+// what it accepts: the length a of the accepted draft prefix, the target's
+// own token after it, and the hidden-state features of the a+1 accepted
+// rows (nil when the drafter reads none).
+type verifyFunc func(last int32, draft []int32) (a int, next int32, feats [][]float32, err error)
+
+// acceptLoop is the window loop of greedy speculative decoding, shared by
+// the whole-model and the staged decode: out holds the tokens so far (at
+// least the prompt's next token); each window proposes up to k tokens,
+// verifies them, tells the drafter what was accepted and appends the
+// accepted prefix plus the target's next token, until out holds n tokens.
+func acceptLoop(ctx context.Context, d Drafter, out []int32, n, k int, st *SpecStats, verify verifyFunc) ([]int32, error) {
+	for len(out) < n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		last := out[len(out)-1]
+		// No proposal past what is asked for: the last window's bonus token
+		// is the n-th token at most.
+		draft, err := propose(d, last, min(k, n-len(out)))
+		if err != nil {
+			return nil, err
+		}
+		a, next, feats, err := verify(last, draft)
+		if err != nil {
+			return nil, err
+		}
 		if err := d.Commit(last, draft, a, feats); err != nil {
-			return nil, st, err
+			return nil, err
 		}
 		out = append(out, draft[:a]...)
-		out = append(out, Argmax(rows[a]))
+		out = append(out, next)
 		st.Windows++
 		st.TargetCalls++
 		st.Proposed += len(draft)
 		st.Accepted += a
 	}
-	st.Seconds = time.Since(t1).Seconds()
-	st.Tokens = n
-	return out[:n], st, nil
+	return out, nil
 }
 
 func (e *Engine) checkFeatureLayers(layers []int) error {

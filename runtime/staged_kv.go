@@ -595,29 +595,15 @@ func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k 
 	out := []int32{Argmax(logits)}
 	t1 := time.Now()
 	st.PromptSeconds = t1.Sub(t0).Seconds()
-	for len(out) < n {
-		if err := ctx.Err(); err != nil {
-			return nil, st, err
-		}
-		last := out[len(out)-1]
-		kk := min(k, n-len(out))
-		draft, err := propose(d, last, kk)
-		if err != nil {
-			return nil, st, err
-		}
+	out, err = acceptLoop(ctx, d, out, n, k, &st, func(last int32, draft []int32) (int, int32, [][]float32, error) {
 		a, next, err := s.Verify(last, draft)
 		if err != nil {
-			return nil, st, err
+			return 0, 0, nil, err
 		}
-		if err := d.Commit(last, draft, a, s.TakeFeatures()); err != nil {
-			return nil, st, err
-		}
-		out = append(out, draft[:a]...)
-		out = append(out, next)
-		st.Windows++
-		st.TargetCalls++
-		st.Proposed += len(draft)
-		st.Accepted += a
+		return a, next, s.TakeFeatures(), nil
+	})
+	if err != nil {
+		return nil, st, err
 	}
 	st.Seconds = time.Since(t1).Seconds()
 	st.Tokens = n
