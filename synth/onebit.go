@@ -53,15 +53,7 @@ func OneBitWeights(cfg model.Config, seed uint64) ([]*model.Tensor, error) {
 
 // OneBitModel is OneBitWeights as a model in memory.
 func OneBitModel(cfg model.Config, seed uint64) (*model.Model, error) {
-	ts, err := OneBitWeights(cfg, seed)
-	if err != nil {
-		return nil, err
-	}
-	m, err := model.New(cfg, ts)
-	if err != nil {
-		return nil, fmt.Errorf("synth: %w", err)
-	}
-	return m, nil
+	return newModel(cfg, seed, OneBitWeights)
 }
 
 // native replaces v (rows of n) by values typ represents exactly, keeping

@@ -257,7 +257,12 @@ func Weights(cfg model.Config, seed uint64) ([]*model.Tensor, error) {
 
 // Model returns the synthetic model in memory (model.New over Weights).
 func Model(cfg model.Config, seed uint64) (*model.Model, error) {
-	ts, err := Weights(cfg, seed)
+	return newModel(cfg, seed, Weights)
+}
+
+// newModel builds a model in memory over the tensors weights makes.
+func newModel(cfg model.Config, seed uint64, weights func(model.Config, uint64) ([]*model.Tensor, error)) (*model.Model, error) {
+	ts, err := weights(cfg, seed)
 	if err != nil {
 		return nil, err
 	}
