@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
-	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
-	"github.com/qnnprep/qnnprep/synth"
 )
 
 // TestExportInterrupted sends SIGINT while 'export onnx' is inside a tensor
@@ -26,14 +23,7 @@ func TestExportInterrupted(t *testing.T) {
 		t.Skip("writes a 300 MB model")
 	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "src.gguf")
-	cfg := synth.Config(model.Llama, true)
-	cfg.Hidden, cfg.FFN, cfg.Layers, cfg.VocabSize = 1024, 2816, 2, 32000
-	cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RopeDim = 8, 8, 128, 128
-	cfg.LayerKinds = make([]model.LayerKind, cfg.Layers)
-	if err := synth.WriteGGUF(src, cfg, 1, gguf.F32); err != nil {
-		t.Fatal(err)
-	}
+	src := writeBigLlama(t, dir, 2)
 	q := filepath.Join(dir, "int8.gguf")
 	plan := filepath.Join(dir, "plan.json")
 	for _, args := range [][]string{

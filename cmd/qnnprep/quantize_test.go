@@ -23,14 +23,7 @@ func TestQuantizeInterrupted(t *testing.T) {
 		t.Skip("writes a 450 MB model")
 	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "src.gguf")
-	cfg := synth.Config(model.Llama, true)
-	cfg.Hidden, cfg.FFN, cfg.Layers, cfg.VocabSize = 1024, 2816, 4, 32000
-	cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RopeDim = 8, 8, 128, 128
-	cfg.LayerKinds = make([]model.LayerKind, cfg.Layers)
-	if err := synth.WriteGGUF(src, cfg, 1, gguf.F32); err != nil {
-		t.Fatal(err)
-	}
+	src := writeBigLlama(t, dir, 4)
 	out := filepath.Join(dir, "out.gguf")
 	args, _ := json.Marshal([]string{"quantize", src, out, "--recipe", "q1"})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
@@ -70,4 +63,20 @@ func hasTemp(dir string) bool {
 		}
 	}
 	return false
+}
+
+// writeBigLlama writes dir/src.gguf, an F32 synthetic llama (hidden 1024,
+// vocab 32000) large enough that quantize and export take long enough to
+// be interrupted mid-tensor.
+func writeBigLlama(t *testing.T, dir string, layers int) string {
+	t.Helper()
+	src := filepath.Join(dir, "src.gguf")
+	cfg := synth.Config(model.Llama, true)
+	cfg.Hidden, cfg.FFN, cfg.Layers, cfg.VocabSize = 1024, 2816, layers, 32000
+	cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RopeDim = 8, 8, 128, 128
+	cfg.LayerKinds = make([]model.LayerKind, cfg.Layers)
+	if err := synth.WriteGGUF(src, cfg, 1, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	return src
 }
