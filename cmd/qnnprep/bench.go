@@ -9,104 +9,103 @@ import (
 	"github.com/qnnprep/qnnprep/bench"
 )
 
-func init() {
-	c := &command{
-		Name:    "bench",
-		Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama [--llama-peer auto|llama-bench|node]] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
-		Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
+var benchCmd = &command{
+	Name:    "bench",
+	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama [--llama-peer auto|llama-bench|node]] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+	Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
+	Run:     runBench,
+}
+
+func runBench(ctx context.Context, c *command, args []string) error {
+	if len(args) > 0 && args[0] == "convert" {
+		return benchConvert(ctx, c, args[1:])
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		if len(args) > 0 && args[0] == "convert" {
-			return benchConvert(ctx, c, args[1:])
-		}
-		if len(args) > 0 && args[0] == "report" {
-			return benchReport(c, args[1:])
-		}
-		fs := newFlags(c)
-		p := fs.IntP("prompt", "p", 512, "prompt tokens per pp test (0: no pp)")
-		n := fs.IntP("gen", "n", 128, "generated tokens per tg test (0: no tg)")
-		depths := fs.IntSliceP("depth", "d", []int{0}, "context tokens filled before each test (comma list)")
-		reps := fs.IntP("reps", "r", 3, "timed repetitions after one warm-up")
-		threads := fs.IntSliceP("threads", "t", []int{2}, "thread counts (comma list)")
-		batch := fs.Int("batch", 0, "prompt batch size (runtime Options.Batch; 0: default)")
-		kvf16 := fs.Bool("kv-f16", false, "llama.cpp's F16 KV / flash-attention arithmetic")
-		draft := fs.String("draft", "", "draft model for speculative decoding")
-		draftLayers := fs.Int("draft-layers", 0, "use the target's first N layers as the draft")
-		ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
-		specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")
-		llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
-		llamaPeer := fs.String("llama-peer", "auto", "with --llama: auto (llama-bench if built, else node-llama-cpp), llama-bench or node")
-		format := fs.StringP("output", "o", "table", "output format: table, json or csv")
-		plotPath := fs.String("plot", "", "write a plot: FILE.svg or FILE.png")
-		noSanity := fs.Bool("no-sanity", false, "skip the untimed reference runs")
-		refThreads := fs.Int("ref-threads", 1, "threads of the reference engine")
-		tol := fs.Float64("tolerance", 0, "largest |Δlogit| against the reference still sane")
-		seed := fs.Uint64("seed", 1, "seed of the token ids")
-		fault := fs.String("fault", "", "break a kernel on purpose: TENSOR=SCALE (testing the sanity check)")
-		quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
-		_ = fs.MarkHidden("fault")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() < 1 {
-			return usageError("want at least one MODEL")
-		}
-		if err := checkFormat(*format); err != nil {
-			return err
-		}
-		if err := checkPaths(ins(fs.Args(), modelInput(*draft)), []string{*plotPath}, nil); err != nil {
-			return err
-		}
-		opt := bench.Options{
-			Prompt: *p, Gen: *n, Depths: *depths, Reps: *reps, Threads: *threads, Batch: *batch, KVF16: *kvf16,
-			DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, Llama: *llama,
-			NoSanity: *noSanity, RefThreads: *refThreads, Tolerance: *tol, Seed: *seed,
-		}
-		switch *llamaPeer {
-		case bench.LlamaPeerAuto, bench.LlamaPeerBench, bench.LlamaPeerNode:
-			opt.LlamaPeer = *llamaPeer
-		default:
-			return usageError("--llama-peer %q: want auto, llama-bench or node", *llamaPeer)
-		}
-		if *reps < 1 || *refThreads < 1 {
-			return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
-		}
-		if *fault != "" {
-			f, err := bench.ParseFault(*fault)
-			if err != nil {
-				return usageError("--fault: %v", err)
-			}
-			opt.Fault = f
-		}
-		if !*quiet {
-			opt.Log = os.Stderr
-		}
-		var reports []*bench.Report
-		for _, path := range fs.Args() {
-			r, err := bench.Run(ctx, path, opt)
-			if err != nil {
-				return err
-			}
-			reports = append(reports, r)
-		}
-		s := bench.NewSuite(reports, nil)
-		if err := writeSuite(os.Stdout, s, *format); err != nil {
-			return err
-		}
-		if *plotPath != "" {
-			if err := bench.WritePlot(*plotPath, s); err != nil {
-				return err
-			}
-		}
-		for _, r := range reports {
-			if !r.Sane {
-				fmt.Fprintf(os.Stderr, "qnnprep bench: %s: a timed run disagreed with its reference (sanity column)\n", r.Model.Path)
-				return exitError{1}
-			}
-		}
-		return nil
+	if len(args) > 0 && args[0] == "report" {
+		return benchReport(c, args[1:])
 	}
-	register(c)
+	fs := newFlags(c)
+	p := fs.IntP("prompt", "p", 512, "prompt tokens per pp test (0: no pp)")
+	n := fs.IntP("gen", "n", 128, "generated tokens per tg test (0: no tg)")
+	depths := fs.IntSliceP("depth", "d", []int{0}, "context tokens filled before each test (comma list)")
+	reps := fs.IntP("reps", "r", 3, "timed repetitions after one warm-up")
+	threads := fs.IntSliceP("threads", "t", []int{2}, "thread counts (comma list)")
+	batch := fs.Int("batch", 0, "prompt batch size (runtime Options.Batch; 0: default)")
+	kvf16 := fs.Bool("kv-f16", false, "llama.cpp's F16 KV / flash-attention arithmetic")
+	draft := fs.String("draft", "", "draft model for speculative decoding")
+	draftLayers := fs.Int("draft-layers", 0, "use the target's first N layers as the draft")
+	ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
+	specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")
+	llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
+	llamaPeer := fs.String("llama-peer", "auto", "with --llama: auto (llama-bench if built, else node-llama-cpp), llama-bench or node")
+	format := fs.StringP("output", "o", "table", "output format: table, json or csv")
+	plotPath := fs.String("plot", "", "write a plot: FILE.svg or FILE.png")
+	noSanity := fs.Bool("no-sanity", false, "skip the untimed reference runs")
+	refThreads := fs.Int("ref-threads", 1, "threads of the reference engine")
+	tol := fs.Float64("tolerance", 0, "largest |Δlogit| against the reference still sane")
+	seed := fs.Uint64("seed", 1, "seed of the token ids")
+	fault := fs.String("fault", "", "break a kernel on purpose: TENSOR=SCALE (testing the sanity check)")
+	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
+	_ = fs.MarkHidden("fault")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return usageError("want at least one MODEL")
+	}
+	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	if err := checkPaths(ins(fs.Args(), modelInput(*draft)), []string{*plotPath}, nil); err != nil {
+		return err
+	}
+	opt := bench.Options{
+		Prompt: *p, Gen: *n, Depths: *depths, Reps: *reps, Threads: *threads, Batch: *batch, KVF16: *kvf16,
+		DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, Llama: *llama,
+		NoSanity: *noSanity, RefThreads: *refThreads, Tolerance: *tol, Seed: *seed,
+	}
+	switch *llamaPeer {
+	case bench.LlamaPeerAuto, bench.LlamaPeerBench, bench.LlamaPeerNode:
+		opt.LlamaPeer = *llamaPeer
+	default:
+		return usageError("--llama-peer %q: want auto, llama-bench or node", *llamaPeer)
+	}
+	if *reps < 1 || *refThreads < 1 {
+		return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
+	}
+	if *fault != "" {
+		f, err := bench.ParseFault(*fault)
+		if err != nil {
+			return usageError("--fault: %v", err)
+		}
+		opt.Fault = f
+	}
+	if !*quiet {
+		opt.Log = os.Stderr
+	}
+	var reports []*bench.Report
+	for _, path := range fs.Args() {
+		r, err := bench.Run(ctx, path, opt)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, r)
+	}
+	s := bench.NewSuite(reports, nil)
+	if err := writeSuite(os.Stdout, s, *format); err != nil {
+		return err
+	}
+	if *plotPath != "" {
+		if err := bench.WritePlot(*plotPath, s); err != nil {
+			return err
+		}
+	}
+	for _, r := range reports {
+		if !r.Sane {
+			fmt.Fprintf(os.Stderr, "qnnprep bench: %s: a timed run disagreed with its reference (sanity column)\n", r.Model.Path)
+			return exitError{1}
+		}
+	}
+	return nil
 }
 
 func checkFormat(f string) error {

@@ -25,134 +25,133 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-func init() {
-	c := &command{
-		Name:    "build",
-		Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
-		Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
+var buildCmd = &command{
+	Name:    "build",
+	Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
+	Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
+	Run:     runBuild,
+}
+
+func runBuild(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
+	overrides := fs.StringArray("override", nil, "PATTERN=TYPE quantization override, repeatable (see qnnprep quantize)")
+	planOpts := addPlanFlags(fs)
+	draft := fs.String("draft", "", "spd: the draft model (same vocabulary), built with the same recipe into the bundle's draft/")
+	draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
+	name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
+	skipCheck := fs.Bool("skip-check", false, "build even if the plan breaks Genie's contract (the bundle will not load)")
+	allowState := fs.Bool("allow-recurrent-state", false, "build a model whose graphs carry past_conv/past_ssm state (Gated DeltaNet), which Genie does not feed back: the bundle then needs a runtime that does, as qnnprep's staged runtime does")
+	soc := addSoCFlags(fs, "8elite")
+	sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT); without one the build stops before the SDK tools and prints their commands")
+	dry := fs.Bool("dry-run", false, "never run the SDK: print its commands and write every file it does not produce")
+	tok := fs.String("tokenizer", "", "the bundle's tokenizer: an HF tokenizer.json (copied) or a vocabulary to write one from (GGUF, llama2.c tokenizer.bin); default: MODEL's tokenizer.json or vocabulary")
+	calib := fs.Int("calibrate", 16, "activation ranges from a greedy decode of this many tokens (0: default encodings only)")
+	convArgs := fs.StringArray("converter-arg", nil, "extra qairt-converter argument, repeatable")
+	jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")
+	timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
+	force := fs.Bool("force", false, "rebuild every stage, ignoring the SDK cache")
+	tokens := fs.IntP("tokens", "n", 16, "verify: tokens decoded per prompt")
+	noVerify := fs.Bool("no-verify", false, "skip the verify step (nothing then proves the stages decode like the model)")
+	promptsPath := fs.String("prompts", "", "verify: prompts file (one per line, text or \"ids: 1 2 3\"); default three id prompts")
+	thresholds := addThresholdFlags(fs, "verify: ")
+	threads := fs.IntP("threads", "t", 2, "worker threads (outputs do not depend on it)")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
-		overrides := fs.StringArray("override", nil, "PATTERN=TYPE quantization override, repeatable (see qnnprep quantize)")
-		planOpts := addPlanFlags(fs)
-		draft := fs.String("draft", "", "spd: the draft model (same vocabulary), built with the same recipe into the bundle's draft/")
-		draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
-		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
-		skipCheck := fs.Bool("skip-check", false, "build even if the plan breaks Genie's contract (the bundle will not load)")
-		allowState := fs.Bool("allow-recurrent-state", false, "build a model whose graphs carry past_conv/past_ssm state (Gated DeltaNet), which Genie does not feed back: the bundle then needs a runtime that does, as qnnprep's staged runtime does")
-		soc := addSoCFlags(fs, "8elite")
-		sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT); without one the build stops before the SDK tools and prints their commands")
-		dry := fs.Bool("dry-run", false, "never run the SDK: print its commands and write every file it does not produce")
-		tok := fs.String("tokenizer", "", "the bundle's tokenizer: an HF tokenizer.json (copied) or a vocabulary to write one from (GGUF, llama2.c tokenizer.bin); default: MODEL's tokenizer.json or vocabulary")
-		calib := fs.Int("calibrate", 16, "activation ranges from a greedy decode of this many tokens (0: default encodings only)")
-		convArgs := fs.StringArray("converter-arg", nil, "extra qairt-converter argument, repeatable")
-		jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")
-		timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
-		force := fs.Bool("force", false, "rebuild every stage, ignoring the SDK cache")
-		tokens := fs.IntP("tokens", "n", 16, "verify: tokens decoded per prompt")
-		noVerify := fs.Bool("no-verify", false, "skip the verify step (nothing then proves the stages decode like the model)")
-		promptsPath := fs.String("prompts", "", "verify: prompts file (one per line, text or \"ids: 1 2 3\"); default three id prompts")
-		thresholds := addThresholdFlags(fs, "verify: ")
-		threads := fs.IntP("threads", "t", 2, "worker threads (outputs do not depend on it)")
-		asJSON := fs.Bool("json", false, "print the summary as JSON")
-		quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 2 {
-			return usageError("want MODEL and OUTDIR")
-		}
-		if *recipe == "" {
-			return usageError("--recipe is required")
-		}
-		r, err := quantize.LookupRecipe(*recipe)
-		if err != nil {
-			return usageError("%v", err)
-		}
-		var rules []quantize.Rule
-		for _, o := range *overrides {
-			rule, err := quantize.ParseOverride(o)
-			if err != nil {
-				return usageError("--override: %v", err)
-			}
-			rules = append(rules, rule)
-		}
-		po, err := planOpts()
-		if err != nil {
-			return err
-		}
-		chip, err := soc()
-		if err != nil {
-			return err
-		}
-		if *tokens < 1 {
-			return usageError("-n %d: want at least 1", *tokens)
-		}
-		ov, err := thresholds()
-		if err != nil {
-			return err
-		}
-		src, out := fs.Arg(0), fs.Arg(1)
-		var draftIn []string
-		if *draft != "" {
-			draftIn = modelInput(*draft)
-		}
-		if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
-			return err
-		}
-		var sdk *qnnpack.SDK
-		if !*dry {
-			if sdk, err = qnnpack.FindSDK(*sdkDir); err != nil && !errors.Is(err, qnnpack.ErrNoSDK) {
-				return fmt.Errorf("sdk: %w", err)
-			}
-		}
-		o, err := buildOptions(src, out, *tokens, *promptsPath)
-		if err != nil {
-			return err
-		}
-		o.Recipe, o.Overrides, o.Plan, o.Name, o.SkipCheck = r, rules, po, *name, *skipCheck
-		o.AllowRecurrentState = *allowState
-		o.SoC, o.SDK, o.DryRun, o.ConverterArgs = chip, sdk, *dry, *convArgs
-		o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
-		o.Thresholds, o.NoVerify = ov, *noVerify
-		if *tok != "" {
-			o.Tokenizer = *tok
-		}
-		if *draft != "" {
-			o.Draft = &pipeline.Draft{Source: *draft, Plan: shard.Options{Stages: *draftStages}}
-		}
-		if *calib > 0 {
-			o.Calibrate = calibrator(*calib)
-		}
-		// Commands go to stdout (for a shell), SDK job lines to stderr.
-		if !*asJSON {
-			o.Commands = os.Stdout
-		}
-		if !*quiet {
-			o.Log = os.Stderr
-		}
-		prog := newStepProgress(*quiet || *asJSON)
-		o.OnStep, o.Progress = prog.onStep, prog.progress
-		res, err := pipeline.Build(ctx, o)
-		prog.finish()
-		if res != nil {
-			if *asJSON {
-				b, _ := json.MarshalIndent(res, "", "  ")
-				fmt.Println(string(b))
-			} else {
-				printBuildSummary(os.Stdout, res)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if !res.Pass() {
-			return exitError{1}
-		}
-		return nil
+	if fs.NArg() != 2 {
+		return usageError("want MODEL and OUTDIR")
 	}
-	register(c)
+	if *recipe == "" {
+		return usageError("--recipe is required")
+	}
+	r, err := quantize.LookupRecipe(*recipe)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	var rules []quantize.Rule
+	for _, o := range *overrides {
+		rule, err := quantize.ParseOverride(o)
+		if err != nil {
+			return usageError("--override: %v", err)
+		}
+		rules = append(rules, rule)
+	}
+	po, err := planOpts()
+	if err != nil {
+		return err
+	}
+	chip, err := soc()
+	if err != nil {
+		return err
+	}
+	if *tokens < 1 {
+		return usageError("-n %d: want at least 1", *tokens)
+	}
+	ov, err := thresholds()
+	if err != nil {
+		return err
+	}
+	src, out := fs.Arg(0), fs.Arg(1)
+	var draftIn []string
+	if *draft != "" {
+		draftIn = modelInput(*draft)
+	}
+	if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
+		return err
+	}
+	var sdk *qnnpack.SDK
+	if !*dry {
+		if sdk, err = qnnpack.FindSDK(*sdkDir); err != nil && !errors.Is(err, qnnpack.ErrNoSDK) {
+			return fmt.Errorf("sdk: %w", err)
+		}
+	}
+	o, err := buildOptions(src, out, *tokens, *promptsPath)
+	if err != nil {
+		return err
+	}
+	o.Recipe, o.Overrides, o.Plan, o.Name, o.SkipCheck = r, rules, po, *name, *skipCheck
+	o.AllowRecurrentState = *allowState
+	o.SoC, o.SDK, o.DryRun, o.ConverterArgs = chip, sdk, *dry, *convArgs
+	o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
+	o.Thresholds, o.NoVerify = ov, *noVerify
+	if *tok != "" {
+		o.Tokenizer = *tok
+	}
+	if *draft != "" {
+		o.Draft = &pipeline.Draft{Source: *draft, Plan: shard.Options{Stages: *draftStages}}
+	}
+	if *calib > 0 {
+		o.Calibrate = calibrator(*calib)
+	}
+	// Commands go to stdout (for a shell), SDK job lines to stderr.
+	if !*asJSON {
+		o.Commands = os.Stdout
+	}
+	if !*quiet {
+		o.Log = os.Stderr
+	}
+	prog := newStepProgress(*quiet || *asJSON)
+	o.OnStep, o.Progress = prog.onStep, prog.progress
+	res, err := pipeline.Build(ctx, o)
+	prog.finish()
+	if res != nil {
+		if *asJSON {
+			b, _ := json.MarshalIndent(res, "", "  ")
+			fmt.Println(string(b))
+		} else {
+			printBuildSummary(os.Stdout, res)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !res.Pass() {
+		return exitError{1}
+	}
+	return nil
 }
 
 // buildOptions fills what build and demo share: paths, the source's

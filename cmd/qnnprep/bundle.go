@@ -17,28 +17,27 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-func init() {
-	c := &command{
-		Name: "bundle",
-		Usage: "qnnprep bundle verify DIR [--json]\n" +
-			"       qnnprep bundle build --plan PLAN --model QMODEL --graphs DIR --out DIR (--soc SOC | --soc-model N --dsp-arch vNN) [--qnn-sdk DIR] [--tokenizer FILE] [--dry-run] [-j N] [--timeout D] [--force]",
-		Summary: "compile exported stages with the QAIRT SDK into a Genie bundle, or re-check a bundle against its manifest",
+var bundleCmd = &command{
+	Name: "bundle",
+	Usage: "qnnprep bundle verify DIR [--json]\n" +
+		"       qnnprep bundle build --plan PLAN --model QMODEL --graphs DIR --out DIR (--soc SOC | --soc-model N --dsp-arch vNN) [--qnn-sdk DIR] [--tokenizer FILE] [--dry-run] [-j N] [--timeout D] [--force]",
+	Summary: "compile exported stages with the QAIRT SDK into a Genie bundle, or re-check a bundle against its manifest",
+	Run:     runBundle,
+}
+
+func runBundle(ctx context.Context, c *command, args []string) error {
+	if len(args) == 0 {
+		return usageError("give a subcommand: verify or build")
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		if len(args) == 0 {
-			return usageError("give a subcommand: verify or build")
-		}
-		switch args[0] {
-		case "verify":
-			return bundleVerify(c, args[1:])
-		case "build":
-			return bundleBuild(ctx, c, args[1:])
-		case "-h", "--help":
-			return parseFlags(newFlags(c), args)
-		}
-		return usageError("unknown subcommand %q, want verify or build", args[0])
+	switch args[0] {
+	case "verify":
+		return bundleVerify(c, args[1:])
+	case "build":
+		return bundleBuild(ctx, c, args[1:])
+	case "-h", "--help":
+		return parseFlags(newFlags(c), args)
 	}
-	register(c)
+	return usageError("unknown subcommand %q, want verify or build", args[0])
 }
 
 func bundleVerify(c *command, args []string) error {

@@ -26,48 +26,47 @@ type compareRow struct {
 	findings
 }
 
-func init() {
-	c := &command{
-		Name:    "compare",
-		Usage:   "qnnprep compare MODEL... --golden FILE [--source-fingerprint SHA] [--json] [-t THREADS]",
-		Summary: "side-by-side quality of model variants against one golden file (top-1, exact match, cosine, degeneration, bytes)",
+var compareCmd = &command{
+	Name:    "compare",
+	Usage:   "qnnprep compare MODEL... --golden FILE [--source-fingerprint SHA] [--json] [-t THREADS]",
+	Summary: "side-by-side quality of model variants against one golden file (top-1, exact match, cosine, degeneration, bytes)",
+	Run:     runCompare,
+}
+
+func runCompare(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	goldenPath := fs.String("golden", "", "golden file (qnnprep golden record, or sparsify --report's dense recording)")
+	sourceFP := fs.String("source-fingerprint", "", "accept the golden for models made elsewhere (llama.cpp) from the golden's source: its fingerprint (the output shows the override)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	threads := fs.IntP("threads", "t", 2, "threads")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		goldenPath := fs.String("golden", "", "golden file (qnnprep golden record, or sparsify --report's dense recording)")
-		sourceFP := fs.String("source-fingerprint", "", "accept the golden for models made elsewhere (llama.cpp) from the golden's source: its fingerprint (the output shows the override)")
-		asJSON := fs.Bool("json", false, "print JSON instead of a table")
-		threads := fs.IntP("threads", "t", 2, "threads")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() < 1 {
-			return usageError("want at least one MODEL")
-		}
-		if *goldenPath == "" {
-			return usageError("--golden is required")
-		}
-		g, err := golden.Read(*goldenPath)
+	if fs.NArg() < 1 {
+		return usageError("want at least one MODEL")
+	}
+	if *goldenPath == "" {
+		return usageError("--golden is required")
+	}
+	g, err := golden.Read(*goldenPath)
+	if err != nil {
+		return err
+	}
+	var rows []compareRow
+	for _, path := range fs.Args() {
+		row, err := compareOne(ctx, path, g, *sourceFP, *threads)
 		if err != nil {
 			return err
 		}
-		var rows []compareRow
-		for _, path := range fs.Args() {
-			row, err := compareOne(ctx, path, g, *sourceFP, *threads)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, *row)
-		}
-		if *asJSON {
-			b, _ := json.MarshalIndent(rows, "", "  ")
-			fmt.Println(string(b))
-			return nil
-		}
-		printCompare(os.Stdout, *goldenPath, rows)
+		rows = append(rows, *row)
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		fmt.Println(string(b))
 		return nil
 	}
-	register(c)
+	printCompare(os.Stdout, *goldenPath, rows)
+	return nil
 }
 
 // compareOne measures one variant. The golden must have been recorded from

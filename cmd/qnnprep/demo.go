@@ -26,113 +26,112 @@ const demoSeed = 20260101
 // demoRecipes are the recipes the demo builds each model with.
 var demoRecipes = []string{"q1", "int8"}
 
-func init() {
-	c := &command{
-		Name:    "demo",
-		Usage:   "qnnprep demo [--model DIR] [--keep DIR] [--stages N] [-n TOKENS]",
-		Summary: "build small synthetic models (or --model) with both recipes end to end (SDK dry run) and verify them: q1 on 1-bit-native models, int8 on ordinary ones",
+var demoCmd = &command{
+	Name:    "demo",
+	Usage:   "qnnprep demo [--model DIR] [--keep DIR] [--stages N] [-n TOKENS]",
+	Summary: "build small synthetic models (or --model) with both recipes end to end (SDK dry run) and verify them: q1 on 1-bit-native models, int8 on ordinary ones",
+	Run:     runDemo,
+}
+
+func runDemo(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	userModel := fs.String("model", "", "run on this model (HF directory or GGUF) instead of the synthetic ones")
+	tok := fs.String("tokenizer", "", "--model's tokenizer when it has none: a tokenizer.json, a GGUF or a llama2.c tokenizer.bin (as build --tokenizer)")
+	keep := fs.String("keep", "", "keep every output under this directory (default: a temporary directory, removed)")
+	stages := fs.Int("stages", 2, "stages per plan")
+	tokens := fs.IntP("tokens", "n", 32, "tokens decoded per verify prompt")
+	soc := fs.String("soc", "8elite", "target SoC for the bundles")
+	verbose := fs.BoolP("verbose", "v", false, "print each build's full summary")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		userModel := fs.String("model", "", "run on this model (HF directory or GGUF) instead of the synthetic ones")
-		tok := fs.String("tokenizer", "", "--model's tokenizer when it has none: a tokenizer.json, a GGUF or a llama2.c tokenizer.bin (as build --tokenizer)")
-		keep := fs.String("keep", "", "keep every output under this directory (default: a temporary directory, removed)")
-		stages := fs.Int("stages", 2, "stages per plan")
-		tokens := fs.IntP("tokens", "n", 32, "tokens decoded per verify prompt")
-		soc := fs.String("soc", "8elite", "target SoC for the bundles")
-		verbose := fs.BoolP("verbose", "v", false, "print each build's full summary")
-		if err := parseFlags(fs, args); err != nil {
+	if fs.NArg() != 0 {
+		return usageError("unexpected argument %q", fs.Arg(0))
+	}
+	if *tok != "" && *userModel == "" {
+		return usageError("--tokenizer goes with --model (the synthetic models have their own)")
+	}
+	if *stages < 1 || *tokens < 1 {
+		return usageError("--stages and -n must be at least 1")
+	}
+	start := time.Now()
+	root := *keep
+	if root == "" {
+		tmp, err := os.MkdirTemp("", "qnnprep-demo-")
+		if err != nil {
 			return err
 		}
-		if fs.NArg() != 0 {
-			return usageError("unexpected argument %q", fs.Arg(0))
+		defer os.RemoveAll(tmp)
+		root = tmp
+	} else {
+		// --keep is an output directory like build's: the user's files
+		// in it are refused, a previous demo's outputs replaced.
+		if err := checkPaths(modelInput(*userModel), nil, []string{root}); err != nil {
+			return err
 		}
-		if *tok != "" && *userModel == "" {
-			return usageError("--tokenizer goes with --model (the synthetic models have their own)")
+		if err := atomicfile.Claim(root); err != nil {
+			return err
 		}
-		if *stages < 1 || *tokens < 1 {
-			return usageError("--stages and -n must be at least 1")
-		}
-		start := time.Now()
-		root := *keep
-		if root == "" {
-			tmp, err := os.MkdirTemp("", "qnnprep-demo-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(tmp)
-			root = tmp
-		} else {
-			// --keep is an output directory like build's: the user's files
-			// in it are refused, a previous demo's outputs replaced.
-			if err := checkPaths(modelInput(*userModel), nil, []string{root}); err != nil {
-				return err
-			}
-			if err := atomicfile.Claim(root); err != nil {
-				return err
-			}
-		}
-		// claim records each entry in root's marker before it is written.
-		claim := func(name string) error {
-			if *keep == "" {
-				return nil
-			}
-			return atomicfile.Claim(root, name)
-		}
-
-		var sources []demoSource
-		if *userModel != "" {
-			label := filepath.Base(filepath.Clean(*userModel))
-			if m, err := model.Open(*userModel); err == nil {
-				label = shard.ModelName(m)
-				m.Close()
-			}
-			sources = []demoSource{{Label: label, Path: *userModel, Tokenizer: *tok, Recipes: demoRecipes, Kind: "given"}}
-		} else {
-			if err := claim("models"); err != nil {
-				return err
-			}
-			var err error
-			if sources, err = writeDemoModels(filepath.Join(root, "models")); err != nil {
-				return err
-			}
-		}
-		var rows []demoRow
-		ok := true
-		for _, src := range sources {
-			for _, rname := range src.Recipes {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if err := claim(src.Label + "-" + rname); err != nil {
-					return err
-				}
-				fmt.Fprintf(os.Stderr, "qnnprep demo: %s, recipe %s …\n", src.Label, rname)
-				res, err := demoBuild(ctx, src, rname, filepath.Join(root, src.Label+"-"+rname), *stages, *tokens, *soc)
-				if err != nil {
-					return fmt.Errorf("%s, recipe %s: %w", src.Label, rname, err)
-				}
-				if *verbose {
-					printBuildSummary(os.Stdout, res)
-				}
-				ok = ok && res.Pass()
-				rows = append(rows, demoRow{src.Label, src.Kind, res})
-			}
-		}
-		printDemoTable(os.Stdout, rows)
-		fmt.Printf("\n%d builds in %.1f s", len(rows), time.Since(start).Seconds())
-		if *keep != "" {
-			fmt.Printf("; outputs in %s", *keep)
-		}
-		fmt.Println()
-		if !ok {
-			fmt.Println("result: FAIL")
-			return exitError{1}
-		}
-		fmt.Println("result: PASS")
-		return nil
 	}
-	register(c)
+	// claim records each entry in root's marker before it is written.
+	claim := func(name string) error {
+		if *keep == "" {
+			return nil
+		}
+		return atomicfile.Claim(root, name)
+	}
+
+	var sources []demoSource
+	if *userModel != "" {
+		label := filepath.Base(filepath.Clean(*userModel))
+		if m, err := model.Open(*userModel); err == nil {
+			label = shard.ModelName(m)
+			m.Close()
+		}
+		sources = []demoSource{{Label: label, Path: *userModel, Tokenizer: *tok, Recipes: demoRecipes, Kind: "given"}}
+	} else {
+		if err := claim("models"); err != nil {
+			return err
+		}
+		var err error
+		if sources, err = writeDemoModels(filepath.Join(root, "models")); err != nil {
+			return err
+		}
+	}
+	var rows []demoRow
+	ok := true
+	for _, src := range sources {
+		for _, rname := range src.Recipes {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := claim(src.Label + "-" + rname); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "qnnprep demo: %s, recipe %s …\n", src.Label, rname)
+			res, err := demoBuild(ctx, src, rname, filepath.Join(root, src.Label+"-"+rname), *stages, *tokens, *soc)
+			if err != nil {
+				return fmt.Errorf("%s, recipe %s: %w", src.Label, rname, err)
+			}
+			if *verbose {
+				printBuildSummary(os.Stdout, res)
+			}
+			ok = ok && res.Pass()
+			rows = append(rows, demoRow{src.Label, src.Kind, res})
+		}
+	}
+	printDemoTable(os.Stdout, rows)
+	fmt.Printf("\n%d builds in %.1f s", len(rows), time.Since(start).Seconds())
+	if *keep != "" {
+		fmt.Printf("; outputs in %s", *keep)
+	}
+	fmt.Println()
+	if !ok {
+		fmt.Println("result: FAIL")
+		return exitError{1}
+	}
+	fmt.Println("result: PASS")
+	return nil
 }
 
 type demoSource struct {

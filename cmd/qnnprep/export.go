@@ -16,114 +16,113 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-func init() {
-	c := &command{
-		Name:    "export",
-		Usage:   "qnnprep export onnx PLAN MODEL OUTDIR [--opset 17] [--ir 8] [--external] [--ranges FILE]",
-		Summary: "write every stage of a plan as an ONNX model with its QNN encodings JSON",
+var exportCmd = &command{
+	Name:    "export",
+	Usage:   "qnnprep export onnx PLAN MODEL OUTDIR [--opset 17] [--ir 8] [--external] [--ranges FILE]",
+	Summary: "write every stage of a plan as an ONNX model with its QNN encodings JSON",
+	Run:     runExport,
+}
+
+func runExport(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	opset := fs.Int64("opset", 17, "ONNX opset (17 is the newest Debian's onnx 1.12 checker knows)")
+	ir := fs.Int64("ir", 8, "ONNX IR version (raised to what a newer --opset needs unless given)")
+	external := fs.Bool("external", false, "weights in <graph>.onnx.data even under 2 GiB (always above)")
+	ranges := fs.String("ranges", "", `JSON file of calibrated activation ranges by encoding group, {"past_key_3": [-8.5, 9.1], …}`)
+	calibrate := fs.Int("calibrate", 0, "derive activation ranges (hidden states, KV, conv state, logits) by decoding this many tokens greedily with the bundled runtime")
+	calibIDs := fs.IntSlice("calib-ids", nil, "token ids the calibration decode starts from (default: the model's BOS)")
+	force := fs.Bool("force", false, "export even if the plan violates the Genie contract")
+	quiet := fs.BoolP("quiet", "q", false, "no per-graph progress lines")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		opset := fs.Int64("opset", 17, "ONNX opset (17 is the newest Debian's onnx 1.12 checker knows)")
-		ir := fs.Int64("ir", 8, "ONNX IR version (raised to what a newer --opset needs unless given)")
-		external := fs.Bool("external", false, "weights in <graph>.onnx.data even under 2 GiB (always above)")
-		ranges := fs.String("ranges", "", `JSON file of calibrated activation ranges by encoding group, {"past_key_3": [-8.5, 9.1], …}`)
-		calibrate := fs.Int("calibrate", 0, "derive activation ranges (hidden states, KV, conv state, logits) by decoding this many tokens greedily with the bundled runtime")
-		calibIDs := fs.IntSlice("calib-ids", nil, "token ids the calibration decode starts from (default: the model's BOS)")
-		force := fs.Bool("force", false, "export even if the plan violates the Genie contract")
-		quiet := fs.BoolP("quiet", "q", false, "no per-graph progress lines")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 4 || fs.Arg(0) != "onnx" {
-			return usageError("want: export onnx PLAN MODEL OUTDIR")
-		}
-		if *opset < 17 {
-			return usageError("--opset %d: the graphs need opset 17 or newer", *opset)
-		}
-		// The IR version each opset arrived with (onnx/onnx docs/Versioning.md).
-		minIR := map[int64]int64{17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 11}
-		if need, ok := minIR[*opset]; !ok && *opset > 24 {
-			if !fs.Changed("ir") {
-				return usageError("--opset %d: give --ir as well", *opset)
-			}
-		} else if *ir < need {
-			if fs.Changed("ir") {
-				return usageError("--ir %d: opset %d needs IR %d or newer", *ir, *opset, need)
-			}
-			*ir = need
-		}
-		// Q1_0/Q2_0 codes go in the container the plan was sized for
-		// (qnnprep plan --container).
-		opts := onnx.ExportOptions{
-			Options:   onnx.Options{Opset: *opset},
-			IRVersion: *ir, External: *external,
-			Producer: "qnnprep", Version: qnnprepVersion(),
-		}
-		planPath, modelPath, out := fs.Arg(1), fs.Arg(2), fs.Arg(3)
-		if err := checkPaths(ins(modelInput(modelPath), []string{planPath, *ranges}), nil, []string{out}); err != nil {
-			return err
-		}
-		p, err := shard.ReadPlan(planPath)
-		if err != nil {
-			return err
-		}
-		if vs := shard.Check(p, shard.CheckEnv{}); len(vs) > 0 && !*force {
-			return fmt.Errorf("%s: %d Genie contract violation(s), first: %s — run `qnnprep check %s`, or --force", planPath, len(vs), vs[0], planPath)
-		}
-		if *ranges != "" {
-			if opts.Ranges, err = readRanges(*ranges); err != nil {
-				return err
-			}
-		}
-		m, err := model.Open(modelPath)
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		if err := p.Fits(m.Config); err != nil {
-			return fmt.Errorf("%s does not describe %s: %w", planPath, modelPath, err)
-		}
-		if *calibrate > 0 {
-			start := make([]int32, len(*calibIDs))
-			for i, id := range *calibIDs {
-				start[i] = int32(id)
-			}
-			r, err := calibrateRanges(ctx, m, p, start, *calibrate)
-			if err != nil {
-				return err
-			}
-			if opts.Ranges == nil {
-				opts.Ranges = map[string]onnx.Range{}
-			}
-			for k, v := range r {
-				if _, given := opts.Ranges[k]; !given { // --ranges wins
-					opts.Ranges[k] = v
-				}
-			}
-		}
-		var progress func(i, n int, graph string)
-		if !*quiet {
-			progress = func(i, n int, graph string) {
-				if ctx.Err() == nil {
-					fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", i+1, n, graph)
-				}
-			}
-		}
-		paths, err := exportWithContext(ctx, m, p, out, opts, progress)
-		if err != nil {
-			return err
-		}
-		var total int64
-		for _, path := range paths {
-			if st, err := os.Stat(path); err == nil {
-				total += st.Size()
-			}
-		}
-		fmt.Printf("wrote %d files (%s) for %d graphs in %s\n", len(paths), bytesize.Format(total), len(p.Graphs), out)
-		return nil
+	if fs.NArg() != 4 || fs.Arg(0) != "onnx" {
+		return usageError("want: export onnx PLAN MODEL OUTDIR")
 	}
-	register(c)
+	if *opset < 17 {
+		return usageError("--opset %d: the graphs need opset 17 or newer", *opset)
+	}
+	// The IR version each opset arrived with (onnx/onnx docs/Versioning.md).
+	minIR := map[int64]int64{17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 11}
+	if need, ok := minIR[*opset]; !ok && *opset > 24 {
+		if !fs.Changed("ir") {
+			return usageError("--opset %d: give --ir as well", *opset)
+		}
+	} else if *ir < need {
+		if fs.Changed("ir") {
+			return usageError("--ir %d: opset %d needs IR %d or newer", *ir, *opset, need)
+		}
+		*ir = need
+	}
+	// Q1_0/Q2_0 codes go in the container the plan was sized for
+	// (qnnprep plan --container).
+	opts := onnx.ExportOptions{
+		Options:   onnx.Options{Opset: *opset},
+		IRVersion: *ir, External: *external,
+		Producer: "qnnprep", Version: qnnprepVersion(),
+	}
+	planPath, modelPath, out := fs.Arg(1), fs.Arg(2), fs.Arg(3)
+	if err := checkPaths(ins(modelInput(modelPath), []string{planPath, *ranges}), nil, []string{out}); err != nil {
+		return err
+	}
+	p, err := shard.ReadPlan(planPath)
+	if err != nil {
+		return err
+	}
+	if vs := shard.Check(p, shard.CheckEnv{}); len(vs) > 0 && !*force {
+		return fmt.Errorf("%s: %d Genie contract violation(s), first: %s — run `qnnprep check %s`, or --force", planPath, len(vs), vs[0], planPath)
+	}
+	if *ranges != "" {
+		if opts.Ranges, err = readRanges(*ranges); err != nil {
+			return err
+		}
+	}
+	m, err := model.Open(modelPath)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := p.Fits(m.Config); err != nil {
+		return fmt.Errorf("%s does not describe %s: %w", planPath, modelPath, err)
+	}
+	if *calibrate > 0 {
+		start := make([]int32, len(*calibIDs))
+		for i, id := range *calibIDs {
+			start[i] = int32(id)
+		}
+		r, err := calibrateRanges(ctx, m, p, start, *calibrate)
+		if err != nil {
+			return err
+		}
+		if opts.Ranges == nil {
+			opts.Ranges = map[string]onnx.Range{}
+		}
+		for k, v := range r {
+			if _, given := opts.Ranges[k]; !given { // --ranges wins
+				opts.Ranges[k] = v
+			}
+		}
+	}
+	var progress func(i, n int, graph string)
+	if !*quiet {
+		progress = func(i, n int, graph string) {
+			if ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", i+1, n, graph)
+			}
+		}
+	}
+	paths, err := exportWithContext(ctx, m, p, out, opts, progress)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, path := range paths {
+		if st, err := os.Stat(path); err == nil {
+			total += st.Size()
+		}
+	}
+	fmt.Printf("wrote %d files (%s) for %d graphs in %s\n", len(paths), bytesize.Format(total), len(p.Graphs), out)
+	return nil
 }
 
 // exportWithContext runs onnx.Export, stopping between graphs once ctx is

@@ -312,7 +312,8 @@ func allFlags(t *testing.T) []string {
 	t.Helper()
 	defer func() { flagSets = nil }()
 	var keys []string
-	for name, c := range commands {
+	for _, c := range commands {
+		name := c.Name
 		subs := map[string]bool{}
 		for _, line := range strings.Split(c.Usage, "\n") {
 			m := usageSub.FindStringSubmatch(line)
@@ -333,7 +334,7 @@ func allFlags(t *testing.T) []string {
 				got++
 				fs.VisitAll(func(f *pflag.Flag) { keys = append(keys, prefix+" --"+f.Name) })
 			}
-			if err := c.Run(context.Background(), args); !errors.Is(err, errFlagsCollected) || got != 1 {
+			if err := c.Run(context.Background(), c, args); !errors.Is(err, errFlagsCollected) || got != 1 {
 				t.Errorf("%s: did not reach parseFlags once before doing anything (err %v, %d flag sets)", prefix, err, got)
 			}
 		}

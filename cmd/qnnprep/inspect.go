@@ -12,51 +12,50 @@ import (
 	"github.com/qnnprep/qnnprep/quantize"
 )
 
-func init() {
-	c := &command{
-		Name:    "inspect",
-		Usage:   "qnnprep inspect PATH [--json]",
-		Summary: "show a model's architecture, hyper-parameters, tensors and the size of each recipe",
+var inspectCmd = &command{
+	Name:    "inspect",
+	Usage:   "qnnprep inspect PATH [--json]",
+	Summary: "show a model's architecture, hyper-parameters, tensors and the size of each recipe",
+	Run:     runInspect,
+}
+
+func runInspect(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		asJSON := fs.Bool("json", false, "print JSON")
-		if err := parseFlags(fs, args); err != nil {
+	if fs.NArg() != 1 {
+		return usageError("want one PATH (an HF directory, a .safetensors file or a .gguf file)")
+	}
+	var info *inspectInfo
+	m, err := model.Open(fs.Arg(0))
+	switch {
+	case err == nil:
+		defer m.Close()
+		if info, err = inspectModel(m); err != nil {
 			return err
 		}
-		if fs.NArg() != 1 {
-			return usageError("want one PATH (an HF directory, a .safetensors file or a .gguf file)")
-		}
-		var info *inspectInfo
-		m, err := model.Open(fs.Arg(0))
-		switch {
-		case err == nil:
-			defer m.Close()
-			if info, err = inspectModel(m); err != nil {
-				return err
-			}
-		case isGGUFFile(fs.Arg(0), err):
-			// A valid GGUF the pipeline cannot use (vocabulary only,
-			// another architecture) is still shown, with why as notes.
-			if info, err = inspectGGUF(fs.Arg(0), err); err != nil {
-				return err
-			}
-		default:
+	case isGGUFFile(fs.Arg(0), err):
+		// A valid GGUF the pipeline cannot use (vocabulary only,
+		// another architecture) is still shown, with why as notes.
+		if info, err = inspectGGUF(fs.Arg(0), err); err != nil {
 			return err
 		}
-		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(info)
-		}
-		if info.Config == nil {
-			printInspectGGUF(os.Stdout, info)
-			return nil
-		}
-		printInspect(os.Stdout, info)
+	default:
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	}
+	if info.Config == nil {
+		printInspectGGUF(os.Stdout, info)
 		return nil
 	}
-	register(c)
+	printInspect(os.Stdout, info)
+	return nil
 }
 
 // inspectInfo is what `inspect --json` prints.

@@ -1,8 +1,9 @@
 // Command qnnprep prepares large language models for Qualcomm NPUs (Hexagon
 // HTP) and proves, by decoding, that what it built is still the model.
 //
-// Each subcommand lives in its own file and registers itself in init; this
-// file only dispatches, prints help and handles interrupts.
+// Each subcommand lives in its own file as a command value and a named
+// function that parses its flags and calls into the packages; this file
+// holds the command table, dispatches, prints help and handles interrupts.
 package main
 
 import (
@@ -12,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,22 +23,48 @@ import (
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 )
 
-// command is one subcommand. Run gets the arguments after the subcommand
-// name and parses them with its own flag set (see newFlags).
+// command is one subcommand. Run gets the command itself (for its flag
+// set's help, see newFlags) and the arguments after the subcommand name.
+// Passing c rather than closing over it keeps each command a plain named
+// function without an initialization cycle.
 type command struct {
 	Name    string
 	Usage   string // one line: "qnnprep inspect PATH [--json]"
 	Summary string // one line shown in the command list
-	Run     func(ctx context.Context, args []string) error
+	Run     func(ctx context.Context, c *command, args []string) error
 }
 
-var commands = map[string]*command{}
+// commands is every subcommand, in the order help lists them.
+var commands = []*command{
+	benchCmd,
+	buildCmd,
+	bundleCmd,
+	checkCmd,
+	compareCmd,
+	convertCmd,
+	demoCmd,
+	estimateCmd,
+	exportCmd,
+	goldenCmd,
+	inspectCmd,
+	planCmd,
+	quantizeCmd,
+	runCmd,
+	sdkCmd,
+	sparsifyCmd,
+	speculateCmd,
+	verifyCmd,
+	versionCmd,
+}
 
-func register(c *command) {
-	if _, dup := commands[c.Name]; dup {
-		panic("qnnprep: command registered twice: " + c.Name)
+// lookup returns the command called name, or nil.
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.Name == name {
+			return c
+		}
 	}
-	commands[c.Name] = c
+	return nil
 }
 
 // errUsage marks an error the user fixes by reading --help; main prints
@@ -97,13 +123,8 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 
 func printCommands(w io.Writer) {
 	fmt.Fprintf(w, "qnnprep prepares LLMs for Qualcomm NPUs and verifies them by decoding.\n\nusage: qnnprep COMMAND [flags] [args]\n\ncommands:\n")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintf(w, "\nRun 'qnnprep COMMAND --help' for a command's flags.\n")
 }
@@ -122,8 +143,8 @@ func run(args []string) int {
 			return 0
 		}
 	}
-	c, ok := commands[args[0]]
-	if !ok {
+	c := lookup(args[0])
+	if c == nil {
 		fmt.Fprintf(os.Stderr, "qnnprep: unknown command %q\n\n", args[0])
 		printCommands(os.Stderr)
 		return 2
@@ -131,7 +152,7 @@ func run(args []string) int {
 
 	ctx, stop := interruptContext(c.Name)
 	defer stop()
-	err := c.Run(ctx, args[1:])
+	err := c.Run(ctx, c, args[1:])
 	// Whatever happened, no temporary file may outlive the command.
 	atomicfile.RemoveTemps()
 	var ee exitError

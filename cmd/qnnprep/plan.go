@@ -17,60 +17,59 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-func init() {
-	c := &command{
-		Name:    "plan",
-		Usage:   "qnnprep plan MODEL [--stages N | --layers-per-stage N | --max-stage-bytes SIZE] [--container 4bit|8bit] [--ar 128,1] [--cl 4096] [--dialog TYPE ...] [-o plan.json]",
-		Summary: "split a model into HTP stages and lay out every graph's Genie I/O (writes plan.json)",
-	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		out := fs.StringP("output", "o", "plan.json", "where to write the plan")
-		name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
-		planOptions := addPlanFlags(fs)
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return usageError("want one MODEL (an HF directory, a .safetensors file or a .gguf file)")
-		}
-		o, err := planOptions()
-		if err != nil {
-			return err
-		}
+var planCmd = &command{
+	Name:    "plan",
+	Usage:   "qnnprep plan MODEL [--stages N | --layers-per-stage N | --max-stage-bytes SIZE] [--container 4bit|8bit] [--ar 128,1] [--cl 4096] [--dialog TYPE ...] [-o plan.json]",
+	Summary: "split a model into HTP stages and lay out every graph's Genie I/O (writes plan.json)",
+	Run:     runPlan,
+}
 
-		if err := checkPaths(modelInput(fs.Arg(0)), []string{*out}, nil); err != nil {
-			return err
-		}
-		m, err := model.Open(fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		sizes, err := shard.ModelSizes(m, o.Container)
-		if err != nil {
-			return err
-		}
-		if *name == "" {
-			*name = shard.ModelName(m)
-		}
-		p, err := shard.NewPlan(m.Config, sizes, *name, o)
-		if err != nil {
-			return err
-		}
-		if err := shard.WritePlan(*out, p); err != nil {
-			return err
-		}
-		printPlan(os.Stdout, p)
-		vs := shard.Check(p, shard.CheckEnv{})
-		if len(vs) == 0 {
-			fmt.Printf("\nwrote %s; Genie contract: no violations\n", *out)
-		} else {
-			fmt.Printf("\nwrote %s; Genie contract: %d violation(s) — run `qnnprep check %s`\n", *out, len(vs), *out)
-		}
-		return nil
+func runPlan(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	out := fs.StringP("output", "o", "plan.json", "where to write the plan")
+	name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
+	planOptions := addPlanFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	register(c)
+	if fs.NArg() != 1 {
+		return usageError("want one MODEL (an HF directory, a .safetensors file or a .gguf file)")
+	}
+	o, err := planOptions()
+	if err != nil {
+		return err
+	}
+
+	if err := checkPaths(modelInput(fs.Arg(0)), []string{*out}, nil); err != nil {
+		return err
+	}
+	m, err := model.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	sizes, err := shard.ModelSizes(m, o.Container)
+	if err != nil {
+		return err
+	}
+	if *name == "" {
+		*name = shard.ModelName(m)
+	}
+	p, err := shard.NewPlan(m.Config, sizes, *name, o)
+	if err != nil {
+		return err
+	}
+	if err := shard.WritePlan(*out, p); err != nil {
+		return err
+	}
+	printPlan(os.Stdout, p)
+	vs := shard.Check(p, shard.CheckEnv{})
+	if len(vs) == 0 {
+		fmt.Printf("\nwrote %s; Genie contract: no violations\n", *out)
+	} else {
+		fmt.Printf("\nwrote %s; Genie contract: %d violation(s) — run `qnnprep check %s`\n", *out, len(vs), *out)
+	}
+	return nil
 }
 
 // printPlan prints the stage table (first variant's I/O) and the variants.

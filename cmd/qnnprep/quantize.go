@@ -12,84 +12,83 @@ import (
 	"github.com/qnnprep/qnnprep/quantize"
 )
 
-func init() {
-	c := &command{
-		Name:    "quantize",
-		Usage:   "qnnprep quantize IN OUT --recipe q1|int8|q8_0|f16|bf16 [--override 'PATTERN=TYPE']... [--report FILE] [--json]",
-		Summary: "quantize an HF directory or GGUF into a qmodel GGUF (streaming, both cores)",
+var quantizeCmd = &command{
+	Name:    "quantize",
+	Usage:   "qnnprep quantize IN OUT --recipe q1|int8|q8_0|f16|bf16 [--override 'PATTERN=TYPE']... [--report FILE] [--json]",
+	Summary: "quantize an HF directory or GGUF into a qmodel GGUF (streaming, both cores)",
+	Run:     runQuantize,
+}
+
+func runQuantize(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
+	overrides := fs.StringArray("override", nil, "PATTERN=TYPE, e.g. 'blk.*.ffn_down.weight=Q8_0' (TYPE: a ggml type or int8 for per-channel Q8_0); repeatable, first match wins")
+	report := fs.String("report", "", "write the per-tensor report as JSON to FILE")
+	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
+	threads := fs.IntP("threads", "t", 0, "worker threads (0: all CPUs)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
-		overrides := fs.StringArray("override", nil, "PATTERN=TYPE, e.g. 'blk.*.ffn_down.weight=Q8_0' (TYPE: a ggml type or int8 for per-channel Q8_0); repeatable, first match wins")
-		report := fs.String("report", "", "write the per-tensor report as JSON to FILE")
-		asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
-		threads := fs.IntP("threads", "t", 0, "worker threads (0: all CPUs)")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 2 {
-			return usageError("want IN and OUT")
-		}
-		if *recipe == "" {
-			return usageError("--recipe is required")
-		}
-		r, err := quantize.LookupRecipe(*recipe)
+	if fs.NArg() != 2 {
+		return usageError("want IN and OUT")
+	}
+	if *recipe == "" {
+		return usageError("--recipe is required")
+	}
+	r, err := quantize.LookupRecipe(*recipe)
+	if err != nil {
+		return err
+	}
+	var rules []quantize.Rule
+	for _, o := range *overrides {
+		rule, err := quantize.ParseOverride(o)
 		if err != nil {
 			return err
 		}
-		var rules []quantize.Rule
-		for _, o := range *overrides {
-			rule, err := quantize.ParseOverride(o)
-			if err != nil {
-				return err
-			}
-			rules = append(rules, rule)
-		}
-		if err := checkPaths(modelInput(fs.Arg(0)), []string{fs.Arg(1), *report}, nil); err != nil {
+		rules = append(rules, rule)
+	}
+	if err := checkPaths(modelInput(fs.Arg(0)), []string{fs.Arg(1), *report}, nil); err != nil {
+		return err
+	}
+	m, err := model.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	md, err := tokenizerMetadata(m)
+	if err != nil {
+		return err
+	}
+	bar := newProgress("quantize", *asJSON)
+	rep, err := quantize.Run(ctx, m, fs.Arg(1), quantize.Options{
+		Recipe: r, Overrides: rules, Workers: *threads, Metadata: md, Progress: bar.set,
+	})
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	if *report != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := atomicfile.WriteFile(*report, append(b, '\n')); err != nil {
 			return err
 		}
-		m, err := model.Open(fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		md, err := tokenizerMetadata(m)
-		if err != nil {
-			return err
-		}
-		bar := newProgress("quantize", *asJSON)
-		rep, err := quantize.Run(ctx, m, fs.Arg(1), quantize.Options{
-			Recipe: r, Overrides: rules, Workers: *threads, Metadata: md, Progress: bar.set,
-		})
-		bar.finish()
-		if err != nil {
-			return err
-		}
-		if *report != "" {
-			b, _ := json.MarshalIndent(rep, "", "  ")
-			if err := atomicfile.WriteFile(*report, append(b, '\n')); err != nil {
-				return err
-			}
-		}
-		if *asJSON {
-			b, _ := json.MarshalIndent(rep, "", "  ")
-			fmt.Println(string(b))
-			return nil
-		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "tensor\tsource\ttype\tbpw\tbytes\trel-RMSE\tcosine\t")
-		for _, t := range rep.Tensors {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%.5f\t%.6f\t\n", t.Name, t.Source, t.Type, t.BPW, t.Bytes, t.RelRMSE, t.Cosine)
-		}
-		tw.Flush()
-		for _, f := range rep.Fallbacks {
-			fmt.Println("fallback:", f)
-		}
-		fmt.Printf("%s → %s: recipe %s, %d weights at %.3f bpw, %d → %d bytes in %.2fs (%.2f GB/s of source)\n",
-			rep.Source, rep.Output, rep.Recipe, rep.Weights, rep.BPW, rep.SourceBytes, rep.OutputBytes, rep.Seconds,
-			float64(rep.SourceBytes)/rep.Seconds/1e9)
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Println(string(b))
 		return nil
 	}
-	register(c)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tensor\tsource\ttype\tbpw\tbytes\trel-RMSE\tcosine\t")
+	for _, t := range rep.Tensors {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%.5f\t%.6f\t\n", t.Name, t.Source, t.Type, t.BPW, t.Bytes, t.RelRMSE, t.Cosine)
+	}
+	tw.Flush()
+	for _, f := range rep.Fallbacks {
+		fmt.Println("fallback:", f)
+	}
+	fmt.Printf("%s → %s: recipe %s, %d weights at %.3f bpw, %d → %d bytes in %.2fs (%.2f GB/s of source)\n",
+		rep.Source, rep.Output, rep.Recipe, rep.Weights, rep.BPW, rep.SourceBytes, rep.OutputBytes, rep.Seconds,
+		float64(rep.SourceBytes)/rep.Seconds/1e9)
+	return nil
 }

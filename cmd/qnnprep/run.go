@@ -19,95 +19,94 @@ import (
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
-func init() {
-	c := &command{
-		Name:    "run",
-		Usage:   "qnnprep run MODEL (--prompt TEXT | --ids 1,2,3) [-n N] [--json] [--logits FILE] [-t THREADS] [--ctx N] [--ignore-eos] [--kv-f16] [--plan plan.json]",
-		Summary: "decode greedily with the bundled CPU runtime and report tokens/s",
+var runCmd = &command{
+	Name:    "run",
+	Usage:   "qnnprep run MODEL (--prompt TEXT | --ids 1,2,3) [-n N] [--json] [--logits FILE] [-t THREADS] [--ctx N] [--ignore-eos] [--kv-f16] [--plan plan.json]",
+	Summary: "decode greedily with the bundled CPU runtime and report tokens/s",
+	Run:     runRun,
+}
+
+func runRun(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	prompt := fs.String("prompt", "", "prompt text, tokenized with the model's tokenizer (BOS added if the vocabulary asks for it)")
+	idsFlag := fs.String("ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
+	n := fs.IntP("n", "n", 64, "number of tokens to generate")
+	asJSON := fs.Bool("json", false, "print a JSON report instead of text")
+	logitsPath := fs.String("logits", "", "write each step's logits to FILE: float32 little-endian rows of vocab_size, one per generated token")
+	threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
+	ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
+	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating after the end-of-sequence token")
+	kvF16 := fs.Bool("kv-f16", false, "round attention like llama.cpp's default F16 KV cache")
+	planPath := fs.String("plan", "", "decode through this shard plan's stages (staged executor, Genie's KV manager)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		prompt := fs.String("prompt", "", "prompt text, tokenized with the model's tokenizer (BOS added if the vocabulary asks for it)")
-		idsFlag := fs.String("ids", "", "prompt as comma-separated token ids, used as given (no BOS added)")
-		n := fs.IntP("n", "n", 64, "number of tokens to generate")
-		asJSON := fs.Bool("json", false, "print a JSON report instead of text")
-		logitsPath := fs.String("logits", "", "write each step's logits to FILE: float32 little-endian rows of vocab_size, one per generated token")
-		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
-		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
-		ignoreEOS := fs.Bool("ignore-eos", false, "keep generating after the end-of-sequence token")
-		kvF16 := fs.Bool("kv-f16", false, "round attention like llama.cpp's default F16 KV cache")
-		planPath := fs.String("plan", "", "decode through this shard plan's stages (staged executor, Genie's KV manager)")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return usageError("want one MODEL (a .gguf file or an HF directory)")
-		}
-		if (*prompt == "") == (*idsFlag == "") {
-			return usageError("give exactly one of --prompt and --ids")
-		}
-		if *n < 1 {
-			return usageError("-n %d: want at least 1", *n)
-		}
-		if err := checkPaths(ins(modelInput(fs.Arg(0)), []string{*planPath}), []string{*logitsPath}, nil); err != nil {
-			return err
-		}
-		var ids []int32
-		if *idsFlag != "" {
-			var err error
-			if ids, err = parseIDs(*idsFlag); err != nil {
-				return usageError("--ids: %v", err)
-			}
-		}
-		m, err := model.Open(fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		tok, tokErr := loadTokenizer(m, fs.Arg(0))
-		if *prompt != "" {
-			if tokErr != nil {
-				return fmt.Errorf("--prompt needs the model's tokenizer (use --ids): %w", tokErr)
-			}
-			if ids = tok.Encode(*prompt, true); len(ids) == 0 {
-				return usageError("--prompt %q encodes to no tokens", *prompt)
-			}
-		}
-		e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
-		if err != nil {
-			return err
-		}
-		greedy := runGreedy
-		if *planPath != "" {
-			greedy = planGreedy(*planPath)
-		}
-		res, err := greedy(ctx, e, ids, *n, !*ignoreEOS, *logitsPath)
-		if err != nil {
-			return err
-		}
-		res.Model = fs.Arg(0)
-		if tok != nil {
-			all := append(append([]int32(nil), ids...), res.Generated...)
-			if bos := tok.Vocab().BOS; len(all) > 0 && all[0] == bos {
-				all = all[1:] // as llama.cpp and llama2.c print it
-			}
-			res.Text = tok.Decode(all)
-		}
-		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
-		}
-		if tok != nil {
-			fmt.Println(res.Text)
-		} else {
-			fmt.Println(joinIDs(res.Generated))
-		}
-		fmt.Fprintf(os.Stderr, "prompt: %d tokens in %.3f s (%.1f tokens/s); generation: %d tokens, %d decode steps in %.3f s (%.1f tokens/s)\n",
-			len(res.Prompt), res.PromptSeconds, res.PromptTokensPerSec, len(res.Generated), max(len(res.Generated)-1, 0), res.GenSeconds, res.GenTokensPerSec)
-		return nil
+	if fs.NArg() != 1 {
+		return usageError("want one MODEL (a .gguf file or an HF directory)")
 	}
-	register(c)
+	if (*prompt == "") == (*idsFlag == "") {
+		return usageError("give exactly one of --prompt and --ids")
+	}
+	if *n < 1 {
+		return usageError("-n %d: want at least 1", *n)
+	}
+	if err := checkPaths(ins(modelInput(fs.Arg(0)), []string{*planPath}), []string{*logitsPath}, nil); err != nil {
+		return err
+	}
+	var ids []int32
+	if *idsFlag != "" {
+		var err error
+		if ids, err = parseIDs(*idsFlag); err != nil {
+			return usageError("--ids: %v", err)
+		}
+	}
+	m, err := model.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	tok, tokErr := loadTokenizer(m, fs.Arg(0))
+	if *prompt != "" {
+		if tokErr != nil {
+			return fmt.Errorf("--prompt needs the model's tokenizer (use --ids): %w", tokErr)
+		}
+		if ids = tok.Encode(*prompt, true); len(ids) == 0 {
+			return usageError("--prompt %q encodes to no tokens", *prompt)
+		}
+	}
+	e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
+	if err != nil {
+		return err
+	}
+	greedy := runGreedy
+	if *planPath != "" {
+		greedy = planGreedy(*planPath)
+	}
+	res, err := greedy(ctx, e, ids, *n, !*ignoreEOS, *logitsPath)
+	if err != nil {
+		return err
+	}
+	res.Model = fs.Arg(0)
+	if tok != nil {
+		all := append(append([]int32(nil), ids...), res.Generated...)
+		if bos := tok.Vocab().BOS; len(all) > 0 && all[0] == bos {
+			all = all[1:] // as llama.cpp and llama2.c print it
+		}
+		res.Text = tok.Decode(all)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	if tok != nil {
+		fmt.Println(res.Text)
+	} else {
+		fmt.Println(joinIDs(res.Generated))
+	}
+	fmt.Fprintf(os.Stderr, "prompt: %d tokens in %.3f s (%.1f tokens/s); generation: %d tokens, %d decode steps in %.3f s (%.1f tokens/s)\n",
+		len(res.Prompt), res.PromptSeconds, res.PromptTokensPerSec, len(res.Generated), max(len(res.Generated)-1, 0), res.GenSeconds, res.GenTokensPerSec)
+	return nil
 }
 
 // runResult is what `run --json` prints.

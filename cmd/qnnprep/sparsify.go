@@ -50,243 +50,242 @@ type prunedResult struct {
 	Quality   *golden.Summary `json:"quality,omitempty"`
 }
 
-func init() {
-	c := &command{
-		Name: "sparsify",
-		Usage: "qnnprep sparsify MODEL OUT --pattern 2:4|N:M|blockB|channel|head|neuron|layer [--sparsity S] [--target 'PATTERN=S']... " +
-			"[--align N] [--select magnitude|wanda --calib FILE] [--recipe R] [--prune] [--golden FILE [--source-fingerprint SHA] | --prompts FILE [--save-golden FILE]] [--steps N] [--report FILE] [--json]",
-		Summary: "write a structured-zero dense variant (and with --prune the smaller model) and measure its quality against the dense model",
+var sparsifyCmd = &command{
+	Name: "sparsify",
+	Usage: "qnnprep sparsify MODEL OUT --pattern 2:4|N:M|blockB|channel|head|neuron|layer [--sparsity S] [--target 'PATTERN=S']... " +
+		"[--align N] [--select magnitude|wanda --calib FILE] [--recipe R] [--prune] [--golden FILE [--source-fingerprint SHA] | --prompts FILE [--save-golden FILE]] [--steps N] [--report FILE] [--json]",
+	Summary: "write a structured-zero dense variant (and with --prune the smaller model) and measure its quality against the dense model",
+	Run:     runSparsify,
+}
+
+func runSparsify(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	patFlag := fs.String("pattern", "", "sparsity pattern: N:M (2:4, 4:8, …), blockB (block32), channel, head, neuron or layer")
+	sparsity := fs.Float64("sparsity", 0, "target sparsity in [0, 1) (N:M: must equal 1 − N/M; default 1 − N/M)")
+	targets := fs.StringArray("target", nil, "per-tensor sparsity PATTERN=S for N:M and block patterns, e.g. 'blk.*.ffn_*=0.5'; repeatable, first match wins")
+	align := fs.Int("align", 0, "channel/neuron: remove more so the pruned width is a multiple of N (32 for Q8_0 rows, 128 for Q1_0)")
+	sel := fs.String("select", "magnitude", "selection: magnitude (|w|) or wanda (|w|·‖x‖ over --calib prompts)")
+	calib := fs.String("calib", "", "calibration prompts for wanda: one per line, text or 'ids: 1 2 3'")
+	recipeName := fs.String("recipe", "keep", "quantization recipe for the written variant: "+fmt.Sprint(quantize.RecipeNames()))
+	overrides := fs.StringArray("override", nil, "quantization override PATTERN=TYPE (as in quantize); repeatable")
+	prune := fs.Bool("prune", false, "also write the physically pruned model to OUT with .pruned.gguf (channel, head, neuron, layer)")
+	goldenPath := fs.String("golden", "", "golden file to compare against (default: recorded from the dense model); it must come from MODEL or what MODEL was made from")
+	sourceFP := fs.String("source-fingerprint", "", "with --golden: accept it for a MODEL made elsewhere (llama.cpp) from the golden's source: its fingerprint (the report shows the override)")
+	promptsPath := fs.String("prompts", "", "prompts for the golden recorded from the dense model (one per line, text or 'ids: …')")
+	steps := fs.Int("steps", 64, "tokens per prompt when recording the golden")
+	saveGolden := fs.String("save-golden", "", "write the golden recorded from the dense model to FILE (for qnnprep compare)")
+	report := fs.String("report", "", "write the JSON report to FILE")
+	asJSON := fs.Bool("json", false, "print the JSON report instead of tables")
+	threads := fs.IntP("threads", "t", 2, "threads")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		patFlag := fs.String("pattern", "", "sparsity pattern: N:M (2:4, 4:8, …), blockB (block32), channel, head, neuron or layer")
-		sparsity := fs.Float64("sparsity", 0, "target sparsity in [0, 1) (N:M: must equal 1 − N/M; default 1 − N/M)")
-		targets := fs.StringArray("target", nil, "per-tensor sparsity PATTERN=S for N:M and block patterns, e.g. 'blk.*.ffn_*=0.5'; repeatable, first match wins")
-		align := fs.Int("align", 0, "channel/neuron: remove more so the pruned width is a multiple of N (32 for Q8_0 rows, 128 for Q1_0)")
-		sel := fs.String("select", "magnitude", "selection: magnitude (|w|) or wanda (|w|·‖x‖ over --calib prompts)")
-		calib := fs.String("calib", "", "calibration prompts for wanda: one per line, text or 'ids: 1 2 3'")
-		recipeName := fs.String("recipe", "keep", "quantization recipe for the written variant: "+fmt.Sprint(quantize.RecipeNames()))
-		overrides := fs.StringArray("override", nil, "quantization override PATTERN=TYPE (as in quantize); repeatable")
-		prune := fs.Bool("prune", false, "also write the physically pruned model to OUT with .pruned.gguf (channel, head, neuron, layer)")
-		goldenPath := fs.String("golden", "", "golden file to compare against (default: recorded from the dense model); it must come from MODEL or what MODEL was made from")
-		sourceFP := fs.String("source-fingerprint", "", "with --golden: accept it for a MODEL made elsewhere (llama.cpp) from the golden's source: its fingerprint (the report shows the override)")
-		promptsPath := fs.String("prompts", "", "prompts for the golden recorded from the dense model (one per line, text or 'ids: …')")
-		steps := fs.Int("steps", 64, "tokens per prompt when recording the golden")
-		saveGolden := fs.String("save-golden", "", "write the golden recorded from the dense model to FILE (for qnnprep compare)")
-		report := fs.String("report", "", "write the JSON report to FILE")
-		asJSON := fs.Bool("json", false, "print the JSON report instead of tables")
-		threads := fs.IntP("threads", "t", 2, "threads")
-		if err := parseFlags(fs, args); err != nil {
+	if fs.NArg() != 2 {
+		return usageError("want MODEL and OUT")
+	}
+	if *patFlag == "" {
+		return usageError("--pattern is required")
+	}
+	pat, err := sparse.ParsePattern(*patFlag)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	method, err := sparse.ParseMethod(*sel)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if method == sparse.Wanda && *calib == "" {
+		return usageError("--select wanda needs --calib FILE")
+	}
+	if *goldenPath != "" && (*promptsPath != "" || *saveGolden != "") {
+		return usageError("--golden replaces the recorded golden: give no --prompts or --save-golden with it")
+	}
+	if *sourceFP != "" && *goldenPath == "" {
+		return usageError("--source-fingerprint applies to a --golden file")
+	}
+	if *steps < 1 {
+		return usageError("--steps %d: want at least 1", *steps)
+	}
+	if *prune && !pat.Structural() {
+		return usageError("--prune needs a channel, head, neuron or layer pattern, not %s", pat)
+	}
+	opt := sparse.Options{Pattern: pat, Sparsity: *sparsity, Method: method, Align: *align}
+	for _, s := range *targets {
+		tg, err := sparse.ParseTarget(s)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		opt.Targets = append(opt.Targets, tg)
+	}
+	recipe, err := quantize.LookupRecipe(*recipeName)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	var rules []quantize.Rule
+	for _, o := range *overrides {
+		r, err := quantize.ParseOverride(o)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		rules = append(rules, r)
+	}
+	in, out := fs.Arg(0), fs.Arg(1)
+	var prunedOut string
+	if *prune {
+		prunedOut = strings.TrimSuffix(out, filepath.Ext(out)) + ".pruned.gguf"
+	}
+	if err := checkPaths(ins(modelInput(in), []string{*goldenPath, *promptsPath, *calib}), []string{out, prunedOut, *saveGolden, *report}, nil); err != nil {
+		return err
+	}
+
+	m, err := model.Open(in)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	tokMD, err := tokenizerMetadata(m)
+	if err != nil {
+		return err
+	}
+	encode := promptEncoder(m, in)
+	dense, err := runtime.New(m, runtime.Options{Threads: *threads})
+	if err != nil {
+		return err
+	}
+
+	if method == sparse.Wanda {
+		data, err := os.ReadFile(*calib)
+		if err != nil {
 			return err
 		}
-		if fs.NArg() != 2 {
-			return usageError("want MODEL and OUT")
-		}
-		if *patFlag == "" {
-			return usageError("--pattern is required")
-		}
-		pat, err := sparse.ParsePattern(*patFlag)
+		prompts, err := golden.ParsePrompts(data, *calib, encode)
 		if err != nil {
-			return usageError("%v", err)
+			return err
 		}
-		method, err := sparse.ParseMethod(*sel)
+		if opt.Activations, err = calibrateWanda(ctx, dense, prompts); err != nil {
+			return err
+		}
+	}
+	v, err := sparse.Apply(m, opt)
+	if err != nil {
+		return err
+	}
+	// The golden: given, or recorded from the dense model (after
+	// Apply, so that a bad pattern fails before any decoding).
+	var g *golden.File
+	var src *golden.Acceptance
+	if *goldenPath != "" {
+		if g, err = golden.Read(*goldenPath); err != nil {
+			return err
+		}
+		if src, err = g.Accept(m, *sourceFP); err != nil {
+			return fmt.Errorf("%s against %s: %w", in, *goldenPath, err)
+		}
+	} else {
+		prompts, err := sparsifyPrompts(*promptsPath, encode, m.Config.BOS)
 		if err != nil {
-			return usageError("%v", err)
+			return err
 		}
-		if method == sparse.Wanda && *calib == "" {
-			return usageError("--select wanda needs --calib FILE")
+		if g, err = golden.Record(ctx, dense, prompts, *steps, 8); err != nil {
+			return err
 		}
-		if *goldenPath != "" && (*promptsPath != "" || *saveGolden != "") {
-			return usageError("--golden replaces the recorded golden: give no --prompts or --save-golden with it")
+		sha, err := quantize.SourceFingerprint(m)
+		if err != nil {
+			return err
 		}
-		if *sourceFP != "" && *goldenPath == "" {
-			return usageError("--source-fingerprint applies to a --golden file")
-		}
-		if *steps < 1 {
-			return usageError("--steps %d: want at least 1", *steps)
-		}
-		if *prune && !pat.Structural() {
-			return usageError("--prune needs a channel, head, neuron or layer pattern, not %s", pat)
-		}
-		opt := sparse.Options{Pattern: pat, Sparsity: *sparsity, Method: method, Align: *align}
-		for _, s := range *targets {
-			tg, err := sparse.ParseTarget(s)
-			if err != nil {
-				return usageError("%v", err)
+		g.Model = golden.ModelRef{Path: in, Arch: string(m.Config.Arch), SHA256: sha}
+		if *saveGolden != "" {
+			if err := golden.Write(*saveGolden, g); err != nil {
+				return err
 			}
-			opt.Targets = append(opt.Targets, tg)
 		}
-		recipe, err := quantize.LookupRecipe(*recipeName)
+	}
+
+	res := &sparsifyResult{Source: in, Output: out, Recipe: recipe.Name, Sparsity: v.Report, Golden: *goldenPath, GoldenSource: src}
+	if res.Golden == "" {
+		res.Golden = "recorded from " + in
+	}
+	md := append(tokMD[:len(tokMD):len(tokMD)], v.Report.Metadata()...)
+	qopt := quantize.Options{Recipe: recipe, Overrides: rules, Workers: *threads, Metadata: md}
+	bar := newProgress("sparsify", *asJSON)
+	qopt.Progress = bar.set
+	_, err = quantize.Run(ctx, v.Model, out, qopt)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	qv, err := model.Open(out)
+	if err != nil {
+		return err
+	}
+	defer qv.Close()
+	if err := v.Report.MeasureEffective(qv); err != nil {
+		return err
+	}
+	res.Effective = v.Report.EffectiveSparsity()
+	res.WeightBytes = modelWeightBytes(qv)
+	if res.Quality, err = verifyVariant(ctx, qv, g, *threads, &res.findings, "variant"); err != nil {
+		return err
+	}
+
+	if !recipe.Keep || len(rules) > 0 {
+		// The same recipe on the dense model separates the cost of
+		// quantization from the cost of the zeros.
+		if res.Baseline, err = denseBaseline(ctx, m, qopt, g, *threads); err != nil {
+			return err
+		}
+	}
+
+	if pat.Structural() {
+		pm, err := v.Prune()
 		if err != nil {
-			return usageError("%v", err)
+			return err
 		}
-		var rules []quantize.Rule
-		for _, o := range *overrides {
-			r, err := quantize.ParseOverride(o)
-			if err != nil {
-				return usageError("%v", err)
+		pr := &prunedResult{Config: pm.Config}
+		ds, err := quantize.Plan(pm, qopt)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if d.Fallback {
+				pr.Fallbacks = append(pr.Fallbacks, d.Name+": "+d.Reason)
 			}
-			rules = append(rules, r)
 		}
-		in, out := fs.Arg(0), fs.Arg(1)
-		var prunedOut string
 		if *prune {
-			prunedOut = strings.TrimSuffix(out, filepath.Ext(out)) + ".pruned.gguf"
-		}
-		if err := checkPaths(ins(modelInput(in), []string{*goldenPath, *promptsPath, *calib}), []string{out, prunedOut, *saveGolden, *report}, nil); err != nil {
-			return err
-		}
-
-		m, err := model.Open(in)
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		tokMD, err := tokenizerMetadata(m)
-		if err != nil {
-			return err
-		}
-		encode := promptEncoder(m, in)
-		dense, err := runtime.New(m, runtime.Options{Threads: *threads})
-		if err != nil {
-			return err
-		}
-
-		if method == sparse.Wanda {
-			data, err := os.ReadFile(*calib)
+			pr.Output = prunedOut
+			popt := qopt
+			popt.Progress = nil
+			if _, err := quantize.Run(ctx, pm, pr.Output, popt); err != nil {
+				return err
+			}
+			qp, err := model.Open(pr.Output)
 			if err != nil {
 				return err
 			}
-			prompts, err := golden.ParsePrompts(data, *calib, encode)
-			if err != nil {
+			defer qp.Close()
+			pr.WeightBytes = modelWeightBytes(qp)
+			if pr.Quality, err = verifyVariant(ctx, qp, g, *threads, &res.findings, "pruned"); err != nil {
 				return err
 			}
-			if opt.Activations, err = calibrateWanda(ctx, dense, prompts); err != nil {
-				return err
-			}
-		}
-		v, err := sparse.Apply(m, opt)
-		if err != nil {
+		} else if pr.WeightBytes, err = plannedBytes(pm, qopt); err != nil {
 			return err
 		}
-		// The golden: given, or recorded from the dense model (after
-		// Apply, so that a bad pattern fails before any decoding).
-		var g *golden.File
-		var src *golden.Acceptance
-		if *goldenPath != "" {
-			if g, err = golden.Read(*goldenPath); err != nil {
-				return err
-			}
-			if src, err = g.Accept(m, *sourceFP); err != nil {
-				return fmt.Errorf("%s against %s: %w", in, *goldenPath, err)
-			}
-		} else {
-			prompts, err := sparsifyPrompts(*promptsPath, encode, m.Config.BOS)
-			if err != nil {
-				return err
-			}
-			if g, err = golden.Record(ctx, dense, prompts, *steps, 8); err != nil {
-				return err
-			}
-			sha, err := quantize.SourceFingerprint(m)
-			if err != nil {
-				return err
-			}
-			g.Model = golden.ModelRef{Path: in, Arch: string(m.Config.Arch), SHA256: sha}
-			if *saveGolden != "" {
-				if err := golden.Write(*saveGolden, g); err != nil {
-					return err
-				}
-			}
-		}
+		pr.SavedBytes = res.WeightBytes - pr.WeightBytes
+		res.Pruned = pr
+	}
 
-		res := &sparsifyResult{Source: in, Output: out, Recipe: recipe.Name, Sparsity: v.Report, Golden: *goldenPath, GoldenSource: src}
-		if res.Golden == "" {
-			res.Golden = "recorded from " + in
-		}
-		md := append(tokMD[:len(tokMD):len(tokMD)], v.Report.Metadata()...)
-		qopt := quantize.Options{Recipe: recipe, Overrides: rules, Workers: *threads, Metadata: md}
-		bar := newProgress("sparsify", *asJSON)
-		qopt.Progress = bar.set
-		_, err = quantize.Run(ctx, v.Model, out, qopt)
-		bar.finish()
-		if err != nil {
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if *report != "" {
+		if err := atomicfile.WriteFile(*report, append(b, '\n')); err != nil {
 			return err
 		}
-		qv, err := model.Open(out)
-		if err != nil {
-			return err
-		}
-		defer qv.Close()
-		if err := v.Report.MeasureEffective(qv); err != nil {
-			return err
-		}
-		res.Effective = v.Report.EffectiveSparsity()
-		res.WeightBytes = modelWeightBytes(qv)
-		if res.Quality, err = verifyVariant(ctx, qv, g, *threads, &res.findings, "variant"); err != nil {
-			return err
-		}
-
-		if !recipe.Keep || len(rules) > 0 {
-			// The same recipe on the dense model separates the cost of
-			// quantization from the cost of the zeros.
-			if res.Baseline, err = denseBaseline(ctx, m, qopt, g, *threads); err != nil {
-				return err
-			}
-		}
-
-		if pat.Structural() {
-			pm, err := v.Prune()
-			if err != nil {
-				return err
-			}
-			pr := &prunedResult{Config: pm.Config}
-			ds, err := quantize.Plan(pm, qopt)
-			if err != nil {
-				return err
-			}
-			for _, d := range ds {
-				if d.Fallback {
-					pr.Fallbacks = append(pr.Fallbacks, d.Name+": "+d.Reason)
-				}
-			}
-			if *prune {
-				pr.Output = prunedOut
-				popt := qopt
-				popt.Progress = nil
-				if _, err := quantize.Run(ctx, pm, pr.Output, popt); err != nil {
-					return err
-				}
-				qp, err := model.Open(pr.Output)
-				if err != nil {
-					return err
-				}
-				defer qp.Close()
-				pr.WeightBytes = modelWeightBytes(qp)
-				if pr.Quality, err = verifyVariant(ctx, qp, g, *threads, &res.findings, "pruned"); err != nil {
-					return err
-				}
-			} else if pr.WeightBytes, err = plannedBytes(pm, qopt); err != nil {
-				return err
-			}
-			pr.SavedBytes = res.WeightBytes - pr.WeightBytes
-			res.Pruned = pr
-		}
-
-		b, _ := json.MarshalIndent(res, "", "  ")
-		if *report != "" {
-			if err := atomicfile.WriteFile(*report, append(b, '\n')); err != nil {
-				return err
-			}
-		}
-		if *asJSON {
-			fmt.Println(string(b))
-			return nil
-		}
-		printSparsify(os.Stdout, res)
+	}
+	if *asJSON {
+		fmt.Println(string(b))
 		return nil
 	}
-	register(c)
+	printSparsify(os.Stdout, res)
+	return nil
 }
 
 // promptEncoder returns the model's tokenizer as an encode function (BOS

@@ -30,187 +30,186 @@ type speculateResult struct {
 	SpecTokensPerSec    float64           `json:"speculative_tokens_per_s"`
 }
 
-func init() {
-	c := &command{
-		Name:    "speculate",
-		Usage:   "qnnprep speculate MODEL (--draft MODEL | --eagle3 HEAD | --mtp) [-k K] (--prompt TEXT | --ids 1,2,3 | --prompt-file FILE) [-n N] [--plan plan.json] [--json] [--ctx N] [-t THREADS]",
-		Summary: "decode with a draft model or EAGLE-3 head (exact greedy acceptance) and compare with plain greedy",
-	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		draftPath := fs.String("draft", "", "draft model sharing the target's vocabulary")
-		eaglePath := fs.String("eagle3", "", "EAGLE-3 draft head: GGUF (architecture eagle3) or a Hugging Face directory")
-		useMTP := fs.Bool("mtp", false, "draft with the model's own MTP block (qwen35 GGUF with nextn_predict_layers)")
-		k := fs.IntP("k", "k", 4, "draft tokens per window")
-		prompt := fs.String("prompt", "", "prompt text, tokenized with the model's tokenizer")
-		idsFlag := fs.String("ids", "", "prompt as comma-separated token ids")
-		promptFile := fs.String("prompt-file", "", "prompt from a file (text, or \"ids: 1 2 3\")")
-		n := fs.IntP("n", "n", 64, "tokens to generate")
-		planPath := fs.String("plan", "", "decode through this shard plan's stages (greedy and speculative, with any drafter)")
-		asJSON := fs.Bool("json", false, "print a JSON report")
-		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
-		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return usageError("want one MODEL (the target)")
-		}
-		if n := btoi(*draftPath != "") + btoi(*eaglePath != "") + btoi(*useMTP); n != 1 {
-			return usageError("give exactly one of --draft, --eagle3 and --mtp")
-		}
-		given := 0
-		for _, s := range []string{*prompt, *idsFlag, *promptFile} {
-			if s != "" {
-				given++
-			}
-		}
-		if given != 1 {
-			return usageError("give exactly one of --prompt, --ids and --prompt-file")
-		}
-		if *k < 1 || *n < 1 {
-			return usageError("-k %d, -n %d: want at least 1", *k, *n)
-		}
-		path := fs.Arg(0)
-		m, err := model.Open(path)
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		tok, tokErr := loadTokenizer(m, path)
-		var ids []int32
-		switch {
-		case *idsFlag != "":
-			if ids, err = parseIDs(*idsFlag); err != nil {
-				return usageError("--ids: %v", err)
-			}
-		case *prompt != "":
-			if tokErr != nil {
-				return fmt.Errorf("--prompt needs the model's tokenizer (use --ids): %w", tokErr)
-			}
-			if ids = tok.Encode(*prompt, true); len(ids) == 0 {
-				return usageError("--prompt %q encodes to no tokens", *prompt)
-			}
-		default:
-			ps, err := readPrompts("", *promptFile, tok)
-			if err != nil {
-				return err
-			}
-			ids = ps[0].IDs
-		}
-		opt := runtime.Options{Threads: *threads, Context: *ctxLen}
-		target, err := runtime.New(m, opt)
-		if err != nil {
-			return err
-		}
-		res := &speculateResult{Model: path, K: *k, Prompt: ids}
-		var mkDrafter func() (runtime.Drafter, error)
-		if *draftPath != "" {
-			dm, err := model.Open(*draftPath)
-			if err != nil {
-				return err
-			}
-			defer dm.Close()
-			de, err := runtime.New(dm, opt)
-			if err != nil {
-				return err
-			}
-			res.Drafter = "draft " + *draftPath
-			mkDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(target, de) }
-		} else if *useMTP {
-			h, err := runtime.LoadMTP(target, m)
-			if err != nil {
-				return err
-			}
-			res.Drafter = "mtp"
-			mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
-		} else {
-			h, err := runtime.OpenEagle3(target, *eaglePath)
-			if err != nil {
-				return err
-			}
-			defer h.Close()
-			res.Drafter = "eagle3 " + *eaglePath
-			mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
-		}
+var speculateCmd = &command{
+	Name:    "speculate",
+	Usage:   "qnnprep speculate MODEL (--draft MODEL | --eagle3 HEAD | --mtp) [-k K] (--prompt TEXT | --ids 1,2,3 | --prompt-file FILE) [-n N] [--plan plan.json] [--json] [--ctx N] [-t THREADS]",
+	Summary: "decode with a draft model or EAGLE-3 head (exact greedy acceptance) and compare with plain greedy",
+	Run:     runSpeculate,
+}
 
-		// Plain greedy, timed after the prompt's pass like the speculative run.
-		if len(ids)+*n-1 > target.ContextLength() {
-			return fmt.Errorf("prompt of %d tokens plus %d generated exceed the context length %d (see --ctx)", len(ids), *n, target.ContextLength())
-		}
-		var want []int32
-		var t1 time.Time
-		record := func(s runtime.Step) bool {
-			if s.Index == 0 {
-				t1 = time.Now()
-			}
-			want = append(want, s.Token)
-			return true
-		}
-		speculate := target.Speculate
-		if *planPath != "" {
-			p, err := shard.ReadPlan(*planPath)
-			if err != nil {
-				return err
-			}
-			st, err := runtime.NewStaged(target, p)
-			if err != nil {
-				return fmt.Errorf("%s: %w", *planPath, err)
-			}
-			res.Plan = *planPath
-			if _, err = st.Generate(ctx, ids, *n, record); err != nil {
-				return err
-			}
-			speculate = st.Speculate
-		} else if err = target.NewState().Generate(ctx, ids, *n, record); err != nil {
-			return err
-		}
-		res.GreedySeconds = time.Since(t1).Seconds()
-		d, err := mkDrafter()
-		if err != nil {
-			return err
-		}
-		got, st, err := speculate(ctx, d, ids, *n, *k)
-		if err != nil {
-			return err
-		}
-		res.Generated, res.Stats = got, st
-		res.EqualsGreedy = len(got) == len(want)
-		for i := range want {
-			if res.EqualsGreedy && got[i] != want[i] {
-				res.EqualsGreedy = false
-			}
-		}
-		res.AcceptanceLength, res.TokensPerWindow, res.TargetCallsPerToken = st.AcceptanceLength(), st.TokensPerWindow(), st.TargetCallsPerToken()
-		if res.GreedySeconds > 0 {
-			res.GreedyTokensPerSec = float64(*n-1) / res.GreedySeconds
-		}
-		if st.Seconds > 0 {
-			res.SpecTokensPerSec = float64(*n-1) / st.Seconds
-		}
-		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(res); err != nil {
-				return err
-			}
-		} else {
-			if tok != nil {
-				fmt.Println(tok.Decode(got))
-			} else {
-				fmt.Println(joinIDs(got))
-			}
-			fmt.Fprintf(os.Stderr, "%s, K=%d: acceptance length %.2f of %d (%.2f tokens per target call), %.3f target calls per token\n",
-				res.Drafter, *k, res.AcceptanceLength, *k, res.TokensPerWindow, res.TargetCallsPerToken)
-			fmt.Fprintf(os.Stderr, "greedy %.1f tokens/s, speculative %.1f tokens/s (%d tokens after the first); equal to greedy: %v\n",
-				res.GreedyTokensPerSec, res.SpecTokensPerSec, *n-1, res.EqualsGreedy)
-		}
-		if !res.EqualsGreedy {
-			return fmt.Errorf("speculative output differs from greedy decoding: a runtime bug")
-		}
-		return nil
+func runSpeculate(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	draftPath := fs.String("draft", "", "draft model sharing the target's vocabulary")
+	eaglePath := fs.String("eagle3", "", "EAGLE-3 draft head: GGUF (architecture eagle3) or a Hugging Face directory")
+	useMTP := fs.Bool("mtp", false, "draft with the model's own MTP block (qwen35 GGUF with nextn_predict_layers)")
+	k := fs.IntP("k", "k", 4, "draft tokens per window")
+	prompt := fs.String("prompt", "", "prompt text, tokenized with the model's tokenizer")
+	idsFlag := fs.String("ids", "", "prompt as comma-separated token ids")
+	promptFile := fs.String("prompt-file", "", "prompt from a file (text, or \"ids: 1 2 3\")")
+	n := fs.IntP("n", "n", 64, "tokens to generate")
+	planPath := fs.String("plan", "", "decode through this shard plan's stages (greedy and speculative, with any drafter)")
+	asJSON := fs.Bool("json", false, "print a JSON report")
+	ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
+	threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	register(c)
+	if fs.NArg() != 1 {
+		return usageError("want one MODEL (the target)")
+	}
+	if n := btoi(*draftPath != "") + btoi(*eaglePath != "") + btoi(*useMTP); n != 1 {
+		return usageError("give exactly one of --draft, --eagle3 and --mtp")
+	}
+	given := 0
+	for _, s := range []string{*prompt, *idsFlag, *promptFile} {
+		if s != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return usageError("give exactly one of --prompt, --ids and --prompt-file")
+	}
+	if *k < 1 || *n < 1 {
+		return usageError("-k %d, -n %d: want at least 1", *k, *n)
+	}
+	path := fs.Arg(0)
+	m, err := model.Open(path)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	tok, tokErr := loadTokenizer(m, path)
+	var ids []int32
+	switch {
+	case *idsFlag != "":
+		if ids, err = parseIDs(*idsFlag); err != nil {
+			return usageError("--ids: %v", err)
+		}
+	case *prompt != "":
+		if tokErr != nil {
+			return fmt.Errorf("--prompt needs the model's tokenizer (use --ids): %w", tokErr)
+		}
+		if ids = tok.Encode(*prompt, true); len(ids) == 0 {
+			return usageError("--prompt %q encodes to no tokens", *prompt)
+		}
+	default:
+		ps, err := readPrompts("", *promptFile, tok)
+		if err != nil {
+			return err
+		}
+		ids = ps[0].IDs
+	}
+	opt := runtime.Options{Threads: *threads, Context: *ctxLen}
+	target, err := runtime.New(m, opt)
+	if err != nil {
+		return err
+	}
+	res := &speculateResult{Model: path, K: *k, Prompt: ids}
+	var mkDrafter func() (runtime.Drafter, error)
+	if *draftPath != "" {
+		dm, err := model.Open(*draftPath)
+		if err != nil {
+			return err
+		}
+		defer dm.Close()
+		de, err := runtime.New(dm, opt)
+		if err != nil {
+			return err
+		}
+		res.Drafter = "draft " + *draftPath
+		mkDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(target, de) }
+	} else if *useMTP {
+		h, err := runtime.LoadMTP(target, m)
+		if err != nil {
+			return err
+		}
+		res.Drafter = "mtp"
+		mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
+	} else {
+		h, err := runtime.OpenEagle3(target, *eaglePath)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		res.Drafter = "eagle3 " + *eaglePath
+		mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
+	}
+
+	// Plain greedy, timed after the prompt's pass like the speculative run.
+	if len(ids)+*n-1 > target.ContextLength() {
+		return fmt.Errorf("prompt of %d tokens plus %d generated exceed the context length %d (see --ctx)", len(ids), *n, target.ContextLength())
+	}
+	var want []int32
+	var t1 time.Time
+	record := func(s runtime.Step) bool {
+		if s.Index == 0 {
+			t1 = time.Now()
+		}
+		want = append(want, s.Token)
+		return true
+	}
+	speculate := target.Speculate
+	if *planPath != "" {
+		p, err := shard.ReadPlan(*planPath)
+		if err != nil {
+			return err
+		}
+		st, err := runtime.NewStaged(target, p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *planPath, err)
+		}
+		res.Plan = *planPath
+		if _, err = st.Generate(ctx, ids, *n, record); err != nil {
+			return err
+		}
+		speculate = st.Speculate
+	} else if err = target.NewState().Generate(ctx, ids, *n, record); err != nil {
+		return err
+	}
+	res.GreedySeconds = time.Since(t1).Seconds()
+	d, err := mkDrafter()
+	if err != nil {
+		return err
+	}
+	got, st, err := speculate(ctx, d, ids, *n, *k)
+	if err != nil {
+		return err
+	}
+	res.Generated, res.Stats = got, st
+	res.EqualsGreedy = len(got) == len(want)
+	for i := range want {
+		if res.EqualsGreedy && got[i] != want[i] {
+			res.EqualsGreedy = false
+		}
+	}
+	res.AcceptanceLength, res.TokensPerWindow, res.TargetCallsPerToken = st.AcceptanceLength(), st.TokensPerWindow(), st.TargetCallsPerToken()
+	if res.GreedySeconds > 0 {
+		res.GreedyTokensPerSec = float64(*n-1) / res.GreedySeconds
+	}
+	if st.Seconds > 0 {
+		res.SpecTokensPerSec = float64(*n-1) / st.Seconds
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		if tok != nil {
+			fmt.Println(tok.Decode(got))
+		} else {
+			fmt.Println(joinIDs(got))
+		}
+		fmt.Fprintf(os.Stderr, "%s, K=%d: acceptance length %.2f of %d (%.2f tokens per target call), %.3f target calls per token\n",
+			res.Drafter, *k, res.AcceptanceLength, *k, res.TokensPerWindow, res.TargetCallsPerToken)
+		fmt.Fprintf(os.Stderr, "greedy %.1f tokens/s, speculative %.1f tokens/s (%d tokens after the first); equal to greedy: %v\n",
+			res.GreedyTokensPerSec, res.SpecTokensPerSec, *n-1, res.EqualsGreedy)
+	}
+	if !res.EqualsGreedy {
+		return fmt.Errorf("speculative output differs from greedy decoding: a runtime bug")
+	}
+	return nil
 }
 
 func btoi(b bool) int {

@@ -13,192 +13,191 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 )
 
-func init() {
-	c := &command{
-		Name:    "verify",
-		Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--draft MODEL | --eagle3 HEAD.gguf] [-k K] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--source-fingerprint SHA] [--kv-f16] [--json] [--report FILE] [--ctx N] [-t THREADS]",
-		Summary: "decode an artifact against a golden file: exact match, first divergence, top-1, cosine, degeneration",
+var verifyCmd = &command{
+	Name:    "verify",
+	Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--draft MODEL | --eagle3 HEAD.gguf] [-k K] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--source-fingerprint SHA] [--kv-f16] [--json] [--report FILE] [--ctx N] [-t THREADS]",
+	Summary: "decode an artifact against a golden file: exact match, first divergence, top-1, cosine, degeneration",
+	Run:     runVerify,
+}
+
+func runVerify(ctx context.Context, c *command, args []string) error {
+	fs := newFlags(c)
+	goldenPath := fs.String("golden", "", "golden file recorded from the artifact's source model (qnnprep golden record)")
+	planPath := fs.String("plan", "", "also decode through this shard plan's stages")
+	draftPath := fs.String("draft", "", "also decode speculatively with this draft model (must equal the whole-model output)")
+	eaglePath := fs.String("eagle3", "", "also decode speculatively with this EAGLE-3 head (GGUF or HF directory)")
+	k := fs.IntP("k", "k", 4, "draft tokens per window with --draft or --eagle3")
+	thresholds := addThresholdFlags(fs, "")
+	sourceFP := fs.String("source-fingerprint", "", "accept the golden for an ARTIFACT made elsewhere (llama.cpp) from the golden's source: its fingerprint, as the refusal prints it (the report shows the override)")
+	kvF16 := fs.Bool("kv-f16", false, "round attention like llama.cpp's default F16 KV cache (as golden record --kv-f16)")
+	asJSON := fs.Bool("json", false, "print the JSON report instead of the table")
+	reportPath := fs.String("report", "", "also write the JSON report to FILE")
+	ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
+	threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	c.Run = func(ctx context.Context, args []string) error {
-		fs := newFlags(c)
-		goldenPath := fs.String("golden", "", "golden file recorded from the artifact's source model (qnnprep golden record)")
-		planPath := fs.String("plan", "", "also decode through this shard plan's stages")
-		draftPath := fs.String("draft", "", "also decode speculatively with this draft model (must equal the whole-model output)")
-		eaglePath := fs.String("eagle3", "", "also decode speculatively with this EAGLE-3 head (GGUF or HF directory)")
-		k := fs.IntP("k", "k", 4, "draft tokens per window with --draft or --eagle3")
-		thresholds := addThresholdFlags(fs, "")
-		sourceFP := fs.String("source-fingerprint", "", "accept the golden for an ARTIFACT made elsewhere (llama.cpp) from the golden's source: its fingerprint, as the refusal prints it (the report shows the override)")
-		kvF16 := fs.Bool("kv-f16", false, "round attention like llama.cpp's default F16 KV cache (as golden record --kv-f16)")
-		asJSON := fs.Bool("json", false, "print the JSON report instead of the table")
-		reportPath := fs.String("report", "", "also write the JSON report to FILE")
-		ctxLen := fs.Int("ctx", 0, "context length (default: the model's)")
-		threads := fs.IntP("threads", "t", 2, "matmul threads (the output does not depend on it)")
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return usageError("want one ARTIFACT (a qmodel or any model qnnprep opens)")
-		}
-		if *goldenPath == "" {
-			return usageError("--golden is required")
-		}
-		if *draftPath != "" && *eaglePath != "" {
-			return usageError("give at most one of --draft and --eagle3")
-		}
-		if *k < 1 {
-			return usageError("-k %d: want at least 1", *k)
-		}
-		overrides, err := thresholds()
+	if fs.NArg() != 1 {
+		return usageError("want one ARTIFACT (a qmodel or any model qnnprep opens)")
+	}
+	if *goldenPath == "" {
+		return usageError("--golden is required")
+	}
+	if *draftPath != "" && *eaglePath != "" {
+		return usageError("give at most one of --draft and --eagle3")
+	}
+	if *k < 1 {
+		return usageError("-k %d: want at least 1", *k)
+	}
+	overrides, err := thresholds()
+	if err != nil {
+		return err
+	}
+	if err := checkPaths(ins(modelInput(fs.Arg(0)), modelInput(*draftPath), []string{*goldenPath, *planPath, *eaglePath}), []string{*reportPath}, nil); err != nil {
+		return err
+	}
+	g, err := golden.Read(*goldenPath)
+	if err != nil {
+		return err
+	}
+	path := fs.Arg(0)
+	m, err := model.Open(path)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	acc, err := g.Accept(m, *sourceFP)
+	if err != nil {
+		return fmt.Errorf("%s against %s: %w", path, *goldenPath, err)
+	}
+	e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
+	if err != nil {
+		return err
+	}
+	if err := g.CheckContext(e.ContextLength()); err != nil {
+		return err
+	}
+	crit := g.DefaultCriteria(m, acc).With(overrides)
+	var warnings []string
+	if w := golden.KVWarning(g, *kvF16); w != "" {
+		warnings = append(warnings, w)
+		fmt.Fprintf(os.Stderr, "qnnprep verify: warning: %s\n", w)
+	}
+	var plan *shard.Plan
+	decoders := []struct {
+		name string
+		d    golden.Decoder
+	}{{"whole", golden.EngineDecoder(e)}}
+	if *planPath != "" {
+		p, err := shard.ReadPlan(*planPath)
 		if err != nil {
 			return err
 		}
-		if err := checkPaths(ins(modelInput(fs.Arg(0)), modelInput(*draftPath), []string{*goldenPath, *planPath, *eaglePath}), []string{*reportPath}, nil); err != nil {
-			return err
+		if p.Model.Layers != m.Config.Layers || p.Model.Hidden != m.Config.Hidden || p.Model.Vocab != m.Config.VocabSize {
+			return fmt.Errorf("%s: plan is for a model of %d layers, hidden %d, vocabulary %d; %s has %d, %d, %d",
+				*planPath, p.Model.Layers, p.Model.Hidden, p.Model.Vocab, path, m.Config.Layers, m.Config.Hidden, m.Config.VocabSize)
 		}
-		g, err := golden.Read(*goldenPath)
+		st, err := runtime.NewStaged(e, p)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", *planPath, err)
 		}
-		path := fs.Arg(0)
-		m, err := model.Open(path)
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		acc, err := g.Accept(m, *sourceFP)
-		if err != nil {
-			return fmt.Errorf("%s against %s: %w", path, *goldenPath, err)
-		}
-		e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
-		if err != nil {
-			return err
-		}
-		if err := g.CheckContext(e.ContextLength()); err != nil {
-			return err
-		}
-		crit := g.DefaultCriteria(m, acc).With(overrides)
-		var warnings []string
-		if w := golden.KVWarning(g, *kvF16); w != "" {
-			warnings = append(warnings, w)
-			fmt.Fprintf(os.Stderr, "qnnprep verify: warning: %s\n", w)
-		}
-		var plan *shard.Plan
-		decoders := []struct {
+		decoders = append(decoders, struct {
 			name string
 			d    golden.Decoder
-		}{{"whole", golden.EngineDecoder(e)}}
-		if *planPath != "" {
-			p, err := shard.ReadPlan(*planPath)
-			if err != nil {
-				return err
-			}
-			if p.Model.Layers != m.Config.Layers || p.Model.Hidden != m.Config.Hidden || p.Model.Vocab != m.Config.VocabSize {
-				return fmt.Errorf("%s: plan is for a model of %d layers, hidden %d, vocabulary %d; %s has %d, %d, %d",
-					*planPath, p.Model.Layers, p.Model.Hidden, p.Model.Vocab, path, m.Config.Layers, m.Config.Hidden, m.Config.VocabSize)
-			}
-			st, err := runtime.NewStaged(e, p)
-			if err != nil {
-				return fmt.Errorf("%s: %w", *planPath, err)
-			}
-			decoders = append(decoders, struct {
-				name string
-				d    golden.Decoder
-			}{"plan " + *planPath, st})
-			plan = p
-		}
-		if *draftPath != "" || *eaglePath != "" {
-			var mk func() (runtime.Drafter, error)
-			name := ""
-			if *draftPath != "" {
-				dm, err := model.Open(*draftPath)
-				if err != nil {
-					return err
-				}
-				defer dm.Close()
-				de, err := runtime.New(dm, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
-				if err != nil {
-					return err
-				}
-				if _, err := runtime.NewDraftModel(e, de); err != nil {
-					return err
-				}
-				mk = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
-				name = "draft " + *draftPath
-			} else {
-				h, err := runtime.OpenEagle3(e, *eaglePath)
-				if err != nil {
-					return err
-				}
-				defer h.Close()
-				mk = func() (runtime.Drafter, error) { return h.Drafter(), nil }
-				name = "eagle3 " + *eaglePath
-			}
-			decoders = append(decoders, struct {
-				name string
-				d    golden.Decoder
-			}{fmt.Sprintf("speculative K=%d, %s", *k, name), golden.SpeculativeDecoder(e, mk, *k)})
-			if plan != nil && *draftPath != "" {
-				// And through the plan (EAGLE-3 needs hidden states the
-				// stage graphs do not expose).
-				st, err := runtime.NewStaged(e, plan)
-				if err != nil {
-					return err
-				}
-				decoders = append(decoders, struct {
-					name string
-					d    golden.Decoder
-				}{fmt.Sprintf("plan %s, speculative K=%d, %s", *planPath, *k, name), golden.SpeculativeThrough(st, st, mk, *k)})
-			}
-		}
-		var reports []*golden.Report
-		pass := true
-		for i, dc := range decoders {
-			r, err := golden.Verify(ctx, dc.d, g, crit)
-			if err != nil {
-				return fmt.Errorf("%s (%s): %w", path, dc.name, err)
-			}
-			r.Golden, r.Artifact, r.Decoder = *goldenPath, path, dc.name
-			r.Source, r.Warnings = acc, warnings
-			if i > 0 {
-				// Staged and speculative decoding must give the whole model's tokens.
-				r.CompareOutputs(reports[0])
-			}
-			reports = append(reports, r)
-			pass = pass && r.Pass
-		}
-		var js []byte
-		if *asJSON || *reportPath != "" {
-			var v any = reports[0]
-			if len(reports) > 1 {
-				v = reports
-			}
-			if js, err = json.MarshalIndent(v, "", "  "); err != nil {
-				return err
-			}
-			js = append(js, '\n')
-		}
-		if *reportPath != "" {
-			if err := atomicfile.WriteFile(*reportPath, js); err != nil {
-				return err
-			}
-		}
-		if *asJSON {
-			os.Stdout.Write(js)
-		} else {
-			for i, r := range reports {
-				if i > 0 {
-					fmt.Println()
-				}
-				fmt.Printf("%s (%s) against %s\n\n", path, r.Decoder, *goldenPath)
-				if err := r.Table(os.Stdout); err != nil {
-					return err
-				}
-			}
-		}
-		if !pass {
-			return exitError{1}
-		}
-		return nil
+		}{"plan " + *planPath, st})
+		plan = p
 	}
-	register(c)
+	if *draftPath != "" || *eaglePath != "" {
+		var mk func() (runtime.Drafter, error)
+		name := ""
+		if *draftPath != "" {
+			dm, err := model.Open(*draftPath)
+			if err != nil {
+				return err
+			}
+			defer dm.Close()
+			de, err := runtime.New(dm, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
+			if err != nil {
+				return err
+			}
+			if _, err := runtime.NewDraftModel(e, de); err != nil {
+				return err
+			}
+			mk = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
+			name = "draft " + *draftPath
+		} else {
+			h, err := runtime.OpenEagle3(e, *eaglePath)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			mk = func() (runtime.Drafter, error) { return h.Drafter(), nil }
+			name = "eagle3 " + *eaglePath
+		}
+		decoders = append(decoders, struct {
+			name string
+			d    golden.Decoder
+		}{fmt.Sprintf("speculative K=%d, %s", *k, name), golden.SpeculativeDecoder(e, mk, *k)})
+		if plan != nil && *draftPath != "" {
+			// And through the plan (EAGLE-3 needs hidden states the
+			// stage graphs do not expose).
+			st, err := runtime.NewStaged(e, plan)
+			if err != nil {
+				return err
+			}
+			decoders = append(decoders, struct {
+				name string
+				d    golden.Decoder
+			}{fmt.Sprintf("plan %s, speculative K=%d, %s", *planPath, *k, name), golden.SpeculativeThrough(st, st, mk, *k)})
+		}
+	}
+	var reports []*golden.Report
+	pass := true
+	for i, dc := range decoders {
+		r, err := golden.Verify(ctx, dc.d, g, crit)
+		if err != nil {
+			return fmt.Errorf("%s (%s): %w", path, dc.name, err)
+		}
+		r.Golden, r.Artifact, r.Decoder = *goldenPath, path, dc.name
+		r.Source, r.Warnings = acc, warnings
+		if i > 0 {
+			// Staged and speculative decoding must give the whole model's tokens.
+			r.CompareOutputs(reports[0])
+		}
+		reports = append(reports, r)
+		pass = pass && r.Pass
+	}
+	var js []byte
+	if *asJSON || *reportPath != "" {
+		var v any = reports[0]
+		if len(reports) > 1 {
+			v = reports
+		}
+		if js, err = json.MarshalIndent(v, "", "  "); err != nil {
+			return err
+		}
+		js = append(js, '\n')
+	}
+	if *reportPath != "" {
+		if err := atomicfile.WriteFile(*reportPath, js); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		os.Stdout.Write(js)
+	} else {
+		for i, r := range reports {
+			if i > 0 {
+				fmt.Println()
+			}
+			fmt.Printf("%s (%s) against %s\n\n", path, r.Decoder, *goldenPath)
+			if err := r.Table(os.Stdout); err != nil {
+				return err
+			}
+		}
+	}
+	if !pass {
+		return exitError{1}
+	}
+	return nil
 }

@@ -26,14 +26,17 @@ func qnnprepVersion() string {
 	return "(unknown)"
 }
 
-func init() {
-	c := &command{Name: "version", Usage: "qnnprep version", Summary: "print the qnnprep version"}
-	c.Run = func(ctx context.Context, args []string) error {
-		if err := parseFlags(newFlags(c), args); err != nil {
-			return err
-		}
-		fmt.Println("qnnprep", qnnprepVersion())
-		return nil
+var versionCmd = &command{
+	Name:    "version",
+	Usage:   "qnnprep version",
+	Summary: "print the qnnprep version",
+	Run:     runVersion,
+}
+
+func runVersion(ctx context.Context, c *command, args []string) error {
+	if err := parseFlags(newFlags(c), args); err != nil {
+		return err
 	}
-	register(c)
+	fmt.Println("qnnprep", qnnprepVersion())
+	return nil
 }
