@@ -45,6 +45,7 @@ type Staged struct {
 	calls   map[[2]int]int // graph calls per (AR, CL)
 	x       []float32      // hidden states of the running call
 	feat    stagedFeatures // drafter features (staged_features.go)
+	ssd     stagedSSD      // ssd-q1 state (staged_ssd.go)
 }
 
 // layerNames are a layer's state tensor names.
@@ -403,7 +404,7 @@ func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]in
 // tensors and writes its output tensors. DeltaNet snapshots are numbered
 // by rows of this call.
 func (s *Staged) runStage(v *stagedVariant, k int) error {
-	e, c := s.e, &s.e.cfg
+	c := &s.e.cfg
 	g := v.graphs[k]
 	stg := &s.p.Stages[k]
 	ar, cl := v.ar, v.cl
@@ -411,7 +412,7 @@ func (s *Staged) runStage(v *stagedVariant, k int) error {
 	h := c.Hidden
 	x := grow(&s.x, ar*h)
 	if stg.Embedding {
-		if err := e.Embed(v.bufs[shard.InputIDs].i, x); err != nil {
+		if err := s.embed(v.bufs[shard.InputIDs].i, x); err != nil {
 			return fmt.Errorf("runtime: staged: graph %s: %w", g.Name, err)
 		}
 	} else {
