@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,6 +79,17 @@ type BuildOptions struct {
 	// and says the bundle needs a runtime that feeds them back.
 	AllowRecurrentState bool
 
+	// Cache shares job outputs with other processes and machines (see
+	// RunOptions.Cache); nil keeps them in WorkDir only.
+	Cache Cache
+	// Stages, when not nil, builds only these stages (0-based) into
+	// WorkDir and Cache and writes no bundle: one shard of a build that
+	// a NoRun build assembles later. OutDir is not touched.
+	Stages []int
+	// NoRun runs no tool: every job must be up to date in WorkDir or in
+	// Cache, else Build returns a *MissingError naming them.
+	NoRun bool
+
 	DryRun   bool          // print the commands, write every file the SDK does not produce
 	Parallel int           // SDK jobs at once; 0 means 2
 	Timeout  time.Duration // per SDK job; 0 means none
@@ -113,8 +125,17 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	if p == nil {
 		return nil, errors.New("qnnpack: build: no plan")
 	}
-	if o.OutDir == "" {
+	shardOnly := o.Stages != nil
+	if o.OutDir == "" && !shardOnly {
 		return nil, errors.New("qnnpack: build: no output directory")
+	}
+	if shardOnly && (o.DryRun || o.NoRun) {
+		return nil, errors.New("qnnpack: build: a shard's stages cannot be built in a dry run or without running tools")
+	}
+	for _, s := range o.Stages {
+		if s < 0 || s >= len(p.Stages) {
+			return nil, fmt.Errorf("qnnpack: build: stage index %d out of range (the plan has %d stages)", s, len(p.Stages))
+		}
 	}
 	soc, err := LookupSoC(o.SoC)
 	if err != nil {
@@ -124,15 +145,20 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 		o.OptLevel = DefaultOptLevel
 	}
 	if o.WorkDir == "" {
+		if shardOnly {
+			return nil, errors.New("qnnpack: build: a shard needs a work directory")
+		}
 		o.WorkDir = filepath.Clean(o.OutDir) + ".work"
 	}
-	// OutDir is qnnprep's or refused; whatever happens next, a bundle
-	// already in it is no longer the one this build stands for.
-	if err := atomicfile.CheckOwned(o.OutDir); err != nil {
-		return nil, err
-	}
-	if err := MarkIncomplete(o.OutDir, "a newer build into this directory started and did not finish"); err != nil {
-		return nil, err
+	if !shardOnly {
+		// OutDir is qnnprep's or refused; whatever happens next, a bundle
+		// already in it is no longer the one this build stands for.
+		if err := atomicfile.CheckOwned(o.OutDir); err != nil {
+			return nil, err
+		}
+		if err := MarkIncomplete(o.OutDir, "a newer build into this directory started and did not finish"); err != nil {
+			return nil, err
+		}
 	}
 	if !o.SkipCheck {
 		if v := shard.Check(p, shard.CheckEnv{StateRuntime: o.AllowRecurrentState}); len(v) > 0 {
@@ -199,9 +225,14 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 			}
 		}
 	} else {
-		res.Runs, err = RunJobs(ctx, jobs, RunOptions{
-			Parallel: o.Parallel, Timeout: o.Timeout, SDKVersion: sdk.Version, Force: o.Force, Log: o.Log,
-		})
+		ro := RunOptions{
+			Parallel: o.Parallel, Timeout: o.Timeout, SDKVersion: sdk.Version, SDKRoot: sdk.Root, Force: o.Force, Log: o.Log,
+			Cache: o.Cache, NoRun: o.NoRun,
+		}
+		if shardOnly {
+			ro.Select = func(j *Job) bool { return slices.Contains(o.Stages, j.Stage) }
+		}
+		res.Runs, err = RunJobs(ctx, jobs, ro)
 		if err != nil {
 			return res, err
 		}
@@ -209,8 +240,12 @@ func Build(ctx context.Context, o BuildOptions) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("qnnpack: build interrupted: %w", err)
 	}
+	if shardOnly {
+		res.Bundle = ""
+		return res, checkBinarySizes(stages, o.Stages, shard.DefaultMaxStageBytes)
+	}
 	if !o.DryRun {
-		if err := checkBinarySizes(stages, shard.DefaultMaxStageBytes); err != nil {
+		if err := checkBinarySizes(stages, nil, shard.DefaultMaxStageBytes); err != nil {
 			return res, err
 		}
 	}
@@ -225,10 +260,14 @@ func RecurrentStateNote(n int) string {
 }
 
 // checkBinarySizes refuses context binaries over limit: a context binary
-// must stay under 2 GiB to load (qnn-genie.md §7.1).
-func checkBinarySizes(stages []StagePaths, limit int64) error {
+// must stay under 2 GiB to load (qnn-genie.md §7.1). only, when not nil,
+// lists the stages built.
+func checkBinarySizes(stages []StagePaths, only []int, limit int64) error {
 	var errs []string
 	for i, sp := range stages {
+		if only != nil && !slices.Contains(only, i) {
+			continue
+		}
 		fi, err := os.Stat(sp.Binary)
 		if err != nil {
 			return err

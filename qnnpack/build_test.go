@@ -737,10 +737,10 @@ func TestCheckBinarySizes(t *testing.T) {
 		f.Close()
 		stages = append(stages, StagePaths{Binary: p})
 	}
-	if err := checkBinarySizes(stages[:1], shard.DefaultMaxStageBytes); err != nil {
+	if err := checkBinarySizes(stages[:1], nil, shard.DefaultMaxStageBytes); err != nil {
 		t.Error(err)
 	}
-	err := checkBinarySizes(stages, shard.DefaultMaxStageBytes)
+	err := checkBinarySizes(stages, nil, shard.DefaultMaxStageBytes)
 	if err == nil || !strings.Contains(err.Error(), "stage 2") || !strings.Contains(err.Error(), "3221225472 bytes") {
 		t.Errorf("error %v", err)
 	}

@@ -19,12 +19,15 @@ type GraphFiles struct {
 // under their base names; the runner renames them to Outputs only when the
 // tool succeeds, so an output path never holds a half-written file.
 type Job struct {
-	Stage   int    // 0-based stage index
-	Graph   string // the graph a converter job converts ("" for the context job)
-	Tool    string // ToolConverter or ToolCtxGen
-	Path    string // the executable
-	Args    []string
-	Inputs  []string // files whose contents (with Args and the SDK version) key the cache
+	Stage  int    // 0-based stage index
+	Graph  string // the graph a converter job converts ("" for the context job)
+	Tool   string // ToolConverter or ToolCtxGen
+	Path   string // the executable
+	Args   []string
+	Inputs []string // files whose contents (with Args and the SDK version) key the cache
+	// Configs are the Inputs written by qnnprep that only name other
+	// files: keyed with those paths replaced (see RunJobs).
+	Configs []string
 	Outputs []string // final paths
 	TempDir string   // the tool's output directory while it runs
 	Log     string   // stdout and stderr of the run
@@ -212,7 +215,7 @@ func PlanJobs(sdk *SDK, p *shard.Plan, graphs map[string]GraphFiles, work string
 		inputs = append(inputs, sp.CtxConfig, sp.HTPConfig)
 		jobs = append(jobs, Job{
 			Stage: si, Tool: ToolCtxGen, Path: sdk.CtxGen, Args: args,
-			Inputs: inputs, Outputs: []string{sp.Binary}, TempDir: tmp,
+			Inputs: inputs, Configs: []string{sp.CtxConfig}, Outputs: []string{sp.Binary}, TempDir: tmp,
 			Log:  filepath.Join(sp.Dir, "logs", sp.BinaryName+".ctxgen.log"),
 			Deps: deps,
 		})

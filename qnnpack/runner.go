@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,12 +27,66 @@ type RunOptions struct {
 	SDKVersion string        // part of every cache key
 	Force      bool          // run every job even if its cache entry matches
 	Log        io.Writer     // one line per job; nil for none
+	// SDKRoot is written as ${QNN_SDK_ROOT} in cache keys, so that SDKs
+	// installed in different places share cache entries.
+	SDKRoot string
+	// Cache, when set, is asked for a job's outputs before the tool runs
+	// and given them after it ran: a cache shared between processes and
+	// machines (package scaleout).
+	Cache Cache
+	// Select, when set, runs only the jobs it returns true for; the others
+	// are left out of the results (a shard of a build). It must keep every
+	// job's Deps.
+	Select func(j *Job) bool
+	// NoRun never starts a tool: a job must be up to date in its work
+	// directory or in Cache, and the jobs that are neither are returned in
+	// a *MissingError (assembling a bundle from shards' results).
+	NoRun bool
+}
+
+// Cache stores job outputs under the job's key (the same SHA-256 as the
+// work directory's cache records), so that other processes and machines
+// building the same job take its outputs instead of running the tool.
+type Cache interface {
+	// Get writes key's files to outputs (matched by base name), each
+	// replaced atomically, and reports false when the cache has no entry
+	// for key.
+	Get(ctx context.Context, key string, outputs []string) (bool, error)
+	// Put stores the outputs under key. Concurrent Puts of one key must
+	// leave one complete entry.
+	Put(ctx context.Context, key string, outputs []string) error
+}
+
+// MissingError lists the jobs a NoRun run found neither up to date nor
+// in the cache.
+type MissingError struct {
+	Jobs []*Job
+}
+
+func (e *MissingError) Error() string {
+	stages := map[int]bool{}
+	for _, j := range e.Jobs {
+		stages[j.Stage] = true
+	}
+	return fmt.Sprintf("qnnpack: %d job(s) of %d stage(s) are neither built nor in the cache", len(e.Jobs), len(stages))
+}
+
+// Stages returns the 0-based stages that have missing jobs, in order.
+func (e *MissingError) Stages() []int {
+	var out []int
+	for _, j := range e.Jobs {
+		if len(out) == 0 || out[len(out)-1] != j.Stage {
+			out = append(out, j.Stage)
+		}
+	}
+	return out
 }
 
 // JobResult says what happened to one job.
 type JobResult struct {
 	Job      *Job
 	Cached   bool // outputs were up to date; the tool did not run
+	Fetched  bool // Cached, and the outputs came from RunOptions.Cache
 	Ran      bool
 	Duration time.Duration
 }
@@ -100,6 +155,16 @@ func RunJobs(ctx context.Context, jobs []Job, opts RunOptions) ([]JobResult, err
 		}
 	}
 	r := &runner{opts: opts, hashes: map[string]string{}}
+	var missing []*Job
+	if opts.Select != nil {
+		for i := range jobs {
+			for _, d := range jobs[i].Deps {
+				if opts.Select(&jobs[i]) && !opts.Select(&jobs[d]) {
+					return nil, fmt.Errorf("qnnpack: job %s is selected but %s, which it depends on, is not", jobs[i].Name(), jobs[d].Name())
+				}
+			}
+		}
+	}
 	results := make([]JobResult, len(jobs))
 	done := make([]chan struct{}, len(jobs))
 	failed := make([]bool, len(jobs))
@@ -121,6 +186,9 @@ func RunJobs(ctx context.Context, jobs []Job, opts RunOptions) ([]JobResult, err
 			defer close(done[i])
 			j := &jobs[i]
 			results[i].Job = j
+			if opts.Select != nil && !opts.Select(j) {
+				return
+			}
 			for _, d := range j.Deps {
 				<-done[d]
 			}
@@ -142,12 +210,17 @@ func RunJobs(ctx context.Context, jobs []Job, opts RunOptions) ([]JobResult, err
 				return
 			}
 			start := time.Now()
-			cached, err := r.run(ctx, j)
+			cached, fetched, err := r.run(ctx, j)
 			results[i].Duration = time.Since(start)
-			results[i].Cached, results[i].Ran = cached, !cached && err == nil
+			results[i].Cached, results[i].Ran, results[i].Fetched = cached, !cached && err == nil, fetched
 			mu.Lock()
 			defer mu.Unlock()
 			counter++
+			if errors.Is(err, errNotBuilt) {
+				failed[i] = true
+				missing = append(missing, j)
+				return
+			}
 			if err != nil {
 				failed[i] = true
 				stop = true
@@ -158,7 +231,10 @@ func RunJobs(ctx context.Context, jobs []Job, opts RunOptions) ([]JobResult, err
 			}
 			if opts.Log != nil {
 				state := fmt.Sprintf("done in %.1fs", results[i].Duration.Seconds())
-				if cached {
+				switch {
+				case fetched:
+					state = "from the cache"
+				case cached:
 					state = "up to date"
 				}
 				fmt.Fprintf(opts.Log, "[%d/%d] %s: %s\n", counter, len(jobs), j.Name(), state)
@@ -169,8 +245,26 @@ func RunJobs(ctx context.Context, jobs []Job, opts RunOptions) ([]JobResult, err
 	if err := ctx.Err(); err != nil {
 		return results, fmt.Errorf("qnnpack: build interrupted: %w", err)
 	}
+	if opts.Select != nil {
+		kept := results[:0]
+		for _, res := range results {
+			if opts.Select(res.Job) {
+				kept = append(kept, res)
+			}
+		}
+		results = kept
+	}
+	if len(errs) == 0 && len(missing) > 0 {
+		// Missing jobs' dependents are not missing themselves: they were
+		// skipped. Stage order for the message.
+		slices.SortFunc(missing, func(a, b *Job) int { return a.Stage - b.Stage })
+		return results, &MissingError{Jobs: missing}
+	}
 	return results, errors.Join(errs...)
 }
+
+// errNotBuilt is a NoRun job that is neither up to date nor in the cache.
+var errNotBuilt = errors.New("not built")
 
 type runner struct {
 	opts   RunOptions
@@ -216,21 +310,61 @@ func cacheRecord(j *Job) string {
 	return filepath.Join(filepath.Dir(out), ".cache", filepath.Base(out)+".sha256")
 }
 
-// key hashes everything that determines a job's outputs.
+// key hashes everything that determines a job's outputs, and nothing
+// that depends on where the files are: in the arguments every input path
+// is replaced by its position (${in0}, ...), the temporary output
+// directory by ${tmp} and the SDK root by ${QNN_SDK_ROOT}; inputs are keyed
+// by their contents, except Job.Configs, which are keyed by their contents
+// with the same paths replaced (the outer context-binary config only names
+// files). So builds in different directories, or on different machines
+// with the SDK installed elsewhere, share their cache entries.
 func (r *runner) key(j *Job) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "qnnprep job v1\x00%s\x00%s\x00", r.opts.SDKVersion, j.Tool)
+	fmt.Fprintf(h, "qnnprep job v2\x00%s\x00%s\x00", r.opts.SDKVersion, j.Tool)
+	paths := r.placeholders(j)
 	for _, a := range j.Args {
-		fmt.Fprintf(h, "%s\x00", a)
+		fmt.Fprintf(h, "%s\x00", paths.Replace(a))
 	}
-	for _, in := range j.Inputs {
-		d, err := r.hash(in)
+	for i, in := range j.Inputs {
+		var d string
+		var err error
+		if slices.Contains(j.Configs, in) {
+			var b []byte
+			if b, err = os.ReadFile(in); err == nil {
+				sum := sha256.Sum256([]byte(paths.Replace(string(b))))
+				d = hex.EncodeToString(sum[:])
+			}
+		} else {
+			d, err = r.hash(in)
+		}
 		if err != nil {
 			return "", fmt.Errorf("qnnpack: stage %d: %s: input %s: %w", j.Stage+1, j.Name(), in, err)
 		}
-		fmt.Fprintf(h, "%s\x00%s\x00", in, d)
+		fmt.Fprintf(h, "in%d\x00%s\x00", i, d)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// placeholders replaces the paths a job's key must not depend on; longer
+// paths first, so that a path inside another is never half-replaced.
+func (r *runner) placeholders(j *Job) *strings.Replacer {
+	type pair struct{ path, name string }
+	var ps []pair
+	for i, in := range j.Inputs {
+		ps = append(ps, pair{in, fmt.Sprintf("${in%d}", i)})
+	}
+	if j.TempDir != "" {
+		ps = append(ps, pair{j.TempDir, "${tmp}"})
+	}
+	if r.opts.SDKRoot != "" {
+		ps = append(ps, pair{filepath.Clean(r.opts.SDKRoot), "${QNN_SDK_ROOT}"})
+	}
+	slices.SortStableFunc(ps, func(a, b pair) int { return len(b.path) - len(a.path) })
+	var old []string
+	for _, p := range ps {
+		old = append(old, p.path, p.name)
+	}
+	return strings.NewReplacer(old...)
 }
 
 // record is the cache file's content: the key, then "hash path" per output.
@@ -262,26 +396,65 @@ func (r *runner) upToDate(j *Job, key string) bool {
 	return err == nil && now == string(old)
 }
 
-// run runs one job unless its cache says it is up to date.
-func (r *runner) run(ctx context.Context, j *Job) (cached bool, err error) {
+// run runs one job unless its cache record says it is up to date or
+// RunOptions.Cache has its outputs.
+func (r *runner) run(ctx context.Context, j *Job) (cached, fetched bool, err error) {
 	key, err := r.key(j)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if !r.opts.Force && r.upToDate(j, key) {
-		return true, nil
+		return true, false, nil
+	}
+	c := r.opts.Cache
+	if c != nil && !r.opts.Force {
+		if err := os.MkdirAll(filepath.Dir(j.Outputs[0]), 0o755); err != nil {
+			return false, false, err
+		}
+		ok, err := c.Get(ctx, key, j.Outputs)
+		if err != nil {
+			return false, false, fmt.Errorf("qnnpack: stage %d: %s: cache: %w", j.Stage+1, j.Name(), err)
+		}
+		if ok {
+			r.forget(j.Outputs)
+			return true, true, r.writeRecord(j, key)
+		}
+	}
+	if r.opts.NoRun {
+		return false, false, errNotBuilt
 	}
 	if err := r.exec(ctx, j); err != nil {
-		return false, err
+		return false, false, err
 	}
+	if err := r.writeRecord(j, key); err != nil {
+		return false, false, err
+	}
+	if c != nil {
+		if err := c.Put(ctx, key, j.Outputs); err != nil {
+			return false, false, fmt.Errorf("qnnpack: stage %d: %s: cache: %w", j.Stage+1, j.Name(), err)
+		}
+	}
+	return false, false, nil
+}
+
+func (r *runner) writeRecord(j *Job, key string) error {
 	rec, err := r.record(j, key)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(cacheRecord(j)), 0o755); err != nil {
-		return false, err
+		return err
 	}
-	return false, atomicfile.WriteFile(cacheRecord(j), []byte(rec))
+	return atomicfile.WriteFile(cacheRecord(j), []byte(rec))
+}
+
+// forget drops remembered hashes of files that were just replaced.
+func (r *runner) forget(paths []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range paths {
+		delete(r.hashes, p)
+	}
 }
 
 // exec runs the tool in its own process group, then moves its outputs from
@@ -357,9 +530,7 @@ func (r *runner) exec(ctx context.Context, j *Job) error {
 		if err := os.Rename(tmp, o); err != nil {
 			return toolErr(err)
 		}
-		r.mu.Lock()
-		delete(r.hashes, o)
-		r.mu.Unlock()
+		r.forget([]string{o})
 	}
 	return nil
 }

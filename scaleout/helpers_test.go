@@ -1,0 +1,188 @@
+package scaleout
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/shard"
+)
+
+var (
+	fakeOnce sync.Once
+	fakeBin  string
+	fakeErr  error
+)
+
+// fakeSDK lays out qnnpack's fake SDK (testdata/fakesdk) under a new
+// directory and returns its root.
+func fakeSDK(t *testing.T) string {
+	t.Helper()
+	fakeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "scaleout-fakesdk-")
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		fakeBin = filepath.Join(dir, "fakesdk")
+		out, err := exec.Command("go", "build", "-o", fakeBin, "../qnnpack/testdata/fakesdk").CombinedOutput()
+		if err != nil {
+			fakeErr = fmt.Errorf("build fake SDK: %v\n%s", err, out)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
+	h := qnnpack.LinuxX64
+	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
+	binDir, libDir := filepath.Join(root, "bin", h.Dir), filepath.Join(root, "lib", h.Dir)
+	for _, d := range []string{binDir, libDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tool := range []string{qnnpack.ToolConverter, qnnpack.ToolCtxGen} {
+		if err := os.Symlink(fakeBin, filepath.Join(binDir, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, lib := range []string{"libQnnHtp.so", "libQnnHtpNetRunExtensions.so", "libQnnModelDlc.so"} {
+		if err := os.WriteFile(filepath.Join(libDir, lib), []byte("fake "+lib), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yaml, err := os.ReadFile("../qnnpack/testdata/fakesdk/sdk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "sdk.yaml"), yaml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func testConfig(layers int) model.Config {
+	c := model.Config{
+		Arch: model.Llama, VocabSize: 320, Hidden: 64, Layers: layers, FFN: 128,
+		Heads: 4, KVHeads: 2, HeadDim: 16, ContextLength: 256,
+		RMSEps: 1e-5, RopeTheta: 500000, RopeDim: 16, BOS: 1, EOS: 2,
+	}
+	c.LayerKinds = make([]model.LayerKind, layers)
+	return c
+}
+
+// testPlan plans 8 layers of growing size into 4 stages.
+func testPlan(t *testing.T) *shard.Plan {
+	t.Helper()
+	cfg := testConfig(8)
+	sizes := make([]int64, cfg.Layers)
+	for i := range sizes {
+		sizes[i] = int64(i+1) << 20
+	}
+	p, err := shard.NewPlan(cfg, shard.Sizes{Layers: sizes, Head: 1 << 20, Embed: 1 << 20}, "tiny",
+		shard.Options{Stages: 4, AR: []int{16, 1}, CL: []int{128}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// writeGraphs exports a stand-in ONNX graph and encodings for every graph
+// of p into dir.
+func writeGraphs(t *testing.T, p *shard.Plan, dir string) map[string]qnnpack.GraphFiles {
+	t.Helper()
+	files := map[string]qnnpack.GraphFiles{}
+	for i := range p.Graphs {
+		g := &p.Graphs[i]
+		og := onnx.NewGraph(g.Name)
+		var first string
+		for _, in := range g.Inputs {
+			typ := onnx.Float
+			if in.DType == "int32" {
+				typ = onnx.Int32
+			}
+			if n := og.Input(in.Name, typ, in.Shape...); first == "" {
+				first = n
+			}
+		}
+		for _, out := range g.Outputs {
+			og.Output(out.Name, onnx.Float, out.Shape...)
+			og.Node("Identity", []string{first}, []string{out.Name})
+		}
+		f := qnnpack.GraphFiles{ONNX: filepath.Join(dir, g.Name+".onnx"), Encodings: filepath.Join(dir, g.Name+".encodings")}
+		if err := og.WriteFile(f.ONNX, onnx.WriteOptions{Producer: "scaleout-test", Version: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		act := map[string]any{}
+		for _, list := range [][]shard.Tensor{g.Inputs, g.Outputs} {
+			for _, tn := range list {
+				if tn.Encoding != "" {
+					act[tn.Name] = []map[string]any{{"bitwidth": 16, "dtype": "int", "is_symmetric": "False", "min": -8.0, "max": 8.0, "offset": -32768, "scale": 16.0 / 65535}}
+				}
+			}
+		}
+		enc, _ := json.Marshal(map[string]any{"version": "0.6.1", "activation_encodings": act, "param_encodings": map[string]any{}})
+		if err := os.WriteFile(f.Encodings, enc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[g.Name] = f
+	}
+	return files
+}
+
+// env is a plan with its exported graphs and a fake SDK.
+type env struct {
+	sdk   *qnnpack.SDK
+	plan  *shard.Plan
+	files map[string]qnnpack.GraphFiles
+	in    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	sdk, err := qnnpack.FindSDK(fakeSDK(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{sdk: sdk, plan: testPlan(t), in: t.TempDir()}
+	e.files = writeGraphs(t, e.plan, e.in)
+	if err := os.WriteFile(filepath.Join(e.in, "tokenizer.json"), []byte(`{"model":{"type":"BPE"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) options(out, work string) qnnpack.BuildOptions {
+	return qnnpack.BuildOptions{
+		SDK: e.sdk, Plan: e.plan, Config: testConfig(8), Graphs: e.files, OutDir: out, WorkDir: work,
+		SoC: "8elite", QnnprepVersion: "test", Tokenizer: filepath.Join(e.in, "tokenizer.json"),
+	}
+}
+
+// readTree returns every file under dir but qnnprep's output marker, by
+// slash path.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
