@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -24,6 +25,11 @@ type Options struct {
 	// encoding, except attention_mask ([−50, 0], Genie writes its max code
 	// for "attend") and position_ids_cos (16-bit symmetric over [−1, 1]).
 	Ranges map[string]Range
+	// Forecast holds the ssd-q1 forecast-token embeddings, the plan's
+	// forecast-token-count rows of hidden values. The first stage's
+	// Gather table is token_embd.weight followed by these rows (token
+	// vocab+i is row i), held as ForecastRows gives them.
+	Forecast []float32
 }
 
 // MaskMin is the value of a masked attention_mask entry in the default
@@ -51,7 +57,7 @@ func BuildStage(m *model.Model, p *shard.Plan, pg *shard.Graph, opts Options) (*
 	case opts.Container != p.Container:
 		return nil, nil, fmt.Errorf("onnx: the plan sized its stages for the %s container, not %s; re-plan with --container %s", p.Container, opts.Container, opts.Container)
 	}
-	if err := checkPlan(m, p); err != nil {
+	if err := checkPlan(m, p, len(opts.Forecast)); err != nil {
 		return nil, nil, err
 	}
 	if pg.Stage < 0 || pg.Stage >= len(p.Stages) {
@@ -70,15 +76,24 @@ func BuildStage(m *model.Model, p *shard.Plan, pg *shard.Graph, opts Options) (*
 	return b.g, b.enc, nil
 }
 
-// checkPlan refuses a plan made for another model.
-func checkPlan(m *model.Model, p *shard.Plan) error {
+// checkPlan refuses a plan made for another model, or whose embedding
+// rows are not the model's vocabulary plus the forecast values given.
+func checkPlan(m *model.Model, p *shard.Plan, forecast int) error {
 	c := &m.Config
 	if err := p.Fits(*c); err != nil {
 		return fmt.Errorf("onnx: plan for model %q does not fit model %s: %w", p.Model.Name, m.Path, err)
 	}
-	if p.Dialog.EmbeddingRows != 0 && p.Dialog.EmbeddingRows != c.VocabSize {
-		return fmt.Errorf("onnx: plan needs %d embedding rows, model %s has %d (forecast-token embeddings are not in the model)",
-			p.Dialog.EmbeddingRows, m.Path, c.VocabSize)
+	if forecast%c.Hidden != 0 {
+		return fmt.Errorf("onnx: %d forecast embedding values are not rows of hidden size %d", forecast, c.Hidden)
+	}
+	rows := c.VocabSize + forecast/c.Hidden
+	if want := p.Dialog.EmbeddingRows; want != 0 && want != rows {
+		if forecast == 0 {
+			return fmt.Errorf("onnx: plan needs %d embedding rows, model %s has %d: give the %d forecast-token embeddings (--forecast-embeddings)",
+				want, m.Path, c.VocabSize, want-c.VocabSize)
+		}
+		return fmt.Errorf("onnx: plan needs %d embedding rows, model %s has %d and %d forecast rows were given",
+			want, m.Path, c.VocabSize, forecast/c.Hidden)
 	}
 	return nil
 }
@@ -128,7 +143,7 @@ func (b *builder) build(st *shard.Stage) error {
 	}
 
 	if st.Embedding {
-		emb := b.table("token_embd.weight")
+		emb := b.embedTable()
 		if emb == "" {
 			return fmt.Errorf("model has no token_embd.weight")
 		}
@@ -338,6 +353,51 @@ func (b *builder) table(name string) string {
 		b.enc.ParamEncodings = append(b.enc.ParamEncodings, *enc)
 	}
 	return b.g.LazyInit(name, Float, []int64{t.Rows(), t.Dims[0]}, func() ([]byte, error) { return matrixBytes(t, enc, false) })
+}
+
+// embedTable is token_embd.weight as a Gather table, with the forecast
+// rows (Options.Forecast) appended and its encoding extended over them.
+func (b *builder) embedTable() string {
+	const name = "token_embd.weight"
+	if len(b.opts.Forecast) == 0 {
+		return b.table(name)
+	}
+	t := b.m.Tensor(name)
+	if t == nil {
+		return ""
+	}
+	enc, err := ParamEncoding(t, b.opts.Container)
+	if err != nil {
+		b.fail(err)
+		return name
+	}
+	rows, scales, err := forecastRows(t, enc, b.opts.Forecast)
+	if err != nil {
+		b.fail(err)
+		return name
+	}
+	var table *Encoding
+	if enc != nil {
+		e := *enc
+		e.Scale = append(append(Float32s(nil), enc.Scale...), scales...)
+		e.Offset = slices.Clone(enc.Offset)
+		for range scales {
+			e.Offset = append(e.Offset, enc.Offset[0])
+		}
+		table = &e
+		b.enc.ParamEncodings = append(b.enc.ParamEncodings, e)
+	}
+	n := len(rows) / int(t.Dims[0])
+	return b.g.LazyInit(name, Float, []int64{t.Rows() + int64(n), t.Dims[0]}, func() ([]byte, error) {
+		data, err := matrixBytes(t, table, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range rows {
+			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+		}
+		return data, nil
+	})
 }
 
 // matrix adds the ggml matrix src as a MatMul weight [in, out] named

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
@@ -246,4 +247,63 @@ func f32Bytes(v []float32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return b
+}
+
+// ForecastRows returns the ssd-q1 forecast embeddings rows (hidden values
+// each) as the first stage's Gather table holds them after the rows of
+// token embedding t: unchanged when t is exported as floats, else each
+// quantized symmetrically on t's encoding (a scale per row, or per block)
+// and written as code × scale, so the encodings cover them too. Give the
+// result to the runtime so that it embeds what the device does.
+func ForecastRows(t *model.Tensor, c Container, rows []float32) ([]float32, error) {
+	enc, err := ParamEncoding(t, c)
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := forecastRows(t, enc, rows)
+	return out, err
+}
+
+// forecastRows quantizes rows on enc's form (see ForecastRows) and
+// returns the values and their encoding scales, in enc's order.
+func forecastRows(t *model.Tensor, enc *Encoding, rows []float32) ([]float32, []float32, error) {
+	cols := int(t.Dims[0])
+	if cols <= 0 || len(rows)%cols != 0 {
+		return nil, nil, fmt.Errorf("onnx: %d forecast embedding values are not rows of %s's %d columns", len(rows), t.Name, cols)
+	}
+	for i, v := range rows {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, nil, fmt.Errorf("onnx: forecast embedding row %d holds %v", i/cols, v)
+		}
+	}
+	out := slices.Clone(rows)
+	if enc == nil {
+		return out, nil, nil
+	}
+	block := cols
+	if enc.EncType == PerBlock {
+		block = enc.BlockSize
+	}
+	if block <= 0 || cols%block != 0 {
+		return nil, nil, fmt.Errorf("onnx: %s: block %d does not divide %d columns", t.Name, block, cols)
+	}
+	qmax := float64(int64(1)<<(enc.BW-1) - 1)
+	var scales []float32
+	for b := 0; b < len(out); b += block {
+		blk := out[b : b+block]
+		var amax float64
+		for _, v := range blk {
+			amax = max(amax, math.Abs(float64(v)))
+		}
+		scale := float32(amax / qmax)
+		if scale == 0 {
+			scale = 1
+		}
+		for i, v := range blk {
+			q := math.Max(-qmax-1, math.Min(qmax, math.Round(float64(v)/float64(scale))))
+			blk[i] = float32(q) * scale
+		}
+		scales = append(scales, scale)
+	}
+	return out, scales, nil
 }
