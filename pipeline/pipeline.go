@@ -155,6 +155,15 @@ type Options struct {
 
 	// Draft is the spd dialog's draft model.
 	Draft *Draft
+	// ForecastEmbeddings is the ssd-q1 dialog's trained forecast-token
+	// embeddings (model.ReadForecastEmbeddings: safetensors or GGUF,
+	// forecast-token-count rows of the hidden size). They join the first
+	// stage's embedding table and the bundle; verify decodes the dialog
+	// with them through the plan.
+	ForecastEmbeddings string
+	// ForecastPrefix is a Genie KV cache file holding the ssd-q1 forecast
+	// prefix; "" writes a zero placeholder (qnnpack.BuildOptions).
+	ForecastPrefix string
 
 	QnnprepVersion string
 	// Commands receives the SDK command lines (one per line) when the SDK
@@ -348,6 +357,9 @@ type builder struct {
 	files   map[string]qnnpack.GraphFiles
 	tok     *BundleTokenizer
 
+	forecastRaw []float32 // ssd-q1 forecast rows as given
+	forecast    []float32 // as the first stage's table holds them
+
 	draft       *qnnpack.DraftModel // compiled draft (spd, with an SDK)
 	draftQM     *model.Model
 	draftJobs   []qnnpack.Job // dry run
@@ -422,6 +434,9 @@ func (b *builder) quantize() error {
 			return err
 		}
 		b.src = src
+		if err := b.readForecast(); err != nil {
+			return err
+		}
 		// The bundle's tokenizer is settled first: without one there is
 		// no point quantizing.
 		md, err := b.bundleTokenizer(src)
@@ -451,6 +466,27 @@ func (b *builder) quantize() error {
 		}
 		return nil
 	})
+}
+
+// readForecast reads the ssd-q1 forecast embeddings, checked against the
+// source's hidden size and the dialog's forecast-token-count before
+// anything is built.
+func (b *builder) readForecast() error {
+	d := b.o.Plan.Dialog
+	switch {
+	case d.Type != shard.SSD && b.o.ForecastEmbeddings != "":
+		return fmt.Errorf("forecast embeddings are used by dialog ssd-q1 only, not %q", d.Type)
+	case d.Type != shard.SSD:
+		return nil
+	case b.o.ForecastEmbeddings == "":
+		return fmt.Errorf("dialog ssd-q1 needs its %d trained forecast-token embeddings of hidden size %d (--forecast-embeddings FILE, safetensors or GGUF)", d.ForecastTokenCount, b.src.Config.Hidden)
+	}
+	rows, err := model.ReadForecastEmbeddings(b.o.ForecastEmbeddings, b.src.Config.Hidden, d.ForecastTokenCount)
+	if err != nil {
+		return err
+	}
+	b.forecastRaw = rows
+	return nil
 }
 
 func (b *builder) plan() error {
@@ -507,6 +543,17 @@ func (b *builder) check() error {
 
 func (b *builder) export() error {
 	return b.step(StepExport, func(s *StepResult) error {
+		if b.forecastRaw != nil {
+			emb := b.qm.Tensor("token_embd.weight")
+			if emb == nil {
+				return fmt.Errorf("%s: no token_embd.weight for the forecast rows", b.res.QModel)
+			}
+			rows, err := onnx.ForecastRows(emb, b.res.Plan.Container, b.forecastRaw)
+			if err != nil {
+				return err
+			}
+			b.forecast = rows
+		}
 		dir := filepath.Join(b.work, ONNXDir)
 		files, total, nranges, err := b.exportGraphs(b.qm, b.res.Plan, dir, StepExport)
 		if err != nil {
@@ -515,6 +562,9 @@ func (b *builder) export() error {
 		b.files = files
 		s.Outputs = []string{b.rel(dir) + "/"}
 		s.Note = fmt.Sprintf("%d graphs, %d bytes", len(b.res.Plan.Graphs), total)
+		if b.forecast != nil {
+			s.Note += fmt.Sprintf(", %d forecast rows in the embedding table", len(b.forecast)/b.qm.Config.Hidden)
+		}
 		if nranges > 0 {
 			s.Note += fmt.Sprintf(", %d calibrated ranges", nranges)
 		}
@@ -528,6 +578,9 @@ func (b *builder) export() error {
 // their total size and the number of activation ranges used.
 func (b *builder) exportGraphs(m *model.Model, p *shard.Plan, dir, step string) (map[string]qnnpack.GraphFiles, int64, int, error) {
 	opts := b.o.Export
+	if m == b.qm {
+		opts.Forecast = b.forecast
+	}
 	if b.o.Calibrate != nil {
 		r, err := b.o.Calibrate(b.ctx, m, p)
 		if err != nil {

@@ -52,6 +52,7 @@ func (b *builder) sdkAndBundle() error {
 				OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
 				ConverterArgs: b.o.ConverterArgs, Tokenizer: b.tok.Copy, TokenizerJSON: b.tok.JSON, EOG: b.tok.EOG, Recipe: recipe,
 				QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
+				ForecastPrefix: b.o.ForecastPrefix, ForecastEmbeddings: b.forecast,
 				AllowRecurrentState: b.o.AllowRecurrentState,
 				Incomplete:          incompleteVerify,
 				DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,

@@ -127,11 +127,48 @@ func (b *builder) verify() error {
 		} else {
 			s.Note = fmt.Sprintf("staged decode DIFFERS from whole; %s", quality)
 		}
+		if b.forecast != nil {
+			note, err := b.verifySSD(v, sEngine, d, f)
+			if err != nil {
+				return err
+			}
+			s.Note += "; " + note
+		}
 		if !v.Whole.Pass {
 			s.Note += "; criteria failed: " + strings.Join(v.Whole.Failures, "; ")
 		}
 		return nil
 	})
+}
+
+// verifySSD decodes the golden's prompts with the ssd-q1 dialog through
+// the plan (runtime.Staged.SpeculateSSD), the forecast rows as the first
+// stage holds them and a zero forecast prefix (the placeholder's; a given
+// prefix file is quantized on the device's KV encodings and not decoded
+// here, which changes only what is drafted). Its tokens must be the whole
+// model's.
+func (b *builder) verifySSD(v *Verification, e *runtime.Engine, tf golden.Decoder, f *golden.File) (string, error) {
+	st, err := runtime.NewStaged(e, b.res.Plan)
+	if err != nil {
+		return "", fmt.Errorf("ssd-q1: %w", err)
+	}
+	sp := runtime.SSDSpeculator{Staged: st, Options: runtime.SSDOptions{Forecast: b.forecast}}
+	d := &b.res.Plan.Dialog
+	sd := golden.SpeculativeThrough(sp, tf, func() (runtime.Drafter, error) { return nil, nil }, d.Nodes-1)
+	if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
+		return "", fmt.Errorf("ssd-q1 decode through the plan: %w", err)
+	}
+	v.Speculative.Decoder = "ssd-q1 through plan " + b.rel(b.res.PlanPath)
+	same := sameOutputs(v.Whole, v.Speculative)
+	v.SpeculativeEqualsWhole = &same
+	note := "ssd-q1 == whole"
+	if !same {
+		note = "ssd-q1 decode DIFFERS from whole"
+	}
+	if sr := v.Speculative.Speculative; sr != nil {
+		note += fmt.Sprintf(" (%.2f drafts accepted per call of %d draft nodes, %.2f target calls per token)", sr.AcceptanceLength, sr.K, sr.TargetCallsPerToken)
+	}
+	return note, nil
 }
 
 // sameOutputs reports whether two reports over one golden file decoded

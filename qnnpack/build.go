@@ -2,10 +2,12 @@ package qnnpack
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/safetensors"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
@@ -63,6 +66,10 @@ type BuildOptions struct {
 	// prefix; "" writes a zero placeholder of the right shape.
 	ForecastPrefix string
 	KVBits         int // KV cache bits for the placeholder prefix; 0 means 8
+	// ForecastEmbeddings are the ssd-q1 forecast-token rows as the first
+	// stage's embedding table holds them (onnx.ForecastRows), written to
+	// the bundle as ForecastEmbeddingsName.
+	ForecastEmbeddings []float32
 	RopeScaling    map[string]any
 	Draft          *DraftModel // spd only
 	// Incomplete, when set, writes the manifest marked incomplete with this
@@ -393,6 +400,9 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 		if note != "" {
 			m.Notes = append(m.Notes, note)
 		}
+		if err := writeForecastEmbeddings(o, d.Path); err != nil {
+			return nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("qnnpack: build interrupted: %w", err)
@@ -462,6 +472,29 @@ func writeForecastPrefix(o BuildOptions, bundle string) (string, error) {
 	}
 	return fmt.Sprintf("%s/%s is a zero placeholder with the right shape (%d positions), not a computed forecast prefix: SSD drafts will be poor until a real prefix is supplied",
 		name, ForecastPrefixFile, spec.UpdateSize), nil
+}
+
+// ForecastEmbeddingsName is the bundle file holding the ssd-q1 forecast
+// embeddings: F32 tensor "forecast_embeddings" [forecast-token-count,
+// hidden], the rows token ids vocab… embed to (they are also in the first
+// stage's table).
+const ForecastEmbeddingsName = "forecast_embeddings.safetensors"
+
+func writeForecastEmbeddings(o BuildOptions, bundle string) error {
+	rows := o.ForecastEmbeddings
+	n, h := o.Plan.Dialog.ForecastTokenCount, o.Config.Hidden
+	if rows == nil {
+		return nil
+	}
+	if h <= 0 || len(rows) != n*h {
+		return fmt.Errorf("qnnpack: %d forecast embedding values, the plan needs forecast-token-count %d × hidden %d", len(rows), n, h)
+	}
+	data := make([]byte, 0, 4*len(rows))
+	for _, v := range rows {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+	}
+	w := &safetensors.Writer{Tensors: []safetensors.WriterTensor{{Name: "forecast_embeddings", Dtype: safetensors.F32, Shape: []int64{int64(n), int64(h)}, Data: safetensors.Bytes(data)}}}
+	return safetensors.WriteFile(filepath.Join(bundle, ForecastEmbeddingsName), w)
 }
 
 // linkOrCopy hard-links src to dst (context binaries are large), or copies

@@ -430,3 +430,17 @@ func (s *Staged) loadPrefix(v *stagedVariant) {
 	}
 	s.ssd.loaded = true
 }
+
+// SSDSpeculator gives SpeculateSSD the signature of the drafter-based
+// decodes (Engine.Speculate, Staged.Speculate), for code that measures
+// any of them: the dialog drafts for itself, so the drafter and k are not
+// used.
+type SSDSpeculator struct {
+	Staged  *Staged
+	Options SSDOptions
+}
+
+// Speculate is Staged.SpeculateSSD.
+func (x SSDSpeculator) Speculate(ctx context.Context, _ Drafter, prompt []int32, n, _ int) ([]int32, SpecStats, error) {
+	return x.Staged.SpeculateSSD(ctx, x.Options, prompt, n)
+}
