@@ -70,8 +70,8 @@ type BuildOptions struct {
 	// stage's embedding table holds them (onnx.ForecastRows), written to
 	// the bundle as ForecastEmbeddingsName.
 	ForecastEmbeddings []float32
-	RopeScaling    map[string]any
-	Draft          *DraftModel // spd only
+	RopeScaling        map[string]any
+	Draft              *DraftModel // spd only
 	// Incomplete, when set, writes the manifest marked incomplete with this
 	// reason (MarkComplete clears it): a caller that checks the bundle
 	// further (qnnprep build's verify step) completes it only when that
