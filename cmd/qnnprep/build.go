@@ -39,6 +39,8 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	planOpts := addPlanFlags(fs)
 	draft := fs.String("draft", "", "spd: the draft model (same vocabulary), built with the same recipe into the bundle's draft/")
 	draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
+	forecastEmb := fs.String("forecast-embeddings", "", "ssd-q1: the trained forecast-token embeddings (safetensors or GGUF: forecast-token-count rows of the hidden size), added to the first stage's embedding table and the bundle")
+	prefixFile := fs.String("forecast-prefix-file", "", "ssd-q1: the forecast prefix for the bundle (a Genie KV cache file); default a zero placeholder")
 	name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
 	skipCheck := fs.Bool("skip-check", false, "build even if the plan breaks Genie's contract (the bundle will not load)")
 	allowState := fs.Bool("allow-recurrent-state", false, "build a model whose graphs carry past_conv/past_ssm state (Gated DeltaNet), which Genie does not feed back: the bundle then needs a runtime that does, as qnnprep's staged runtime does")
@@ -99,7 +101,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if *draft != "" {
 		draftIn = modelInput(*draft)
 	}
-	if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
+	if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok, *forecastEmb, *prefixFile}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
 		return err
 	}
 	var sdk *qnnpack.SDK
@@ -117,6 +119,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	o.SoC, o.SDK, o.DryRun, o.ConverterArgs = chip, sdk, *dry, *convArgs
 	o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
 	o.Thresholds, o.NoVerify = ov, *noVerify
+	o.ForecastEmbeddings, o.ForecastPrefix = *forecastEmb, *prefixFile
 	if *tok != "" {
 		o.Tokenizer = *tok
 	}
@@ -252,9 +255,16 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 			row("qmodel staged", v.Staged, yesNo(*v.StagedEqualsWhole))
 		}
 		if v.Speculative != nil {
-			row("qmodel speculative (draft)", v.Speculative, yesNo(*v.SpeculativeEqualsWhole))
+			name := "qmodel speculative (draft)"
+			if r.Plan != nil && r.Plan.Dialog.Type == shard.SSD {
+				name = "qmodel ssd-q1 (staged)"
+			}
+			row(name, v.Speculative, yesNo(*v.SpeculativeEqualsWhole))
 		}
 		tw.Flush()
+		if sr := v.Speculative; sr != nil && sr.Speculative != nil {
+			fmt.Fprintf(w, "speculative: %.2f of %d drafts accepted per target call, %.2f target calls per token\n", sr.Speculative.AcceptanceLength, sr.Speculative.K, sr.Speculative.TargetCallsPerToken)
+		}
 		if v.Note != "" {
 			fmt.Fprintf(w, "note: %s\n", v.Note)
 		}

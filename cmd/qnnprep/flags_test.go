@@ -74,6 +74,8 @@ var flagTests = map[string]string{
 	"build --branches":                       "TestBuildPlanFlags",
 	"build --forecast-prefix":                "TestBuildPlanFlags",
 	"build --forecast-prefix-name":           "TestBuildPlanFlags",
+	"build --forecast-embeddings":            "TestBuildSSD",
+	"build --forecast-prefix-file":           "TestBuildSSD",
 	"build --draft-len":                      "TestBuildSPDFakeSDK",
 	"build --window":                         "TestBuildPlanFlags",
 	"build --ngram":                          "TestBuildPlanFlags",

@@ -94,7 +94,7 @@ func TestPlanFlags(t *testing.T) {
 
 // TestBuildPlanFlags: build passes every plan flag to the plan it writes.
 // Some settings cannot build to the end on this model (absolute positions
-// are not exported, ssd-q1 needs forecast embeddings, eaglet a draft LUT);
+// are not exported, eaglet a draft LUT; ssd-q1 is given forecast rows);
 // build then fails at that step with its message, after writing the plan.
 func TestBuildPlanFlags(t *testing.T) {
 	src := synthLlamaGGUF(t)
@@ -104,8 +104,11 @@ func TestBuildPlanFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			args := append([]string{"build", src, out, "--recipe", "q8_0", "--ar", "32,1", "--cl", "128", "--calibrate", "0", "--no-verify", "-q"}, tt.args...)
-			if tt.name == "spd" {
+			switch tt.name {
+			case "spd":
 				args = append(args, "--draft", src)
+			case "ssd-q1":
+				args = append(args, "--forecast-embeddings", writeForecastFile(t, 2, 256))
 			}
 			var code int
 			stdout := captureStdout(t, func() { code = run(args) })
