@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/pipeline"
+	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/scaleout"
+	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/tokenizer"
+)
+
+// treeOf returns every file under dir by slash path.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	}))
+	return files
+}
+
+// TestBundleShardsAndAssemble: two shards (one by --shard, one by
+// --shard-count and $JOB_COMPLETION_INDEX) fill a cache directory;
+// assemble names a missing stage's shard, needs the shards' converter
+// arguments and SDK, and then writes the one-process bundle byte for byte
+// without running a tool.
+func TestBundleShardsAndAssemble(t *testing.T) {
+	dir := t.TempDir()
+	planPath, graphs := storiesBundleInputs(t, dir)
+	plan, err := shard.ReadPlan(planPath)
+	require.NoError(t, err)
+	root := fakeSDKRoot(t)
+	t.Setenv("QNN_SDK_ROOT", root)
+	calls := filepath.Join(dir, "calls.jsonl")
+	t.Setenv("FAKESDK_CALLS", calls)
+
+	// A tokenizer.json other than the one written from the vocabulary.
+	m, err := model.Open(storiesGGUF)
+	require.NoError(t, err)
+	bt, err := pipeline.ModelTokenizer(m, "", nil, nil)
+	m.Close()
+	require.NoError(t, err)
+	v, err := tokenizer.ParseHF(bt.JSON)
+	require.NoError(t, err)
+	v.AddBOS = false
+	custom, err := tokenizer.WriteHF(v)
+	require.NoError(t, err)
+	tokPath := filepath.Join(dir, "tokenizer.json")
+	require.NoError(t, os.WriteFile(tokPath, custom, 0o644))
+
+	common := []string{"--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--soc", "8gen3",
+		"--converter-arg=--float_bitwidth", "--converter-arg=16"}
+	one := filepath.Join(dir, "one")
+	require.Equal(t, 0, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", one, "--tokenizer", tokPath})))
+	os.Remove(calls)
+
+	cache := filepath.Join(dir, "cache")
+	owners, err := scaleout.Owners(plan, 2)
+	require.NoError(t, err)
+	shard0 := filepath.Join(dir, "s0")
+	require.Equal(t, 0, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", shard0, "--shard", "0/2", "--cache", cache})))
+	assert.NoDirExists(t, shard0, "a shard wrote a bundle")
+	for _, c := range readCalls(t, calls) {
+		if bin := flagValue(c.Args, "--binary_file"); bin != "" {
+			assert.Equal(t, qnnpack.ContextBinaryName(plan, slices.Index(owners, 0)), bin, "shard 0 built another shard's stage")
+		}
+	}
+
+	out := filepath.Join(dir, "assembled")
+	work := filepath.Join(dir, "assemble.work")
+	t.Setenv("QNN_SDK_ROOT", "")
+	assemble := slices.Concat([]string{"bundle", "assemble"}, common, []string{"--out", out, "--work", work, "--cache", cache, "--tokenizer", tokPath, "--qnn-sdk", root})
+	missing := qnnpack.ContextBinaryName(plan, slices.Index(owners, 1))
+	var code int
+	stderr := captureStderr(t, func() { code = run(slices.Concat(assemble, []string{"--shard-count", "2"})) })
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, missing+"): shard 1/2 (--shard 1/2)")
+	stderr = captureStderr(t, func() { code = run(assemble) })
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, missing+")")
+	assert.NotContains(t, stderr, "--shard 1/2", "without --shard-count assemble cannot know the owner")
+
+	t.Setenv(scaleout.EnvK8sIndex, "1")
+	require.Equal(t, 0, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", filepath.Join(dir, "s1"), "--shard-count", "2", "--cache", cache, "--qnn-sdk", root})))
+	t.Setenv(scaleout.EnvK8sIndex, "")
+	os.Remove(calls)
+
+	// The converter arguments are part of every key; the SDK's version too.
+	noConv := slices.DeleteFunc(slices.Clone(assemble), func(a string) bool { return strings.HasPrefix(a, "--converter-arg") })
+	stderr = captureStderr(t, func() { code = run(noConv) })
+	assert.Equal(t, 1, code, "assemble found stages built with other converter arguments")
+	assert.Contains(t, stderr, "the cache lacks 2 stage(s)")
+	// So is the SoC, through the compile config.
+	otherSoC := slices.Clone(assemble)
+	i := slices.Index(otherSoC, "--soc")
+	otherSoC = slices.Replace(otherSoC, i, i+2, "--soc-model", "99", "--dsp-arch", "v83")
+	stderr = captureStderr(t, func() { code = run(otherSoC) })
+	assert.Equal(t, 1, code, "assemble found stages compiled for another SoC")
+	assert.Contains(t, stderr, "the cache lacks 2 stage(s)")
+	noSDK := slices.Clone(assemble[:len(assemble)-2])
+	assert.Equal(t, 1, run(noSDK), "assemble without the SDK")
+
+	require.Equal(t, 0, run(slices.Concat(assemble, []string{"--shard-count", "2"})))
+	assert.NoFileExists(t, calls, "assemble ran an SDK tool")
+	assert.Equal(t, treeOf(t, one), treeOf(t, out))
+	assert.DirExists(t, filepath.Join(work, "stage_01"))
+	got, _ := os.ReadFile(filepath.Join(out, qnnpack.TokenizerName))
+	assert.Equal(t, string(custom), string(got))
+
+	// --shard and --shard-count together, or --shard without a cache, are
+	// usage errors.
+	assert.Equal(t, 2, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", shard0, "--shard", "0/2", "--shard-count", "2", "--cache", cache})))
+	assert.Equal(t, 2, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", shard0, "--shard", "0/2"})))
+}
+
+type fakeCall struct {
+	Tool string   `json:"tool"`
+	Args []string `json:"args"`
+}
+
+func readCalls(t *testing.T, path string) []fakeCall {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []fakeCall
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var c fakeCall
+		require.NoError(t, json.Unmarshal([]byte(line), &c))
+		out = append(out, c)
+	}
+	return out
+}
+
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// TestBundlePackUnpackCommands: pack writes the same archive twice;
+// unpack gives back the bundle, verified, and refuses a changed archive.
+func TestBundlePackUnpackCommands(t *testing.T) {
+	dir := t.TempDir()
+	planPath, graphs := storiesBundleInputs(t, dir)
+	t.Setenv("QNN_SDK_ROOT", fakeSDKRoot(t))
+	b := filepath.Join(dir, "bundle")
+	require.Equal(t, 0, run([]string{"bundle", "build", "--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--out", b, "--soc", "8gen3"}))
+	p1, p2 := filepath.Join(dir, "a.tar.zst"), filepath.Join(dir, "b.tar.zst")
+	require.Equal(t, 0, run([]string{"bundle", "pack", b, p1}))
+	require.Equal(t, 0, run([]string{"bundle", "pack", b, p2}))
+	a1, _ := os.ReadFile(p1)
+	a2, _ := os.ReadFile(p2)
+	assert.Equal(t, a1, a2)
+	out := filepath.Join(dir, "out")
+	require.Equal(t, 0, run([]string{"bundle", "unpack", p1, out}))
+	assert.Equal(t, treeOf(t, b), treeOf(t, out))
+	assert.Equal(t, 0, run([]string{"bundle", "verify", out}))
+	// Truncated archive: refused, nothing written.
+	require.NoError(t, os.WriteFile(p2, a1[:len(a1)/2], 0o644))
+	assert.Equal(t, 1, run([]string{"bundle", "unpack", p2, filepath.Join(dir, "out2")}))
+	assert.NoDirExists(t, filepath.Join(dir, "out2"))
+	// The archive may not be written into the bundle it packs.
+	assert.Equal(t, 1, run([]string{"bundle", "pack", b, filepath.Join(b, "x.tar.zst")}))
+}
+
+// TestBundlePushPullCommands moves a bundle through the test registry.
+func TestBundlePushPullCommands(t *testing.T) {
+	host := os.Getenv("QNNPREP_TEST_REGISTRY")
+	if host == "" {
+		if os.Getenv("QNNPREP_REQUIRE_PEERS") == "1" {
+			t.Fatal("QNNPREP_TEST_REGISTRY is not set and QNNPREP_REQUIRE_PEERS=1")
+		}
+		t.Skip("QNNPREP_TEST_REGISTRY not set: no OCI registry to test against (.ci/run starts one)")
+	}
+	dir := t.TempDir()
+	planPath, graphs := storiesBundleInputs(t, dir)
+	t.Setenv("QNN_SDK_ROOT", fakeSDKRoot(t))
+	b := filepath.Join(dir, "bundle")
+	require.Equal(t, 0, run([]string{"bundle", "build", "--plan", planPath, "--model", storiesGGUF, "--graphs", graphs, "--out", b, "--soc", "8gen3"}))
+	ref := fmt.Sprintf("%s/qnnprep-cmd-test/bundle:%d", host, os.Getpid())
+	require.Equal(t, 0, run([]string{"bundle", "push", b, ref}))
+	out := filepath.Join(dir, "pulled")
+	require.Equal(t, 0, run([]string{"bundle", "pull", ref, out}))
+	assert.Equal(t, treeOf(t, b), treeOf(t, out))
+	assert.Equal(t, 1, run([]string{"bundle", "pull", ref + "-nope", filepath.Join(dir, "none")}))
+}
