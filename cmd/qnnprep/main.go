@@ -40,6 +40,7 @@ var commands = []*command{
 	buildCmd,
 	bundleCmd,
 	checkCmd,
+	ciCmd,
 	compareCmd,
 	convertCmd,
 	demoCmd,
