@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"os"
+	goruntime "runtime"
+	"runtime/debug"
+	"sort"
+
+	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/model"
+)
+
+// SchemaID is the value of Report.Schema; schema.json describes it.
+const SchemaID = "https://qnnprep.dev/schema/bench-report-1.json"
+
+// Report is the outcome of Run for one model (an element of
+// Suite.Reports).
+type Report struct {
+	Model       ModelInfo    `json:"model"`
+	Draft       *ModelInfo   `json:"draft,omitempty"`
+	Machine     Machine      `json:"machine"`
+	Settings    Settings     `json:"settings"`
+	Results     []Result     `json:"results"`
+	Speculative []SpecResult `json:"speculative"`
+	// PeakRSS is the process's peak resident set during the run (mapped
+	// model pages included).
+	PeakRSS int64   `json:"peak_rss_bytes"`
+	Seconds float64 `json:"seconds"` // wall time of the whole run
+	// Sane is false when any checked run disagreed with its reference.
+	Sane bool `json:"sane"`
+}
+
+// ModelInfo describes a benchmarked model.
+type ModelInfo struct {
+	Path   string `json:"path"`
+	Arch   string `json:"arch"`
+	Params int64  `json:"params"`
+	Bytes  int64  `json:"bytes"`  // file size (0 for a directory or an in-memory draft)
+	Type   string `json:"type"`   // type holding most of the matrix bytes
+	Layers int    `json:"layers"` // decoder layers
+}
+
+// Machine is where the numbers were measured.
+type Machine struct {
+	GOOS      string     `json:"goos"`
+	GOARCH    string     `json:"goarch"`
+	CPUs      int        `json:"cpus"`
+	GoVersion string     `json:"go_version"`
+	Kernels   string     `json:"kernels"`    // "asm" or "purego"
+	LoadStart [3]float64 `json:"load_start"` // load averages when the run began
+	LoadEnd   [3]float64 `json:"load_end"`
+}
+
+// Settings are the resolved options.
+type Settings struct {
+	Prompt     int     `json:"prompt"`
+	Gen        int     `json:"gen"`
+	Depths     []int   `json:"depths"`
+	Reps       int     `json:"reps"`
+	Threads    []int   `json:"threads"`
+	Batch      int     `json:"batch"`
+	KVF16      bool    `json:"kv_f16"`
+	K          []int   `json:"k,omitempty"`
+	SpecDepth  int     `json:"spec_depth"`
+	Sanity     bool    `json:"sanity"`
+	RefThreads int     `json:"ref_threads"`
+	Tolerance  float64 `json:"tolerance"`
+	Fault      string  `json:"fault,omitempty"`
+	Seed       uint64  `json:"seed"`
+}
+
+// Result is one test (pp or tg) at one depth and thread count.
+type Result struct {
+	Engine       string    `json:"engine"`         // "qnnprep" or "llama.cpp"
+	Peer         string    `json:"peer,omitempty"` // what timed a llama.cpp row: "llama-bench" or "node-llama-cpp" (none in older reports: node-llama-cpp)
+	Test         string    `json:"test"`           // "pp512", "tg128" (llama-bench's names)
+	Kind         string    `json:"kind"`           // "pp" or "tg"
+	Tokens       int       `json:"tokens"`
+	Depth        int       `json:"depth"`
+	Threads      int       `json:"threads"`
+	TokensPerSec float64   `json:"tokens_per_s"` // mean over the repetitions
+	Stddev       float64   `json:"stddev"`       // sample standard deviation of the per-repetition tokens/s
+	Samples      []float64 `json:"samples"`      // tokens/s of each timed repetition
+	Load         float64   `json:"load"`         // 1-minute load average, mean of before and after
+	// Sane is nil when not checked (llama.cpp rows, NoSanity), else
+	// whether every repetition matched the reference.
+	Sane       *bool   `json:"sane"`
+	SanityNote string  `json:"sanity_note,omitempty"` // what differed
+	MaxAbsDiff float64 `json:"max_abs_diff"`          // largest |Δlogit| against the reference
+	// VsLlama is this row's tokens/s over llama.cpp's for the same test,
+	// depth and threads (0 when llama.cpp was not measured).
+	VsLlama float64 `json:"vs_llama_cpp,omitempty"`
+	PeakRSS int64   `json:"peak_rss_bytes"` // peak resident set of the process measuring it (so far)
+}
+
+// SpecResult is speculative decoding with one window size against plain
+// greedy decoding of the same prompt on the same engine.
+type SpecResult struct {
+	K                   int     `json:"k"`
+	Threads             int     `json:"threads"`
+	Depth               int     `json:"depth"`  // prompt length before decoding
+	Tokens              int     `json:"tokens"` // tokens generated (timed: all but the first)
+	GreedyTokensPerSec  float64 `json:"greedy_tokens_per_s"`
+	SpecTokensPerSec    float64 `json:"spec_tokens_per_s"`
+	Speedup             float64 `json:"speedup"`           // greedy time / speculative time
+	SpeedupStddev       float64 `json:"speedup_stddev"`    // over repetitions
+	WindowSeconds       float64 `json:"window_seconds"`    // mean time of one draft+verify window
+	AcceptanceLength    float64 `json:"acceptance_length"` // draft tokens accepted per window
+	AcceptanceRate      float64 `json:"acceptance_rate"`
+	TargetCallsPerToken float64 `json:"target_calls_per_token"`
+	Load                float64 `json:"load"`
+	Sane                bool    `json:"sane"` // speculative tokens equal greedy tokens
+}
+
+func modelInfo(m *model.Model, p string) ModelInfo {
+	mi := ModelInfo{Path: p, Arch: string(m.Config.Arch), Layers: m.Config.Layers}
+	if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		mi.Bytes = fi.Size()
+	}
+	byType := map[gguf.Type]int64{}
+	for _, t := range m.Tensors {
+		mi.Params += t.Elements()
+		if len(t.Dims) == 2 {
+			byType[t.Type] += t.Bytes()
+		}
+	}
+	var types []gguf.Type
+	for t := range byType {
+		types = append(types, t)
+	}
+	sort.Slice(types, func(i, j int) bool {
+		if byType[types[i]] != byType[types[j]] {
+			return byType[types[i]] > byType[types[j]]
+		}
+		return types[i] < types[j]
+	})
+	if len(types) > 0 {
+		mi.Type = types[0].String()
+	}
+	return mi
+}
+
+func machine() Machine {
+	m := Machine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: goruntime.NumCPU(), GoVersion: goruntime.Version(), Kernels: Kernels, LoadStart: LoadAvg()}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.GoVersion != "" {
+		m.GoVersion = bi.GoVersion
+	}
+	return m
+}
