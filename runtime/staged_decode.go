@@ -1,0 +1,223 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The decode API of Staged (Forward, Verify, Greedy, Generate,
+// TeacherForced, Speculate), built on the KV manager's Submit and Commit
+// in staged_kv.go.
+
+// forward processes tokens after the committed sequence in as many calls
+// as the plan needs, committing every row, and returns the logits of the
+// new tokens (only the last row unless all).
+func (s *Staged) forward(tokens []int32, all bool) ([][]float32, error) {
+	if s.step != nil {
+		return nil, fmt.Errorf("runtime: staged: the previous step is not committed")
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("runtime: no tokens to process")
+	}
+	for _, t := range tokens {
+		if err := s.e.checkToken(t); err != nil {
+			return nil, err
+		}
+	}
+	var out [][]float32
+	rest := tokens
+	for len(rest) > 0 {
+		total := len(s.history) + len(rest)
+		v, n, err := s.choose(len(s.history)-s.nValid+len(rest), total, false)
+		if err != nil {
+			return nil, err
+		}
+		from := s.nValid
+		if v.arc {
+			from = 0
+		}
+		reproc := len(s.history) - from
+		rows := append(slices.Clone(s.history[from:]), rest...)[:n]
+		reproc = min(reproc, n)
+		parent := make([]int, n)
+		for r := range parent {
+			parent[r] = r - 1
+		}
+		st, err := s.process(v, rows, parent, reproc, n)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Commit(nil); err != nil {
+			return nil, err
+		}
+		fresh := st.logits[reproc:]
+		rest = rest[n-reproc:]
+		if all {
+			out = append(out, fresh...)
+		} else if len(rest) == 0 && len(fresh) > 0 {
+			out = append(out, fresh[len(fresh)-1])
+		}
+	}
+	return out, nil
+}
+
+// Forward processes tokens after the committed sequence (in as many
+// calls as the plan needs, each committed) and returns the logits after
+// the last one, like State.Forward.
+func (s *Staged) Forward(tokens []int32) ([]float32, error) {
+	rows, err := s.forward(tokens, false)
+	if err != nil {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
+// ForwardAll is Forward returning the logits after every token.
+func (s *Staged) ForwardAll(tokens []int32) ([][]float32, error) {
+	return s.forward(tokens, true)
+}
+
+// Verify is one exact greedy speculative step through the plan, like
+// State.Verify: it submits [last, draft…] as one call, accepts the longest
+// prefix of draft greedy decoding would produce with a selection mask of
+// n_process entries, and returns the accepted count and the bonus token.
+func (s *Staged) Verify(last int32, draft []int32) (accepted int, next int32, err error) {
+	rows, err := s.Submit(append([]int32{last}, draft...), nil)
+	if err != nil {
+		return 0, -1, err
+	}
+	a := 0
+	for a < len(draft) && draft[a] == Argmax(rows[a]) {
+		a++
+	}
+	st := s.step
+	sel := make([]bool, len(st.tokens))
+	for r := 0; r < st.reproc+a+1; r++ {
+		sel[r] = true
+	}
+	if err := s.Commit(sel); err != nil {
+		return 0, -1, err
+	}
+	return a, Argmax(rows[a]), nil
+}
+
+// Greedy returns the n tokens greedy decoding generates after prompt,
+// decoded through the plan from an empty sequence.
+func (s *Staged) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
+	return s.Generate(ctx, prompt, n, nil)
+}
+
+// Generate decodes greedily through the plan from an empty sequence,
+// calling fn (if not nil) with every step like State.Generate, and
+// returns the generated tokens. The last one is not processed.
+func (s *Staged) Generate(ctx context.Context, prompt []int32, n int, fn func(Step) bool) ([]int32, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("runtime: empty prompt")
+	}
+	s.Reset()
+	if n <= 0 {
+		return nil, nil
+	}
+	logits, err := s.Forward(prompt)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, 0, n)
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		tok := Argmax(logits)
+		out = append(out, tok)
+		if fn != nil && !fn(Step{Index: i, Token: tok, Logits: logits}) {
+			return out, nil
+		}
+		if len(out) == n {
+			return out, nil
+		}
+		if logits, err = s.Forward([]int32{tok}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// TeacherForced returns len(cont) rows of logits decoded through the
+// plan: row i is the distribution after prompt and cont[:i].
+func (s *Staged) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]float32, error) {
+	if len(cont) == 0 {
+		return nil, nil
+	}
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("runtime: empty prompt")
+	}
+	s.Reset()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	first, err := s.Forward(prompt)
+	if err != nil {
+		return nil, err
+	}
+	rows := [][]float32{first}
+	if len(cont) > 1 {
+		more, err := s.ForwardAll(cont[:len(cont)-1])
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, more...)
+	}
+	return rows, nil
+}
+
+// Speculate is exact greedy speculative decoding through the plan: every
+// window is one Submit of [last, draft…] and one Commit whose selection
+// mask keeps the accepted prefix. A drafter that reads target hidden
+// states (EAGLE-3, MTP) gets them from the stage calls (SetFeatureLayers),
+// the accepted rows' only. The tokens equal Greedy's, and the drafter sees
+// exactly what Engine.Speculate gives it, so the acceptance is the same.
+func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k int) ([]int32, SpecStats, error) {
+	var st SpecStats
+	switch {
+	case d == nil:
+		return nil, st, fmt.Errorf("runtime: speculate: no drafter")
+	case k < 1:
+		return nil, st, fmt.Errorf("runtime: speculate: %d draft tokens per window, want at least 1", k)
+	case len(prompt) == 0:
+		return nil, st, fmt.Errorf("runtime: empty prompt")
+	case n <= 0:
+		return nil, st, nil
+	}
+	s.Reset()
+	old := s.feat.layers
+	if err := s.SetFeatureLayers(d.FeatureLayers()); err != nil {
+		return nil, st, err
+	}
+	defer func() { s.feat.layers, s.feat.pending = old, nil }()
+	t0 := time.Now()
+	logits, err := s.Forward(prompt)
+	if err != nil {
+		return nil, st, err
+	}
+	if err := d.Start(prompt, s.TakeFeatures()); err != nil {
+		return nil, st, err
+	}
+	st.TargetCalls = 1
+	out := []int32{Argmax(logits)}
+	t1 := time.Now()
+	st.PromptSeconds = t1.Sub(t0).Seconds()
+	out, err = acceptLoop(ctx, d, out, n, k, &st, func(last int32, draft []int32) (int, int32, [][]float32, error) {
+		a, next, err := s.Verify(last, draft)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		return a, next, s.TakeFeatures(), nil
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	st.Seconds = time.Since(t1).Seconds()
+	st.Tokens = n
+	return out[:n], st, nil
+}
