@@ -162,25 +162,25 @@ func (j *tensorJob) data() ([]byte, error) {
 	return j.src, j.err
 }
 
-// runMapped is Run's fast path: the output file is sized from the GGUF
+// mapped is Run's fast path: the output file is sized from the GGUF
 // layout and mapped, and a pool of workers takes chunks of rows from every
 // tensor in order, each chunk hashed, decoded and encoded straight into
 // the mapping while it is in cache. No tensor waits for another, so both
 // cores stay busy across tensor boundaries, and nothing is copied into a
 // write buffer. The bytes are those the streaming path writes: the same
 // encoders, per-row, at the offsets gguf.Writer lays out.
-func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata, decisions []Decision, workers int, opts Options, rep *Report) (int64, error) {
-	header, offs, size, err := fileLayout(md, m, decisions)
+func (o *output) mapped(ctx context.Context) (int64, error) {
+	header, offs, size, err := fileLayout(o.md, o.m, o.decisions)
 	if err != nil {
 		return 0, err
 	}
-	f, err := atomicfile.Create(out)
+	f, err := atomicfile.Create(o.out)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Abort()
 	if err := f.Truncate(size); err != nil {
-		return 0, fmt.Errorf("write %s: %w", out, err)
+		return 0, fmt.Errorf("write %s: %w", o.out, err)
 	}
 	mapping, err := mmapfile.MapWritable(f.File, size)
 	if err != nil {
@@ -194,13 +194,13 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 	}()
 	copy(mapping, header)
 
-	jobs := make([]*tensorJob, len(m.Tensors))
+	jobs := make([]*tensorJob, len(o.m.Tensors))
 	// An item is one chunk, or two neighbours whose digests are hashed
 	// together (sha256pair: two SHA-NI streams on one core).
 	type item struct{ job, chunk, n int64 }
 	var items []item
-	for i, t := range m.Tensors {
-		d := decisions[i]
+	for i, t := range o.m.Tensors {
+		d := o.decisions[i]
 		j := &tensorJob{t: t, d: d}
 		jobs[i] = j
 		n := t.Dims[0]
@@ -238,9 +238,9 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 		done    int64
 		wg      sync.WaitGroup
 		pre     sync.WaitGroup // loads started ahead of their tensor
-		scratch = make([][]float32, workers)
-		bufs    = make([][]byte, workers)
-		obufs   = make([][]byte, workers)
+		scratch = make([][]float32, o.workers)
+		bufs    = make([][]byte, o.workers)
+		obufs   = make([][]byte, o.workers)
 	)
 	fail := func(err error) {
 		errMu.Lock()
@@ -265,10 +265,10 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 		j.e.data = j.dst
 		mmapfile.Release(j.dst)
 		j.t.Release()
-		if opts.Progress != nil {
+		if o.opts.Progress != nil {
 			progMu.Lock()
 			done += j.t.Bytes()
-			opts.Progress(done, rep.SourceBytes)
+			o.opts.Progress(done, o.rep.SourceBytes)
 			progMu.Unlock()
 		}
 	}
@@ -280,7 +280,7 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 			finish(j)
 		}
 	}
-	for w := range min(workers, max(1, len(items))) {
+	for w := range min(o.workers, max(1, len(items))) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -332,23 +332,23 @@ func runMapped(ctx context.Context, m *model.Model, out string, md gguf.Metadata
 	}
 
 	h := sha256.New()
-	for i, t := range m.Tensors {
+	for i, t := range o.m.Tensors {
 		j := jobs[i]
 		fingerprintTensor(h, t, j.e.sourceSum)
-		rep.Tensors = append(rep.Tensors, j.e.report(t, j.d))
+		o.rep.Tensors = append(o.rep.Tensors, j.e.report(t, j.d))
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if err := patchBytes(mapping[:len(header)], sum); err != nil {
-		return 0, fmt.Errorf("write %s: %w", out, err)
+		return 0, fmt.Errorf("write %s: %w", o.out, err)
 	}
 	unmapped = true
 	if err := mmapfile.Unmap(mapping); err != nil {
-		return 0, fmt.Errorf("write %s: %w", out, err)
+		return 0, fmt.Errorf("write %s: %w", o.out, err)
 	}
 	if err := f.Commit(); err != nil {
 		return 0, err
 	}
-	rep.SourceSHA256 = sum
+	o.rep.SourceSHA256 = sum
 	return size, nil
 }
 

@@ -139,12 +139,13 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	}
 	rep.SourceBytes = total
 
+	o := &output{m: m, out: out, md: md, decisions: decisions, workers: workers, opts: opts, rep: rep}
 	n, err := int64(0), errNoMapping
 	if mapOutput {
-		n, err = runMapped(ctx, m, out, md, decisions, workers, opts, rep)
+		n, err = o.mapped(ctx)
 	}
 	if errors.Is(err, errNoMapping) {
-		n, err = runStreamed(ctx, m, out, md, decisions, workers, opts, rep)
+		n, err = o.streamed(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -168,130 +169,23 @@ func Run(ctx context.Context, m *model.Model, out string, opts Options) (*Report
 	return rep, nil
 }
 
-// mapOutput selects runMapped where the platform allows (tests turn it
+// output is one Run's file: the source, the output path and everything
+// decided before the first byte is written. mapped and streamed are the
+// two ways of writing it; both fill rep's Tensors and SourceSHA256 and
+// return the file size.
+type output struct {
+	m         *model.Model
+	out       string
+	md        gguf.Metadata // with the source hash's placeholder
+	decisions []Decision    // one per m.Tensors
+	workers   int
+	opts      Options
+	rep       *Report
+}
+
+// mapOutput selects output.mapped where the platform allows (tests turn it
 // off to compare the two paths).
 var mapOutput = true
-
-// runStreamed is Run's portable path: a producer encodes one tensor at a
-// time (rows spread over the workers) while the writer streams the
-// previous one into the file. It returns the file size.
-func runStreamed(ctx context.Context, m *model.Model, out string, md gguf.Metadata, decisions []Decision, workers int, opts Options, rep *Report) (int64, error) {
-	total := rep.SourceBytes
-	// Two output buffers circulate: the producer fills one while the writer
-	// drains the other. Reusing them keeps the heap at about two of the
-	// largest output tensors, with no garbage for the collector to let grow.
-	results := make(chan encoded)
-	free := make(chan []byte, 2)
-	free <- nil
-	free <- nil
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var prodErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(results)
-		var done int64
-		for i, t := range m.Tensors {
-			if ctx.Err() != nil {
-				prodErr = ctx.Err()
-				return
-			}
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-ctx.Done():
-				prodErr = ctx.Err()
-				return
-			}
-			e, err := encodeTensor(t, decisions[i], workers, buf)
-			if err != nil {
-				prodErr = err
-				return
-			}
-			e.index = i
-			select {
-			case results <- e:
-			case <-ctx.Done():
-				prodErr = ctx.Err()
-				return
-			}
-			done += t.Bytes()
-			if opts.Progress != nil {
-				opts.Progress(done, total)
-			}
-		}
-	}()
-
-	w := &gguf.Writer{Metadata: md}
-	src := sha256.New()
-	reports := make([]TensorReport, len(m.Tensors))
-	for i, t := range m.Tensors {
-		d := decisions[i]
-		w.Tensors = append(w.Tensors, gguf.WriterTensor{
-			Name: t.Name, Dims: t.Dims, Type: d.Kind.Type,
-			Data: writerFunc(func(wr io.Writer) (int64, error) {
-				e, ok := <-results
-				if !ok {
-					if prodErr != nil {
-						return 0, prodErr
-					}
-					return 0, fmt.Errorf("tensor %s: producer stopped early", t.Name)
-				}
-				if e.index != i {
-					return 0, fmt.Errorf("tensor %s: internal ordering error", t.Name)
-				}
-				fingerprintTensor(src, t, e.sourceSum)
-				reports[i] = e.report(t, d)
-				n, err := wr.Write(e.data)
-				free <- e.data[:0]
-				return int64(n), err
-			}),
-		})
-	}
-
-	f, err := atomicfile.Create(out)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Abort()
-	n, werr := w.WriteTo(f)
-	cancel()
-	for range results { // let the producer exit if the writer failed
-	}
-	wg.Wait()
-	if prodErr != nil && !errors.Is(prodErr, context.Canceled) {
-		return 0, prodErr
-	}
-	if werr != nil {
-		return 0, fmt.Errorf("write %s: %w", out, werr)
-	}
-	if err := ctxErr(ctx, prodErr); err != nil {
-		return 0, err
-	}
-	sum := hex.EncodeToString(src.Sum(nil))
-	if err := patchPlaceholder(f, sum); err != nil {
-		return 0, fmt.Errorf("write %s: %w", out, err)
-	}
-	if err := f.Commit(); err != nil {
-		return 0, err
-	}
-	rep.SourceSHA256 = sum
-	rep.Tensors = reports
-	return n, nil
-}
-
-func ctxErr(ctx context.Context, prodErr error) error {
-	if prodErr != nil {
-		return prodErr
-	}
-	return nil
-}
-
-type writerFunc func(io.Writer) (int64, error)
-
-func (f writerFunc) WriteTo(w io.Writer) (int64, error) { return f(w) }
 
 // fingerprintTensor folds one canonical source tensor into the source hash:
 // name, type, dims and the SHA-256 of its bytes. The same model read from
