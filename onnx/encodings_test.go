@@ -66,31 +66,41 @@ func qmodel(t *testing.T, arch model.Arch, recipe string) *model.Model {
 	return m
 }
 
-// externalData reads the raw bytes of every initializer of an exported
-// model from its .data file, by name.
+// externalData reads the raw bytes of every external initializer of an
+// exported model from the data file it names, by name.
 func externalData(t *testing.T, path string) map[string][]byte {
 	t.Helper()
 	mp, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(path + ".data")
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := map[string][]byte{}
 	out := map[string][]byte{}
 	for _, in := range mp.Graph.Initializer {
 		var off, n int64
+		var loc string
 		for _, kv := range in.ExternalData {
 			v, _ := strconv.ParseInt(kv.Value, 10, 64)
 			switch kv.Key {
+			case "location":
+				loc = kv.Value
 			case "offset":
 				off = v
 			case "length":
 				n = v
 			}
 		}
-		out[in.Name] = data[off : off+n]
+		if loc == "" {
+			continue
+		}
+		if files[loc] == nil {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(path), loc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[loc] = b
+		}
+		out[in.Name] = files[loc][off : off+n]
 	}
 	return out
 }

@@ -3,9 +3,9 @@ package onnx
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
@@ -23,44 +23,108 @@ type ExportOptions struct {
 }
 
 // Export writes every graph of plan p for model m into dir:
-// <graph>.onnx (with <graph>.onnx.data when the weights are external) and
-// <graph>.encodings.json. Each file appears under its name only when
+// <graph>.onnx and <graph>.encodings.json per graph and, when the weights
+// are external, one data file per stage, StageDataName, that the stage's
+// AR/CL variants share: each weight is stored there once and every
+// variant's model references it by offset and length. Weights are
+// external when ExportOptions.External is set, when a stage has more than
+// one graph, or when a graph's weights pass MaxInline.
+//
+// A stage's files appear under their names together, only when all are
 // complete; the same inputs give byte-identical files. progress, if set,
 // is called before each graph. It returns the paths written.
 //
 // dir is qnnprep's (atomicfile.Claim): Export refuses a directory holding
-// files it did not write, and records each graph's files there before
+// files it did not write, and records each stage's files there before
 // writing them.
 func Export(m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progress func(i, n int, graph string)) ([]string, error) {
 	return ExportContext(context.Background(), m, p, dir, opts, progress)
 }
 
+// StageDataName is the name of the external data file stage index
+// (0-based) of p shares between its graphs: {model}_{NN}_of_{MM}.data,
+// zero-padded like the graph names.
+func StageDataName(p *shard.Plan, index int) string {
+	g := shard.GraphName(p.Model.Name, 1, 1, index, len(p.Stages))
+	return p.Model.Name + strings.TrimPrefix(g, p.Model.Name+"_ar1_cl1") + ".data"
+}
+
 // ExportContext is Export that stops once ctx is cancelled, returning
 // ctx.Err(): between graphs and, while writing, between tensors and within
-// large ones. Files of graphs already written stay; none is left partial.
+// large ones. Files of stages already written stay; none is left partial.
+//
+// Every graph of a stage p.Graphs holds is written together; p must hold
+// all of the stage's graphs (shard.Stage.Graphs), since they share a data
+// file that one of them alone would overwrite.
 func ExportContext(ctx context.Context, m *model.Model, p *shard.Plan, dir string, opts ExportOptions, progress func(i, n int, graph string)) ([]string, error) {
 	if err := atomicfile.Claim(dir); err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
-	var paths []string
+	byStage := map[int][]int{}
+	var order []int
 	for i := range p.Graphs {
+		s := p.Graphs[i].Stage
+		if s < 0 || s >= len(p.Stages) {
+			return nil, fmt.Errorf("onnx: graph %s: stage %d not in the plan", p.Graphs[i].Name, s)
+		}
+		if byStage[s] == nil {
+			order = append(order, s)
+		}
+		byStage[s] = append(byStage[s], i)
+	}
+	for _, s := range order {
+		if len(byStage[s]) != len(p.Stages[s].Graphs) {
+			return nil, fmt.Errorf("onnx: stage %d: %d of its %d graphs given; its graphs share one data file and are exported together", s+1, len(byStage[s]), len(p.Stages[s].Graphs))
+		}
+	}
+	var paths []string
+	done := 0
+	for _, s := range order {
 		if err := ctx.Err(); err != nil {
 			return paths, err
 		}
-		pg := &p.Graphs[i]
-		if progress != nil {
-			progress(i, len(p.Graphs), pg.Name)
-		}
-		if err := atomicfile.Claim(dir, pg.Name+".onnx", pg.Name+".onnx.data", pg.Name+".encodings.json"); err != nil {
-			return paths, fmt.Errorf("onnx: %w", err)
-		}
-		g, enc, err := BuildStage(m, p, pg, opts.Options)
+		out, err := exportStage(ctx, m, p, s, byStage[s], dir, opts, func(g string) {
+			if progress != nil {
+				progress(done, len(p.Graphs), g)
+			}
+			done++
+		})
 		if err != nil {
 			return paths, err
 		}
-		base := filepath.Join(dir, pg.Name)
-		wo := WriteOptions{
-			IRVersion: opts.IRVersion, Opset: opts.Opset, External: opts.External,
+		paths = append(paths, out...)
+	}
+	return paths, nil
+}
+
+// exportStage writes the graphs gi of stage s (indices into p.Graphs).
+func exportStage(ctx context.Context, m *model.Model, p *shard.Plan, s int, gi []int, dir string, opts ExportOptions, progress func(graph string)) ([]string, error) {
+	dataName := StageDataName(p, s)
+	names := []string{dataName}
+	for _, i := range gi {
+		g := p.Graphs[i].Name
+		names = append(names, g+".onnx", g+".onnx.data", g+".encodings.json")
+	}
+	if err := atomicfile.Claim(dir, names...); err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	external := opts.External || len(gi) > 1
+	var gs []*Graph
+	var encs []*Encodings
+	var paths []string
+	var wos []WriteOptions
+	for _, i := range gi {
+		pg := &p.Graphs[i]
+		progress(pg.Name)
+		g, enc, err := BuildStage(m, p, pg, opts.Options)
+		if err != nil {
+			return nil, err
+		}
+		external = external || g.InitBytes() > MaxInline
+		gs, encs = append(gs, g), append(encs, enc)
+		paths = append(paths, filepath.Join(dir, pg.Name+".onnx"))
+		wos = append(wos, WriteOptions{
+			IRVersion: opts.IRVersion, Opset: opts.Opset,
 			Producer: opts.Producer, Version: opts.Version,
 			Metadata: [][2]string{
 				{"qnnprep.graph", pg.Name},
@@ -69,18 +133,21 @@ func ExportContext(ctx context.Context, m *model.Model, p *shard.Plan, dir strin
 				{"qnnprep.cl", strconv.Itoa(pg.CL)},
 				{"qnnprep.model", p.Model.Name},
 			},
-		}
-		if err := g.WriteFileContext(ctx, base+".onnx", wo); err != nil {
-			return paths, err
-		}
-		paths = append(paths, base+".onnx")
-		if _, err := os.Stat(base + ".onnx.data"); err == nil {
-			paths = append(paths, base+".onnx.data")
-		}
-		if err := enc.WriteFile(base + ".encodings.json"); err != nil {
-			return paths, err
-		}
-		paths = append(paths, base+".encodings.json")
+		})
 	}
-	return paths, nil
+	dataPath := filepath.Join(dir, dataName)
+	var side []sideFile
+	var out []string
+	for i, path := range paths {
+		enc := strings.TrimSuffix(path, ".onnx") + ".encodings.json"
+		side = append(side, sideFile{enc, encs[i].Write})
+		out = append(out, path, enc)
+	}
+	if err := writeModels(ctx, gs, paths, wos, dataPath, external, side); err != nil {
+		return nil, err
+	}
+	if external {
+		out = append(out, dataPath)
+	}
+	return out, nil
 }

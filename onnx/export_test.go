@@ -92,3 +92,96 @@ func TestBuildStageRejectsOtherModel(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestExportSharesStageWeights exports a two-stage qwen35 (int8) plan
+// with AR 4 and 1 and checks that each stage's variants keep their
+// weights in one data file: no per-graph data file, every variant
+// references the same bytes for each weight, and the stage's data is no
+// larger than 1.1× a single-variant export's.
+func TestExportSharesStageWeights(t *testing.T) {
+	m := qmodel(t, model.Qwen35, "int8")
+	two := testPlan(t, m, 2, []int{4, 1}, 16)
+	one := testPlan(t, m, 2, []int{4}, 16)
+	dirTwo, dirOne := t.TempDir(), t.TempDir()
+	if _, err := Export(m, two, dirTwo, ExportOptions{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(m, one, dirOne, ExportOptions{External: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for s := range two.Stages {
+		name := StageDataName(two, s)
+		shared, err := os.Stat(filepath.Join(dirTwo, name))
+		if err != nil {
+			t.Fatalf("stage %d: no shared data file: %v", s+1, err)
+		}
+		single, err := os.Stat(filepath.Join(dirOne, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if float64(shared.Size()) > 1.1*float64(single.Size()) {
+			t.Errorf("stage %d: %d bytes of data for two variants, %d for one: want at most 1.1×", s+1, shared.Size(), single.Size())
+		}
+		var first map[string]string
+		for _, g := range two.Stages[s].Graphs {
+			path := filepath.Join(dirTwo, g+".onnx")
+			files, err := ExternalData(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) != 1 || filepath.Base(files[0]) != name {
+				t.Errorf("%s references %v, want only %s", g, files, name)
+			}
+			if _, err := os.Stat(path + ".data"); err == nil {
+				t.Errorf("%s has a data file of its own", g)
+			}
+			w := externalSpans(t, path)
+			if first == nil {
+				first = w
+				continue
+			}
+			for n, at := range first {
+				if m.Tensor(n) == nil && n != "output.weight" {
+					continue // a graph constant, which may differ by AR
+				}
+				if w[n] != at {
+					t.Errorf("%s: weight %s at %s, the first variant's at %s", g, n, w[n], at)
+				}
+			}
+		}
+	}
+}
+
+// TestExportRefusesPartialStage: a plan holding only some of a stage's
+// graphs would overwrite the data file the others reference.
+func TestExportRefusesPartialStage(t *testing.T) {
+	m := randomModel(t, tinyConfig(model.Llama), 1)
+	p := testPlan(t, m, 1, []int{4, 1}, 16)
+	one := *p
+	one.Graphs = p.Graphs[:1]
+	_, err := Export(m, &one, t.TempDir(), ExportOptions{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "exported together") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// externalSpans gives each external initializer of the model at path as
+// "location offset length".
+func externalSpans(t *testing.T, path string) map[string]string {
+	t.Helper()
+	mp, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, in := range mp.Graph.Initializer {
+		var parts []string
+		for _, kv := range in.ExternalData {
+			parts = append(parts, kv.Value)
+		}
+		if len(parts) > 0 {
+			out[in.Name] = strings.Join(parts, " ")
+		}
+	}
+	return out
+}

@@ -29,7 +29,9 @@
 package onnx
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"sort"
 
 	pb "github.com/qnnprep/qnnprep/onnx/onnxpb"
@@ -68,15 +70,20 @@ func (d DataType) String() string { return pb.TensorProto_DataType(d).String() }
 
 // Initializer is a constant tensor. Data holds the raw little-endian
 // elements; it is referenced, not copied, until the model is written.
-// A lazy initializer has no Data but a Load function that produces the
-// bytes when the model is written, so a writer with external data holds
-// one tensor at a time however large the model is.
+// A lazy initializer has no Data but a Load function that streams the
+// bytes to w when the model is written, so a writer with external data
+// holds a slice of one tensor at a time however large the model is.
 type Initializer struct {
 	Name  string
 	Type  DataType
 	Shape []int64
 	Data  []byte
-	Load  func() ([]byte, error)
+	Load  func(w io.Writer) error
+	// Key identifies a lazy initializer's contents across the graphs
+	// written together into one data file (WriteModels): initializers
+	// with the same Key hold the same bytes, which are stored once.
+	// Initializers with Data are matched by their bytes instead.
+	Key string
 }
 
 // Bytes is the initializer's size from its type and shape.
@@ -88,20 +95,57 @@ func (in *Initializer) Bytes() int64 {
 	return n
 }
 
-// bytes returns the initializer's data, loading it if it is lazy, and
-// checks its length.
+// bytes returns the initializer's data, loading a lazy one into memory,
+// and checks its length.
 func (in *Initializer) bytes() ([]byte, error) {
-	b := in.Data
-	if in.Load != nil {
-		var err error
-		if b, err = in.Load(); err != nil {
-			return nil, fmt.Errorf("initializer %s: %w", in.Name, err)
+	if in.Load == nil {
+		if int64(len(in.Data)) != in.Bytes() {
+			return nil, fmt.Errorf("initializer %s: %d bytes for shape %v of %s", in.Name, len(in.Data), in.Shape, in.Type)
 		}
+		return in.Data, nil
 	}
-	if int64(len(b)) != in.Bytes() {
-		return nil, fmt.Errorf("initializer %s: %d bytes for shape %v of %s", in.Name, len(b), in.Shape, in.Type)
+	var buf bytes.Buffer
+	buf.Grow(int(in.Bytes()))
+	if err := in.writeTo(&buf); err != nil {
+		return nil, err
 	}
-	return b, nil
+	return buf.Bytes(), nil
+}
+
+// writeTo writes the initializer's bytes to w, streaming a lazy one, and
+// checks that exactly Bytes() of them came.
+func (in *Initializer) writeTo(w io.Writer) error {
+	if in.Load == nil {
+		b, err := in.bytes()
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	cw := &countWriter{w: w, limit: in.Bytes()}
+	if err := in.Load(cw); err != nil {
+		return fmt.Errorf("initializer %s: %w", in.Name, err)
+	}
+	if cw.n != cw.limit {
+		return fmt.Errorf("initializer %s: %d bytes for shape %v of %s", in.Name, cw.n, in.Shape, in.Type)
+	}
+	return nil
+}
+
+// countWriter passes at most limit bytes on to w and counts them.
+type countWriter struct {
+	w        io.Writer
+	n, limit int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.n+int64(len(p)) > c.limit {
+		return 0, fmt.Errorf("more than the %d bytes of its shape", c.limit)
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // Value is a typed, fixed-shape graph input or output.
@@ -162,11 +206,15 @@ func (g *Graph) Init(name string, t DataType, shape []int64, data []byte) string
 	return name
 }
 
-// LazyInit adds an initializer whose bytes load produces when the model is
-// written (once per write), and returns its name.
-func (g *Graph) LazyInit(name string, t DataType, shape []int64, load func() ([]byte, error)) string {
+// LazyInit adds an initializer whose bytes load streams to w when the
+// model is written (once per write), and returns its name. key identifies
+// the contents (Initializer.Key); "" means the name, type and shape.
+func (g *Graph) LazyInit(name, key string, t DataType, shape []int64, load func(w io.Writer) error) string {
 	g.claim(name)
-	g.Inits = append(g.Inits, Initializer{Name: name, Type: t, Shape: shape, Load: load})
+	if key == "" {
+		key = fmt.Sprintf("%s %s %v", name, t, shape)
+	}
+	g.Inits = append(g.Inits, Initializer{Name: name, Type: t, Shape: shape, Load: load, Key: key})
 	return name
 }
 

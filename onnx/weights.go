@@ -1,8 +1,10 @@
 package onnx
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 
@@ -62,6 +64,7 @@ func ParamEncoding(t *model.Tensor, c Container) (*Encoding, error) {
 	if err != nil {
 		return nil, fmt.Errorf("onnx: tensor %q: %w", t.Name, err)
 	}
+	defer t.Release() // the scales are read again when the weights are written
 	if int64(len(data)) != t.Bytes() {
 		return nil, fmt.Errorf("onnx: tensor %q: %d bytes, want %d", t.Name, len(data), t.Bytes())
 	}
@@ -111,13 +114,18 @@ func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
 	if err != nil {
 		return fmt.Errorf("onnx: tensor %q: %w", t.Name, err)
 	}
-	row := data[r*int(rb) : (r+1)*int(rb)]
+	return blockCodes(t, data[r*int(rb):(r+1)*int(rb)], dst[:cols])
+}
+
+// blockCodes is Codes for the whole blocks src of one row: len(dst)
+// codes.
+func blockCodes(t *model.Tensor, src []byte, dst []int8) error {
 	bb, bs := int(t.Type.BlockBytes()), int(t.Type.BlockSize())
 	if t.Type != gguf.Q8_0 && t.Type != gguf.Q1_0 && t.Type != gguf.Q2_0 {
 		return fmt.Errorf("onnx: tensor %q: no integer codes in %s", t.Name, t.Type)
 	}
-	for j := 0; j < cols/bs; j++ {
-		blk := row[j*bb : (j+1)*bb]
+	for j := 0; j < len(dst)/bs; j++ {
+		blk := src[j*bb : (j+1)*bb]
 		out := dst[j*bs : (j+1)*bs]
 		bits := binary.LittleEndian.Uint16(blk)
 		if bits&0x7fff == 0 {
@@ -148,97 +156,147 @@ func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
 	return nil
 }
 
-// matrixBytes dequantizes the ggml matrix t ({in, out}: out rows of in
-// values) into ONNX MatMul layout [in, out] as little-endian float32. With
-// enc set, every value is re-quantized with its encoding and must give
-// the code stored in t's bits (the round trip), so what is written is
-// proven to carry the qmodel's integers.
+// tileBytes bounds the float32 buffer a matrix is streamed through: a
+// tile of whole rows, or of a few columns of every row when transposing.
+// Export's memory stays this plus one tensor's (mapped, released) source
+// bytes, whatever the model's size.
+const tileBytes = 32 << 20
+
+// writeMatrix dequantizes the ggml matrix t ({in, out}: out rows of in
+// values) and streams it to w as little-endian float32 in ONNX MatMul
+// layout [in, out]. With enc set, every value is re-quantized with its
+// encoding and must give the code stored in t's bits (the round trip), so
+// what is written is proven to carry the qmodel's integers.
 //
 // Without transpose the rows stay in ggml order ([out, in]: the embedding
-// table that Gather indexes).
-func matrixBytes(t *model.Tensor, enc *Encoding, transpose bool) ([]byte, error) {
+// table that Gather indexes). Transposed, the output goes out a band of
+// columns at a time (whole quantization blocks), each band built from a
+// 16-row strip at a time so that every store fills a cache line.
+func writeMatrix(w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) error {
 	in, out := int(t.Dims[0]), int(t.Rows())
 	data, err := t.Data()
 	if err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+		return fmt.Errorf("tensor %q: %w", t.Name, err)
 	}
+	defer t.Release()
 	rb, err := t.Type.RowBytes(int64(in))
 	if err != nil || int64(len(data)) != rb*int64(out) {
-		return nil, fmt.Errorf("tensor %q: %d bytes for %d rows of %d %s values", t.Name, len(data), out, in, t.Type)
+		return fmt.Errorf("tensor %q: %d bytes for %d rows of %d %s values", t.Name, len(data), out, in, t.Type)
 	}
-	dst := make([]byte, 4*in*out)
-	const tile = 64
-	buf := make([]float32, tile*in)
+	bs, bb := int(t.Type.BlockSize()), int(t.Type.BlockBytes())
 	codes := make([]int8, in)
-	for r0 := 0; r0 < out; r0 += tile {
-		n := min(tile, out-r0)
-		for i := 0; i < n; i++ {
-			r := r0 + i
-			row := buf[i*in : (i+1)*in]
-			if err := gguf.Dequantize(t.Type, data[int64(r)*rb:int64(r+1)*rb], row); err != nil {
-				return nil, fmt.Errorf("tensor %q: row %d: %w", t.Name, r, err)
+	if !transpose {
+		n := max(1, tileBytes/(4*in))
+		buf := make([]float32, n*in)
+		obuf := make([]byte, 4*n*in)
+		for r0 := 0; r0 < out; r0 += n {
+			k := min(n, out-r0)
+			for i := 0; i < k; i++ {
+				r := r0 + i
+				row := data[int64(r)*rb : int64(r+1)*rb]
+				if err := dequantRange(t, enc, row, r, 0, buf[i*in:(i+1)*in], codes); err != nil {
+					return err
+				}
 			}
-			if enc != nil {
-				if err := roundTrip(t, enc, data, r, row, codes); err != nil {
-					return nil, err
+			for i, v := range buf[:k*in] {
+				binary.LittleEndian.PutUint32(obuf[4*i:], math.Float32bits(v))
+			}
+			if _, err := w.Write(obuf[:4*k*in]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	const strip = 16 // rows per strip: 16 float32 = one 64-byte cache line
+	cb := min(in, max(bs, tileBytes/(4*out)/bs*bs))
+	obuf := make([]byte, 4*cb*out)
+	tile := make([]float32, strip*cb)
+	for c0 := 0; c0 < in; c0 += cb {
+		n := min(cb, in-c0)
+		for r0 := 0; r0 < out; r0 += strip {
+			k := min(strip, out-r0)
+			for i := 0; i < k; i++ {
+				r := r0 + i
+				row := data[int64(r)*rb : int64(r+1)*rb]
+				if err := dequantRange(t, enc, row[c0/bs*bb:(c0+n)/bs*bb], r, c0, tile[i*n:(i+1)*n], codes); err != nil {
+					return err
+				}
+			}
+			for c := 0; c < n; c++ {
+				o := obuf[4*(c*out+r0):]
+				for i := 0; i < k; i++ {
+					binary.LittleEndian.PutUint32(o[4*i:], math.Float32bits(tile[i*n+c]))
 				}
 			}
 		}
-		if !transpose {
-			o := dst[4*r0*in:]
-			for i, v := range buf[:n*in] {
-				binary.LittleEndian.PutUint32(o[4*i:], math.Float32bits(v))
-			}
-			continue
-		}
-		for c := 0; c < in; c++ {
-			o := dst[4*(c*out+r0):]
-			for i := 0; i < n; i++ {
-				binary.LittleEndian.PutUint32(o[4*i:], math.Float32bits(buf[i*in+c]))
-			}
-		}
-	}
-	return dst, nil
-}
-
-// roundTrip checks row r: re-quantizing each value with enc gives the
-// tensor's code.
-func roundTrip(t *model.Tensor, enc *Encoding, data []byte, r int, vals []float32, codes []int8) error {
-	if err := Codes(t, data, r, codes); err != nil {
-		return err
-	}
-	in := len(vals)
-	bs := in
-	if enc.EncType == PerBlock {
-		bs = enc.BlockSize
-	}
-	for c0 := 0; c0 < in; c0 += bs {
-		si := r
-		if enc.EncType == PerBlock {
-			si = r*(in/bs) + c0/bs
-		}
-		s, off, top := enc.Scale[si], enc.Offset[si], int64(1)<<enc.BW-1
-		for c := c0; c < c0+bs; c++ {
-			q := int64(math.Round(float64(vals[c]/s))) - off
-			q = max(0, min(q, top)) + off
-			if q != int64(codes[c]) {
-				return fmt.Errorf("tensor %q: row %d column %d: value %v re-quantizes to %d with scale %v, the qmodel holds %d",
-					t.Name, r, c, vals[c], q, s, codes[c])
-			}
+		if _, err := w.Write(obuf[:4*n*out]); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// rowsBytes dequantizes t as stored (rows of Dims[0] values, ggml memory
-// order) into little-endian float32: vectors, the embedding table for
-// Gather, the conv kernel.
-func rowsBytes(t *model.Tensor) ([]byte, error) {
+// dequantRange dequantizes src, the whole blocks of row r of t that hold
+// columns c0… , into dst and, with enc, checks the round trip of each.
+func dequantRange(t *model.Tensor, enc *Encoding, src []byte, r, c0 int, dst []float32, codes []int8) error {
+	if err := gguf.Dequantize(t.Type, src, dst); err != nil {
+		return fmt.Errorf("tensor %q: row %d: %w", t.Name, r, err)
+	}
+	if enc == nil {
+		return nil
+	}
+	return roundTrip(t, enc, src, r, c0, dst, codes[:len(dst)])
+}
+
+// matrixBytes is writeMatrix into memory.
+func matrixBytes(t *model.Tensor, enc *Encoding, transpose bool) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(int(4 * t.Elements()))
+	if err := writeMatrix(&buf, t, enc, transpose); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// roundTrip checks the values vals of row r, columns c0… (whose blocks
+// are src): re-quantizing each with enc gives the tensor's code.
+func roundTrip(t *model.Tensor, enc *Encoding, src []byte, r, c0 int, vals []float32, codes []int8) error {
+	if err := blockCodes(t, src, codes); err != nil {
+		return err
+	}
+	in := int(t.Dims[0])
+	bs := in
+	if enc.EncType == PerBlock {
+		bs = enc.BlockSize
+	}
+	for c := range vals {
+		col := c0 + c
+		si := r
+		if enc.EncType == PerBlock {
+			si = r*(in/bs) + col/bs
+		}
+		s, off, top := enc.Scale[si], enc.Offset[si], int64(1)<<enc.BW-1
+		q := int64(math.Round(float64(vals[c]/s))) - off
+		q = max(0, min(q, top)) + off
+		if q != int64(codes[c]) {
+			return fmt.Errorf("tensor %q: row %d column %d: value %v re-quantizes to %d with scale %v, the qmodel holds %d",
+				t.Name, r, col, vals[c], q, s, codes[c])
+		}
+	}
+	return nil
+}
+
+// writeRows writes t as stored (rows of Dims[0] values, ggml memory
+// order) as little-endian float32: vectors and the conv kernel, small
+// tensors held whole.
+func writeRows(w io.Writer, t *model.Tensor) error {
 	vals, err := t.Float32()
 	if err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+		return fmt.Errorf("tensor %q: %w", t.Name, err)
 	}
-	return f32Bytes(vals), nil
+	defer t.Release()
+	_, err = w.Write(f32Bytes(vals))
+	return err
 }
 
 func f32Bytes(v []float32) []byte {

@@ -3,10 +3,14 @@ package onnx
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -47,109 +51,240 @@ func (g *Graph) WriteFile(path string, opts WriteOptions) error {
 	return g.WriteFileContext(context.Background(), path, opts)
 }
 
-// writeChunk is how much tensor data WriteFileContext writes between two
-// looks at its context, so a cancelled export stops within milliseconds
-// even inside a multi-GB tensor.
+// writeChunk is how much tensor data is written between two looks at the
+// context, so a cancelled export stops within milliseconds even inside a
+// multi-GB tensor.
 const writeChunk = 4 << 20
 
 // WriteFileContext is WriteFile that stops, returning ctx.Err() and
 // leaving no file under path or path+".data", once ctx is cancelled: it
 // checks ctx between initializers and every writeChunk bytes within one.
 func (g *Graph) WriteFileContext(ctx context.Context, path string, opts WriteOptions) error {
-	if opts.IRVersion == 0 {
-		opts.IRVersion = 8
-	}
-	if opts.Opset == 0 {
-		opts.Opset = 17
-	}
 	external := opts.External || g.InitBytes() > MaxInline
-	m := g.proto(opts)
+	return writeModels(ctx, []*Graph{g}, []string{path}, []WriteOptions{opts}, path+".data", external, nil)
+}
 
+// sideFile is a file written and committed with the models, before them
+// (a graph's encodings JSON).
+type sideFile struct {
+	path  string
+	write func(w io.Writer) error
+}
+
+// writeModels writes graph gs[i] as an ONNX model at paths[i]. With
+// external set, every initializer of MinExternal bytes or more goes to
+// the one data file dataPath (in the models' directory), page-aligned,
+// and an initializer several graphs hold (the same Key, or the same bytes
+// for one without a Load) is stored there once and referenced by offset
+// and length from each model: the AR/CL variants of a stage share one copy
+// of its weights. Without external, initializers are inline and a stale
+// dataPath is removed.
+//
+// side files are written beside and committed just before the models,
+// so a model under its final name always has them and its data.
+//
+// Nothing appears under a final name until every file is complete; once
+// ctx is cancelled it returns ctx.Err(), having checked between
+// initializers and every writeChunk bytes within one. The same graphs
+// give the same bytes.
+func writeModels(ctx context.Context, gs []*Graph, paths []string, opts []WriteOptions, dataPath string, external bool, side []sideFile) error {
+	ms := make([]*pb.ModelProto, len(gs))
+	for i, g := range gs {
+		o := opts[i]
+		if o.IRVersion == 0 {
+			o.IRVersion = 8
+		}
+		if o.Opset == 0 {
+			o.Opset = 17
+		}
+		ms[i] = g.proto(o)
+	}
 	var data *atomicfile.File
 	if external {
-		dataPath := path + ".data"
+		for _, p := range paths {
+			if filepath.Dir(p) != filepath.Dir(dataPath) {
+				return fmt.Errorf("onnx: %s: external data %s must be in the model's directory", p, dataPath)
+			}
+		}
 		var err error
-		data, err = atomicfile.Create(dataPath)
-		if err != nil {
+		if data, err = atomicfile.Create(dataPath); err != nil {
 			return err
 		}
 		defer data.Abort()
-		bw := bufio.NewWriterSize(data, 1<<20)
-		var off int64
-		for i := range g.Inits {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			t := m.Graph.Initializer[i]
-			b, err := g.Inits[i].bytes()
-			if err != nil {
-				return fmt.Errorf("onnx: %s: %w", path, err)
-			}
-			if len(b) < MinExternal {
-				t.RawData = b
-				continue
-			}
-			pad := (externalAlign - off%externalAlign) % externalAlign
-			if _, err := bw.Write(make([]byte, pad)); err != nil {
-				return fmt.Errorf("write %s: %w", dataPath, err)
-			}
-			off += pad
-			for rest := b; len(rest) > 0; rest = rest[min(len(rest), writeChunk):] {
+		if err := writeExternal(ctx, gs, ms, data, dataPath); err != nil {
+			return err
+		}
+	} else {
+		for i, g := range gs {
+			for j := range g.Inits {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				if _, err := bw.Write(rest[:min(len(rest), writeChunk)]); err != nil {
-					return fmt.Errorf("write %s: %w", dataPath, err)
+				b, err := g.Inits[j].bytes()
+				if err != nil {
+					return fmt.Errorf("onnx: %s: %w", paths[i], err)
 				}
+				ms[i].Graph.Initializer[j].RawData = b
 			}
-			t.DataLocation = pb.TensorProto_EXTERNAL
-			t.ExternalData = []*pb.StringStringEntryProto{
-				{Key: "location", Value: filepath.Base(dataPath)},
-				{Key: "offset", Value: strconv.FormatInt(off, 10)},
-				{Key: "length", Value: strconv.Itoa(len(b))},
-			}
-			off += int64(len(b))
-		}
-		if err := bw.Flush(); err != nil {
-			return fmt.Errorf("write %s: %w", dataPath, err)
-		}
-	} else {
-		for i := range g.Inits {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			b, err := g.Inits[i].bytes()
-			if err != nil {
-				return fmt.Errorf("onnx: %s: %w", path, err)
-			}
-			m.Graph.Initializer[i].RawData = b
 		}
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+	files := make([]*atomicfile.File, len(gs))
+	for i := range gs {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ms[i])
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", paths[i], err)
+		}
+		if external { // the inline bytes are in b now; let them go
+			for _, t := range ms[i].Graph.Initializer {
+				t.RawData = nil
+			}
+		}
+		f, err := atomicfile.Create(paths[i])
+		if err != nil {
+			return err
+		}
+		defer f.Abort()
+		if _, err := f.Write(b); err != nil {
+			return fmt.Errorf("write %s: %w", paths[i], err)
+		}
+		files[i] = f
 	}
-	f, err := atomicfile.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Abort()
-	if _, err := f.Write(b); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	sides := make([]*atomicfile.File, len(side))
+	for i, sf := range side {
+		f, err := atomicfile.Create(sf.path)
+		if err != nil {
+			return err
+		}
+		defer f.Abort()
+		if err := sf.write(f); err != nil {
+			return fmt.Errorf("write %s: %w", sf.path, err)
+		}
+		sides[i] = f
 	}
 	// Last look before the renames: a cancelled export must not leave a
-	// .data file whose .onnx never follows.
+	// data file whose models never follow.
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	for _, f := range sides {
+		if err := f.Commit(); err != nil {
+			return err
+		}
+	}
+	stale := []string{}
+	for _, p := range paths {
+		if p+".data" != dataPath {
+			stale = append(stale, p+".data") // an older export's own data file
+		}
 	}
 	if data != nil {
 		if err := data.Commit(); err != nil {
 			return err
 		}
-	} else if err := os.Remove(path + ".data"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale %s.data: %w", path, err)
+	} else {
+		stale = append(stale, dataPath)
 	}
-	return f.Commit()
+	for _, p := range stale {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale %s: %w", p, err)
+		}
+	}
+	for _, f := range files {
+		if err := f.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeExternal writes the initializers of gs into data and points the
+// matching TensorProtos of ms at them (small ones stay inline).
+func writeExternal(ctx context.Context, gs []*Graph, ms []*pb.ModelProto, data *atomicfile.File, dataPath string) error {
+	bw := bufio.NewWriterSize(data, 1<<20)
+	w := &ctxWriter{ctx: ctx, w: bw}
+	type span struct{ off, n int64 }
+	stored := map[string]span{}
+	var off int64
+	for i, g := range gs {
+		for j := range g.Inits {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			in := &g.Inits[j]
+			t := ms[i].Graph.Initializer[j]
+			n := in.Bytes()
+			if n < MinExternal {
+				b, err := in.bytes()
+				if err != nil {
+					return fmt.Errorf("onnx: %s: %w", dataPath, err)
+				}
+				t.RawData = b
+				continue
+			}
+			key := in.Key
+			if in.Load == nil {
+				b, err := in.bytes()
+				if err != nil {
+					return fmt.Errorf("onnx: %s: %w", dataPath, err)
+				}
+				sum := sha256.Sum256(b)
+				key = "sha256 " + hex.EncodeToString(sum[:])
+			}
+			s, ok := stored[key]
+			if !ok {
+				pad := (externalAlign - off%externalAlign) % externalAlign
+				if _, err := w.Write(make([]byte, pad)); err != nil {
+					return fmt.Errorf("write %s: %w", dataPath, err)
+				}
+				off += pad
+				if err := in.writeTo(w); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return fmt.Errorf("onnx: %s: %w", dataPath, err)
+				}
+				s = span{off, n}
+				off += n
+				stored[key] = s
+			} else if s.n != n {
+				return fmt.Errorf("onnx: %s: initializer %s: %d bytes, but %d under the same key %q", dataPath, in.Name, n, s.n, key)
+			}
+			t.DataLocation = pb.TensorProto_EXTERNAL
+			t.ExternalData = []*pb.StringStringEntryProto{
+				{Key: "location", Value: filepath.Base(dataPath)},
+				{Key: "offset", Value: strconv.FormatInt(s.off, 10)},
+				{Key: "length", Value: strconv.FormatInt(s.n, 10)},
+			}
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", dataPath, err)
+	}
+	return nil
+}
+
+// ctxWriter writes to w in pieces of at most writeChunk bytes and stops
+// with ctx.Err() once ctx is cancelled.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c *ctxWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if err := c.ctx.Err(); err != nil {
+			return n, err
+		}
+		k := min(len(p), writeChunk)
+		m, err := c.w.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
 
 func (g *Graph) proto(opts WriteOptions) *pb.ModelProto {
@@ -201,4 +336,36 @@ func Read(path string) (*pb.ModelProto, error) {
 		return nil, fmt.Errorf("onnx: %s: %w", path, err)
 	}
 	return m, nil
+}
+
+// ExternalData lists the external data files the ONNX model at path
+// references (as paths beside it), sorted, without reading them. A
+// location that is not a plain file name in the model's directory is an
+// error: qnnprep writes none, and a tool must not be sent elsewhere.
+func ExternalData(path string) ([]string, error) {
+	m, err := Read(path)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range m.GetGraph().GetInitializer() {
+		if t.DataLocation != pb.TensorProto_EXTERNAL {
+			continue
+		}
+		for _, kv := range t.ExternalData {
+			if kv.Key != "location" {
+				continue
+			}
+			if kv.Value == "" || kv.Value != filepath.Base(kv.Value) || kv.Value == "." || kv.Value == ".." {
+				return nil, fmt.Errorf("onnx: %s: initializer %s: external data location %q is not a file beside the model", path, t.Name, kv.Value)
+			}
+			if p := filepath.Join(filepath.Dir(path), kv.Value); !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }

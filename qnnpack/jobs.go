@@ -3,16 +3,22 @@ package qnnpack
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
 // GraphFiles are the exported files of one stage graph (one stage, one
 // (AR, CL) variant).
 type GraphFiles struct {
-	ONNX      string // the graph; its external data, ONNX+".data", is used when present
+	ONNX      string // the graph
 	Encodings string // QNN encodings JSON, passed as --quantization_overrides
+	// Data are the external data files the graph references (the stage's
+	// shared weights file, which every AR/CL variant of the stage reads);
+	// nil means those the ONNX file names (onnx.ExternalData), if it exists.
+	Data []string
 }
 
 // Job is one SDK tool invocation. The tool writes its outputs into TempDir
@@ -187,9 +193,22 @@ func PlanJobs(sdk *SDK, p *shard.Plan, graphs map[string]GraphFiles, work string
 				args = append(args, "--preserve_io_datatype")
 				args = append(args, keep...)
 			}
+			// The converter reads the external data too: it is part of
+			// the cache key (hashed once per run however many variants
+			// share it).
 			in := []string{onnxPath, encPath}
-			if fileExists(onnxPath + ".data") {
-				in = append(in, onnxPath+".data")
+			data := f.Data
+			if data == nil && fileExists(onnxPath) {
+				if data, err = onnx.ExternalData(onnxPath); err != nil {
+					return nil, nil, fmt.Errorf("qnnpack: stage %d: %w", si+1, err)
+				}
+			}
+			for _, d := range data {
+				d, err := filepath.Abs(d)
+				if err != nil {
+					return nil, nil, err
+				}
+				in = append(in, d)
 			}
 			prog, lead := sdk.ConverterCommand()
 			jobs = append(jobs, Job{
@@ -254,8 +273,8 @@ func graphByName(p *shard.Plan, name string) *shard.Graph {
 var GraphFileSuffixes = []string{".encodings", ".encodings.json"}
 
 // FindGraphFiles finds every graph of p in dir as <graph>.onnx with its
-// encodings <graph>.encodings (or <graph>.encodings.json), and lists every
-// graph whose files are missing.
+// encodings <graph>.encodings (or <graph>.encodings.json) and the external
+// data files it references, and lists every graph whose files are missing.
 func FindGraphFiles(p *shard.Plan, dir string) (map[string]GraphFiles, error) {
 	files := map[string]GraphFiles{}
 	var missing []string
@@ -270,11 +289,23 @@ func FindGraphFiles(p *shard.Plan, dir string) (map[string]GraphFiles, error) {
 		switch {
 		case !fileExists(f.ONNX):
 			missing = append(missing, f.ONNX)
+			continue
 		case f.Encodings == "":
 			missing = append(missing, filepath.Join(dir, g.Name+GraphFileSuffixes[0]))
-		default:
-			files[g.Name] = f
+			continue
 		}
+		data, err := onnx.ExternalData(f.ONNX)
+		if err != nil {
+			return files, fmt.Errorf("qnnpack: %w", err)
+		}
+		f.Data = []string{}
+		for _, d := range data {
+			if !fileExists(d) && !slices.Contains(missing, d) {
+				missing = append(missing, d)
+			}
+			f.Data = append(f.Data, d)
+		}
+		files[g.Name] = f
 	}
 	if len(missing) > 0 {
 		return files, fmt.Errorf("qnnpack: %d exported graph file(s) missing in %s:\n  %s", len(missing), dir, strings.Join(missing, "\n  "))

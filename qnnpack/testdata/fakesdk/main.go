@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/qnnprep/qnnprep/onnx"
+	pb "github.com/qnnprep/qnnprep/onnx/onnxpb"
 	"github.com/qnnprep/qnnprep/qnnpack"
 )
 
@@ -199,6 +200,13 @@ func converter(args []string) error {
 		io[v.GetName()] = true
 	}
 	desc := map[string]any{"onnx_sha256": sum(raw)}
+	ext, err := externalData(in, m)
+	if err != nil {
+		return err
+	}
+	if len(ext) > 0 {
+		desc["external_data_sha256"] = ext
+	}
 	for _, k := range []string{"--float_bitwidth", "--target_backend"} {
 		if v, ok := f[k]; ok {
 			desc[k] = v[0]
@@ -235,6 +243,39 @@ func converter(args []string) error {
 	}
 	desc["graph"] = strings.TrimSuffix(filepath.Base(out), ".dlc")
 	return writeOutput(out, dlcMagic, desc)
+}
+
+// externalData reads every external initializer of m as the real
+// converter does (location relative to the model, offset and length inside
+// the file) and returns the SHA-256 of each data file by location.
+func externalData(path string, m *pb.ModelProto) (map[string]string, error) {
+	out := map[string]string{}
+	files := map[string][]byte{}
+	for _, t := range m.GetGraph().GetInitializer() {
+		if t.GetDataLocation() != pb.TensorProto_EXTERNAL {
+			continue
+		}
+		kv := map[string]string{}
+		for _, e := range t.GetExternalData() {
+			kv[e.GetKey()] = e.GetValue()
+		}
+		loc := kv["location"]
+		b, ok := files[loc]
+		if !ok {
+			var err error
+			if b, err = os.ReadFile(filepath.Join(filepath.Dir(path), loc)); err != nil {
+				return nil, fmt.Errorf("input network %s: initializer %s: external data: %w", path, t.GetName(), err)
+			}
+			files[loc] = b
+		}
+		off, err1 := strconv.ParseInt(kv["offset"], 10, 64)
+		n, err2 := strconv.ParseInt(kv["length"], 10, 64)
+		if err1 != nil || err2 != nil || off < 0 || n < 0 || off+n > int64(len(b)) {
+			return nil, fmt.Errorf("input network %s: initializer %s: offset %q length %q outside %s (%d bytes)", path, t.GetName(), kv["offset"], kv["length"], loc, len(b))
+		}
+		out[loc] = sum(b)
+	}
+	return out, nil
 }
 
 // writeOutput writes magic + JSON, pausing half-way when FAKESDK_SLEEP is
