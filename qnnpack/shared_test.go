@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-		"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
 )
