@@ -109,6 +109,7 @@ func exportStage(ctx context.Context, m *model.Model, p *shard.Plan, s int, gi [
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	external := opts.External || len(gi) > 1
+	opts.params = map[*model.Tensor]*Encoding{}
 	var gs []*Graph
 	var encs []*Encodings
 	var paths []string

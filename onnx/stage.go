@@ -1,7 +1,6 @@
 package onnx
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -31,6 +30,22 @@ type Options struct {
 	// Gather table is token_embd.weight followed by these rows (token
 	// vocab+i is row i), held as ForecastRows gives them.
 	Forecast []float32
+
+	// params, when set, keeps each tensor's parameter encoding for the
+	// other variants of a stage (Export sets it per stage).
+	params map[*model.Tensor]*Encoding
+}
+
+// paramEncoding is ParamEncoding, once per tensor while params is set.
+func (o *Options) paramEncoding(t *model.Tensor) (*Encoding, error) {
+	if e, ok := o.params[t]; ok {
+		return e, nil
+	}
+	e, err := ParamEncoding(t, o.Container)
+	if err == nil && o.params != nil {
+		o.params[t] = e
+	}
+	return e, err
 }
 
 // MaskMin is the value of a masked attention_mask entry in the default
@@ -345,7 +360,7 @@ func (b *builder) table(name string) string {
 	if t == nil {
 		return ""
 	}
-	enc, err := ParamEncoding(t, b.opts.Container)
+	enc, err := b.opts.paramEncoding(t)
 	if err != nil {
 		b.fail(err)
 		return name
@@ -367,7 +382,7 @@ func (b *builder) embedTable() string {
 	if t == nil {
 		return ""
 	}
-	enc, err := ParamEncoding(t, b.opts.Container)
+	enc, err := b.opts.paramEncoding(t)
 	if err != nil {
 		b.fail(err)
 		return name
@@ -389,15 +404,12 @@ func (b *builder) embedTable() string {
 		b.enc.ParamEncodings = append(b.enc.ParamEncodings, e)
 	}
 	n := len(rows) / int(t.Dims[0])
-	return b.g.LazyInit(name, Float, []int64{t.Rows() + int64(n), t.Dims[0]}, func() ([]byte, error) {
-		data, err := matrixBytes(t, table, false)
-		if err != nil {
-			return nil, err
+	return b.g.LazyInit(name, "", Float, []int64{t.Rows() + int64(n), t.Dims[0]}, func(w io.Writer) error {
+		if err := writeMatrix(w, t, table, false); err != nil {
+			return err
 		}
-		for _, v := range rows {
-			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
-		}
-		return data, nil
+		_, err := w.Write(f32Bytes(rows))
+		return err
 	})
 }
 
@@ -414,13 +426,14 @@ func (b *builder) matrix(src, name string) (string, error) {
 	if len(t.Dims) != 2 {
 		return "", fmt.Errorf("tensor %q: dims %v, want a matrix", src, t.Dims)
 	}
-	enc, err := ParamEncoding(t, b.opts.Container)
+	enc, err := b.opts.paramEncoding(t)
 	if err != nil {
 		return "", err
 	}
 	if enc != nil {
-		enc.Name = name
-		b.enc.ParamEncodings = append(b.enc.ParamEncodings, *enc)
+		e := *enc
+		e.Name = name
+		b.enc.ParamEncodings = append(b.enc.ParamEncodings, e)
 	}
 	n := b.g.LazyInit(name, "", Float, []int64{t.Dims[0], t.Rows()}, func(w io.Writer) error { return writeMatrix(w, t, enc, true) })
 	b.weights[name] = n

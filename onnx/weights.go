@@ -3,10 +3,13 @@ package onnx
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	goruntime "runtime"
+	"sync"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
@@ -156,11 +159,16 @@ func blockCodes(t *model.Tensor, src []byte, dst []int8) error {
 	return nil
 }
 
-// tileBytes bounds the float32 buffer a matrix is streamed through: a
-// tile of whole rows, or of a few columns of every row when transposing.
-// Export's memory stays this plus one tensor's (mapped, released) source
-// bytes, whatever the model's size.
+// tileBytes bounds each of the two float32 buffers a matrix is streamed
+// through: a band of whole rows, or of a few columns of every row when
+// transposing. Export's memory stays about these plus one tensor's
+// (mapped, released) source bytes, whatever the model's size.
 const tileBytes = 32 << 20
+
+// matrixWorkers is how many goroutines dequantize one band; the band
+// before it is written meanwhile. Every value is computed the same way
+// whoever computes it, so the bytes do not depend on it.
+var matrixWorkers = min(2, goruntime.GOMAXPROCS(0))
 
 // writeMatrix dequantizes the ggml matrix t ({in, out}: out rows of in
 // values) and streams it to w as little-endian float32 in ONNX MatMul
@@ -170,8 +178,7 @@ const tileBytes = 32 << 20
 //
 // Without transpose the rows stay in ggml order ([out, in]: the embedding
 // table that Gather indexes). Transposed, the output goes out a band of
-// columns at a time (whole quantization blocks), each band built from a
-// 16-row strip at a time so that every store fills a cache line.
+// columns at a time (whole quantization blocks).
 func writeMatrix(w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) error {
 	in, out := int(t.Dims[0]), int(t.Rows())
 	data, err := t.Data()
@@ -183,57 +190,138 @@ func writeMatrix(w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) er
 	if err != nil || int64(len(data)) != rb*int64(out) {
 		return fmt.Errorf("tensor %q: %d bytes for %d rows of %d %s values", t.Name, len(data), out, in, t.Type)
 	}
-	bs, bb := int(t.Type.BlockSize()), int(t.Type.BlockBytes())
-	codes := make([]int8, in)
+	row := func(r int) []byte { return data[int64(r)*rb : int64(r+1)*rb] }
 	if !transpose {
+		// Bands of whole rows, in order.
 		n := max(1, tileBytes/(4*in))
-		buf := make([]float32, n*in)
-		obuf := make([]byte, 4*n*in)
-		for r0 := 0; r0 < out; r0 += n {
-			k := min(n, out-r0)
-			for i := 0; i < k; i++ {
-				r := r0 + i
-				row := data[int64(r)*rb : int64(r+1)*rb]
-				if err := dequantRange(t, enc, row, r, 0, buf[i*in:(i+1)*in], codes); err != nil {
-					return err
+		return writeBands(w, (out+n-1)/n, 4*n*in, func(band int, buf []byte) (int, error) {
+			r0, k := band*n, min(n, out-band*n)
+			return 4 * k * in, parallel(k, func(lo, hi int) error {
+				vals, codes := make([]float32, in), make([]int8, in)
+				for i := lo; i < hi; i++ {
+					r := r0 + i
+					if err := dequantRange(t, enc, row(r), r, 0, vals, codes); err != nil {
+						return err
+					}
+					f32Into(buf[4*i*in:], vals)
 				}
-			}
-			for i, v := range buf[:k*in] {
-				binary.LittleEndian.PutUint32(obuf[4*i:], math.Float32bits(v))
-			}
-			if _, err := w.Write(obuf[:4*k*in]); err != nil {
-				return err
-			}
-		}
-		return nil
+				return nil
+			})
+		})
 	}
-	const strip = 16 // rows per strip: 16 float32 = one 64-byte cache line
+	// Bands of cb columns (whole blocks) of every row. A worker
+	// dequantizes a strip of 64 rows into its tile, then stores it 16
+	// columns at a time: each output row gets 64 consecutive values (256
+	// bytes) while the 16 tile columns it reads stay in L1.
+	bs, bb := int(t.Type.BlockSize()), int(t.Type.BlockBytes())
 	cb := min(in, max(bs, tileBytes/(4*out)/bs*bs))
-	obuf := make([]byte, 4*cb*out)
-	tile := make([]float32, strip*cb)
-	for c0 := 0; c0 < in; c0 += cb {
-		n := min(cb, in-c0)
-		for r0 := 0; r0 < out; r0 += strip {
-			k := min(strip, out-r0)
-			for i := 0; i < k; i++ {
-				r := r0 + i
-				row := data[int64(r)*rb : int64(r+1)*rb]
-				if err := dequantRange(t, enc, row[c0/bs*bb:(c0+n)/bs*bb], r, c0, tile[i*n:(i+1)*n], codes); err != nil {
-					return err
+	const strip, cols = 64, 16
+	return writeBands(w, (in+cb-1)/cb, 4*cb*out, func(band int, buf []byte) (int, error) {
+		c0, n := band*cb, min(cb, in-band*cb)
+		strips := (out + strip - 1) / strip
+		return 4 * n * out, parallel(strips, func(lo, hi int) error {
+			tile, codes := make([]float32, strip*n), make([]int8, n)
+			for s := lo; s < hi; s++ {
+				r0, k := s*strip, min(strip, out-s*strip)
+				for i := 0; i < k; i++ {
+					r := r0 + i
+					if err := dequantRange(t, enc, row(r)[c0/bs*bb:(c0+n)/bs*bb], r, c0, tile[i*n:(i+1)*n], codes); err != nil {
+						return err
+					}
+				}
+				for cc := 0; cc < n; cc += cols {
+					for c := cc; c < min(cc+cols, n); c++ {
+						dst := buf[4*(c*out+r0) : 4*(c*out+r0+k)]
+						for i := 0; i < k; i++ {
+							binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(tile[i*n+c]))
+						}
+					}
 				}
 			}
-			for c := 0; c < n; c++ {
-				o := obuf[4*(c*out+r0):]
-				for i := 0; i < k; i++ {
-					binary.LittleEndian.PutUint32(o[4*i:], math.Float32bits(tile[i*n+c]))
-				}
+			return nil
+		})
+	})
+}
+
+// writeBands writes n bands to w in order: fill(i, buf) puts band i into
+// buf (of size bytes) and returns its length. Band i+1 is filled while
+// band i is written.
+func writeBands(w io.Writer, n, size int, fill func(i int, buf []byte) (int, error)) error {
+	bufs := [2][]byte{getBuf(size), getBuf(size)}
+	var wrote chan error
+	defer func() {
+		if wrote != nil {
+			<-wrote // the writer still holds its buffer
+		}
+		putBuf(bufs[0])
+		putBuf(bufs[1])
+	}()
+	for i := 0; i < n; i++ {
+		buf := bufs[i%2]
+		m, err := fill(i, buf)
+		if wrote != nil {
+			werr := <-wrote
+			wrote = nil
+			if werr != nil {
+				return werr
 			}
 		}
-		if _, err := w.Write(obuf[:4*n*out]); err != nil {
+		if err != nil {
 			return err
 		}
+		wrote = make(chan error, 1)
+		go func(b []byte, ch chan error) {
+			_, err := w.Write(b)
+			ch <- err
+		}(buf[:m], wrote)
+	}
+	if wrote != nil {
+		err := <-wrote
+		wrote = nil
+		return err
 	}
 	return nil
+}
+
+// bufPool keeps band buffers between tensors: allocating (and zeroing)
+// two of them per tensor costs more than dequantizing a small one.
+var bufPool sync.Pool
+
+func getBuf(size int) []byte {
+	if b, ok := bufPool.Get().(*[]byte); ok && cap(*b) >= size {
+		return (*b)[:size]
+	}
+	return make([]byte, size)
+}
+
+func putBuf(b []byte) { bufPool.Put(&b) }
+
+// parallel runs f over [0, n) split into matrixWorkers contiguous ranges
+// and returns the first error.
+func parallel(n int, f func(lo, hi int) error) error {
+	k := min(matrixWorkers, n)
+	if k <= 1 {
+		return f(0, n)
+	}
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for j := 0; j < k; j++ {
+		wg.Add(1)
+		go func(j int) {
+			defer wg.Done()
+			errs[j] = f(j*n/k, (j+1)*n/k)
+		}(j)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// f32Into writes v into b as little-endian float32.
+func f32Into(b []byte, v []float32) {
+	b = b[:4*len(v)]
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
 }
 
 // dequantRange dequantizes src, the whole blocks of row r of t that hold

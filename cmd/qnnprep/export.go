@@ -27,7 +27,7 @@ func runExport(ctx context.Context, c *command, args []string) error {
 	fs := newFlags(c)
 	opset := fs.Int64("opset", 17, "ONNX opset (17 is the newest Debian's onnx 1.12 checker knows)")
 	ir := fs.Int64("ir", 8, "ONNX IR version (raised to what a newer --opset needs unless given)")
-	external := fs.Bool("external", false, "weights in <graph>.onnx.data even under 2 GiB (always above)")
+	external := fs.Bool("external", false, "weights in the stage's shared data file even for a single-graph stage under 2 GiB (always with several AR/CL variants, or above 2 GiB)")
 	ranges := fs.String("ranges", "", `JSON file of calibrated activation ranges by encoding group, {"past_key_3": [-8.5, 9.1], …}`)
 	calibrate := fs.Int("calibrate", 0, "derive activation ranges (hidden states, KV, conv state, logits) by decoding this many tokens greedily with the bundled runtime")
 	calibIDs := fs.IntSlice("calib-ids", nil, "token ids the calibration decode starts from (default: the model's BOS)")
@@ -111,7 +111,7 @@ func runExport(ctx context.Context, c *command, args []string) error {
 			}
 		}
 	}
-	paths, err := exportWithContext(ctx, m, p, out, opts, progress)
+	paths, err := onnx.ExportContext(ctx, m, p, out, opts, progress)
 	if err != nil {
 		return err
 	}
@@ -123,29 +123,6 @@ func runExport(ctx context.Context, c *command, args []string) error {
 	}
 	fmt.Printf("wrote %d files (%s) for %d graphs in %s\n", len(paths), bytesize.Format(total), len(p.Graphs), out)
 	return nil
-}
-
-// exportWithContext runs onnx.Export, stopping between graphs once ctx is
-// cancelled (each file is written atomically, so none is left half done).
-func exportWithContext(ctx context.Context, m *model.Model, p *shard.Plan, dir string, opts onnx.ExportOptions, progress func(i, n int, g string)) ([]string, error) {
-	var paths []string
-	for i := range p.Graphs {
-		if err := ctx.Err(); err != nil {
-			return paths, err
-		}
-		one := *p
-		one.Graphs = p.Graphs[i : i+1]
-		out, err := onnx.ExportContext(ctx, m, &one, dir, opts, func(_, _ int, g string) {
-			if progress != nil {
-				progress(i, len(p.Graphs), g)
-			}
-		})
-		paths = append(paths, out...)
-		if err != nil {
-			return paths, err
-		}
-	}
-	return paths, nil
 }
 
 // readRanges reads {"group": [min, max], …}.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,10 +98,6 @@ func TestExportFlags(t *testing.T) {
 			_, ir := model(t, out)
 			return want(ir == 9, "IR %d", ir)
 		}},
-		{"external", []string{"--external"}, func(t *testing.T, out string) string {
-			_, err := os.Stat(filepath.Join(out, g+".onnx.data"))
-			return want(err == nil, "no external data: %v", err)
-		}},
 		{"ranges", []string{"--ranges", ranges}, func(t *testing.T, out string) string {
 			a := enc(t, out).Activation("hidden_states_0")
 			return want(a != nil && len(a.Scale) == 1 && a.Scale[0] > 0, "hidden_states_0 %v", a)
@@ -139,6 +136,45 @@ func TestExportFlags(t *testing.T) {
 	}
 	if b := bits(enc(t, out8)); b == "" || strings.Contains(b, "4") {
 		t.Errorf("8bit plan: Q1_0 bit widths %s", b)
+	}
+
+	// Stages with several AR variants always share one data file; with a
+	// single variant, --external moves the weights out of the model.
+	plan1 := filepath.Join(dir, "plan1.json")
+	captureStdout(t, func() {
+		if code := run([]string{"plan", q, "--layers-per-stage", "1", "--ar", "1", "--cl", "128", "-o", plan1}); code != 0 {
+			t.Fatalf("plan --ar 1: exit %d", code)
+		}
+	})
+	p1, err := shard.ReadPlan(plan1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "onnx")
+		args := []string{"export", "onnx", plan1, q, out, "-q"}
+		if ext {
+			args = append(args, "--external")
+		}
+		if code := run(args); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		data, err := onnx.ExternalData(filepath.Join(out, p1.Graphs[0].Name+".onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{filepath.Join(out, onnx.StageDataName(p1, 0))}; ext != slices.Equal(data, want) || !ext && len(data) > 0 {
+			t.Errorf("--external=%v: external data %v", ext, data)
+		}
+	}
+	for _, gname := range p.Stages[0].Graphs {
+		data, err := onnx.ExternalData(filepath.Join(base, gname+".onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) != 1 || filepath.Base(data[0]) != onnx.StageDataName(p, 0) {
+			t.Errorf("%s without --external: external data %v, want the stage's shared file", gname, data)
+		}
 	}
 
 	// --force exports a plan that breaks the Genie contract.

@@ -76,24 +76,34 @@ func TestExportInterrupted(t *testing.T) {
 		t.Errorf("stderr does not say interrupted:\n%s", stderr.String())
 	}
 	// Only complete graphs may remain: each .onnx parses and has its
-	// encodings, each .data file belongs to such a model.
+	// encodings, each data file is referenced by such a model.
 	ents, _ := os.ReadDir(out)
+	referenced := map[string]bool{}
 	for _, e := range ents {
-		name := e.Name()
-		switch {
-		case name == atomicfile.MarkerName:
-		case strings.HasSuffix(name, ".onnx"):
-			if _, err := onnx.Read(filepath.Join(out, name)); err != nil {
+		if name := e.Name(); strings.HasSuffix(name, ".onnx") {
+			data, err := onnx.ExternalData(filepath.Join(out, name))
+			if err != nil {
 				t.Errorf("interrupted export left a bad %s: %v", name, err)
+			}
+			for _, d := range data {
+				referenced[filepath.Base(d)] = true
 			}
 			base := strings.TrimSuffix(name, ".onnx")
 			if _, err := os.Stat(filepath.Join(out, base+".encodings.json")); err != nil {
 				t.Errorf("interrupted export left %s without its encodings", name)
 			}
-		case strings.HasSuffix(name, ".onnx.data"), strings.HasSuffix(name, ".encodings.json"):
-			base := strings.TrimSuffix(strings.TrimSuffix(name, ".data"), ".encodings.json")
-			base = strings.TrimSuffix(base, ".onnx")
-			if _, err := os.Stat(filepath.Join(out, base+".onnx")); err != nil {
+		}
+	}
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case name == atomicfile.MarkerName, strings.HasSuffix(name, ".onnx"):
+		case strings.HasSuffix(name, ".data"):
+			if !referenced[name] {
+				t.Errorf("interrupted export left %s, which no model references", name)
+			}
+		case strings.HasSuffix(name, ".encodings.json"):
+			if _, err := os.Stat(filepath.Join(out, strings.TrimSuffix(name, ".encodings.json")+".onnx")); err != nil {
 				t.Errorf("interrupted export left %s without its model", name)
 			}
 		default:
