@@ -104,6 +104,7 @@ type builder struct {
 	res  *Result
 
 	src, qm *model.Model
+	srcName string // the source's name (shard.ModelName)
 	files   map[string]qnnpack.GraphFiles
 	tok     *BundleTokenizer
 
@@ -209,6 +210,13 @@ func (b *builder) quantize() error {
 		if b.qm, err = model.Open(out); err != nil {
 			return err
 		}
+		// Only verify reads the source again: without it, its mapping
+		// (and, if the caller deletes it now, its disk space) goes.
+		b.srcName = shard.ModelName(src)
+		if b.o.NoVerify {
+			src.Close()
+			b.src = nil
+		}
 		s.Outputs = []string{b.rel(out)}
 		s.Note = fmt.Sprintf("%s, %.3f bpw, %d bytes; tokenizer.json %s", rep.Recipe, rep.BPW, rep.OutputBytes, b.tokNote())
 		if n := len(rep.Fallbacks); n > 0 {
@@ -248,7 +256,7 @@ func (b *builder) plan() error {
 		}
 		name := b.o.Name
 		if name == "" {
-			name = shard.ModelName(b.src)
+			name = b.srcName
 		}
 		p, err := shard.NewPlan(b.qm.Config, sizes, name, opts)
 		if err != nil {
@@ -323,9 +331,10 @@ func (b *builder) export() error {
 }
 
 // exportGraphs calibrates (if asked) and exports every graph of p for m
-// into dir, one graph at a time so that a cancelled run stops between
-// graphs (each file is written atomically). It returns the graph files,
-// their total size and the number of activation ranges used.
+// into dir (the AR/CL variants of a stage share one weights file; a
+// cancelled run leaves no partial file). It returns the graph files, the
+// total size of the files written and the number of activation ranges
+// used.
 func (b *builder) exportGraphs(m *model.Model, p *shard.Plan, dir, step string) (map[string]qnnpack.GraphFiles, int64, int, error) {
 	opts := b.o.Export
 	if m == b.qm {
@@ -349,24 +358,18 @@ func (b *builder) exportGraphs(m *model.Model, p *shard.Plan, dir, step string) 
 		return nil, 0, 0, err
 	}
 	prog := b.progress(step)
-	var total int64
-	for i := range p.Graphs {
-		if err := b.ctx.Err(); err != nil {
-			return nil, 0, 0, err
-		}
+	paths, err := onnx.ExportContext(b.ctx, m, p, dir, opts, func(i, n int, _ string) {
 		if prog != nil {
-			prog(int64(i), int64(len(p.Graphs)))
+			prog(int64(i), int64(n))
 		}
-		one := *p
-		one.Graphs = p.Graphs[i : i+1]
-		paths, err := onnx.ExportContext(b.ctx, m, &one, dir, opts, nil)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		for _, path := range paths {
-			if st, err := os.Stat(path); err == nil {
-				total += st.Size()
-			}
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var total int64
+	for _, path := range paths {
+		if st, err := os.Stat(path); err == nil {
+			total += st.Size()
 		}
 	}
 	if prog != nil {
