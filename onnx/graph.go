@@ -30,6 +30,7 @@ package onnx
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -71,14 +72,15 @@ func (d DataType) String() string { return pb.TensorProto_DataType(d).String() }
 // Initializer is a constant tensor. Data holds the raw little-endian
 // elements; it is referenced, not copied, until the model is written.
 // A lazy initializer has no Data but a Load function that streams the
-// bytes to w when the model is written, so a writer with external data
-// holds a slice of one tensor at a time however large the model is.
+// bytes to w when the model is written (and stops with ctx.Err() once ctx
+// is cancelled), so a writer with external data holds a slice of one
+// tensor at a time however large the model is.
 type Initializer struct {
 	Name  string
 	Type  DataType
 	Shape []int64
 	Data  []byte
-	Load  func(w io.Writer) error
+	Load  func(ctx context.Context, w io.Writer) error
 	// Key identifies a lazy initializer's contents across the graphs
 	// written together into one data file (WriteModels): initializers
 	// with the same Key hold the same bytes, which are stored once.
@@ -106,7 +108,7 @@ func (in *Initializer) bytes() ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(in.Bytes()))
-	if err := in.writeTo(&buf); err != nil {
+	if err := in.writeTo(context.Background(), &buf); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -114,7 +116,7 @@ func (in *Initializer) bytes() ([]byte, error) {
 
 // writeTo writes the initializer's bytes to w, streaming a lazy one, and
 // checks that exactly Bytes() of them came.
-func (in *Initializer) writeTo(w io.Writer) error {
+func (in *Initializer) writeTo(ctx context.Context, w io.Writer) error {
 	if in.Load == nil {
 		b, err := in.bytes()
 		if err != nil {
@@ -124,7 +126,7 @@ func (in *Initializer) writeTo(w io.Writer) error {
 		return err
 	}
 	cw := &countWriter{w: w, limit: in.Bytes()}
-	if err := in.Load(cw); err != nil {
+	if err := in.Load(ctx, cw); err != nil {
 		return fmt.Errorf("initializer %s: %w", in.Name, err)
 	}
 	if cw.n != cw.limit {
@@ -209,7 +211,7 @@ func (g *Graph) Init(name string, t DataType, shape []int64, data []byte) string
 // LazyInit adds an initializer whose bytes load streams to w when the
 // model is written (once per write), and returns its name. key identifies
 // the contents (Initializer.Key); "" means the name, type and shape.
-func (g *Graph) LazyInit(name, key string, t DataType, shape []int64, load func(w io.Writer) error) string {
+func (g *Graph) LazyInit(name, key string, t DataType, shape []int64, load func(ctx context.Context, w io.Writer) error) string {
 	g.claim(name)
 	if key == "" {
 		key = fmt.Sprintf("%s %s %v", name, t, shape)

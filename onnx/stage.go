@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -348,7 +349,7 @@ func (b *builder) vector(name string) string {
 		return name
 	}
 	shape := []int64{t.Elements()}
-	n := b.g.LazyInit(name, "", Float, shape, func(w io.Writer) error { return writeRows(w, t) })
+	n := b.g.LazyInit(name, "", Float, shape, func(_ context.Context, w io.Writer) error { return writeRows(w, t) })
 	b.weights[name] = n
 	return n
 }
@@ -368,7 +369,7 @@ func (b *builder) table(name string) string {
 	if enc != nil {
 		b.enc.ParamEncodings = append(b.enc.ParamEncodings, *enc)
 	}
-	return b.g.LazyInit(name, "", Float, []int64{t.Rows(), t.Dims[0]}, func(w io.Writer) error { return writeMatrix(w, t, enc, false) })
+	return b.g.LazyInit(name, "", Float, []int64{t.Rows(), t.Dims[0]}, func(ctx context.Context, w io.Writer) error { return writeMatrix(ctx, w, t, enc, false) })
 }
 
 // embedTable is token_embd.weight as a Gather table, with the forecast
@@ -435,7 +436,7 @@ func (b *builder) matrix(src, name string) (string, error) {
 		e.Name = name
 		b.enc.ParamEncodings = append(b.enc.ParamEncodings, e)
 	}
-	n := b.g.LazyInit(name, "", Float, []int64{t.Dims[0], t.Rows()}, func(w io.Writer) error { return writeMatrix(w, t, enc, true) })
+	n := b.g.LazyInit(name, "", Float, []int64{t.Dims[0], t.Rows()}, func(ctx context.Context, w io.Writer) error { return writeMatrix(ctx, w, t, enc, true) })
 	b.weights[name] = n
 	return n, nil
 }
@@ -657,7 +658,7 @@ func (b *builder) deltaNet(l int) error {
 	if kernel == nil {
 		return fmt.Errorf("model has no %s", p("ssm_conv1d.weight"))
 	}
-	kw := b.g.LazyInit(kernel.Name, "", Float, []int64{convDim, 1, kc}, func(w io.Writer) error { return writeRows(w, kernel) })
+	kw := b.g.LazyInit(kernel.Name, "", Float, []int64{convDim, 1, kc}, func(_ context.Context, w io.Writer) error { return writeRows(w, kernel) })
 	u := b.opAttr("Conv", []string{b.reshape(seq, 1, convDim, kc-1+ar), kw},
 		AttrInt("group", convDim), AttrInts("kernel_shape", kc))
 	u = b.transpose(b.reshape(b.silu(u), convDim, ar), 1, 0) // [AR, convDim]

@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -179,7 +180,9 @@ var matrixWorkers = min(2, goruntime.GOMAXPROCS(0))
 // Without transpose the rows stay in ggml order ([out, in]: the embedding
 // table that Gather indexes). Transposed, the output goes out a band of
 // columns at a time (whole quantization blocks).
-func writeMatrix(w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) error {
+//
+// It stops with ctx.Err() once ctx is cancelled, looking between rows.
+func writeMatrix(ctx context.Context, w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) error {
 	in, out := int(t.Dims[0]), int(t.Rows())
 	data, err := t.Data()
 	if err != nil {
@@ -194,11 +197,14 @@ func writeMatrix(w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) er
 	if !transpose {
 		// Bands of whole rows, in order.
 		n := max(1, tileBytes/(4*in))
-		return writeBands(w, (out+n-1)/n, 4*n*in, func(band int, buf []byte) (int, error) {
+		return writeBands(ctx, w, (out+n-1)/n, 4*n*in, func(band int, buf []byte) (int, error) {
 			r0, k := band*n, min(n, out-band*n)
 			return 4 * k * in, parallel(k, func(lo, hi int) error {
 				vals, codes := make([]float32, in), make([]int8, in)
 				for i := lo; i < hi; i++ {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
 					r := r0 + i
 					if err := dequantRange(t, enc, row(r), r, 0, vals, codes); err != nil {
 						return err
@@ -216,12 +222,15 @@ func writeMatrix(w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) er
 	bs, bb := int(t.Type.BlockSize()), int(t.Type.BlockBytes())
 	cb := min(in, max(bs, tileBytes/(4*out)/bs*bs))
 	const strip, cols = 64, 16
-	return writeBands(w, (in+cb-1)/cb, 4*cb*out, func(band int, buf []byte) (int, error) {
+	return writeBands(ctx, w, (in+cb-1)/cb, 4*cb*out, func(band int, buf []byte) (int, error) {
 		c0, n := band*cb, min(cb, in-band*cb)
 		strips := (out + strip - 1) / strip
 		return 4 * n * out, parallel(strips, func(lo, hi int) error {
 			tile, codes := make([]float32, strip*n), make([]int8, n)
 			for s := lo; s < hi; s++ {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				r0, k := s*strip, min(strip, out-s*strip)
 				for i := 0; i < k; i++ {
 					r := r0 + i
@@ -246,7 +255,7 @@ func writeMatrix(w io.Writer, t *model.Tensor, enc *Encoding, transpose bool) er
 // writeBands writes n bands to w in order: fill(i, buf) puts band i into
 // buf (of size bytes) and returns its length. Band i+1 is filled while
 // band i is written.
-func writeBands(w io.Writer, n, size int, fill func(i int, buf []byte) (int, error)) error {
+func writeBands(ctx context.Context, w io.Writer, n, size int, fill func(i int, buf []byte) (int, error)) error {
 	bufs := [2][]byte{getBuf(size), getBuf(size)}
 	var wrote chan error
 	defer func() {
@@ -257,6 +266,9 @@ func writeBands(w io.Writer, n, size int, fill func(i int, buf []byte) (int, err
 		putBuf(bufs[1])
 	}()
 	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		buf := bufs[i%2]
 		m, err := fill(i, buf)
 		if wrote != nil {
@@ -340,7 +352,7 @@ func dequantRange(t *model.Tensor, enc *Encoding, src []byte, r, c0 int, dst []f
 func matrixBytes(t *model.Tensor, enc *Encoding, transpose bool) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(int(4 * t.Elements()))
-	if err := writeMatrix(&buf, t, enc, transpose); err != nil {
+	if err := writeMatrix(context.Background(), &buf, t, enc, transpose); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

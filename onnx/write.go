@@ -237,7 +237,7 @@ func writeExternal(ctx context.Context, gs []*Graph, ms []*pb.ModelProto, data *
 					return fmt.Errorf("write %s: %w", dataPath, err)
 				}
 				off += pad
-				if err := in.writeTo(w); err != nil {
+				if err := in.writeTo(ctx, w); err != nil {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}

@@ -136,18 +136,35 @@ func ggufWriter(cfg model.Config, seed uint64, typ gguf.Type, weights weightsFun
 		if _, err := tt.RowBytes(t.Dims[0]); err != nil {
 			return nil, fmt.Errorf("tensor %q: rows of %d do not fit %v: %w", t.Name, t.Dims[0], tt, err)
 		}
-		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: t.Name, Dims: t.Dims, Type: tt, Data: encoded{t, tt}})
+		e := encoded{t: t, typ: tt}
+		if typ != q1Types { // Weights: plain normal matrices stream a few rows at a time
+			g := gen{cfg: cfg, seed: seed}
+			spec := model.TensorSpec{Name: t.Name, Dims: t.Dims}
+			if std, ok := g.normalStd(spec); ok {
+				e.gen, e.std, e.rows = g, std, true
+			}
+		}
+		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: t.Name, Dims: t.Dims, Type: tt, Data: e})
 	}
 	return w, nil
 }
 
-// encoded streams a tensor's values converted to a ggml type.
+// encoded streams a tensor's values converted to a ggml type. With rows
+// set, the values are Weights' normal draws, generated and written a few
+// rows at a time (the same bytes, in bounded memory: a 9B-shaped model's
+// embedding is 4 GB of float32).
 type encoded struct {
-	t   *model.Tensor
-	typ gguf.Type
+	t    *model.Tensor
+	typ  gguf.Type
+	rows bool
+	gen  gen
+	std  float64
 }
 
 func (e encoded) WriteTo(w io.Writer) (int64, error) {
+	if e.rows {
+		return e.writeRows(w)
+	}
 	v, err := e.t.Float32()
 	if err != nil {
 		return 0, err
@@ -164,4 +181,31 @@ func (e encoded) WriteTo(w io.Writer) (int64, error) {
 	}
 	n, err := w.Write(out)
 	return int64(n), err
+}
+
+func (e encoded) writeRows(w io.Writer) (int64, error) {
+	row := int(e.t.Dims[0])
+	rows := int(e.t.Rows())
+	rb, err := e.typ.RowBytes(int64(row))
+	if err != nil {
+		return 0, err
+	}
+	k := max(1, (8<<20)/(4*row)) // rows per chunk: 8 MiB of float32
+	v := make([]float32, k*row)
+	out := make([]byte, k*int(rb))
+	rng := e.gen.rng(e.t.Name)
+	var n int64
+	for r0 := 0; r0 < rows; r0 += k {
+		m := min(k, rows-r0)
+		fillNormal(rng, v[:m*row], e.std)
+		for i := 0; i < m; i++ {
+			quantize.EncodeRow(quantize.Kind{Type: e.typ}, v[i*row:(i+1)*row], out[i*int(rb):(i+1)*int(rb)])
+		}
+		c, err := w.Write(out[:m*int(rb)])
+		n += int64(c)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }

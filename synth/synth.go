@@ -115,10 +115,15 @@ func (g gen) rng(name string) *rand.Rand {
 
 func normal(r *rand.Rand, n int64, std float64) []float32 {
 	v := make([]float32, n)
+	fillNormal(r, v, std)
+	return v
+}
+
+// fillNormal fills v with the next len(v) draws of normal.
+func fillNormal(r *rand.Rand, v []float32, std float64) {
 	for i := range v {
 		v[i] = float32(r.NormFloat64() * std)
 	}
-	return v
 }
 
 // aLog returns the Hugging Face A_log of a DeltaNet layer (value heads in
@@ -172,18 +177,35 @@ func (g gen) values(spec model.TensorSpec) []float32 {
 		var layer int
 		fmt.Sscanf(name, "blk.%d.", &layer)
 		return ssmA(g.cfg, g.aLog(layer))
+	}
+	std, _ := g.normalStd(spec)
+	return normal(r, n, std)
+}
+
+// normalStd reports whether spec's values are plain N(0, std²) draws from
+// its rng (matrices, the conv kernel, embedding and head) and their std:
+// those can be drawn a few rows at a time (fillNormal) in the same order.
+func (g gen) normalStd(spec model.TensorSpec) (float64, bool) {
+	name := spec.Name
+	base := name
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		_, base, _ = strings.Cut(rest, ".")
+	}
+	switch {
+	case strings.HasSuffix(name, "norm.weight"), strings.HasSuffix(name, ".bias"), base == "ssm_a":
+		return 0, false
 	case name == "token_embd.weight" && g.cfg.TiedEmbeddings:
 		// The head too. With larger embeddings the input token's own logit
 		// (|e|² through the residual stream) wins most steps and the model
 		// repeats its last token; output_norm scales the logits back up.
-		return normal(r, n, 0.5/math.Sqrt(float64(spec.Dims[0])))
+		return 0.5 / math.Sqrt(float64(spec.Dims[0])), true
 	case name == "token_embd.weight":
-		return normal(r, n, 1)
+		return 1, true
 	case name == "output.weight":
 		// Logits with a spread of about 4: clear greedy choices.
-		return normal(r, n, 4/math.Sqrt(float64(spec.Dims[0])))
+		return 4 / math.Sqrt(float64(spec.Dims[0])), true
 	default: // matrices and the conv kernel: N(0, 1/fan_in)
-		return normal(r, n, 1/math.Sqrt(float64(spec.Dims[0])))
+		return 1 / math.Sqrt(float64(spec.Dims[0])), true
 	}
 }
 

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
@@ -16,8 +11,8 @@ import (
 	"github.com/qnnprep/qnnprep/synth"
 )
 
-// SIGINT in the middle of a quantize leaves neither the output nor its
-// temporary file.
+// SIGINT in the middle of a quantize stops it within a second with exit
+// 130 and "interrupted", leaving neither the output nor its temporary file.
 func TestQuantizeInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a 450 MB model")
@@ -25,28 +20,9 @@ func TestQuantizeInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	src := writeBigLlama(t, dir, 4)
 	out := filepath.Join(dir, "out.gguf")
-	args, _ := json.Marshal([]string{"quantize", src, out, "--recipe", "q1"})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
-	cmd.Env = append(os.Environ(), "QNNPREP_HELPER_ARGS="+string(args))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the output's temporary file exists: quantize is writing.
-	deadline := time.Now().Add(60 * time.Second)
-	for !hasTemp(dir) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("quantize never started writing; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("exit %d (%v), want 130 (interrupted); stderr:\n%s", code, err, stderr.String())
-	}
+	// Interrupted once the output's temporary file has data: mid-tensor.
+	r := interruptWhen(t, []string{"quantize", src, out, "--recipe", "q1"}, func() bool { return findTemp(dir, "out.gguf") })
+	r.check(t, "quantize")
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if e.Name() != "src.gguf" {
