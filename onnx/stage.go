@@ -405,8 +405,8 @@ func (b *builder) embedTable() string {
 		b.enc.ParamEncodings = append(b.enc.ParamEncodings, e)
 	}
 	n := len(rows) / int(t.Dims[0])
-	return b.g.LazyInit(name, "", Float, []int64{t.Rows() + int64(n), t.Dims[0]}, func(w io.Writer) error {
-		if err := writeMatrix(w, t, table, false); err != nil {
+	return b.g.LazyInit(name, "", Float, []int64{t.Rows() + int64(n), t.Dims[0]}, func(ctx context.Context, w io.Writer) error {
+		if err := writeMatrix(ctx, w, t, table, false); err != nil {
 			return err
 		}
 		_, err := w.Write(f32Bytes(rows))
