@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	goruntime "runtime"
+	"slices"
 	"sync"
 
 	"github.com/qnnprep/qnnprep/gguf"
