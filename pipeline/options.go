@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
@@ -101,6 +102,13 @@ type Options struct {
 	Parallel      int           // SDK jobs at once (0: 2)
 	Timeout       time.Duration // per SDK job (0: none)
 	Force         bool          // ignore the SDK cache
+	// Cache shares SDK job outputs with other builds and machines
+	// (scaleout.OpenCache); nil keeps them in the work directory only.
+	Cache qnnpack.Cache
+	// Shard, when set, builds only this shard's stages into the work
+	// directory and Cache and writes no bundle: 'qnnprep bundle assemble'
+	// writes it once every shard has run (package scaleout).
+	Shard *scaleout.Shard
 
 	// Prompts are decoded for Tokens steps each by the source (golden),
 	// the qmodel whole and the qmodel through the plan. Empty means

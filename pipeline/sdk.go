@@ -10,12 +10,16 @@ import (
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
 // sdkAndBundle runs qnnpack.Build: the SDK step is its tool runs (or the
 // printed commands), the bundle step its bundle, re-checked by VerifyBundle.
 func (b *builder) sdkAndBundle() error {
+	if b.o.Shard != nil {
+		return b.sdkShard()
+	}
 	dry := b.dryRun()
 	// A dry-run spd bundle cannot be written: qnnpack copies the draft's
 	// context binaries into it, and only the SDK makes them.
@@ -55,7 +59,7 @@ func (b *builder) sdkAndBundle() error {
 				ForecastPrefix: b.o.ForecastPrefix, ForecastEmbeddings: b.forecast,
 				AllowRecurrentState: b.o.AllowRecurrentState,
 				Incomplete:          incompleteVerify,
-				DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log,
+				DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log, Cache: b.o.Cache,
 			})
 			if err != nil {
 				return err
@@ -116,6 +120,56 @@ func (b *builder) sdkAndBundle() error {
 		}
 		return nil
 	})
+}
+
+// sdkShard is the SDK step of one shard: its stages go into the work
+// directory and the cache; the bundle step is skipped, for 'qnnprep
+// bundle assemble' to do once every shard has run.
+func (b *builder) sdkShard() error {
+	sh := *b.o.Shard
+	err := b.step(StepSDK, func(s *StepResult) error {
+		switch {
+		case b.dryRun():
+			return fmt.Errorf("shard %s: a shard runs the SDK; without one (or with --dry-run) it has nothing to build", sh)
+		case b.o.Draft != nil:
+			return fmt.Errorf("shard %s: an spd build's draft model is not split into shards; build it in one process", sh)
+		}
+		work := filepath.Join(b.work, SDKDir)
+		res, stages, err := scaleout.BuildShard(b.ctx, qnnpack.BuildOptions{
+			SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files, WorkDir: work, SoC: b.o.SoC,
+			ConverterArgs: b.o.ConverterArgs, SkipCheck: b.o.SkipCheck, AllowRecurrentState: b.o.AllowRecurrentState,
+			Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: b.o.Log, Cache: b.o.Cache,
+		}, sh)
+		if err != nil {
+			return err
+		}
+		ran, cached, fetched := 0, 0, 0
+		for _, r := range res.Runs {
+			switch {
+			case r.Fetched:
+				fetched++
+			case r.Cached:
+				cached++
+			default:
+				ran++
+			}
+		}
+		names := make([]string, len(stages))
+		for i, st := range stages {
+			names[i] = fmt.Sprint(st + 1)
+		}
+		s.Outputs = []string{b.rel(work) + "/"}
+		s.Note = fmt.Sprintf("shard %s, stages %s of %d: %d jobs run, %d up to date, %d from the cache", sh, strings.Join(names, ","), len(b.res.Plan.Stages), ran, cached, fetched)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s := b.res.Step(StepBundle)
+	s.Status = StatusSkipped
+	s.Note = fmt.Sprintf("shard %s writes no bundle: once every shard has run, 'qnnprep bundle assemble --plan %s --model %s --graphs %s --cache ... --shard-count %d' writes it",
+		sh, filepath.Join(b.work, PlanName), filepath.Join(b.work, QModelName), filepath.Join(b.work, ONNXDir), sh.Count)
+	return nil
 }
 
 // incompleteVerify is the mark a build's bundle carries until the build

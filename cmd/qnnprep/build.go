@@ -22,12 +22,13 @@ import (
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
 var buildCmd = &command{
 	Name:    "build",
-	Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
+	Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [--cache DIR|oci://HOST/REPO] [--shard I/N | --shard-count N] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
 	Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
 	Run:     runBuild,
 }
@@ -53,6 +54,9 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")
 	timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
 	force := fs.Bool("force", false, "rebuild every stage, ignoring the SDK cache")
+	cacheSpec := fs.String("cache", "", "SDK job cache shared with other builds: a directory, or oci://HOST/REPO for an OCI registry")
+	shardSpec := fs.String("shard", "", "run the SDK for shard I of N only (I from 0): its share of the stages, balanced by stage bytes, into the work directory and --cache; no bundle ('bundle assemble' writes it)")
+	shardCount := fs.Int("shard-count", 0, "run one shard of N, its index taken from $JOB_COMPLETION_INDEX (Kubernetes) or $SLURM_ARRAY_TASK_ID (Slurm)")
 	tokens := fs.IntP("tokens", "n", 16, "verify: tokens decoded per prompt")
 	noVerify := fs.Bool("no-verify", false, "skip the verify step (nothing then proves the stages decode like the model)")
 	promptsPath := fs.String("prompts", "", "verify: prompts file (one per line, text or \"ids: 1 2 3\"); default three id prompts")
@@ -96,6 +100,17 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	sh, sharded, err := shardFlags(*shardSpec, *shardCount)
+	if err != nil {
+		return err
+	}
+	if sharded && (*dry || *cacheSpec == "") {
+		return usageError("--shard runs the SDK (no --dry-run) and needs --cache, where 'bundle assemble' finds its stages")
+	}
+	cache, err := scaleout.OpenCache(*cacheSpec)
+	if err != nil {
+		return err
+	}
 	src, out := fs.Arg(0), fs.Arg(1)
 	var draftIn []string
 	if *draft != "" {
@@ -118,6 +133,10 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	o.AllowRecurrentState = *allowState
 	o.SoC, o.SDK, o.DryRun, o.ConverterArgs = chip, sdk, *dry, *convArgs
 	o.Parallel, o.Timeout, o.Force, o.Threads = *jobs, *timeout, *force, *threads
+	o.Cache = cache
+	if sharded {
+		o.Shard = &sh
+	}
 	o.Thresholds, o.NoVerify = ov, *noVerify
 	o.ForecastEmbeddings, o.ForecastPrefix = *forecastEmb, *prefixFile
 	if *tok != "" {

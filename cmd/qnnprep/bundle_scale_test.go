@@ -205,3 +205,43 @@ func TestBundlePushPullCommands(t *testing.T) {
 	assert.Equal(t, treeOf(t, b), treeOf(t, out))
 	assert.Equal(t, 1, run([]string{"bundle", "pull", ref + "-nope", filepath.Join(dir, "none")}))
 }
+
+// TestBuildShards: two 'qnnprep build' shards (--shard, then
+// --shard-count with $JOB_COMPLETION_INDEX) compile their stages into a
+// shared --cache and write no bundle; bundle assemble from one shard's
+// work directory then writes a bundle that verifies, and finds nothing in
+// another cache.
+func TestBuildShards(t *testing.T) {
+	src := synthLlamaGGUF(t)
+	dir := t.TempDir()
+	root := fakeSDKRoot(t)
+	cache := filepath.Join(dir, "cache")
+	args := func(out string) []string {
+		return []string{"build", src, out, "--recipe", "int8", "--stages", "2", "--ar", "32,1", "--cl", "256", "--qnn-sdk", root, "-n", "4", "-q", "--no-verify", "--cache", cache}
+	}
+	out0, out1 := filepath.Join(dir, "out0"), filepath.Join(dir, "out1")
+	var code int
+	stdout := captureStdout(t, func() { code = run(append(args(out0), "--shard", "0/2")) })
+	require.Equal(t, 0, code, stdout)
+	assert.NoDirExists(t, filepath.Join(out0, pipeline.BundleDir))
+	var sum pipeline.Result
+	sb, err := os.ReadFile(filepath.Join(out0, pipeline.SummaryName))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(sb, &sum))
+	assert.Equal(t, pipeline.StatusSkipped, sum.Step(pipeline.StepBundle).Status)
+	assert.Contains(t, sum.Step(pipeline.StepSDK).Note, "shard 0/2, stages ")
+
+	t.Setenv(scaleout.EnvK8sIndex, "1")
+	require.Equal(t, 0, run(append(args(out1), "--shard-count", "2")))
+	t.Setenv(scaleout.EnvK8sIndex, "")
+
+	work := filepath.Join(out0, pipeline.WorkDir)
+	assemble := []string{"bundle", "assemble", "--plan", filepath.Join(work, pipeline.PlanName), "--model", filepath.Join(work, pipeline.QModelName),
+		"--graphs", filepath.Join(work, pipeline.ONNXDir), "--soc", "8elite", "--qnn-sdk", root, "--shard-count", "2"}
+	bundle := filepath.Join(dir, "bundle")
+	assert.Equal(t, 1, run(append(assemble, "--out", bundle, "--cache", filepath.Join(dir, "empty"))), "assemble from an empty cache")
+	require.Equal(t, 0, run(append(assemble, "--out", bundle, "--cache", cache)))
+	assert.Equal(t, 0, run([]string{"bundle", "verify", bundle}))
+
+	assert.Equal(t, 2, run(append(args(filepath.Join(dir, "out2")), "--shard", "0/2", "--dry-run")))
+}
