@@ -27,14 +27,14 @@ type DirCache struct {
 	Dir string
 }
 
-// Entry is a cache entry's list of files, stored as entry.json (and as the
+// cacheEntry is a cache entry's list of files, stored as entry.json (and as the
 // OCI artifact's layers).
-type Entry struct {
-	Files []EntryFile `json:"files"`
+type cacheEntry struct {
+	Files []cacheFile `json:"files"`
 }
 
-// EntryFile is one output of a job.
-type EntryFile struct {
+// cacheFile is one output of a job.
+type cacheFile struct {
 	Name   string `json:"name"` // base name
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
@@ -107,7 +107,7 @@ func (c *DirCache) Put(ctx context.Context, key string, outputs []string) error 
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	var e Entry
+	var e cacheEntry
 	for _, out := range outputs {
 		f, err := copyHashed(ctx, out, filepath.Join(tmp, filepath.Base(out)))
 		if err != nil {
@@ -131,8 +131,8 @@ func (c *DirCache) Put(ctx context.Context, key string, outputs []string) error 
 	return nil
 }
 
-func parseEntry(b []byte) (*Entry, error) {
-	var e Entry
+func parseEntry(b []byte) (*cacheEntry, error) {
+	var e cacheEntry
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("cache entry: %w", err)
 	}
@@ -150,25 +150,25 @@ func parseEntry(b []byte) (*Entry, error) {
 	return &e, nil
 }
 
-func (e *Entry) file(name string) (EntryFile, bool) {
+func (e *cacheEntry) file(name string) (cacheFile, bool) {
 	for _, f := range e.Files {
 		if f.Name == name {
 			return f, true
 		}
 	}
-	return EntryFile{}, false
+	return cacheFile{}, false
 }
 
 // copyHashed copies src to dst (a new file) and describes it.
-func copyHashed(ctx context.Context, src, dst string) (EntryFile, error) {
+func copyHashed(ctx context.Context, src, dst string) (cacheFile, error) {
 	in, err := os.Open(src)
 	if err != nil {
-		return EntryFile{}, err
+		return cacheFile{}, err
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return EntryFile{}, err
+		return cacheFile{}, err
 	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(out, h), ctxReader{ctx, in})
@@ -176,14 +176,14 @@ func copyHashed(ctx context.Context, src, dst string) (EntryFile, error) {
 		err = cerr
 	}
 	if err != nil {
-		return EntryFile{}, fmt.Errorf("copy %s: %w", src, err)
+		return cacheFile{}, fmt.Errorf("copy %s: %w", src, err)
 	}
-	return EntryFile{Name: filepath.Base(src), Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return cacheFile{Name: filepath.Base(src), Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // writeVerified writes r to path atomically, refusing content whose size
 // or SHA-256 differs from f's (from names where it came from).
-func writeVerified(ctx context.Context, path string, r io.Reader, f EntryFile, from string) error {
+func writeVerified(ctx context.Context, path string, r io.Reader, f cacheFile, from string) error {
 	out, err := atomicfile.Create(path)
 	if err != nil {
 		return err

@@ -24,7 +24,7 @@ var (
 
 // fakeSDK lays out qnnpack's fake SDK (testdata/fakesdk) under a new
 // directory and returns its root.
-func fakeSDK(t *testing.T) string {
+func fakeSDK(t testing.TB) string {
 	t.Helper()
 	fakeOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "scaleout-fakesdk-")
@@ -80,7 +80,7 @@ func testConfig(layers int) model.Config {
 }
 
 // testPlan plans 8 layers of growing size into 4 stages.
-func testPlan(t *testing.T) *shard.Plan {
+func testPlan(t testing.TB) *shard.Plan {
 	t.Helper()
 	cfg := testConfig(8)
 	sizes := make([]int64, cfg.Layers)
@@ -97,7 +97,7 @@ func testPlan(t *testing.T) *shard.Plan {
 
 // writeGraphs exports a stand-in ONNX graph and encodings for every graph
 // of p into dir.
-func writeGraphs(t *testing.T, p *shard.Plan, dir string) map[string]qnnpack.GraphFiles {
+func writeGraphs(t testing.TB, p *shard.Plan, dir string) map[string]qnnpack.GraphFiles {
 	t.Helper()
 	files := map[string]qnnpack.GraphFiles{}
 	for i := range p.Graphs {
@@ -146,7 +146,7 @@ type env struct {
 	in    string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	sdk, err := qnnpack.FindSDK(fakeSDK(t))
 	if err != nil {

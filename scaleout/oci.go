@@ -244,6 +244,6 @@ func fetchTo(ctx context.Context, repo *remote.Repository, d ocispec.Descriptor,
 		return fmt.Errorf("%s: fetch %s: %w", from, d.Annotations[ocispec.AnnotationTitle], err)
 	}
 	defer rc.Close()
-	f := EntryFile{Name: d.Annotations[ocispec.AnnotationTitle], Size: d.Size, SHA256: d.Digest.Encoded()}
+	f := cacheFile{Name: d.Annotations[ocispec.AnnotationTitle], Size: d.Size, SHA256: d.Digest.Encoded()}
 	return writeVerified(ctx, path, rc, f, from)
 }

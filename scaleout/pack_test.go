@@ -21,7 +21,7 @@ import (
 )
 
 // testBundle builds a bundle with the fake SDK into a new directory.
-func testBundle(t *testing.T) string {
+func testBundle(t testing.TB) string {
 	t.Helper()
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "bundle")
