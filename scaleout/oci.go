@@ -228,7 +228,8 @@ func titledLayers(m *ocispec.Manifest) (map[string]ocispec.Descriptor, error) {
 		if _, dup := files[t]; dup {
 			return nil, fmt.Errorf("two layers titled %q", t)
 		}
-		if l.Digest.Algorithm() != digest.SHA256 || l.Digest.Validate() != nil || l.Size < 0 {
+		// Validate first: Algorithm panics on a digest without a colon.
+		if l.Digest.Validate() != nil || l.Digest.Algorithm() != digest.SHA256 || l.Size < 0 {
 			return nil, fmt.Errorf("layer %q: want a sha256 digest and a size", t)
 		}
 		files[t] = l
