@@ -36,15 +36,18 @@ func PushBundle(ctx context.Context, dir, ref string) (*qnnpack.Manifest, error)
 		paths = append(paths, f.Path)
 	}
 	sort.Strings(paths)
-	var layers []ocispec.Descriptor
-	for _, p := range paths {
-		d, err := pushFile(ctx, repo, filepath.Join(dir, filepath.FromSlash(p)), p)
-		if err != nil {
-			return nil, fmt.Errorf("bundle push %s: %w", ref, err)
+	err = retryPush(ctx, func() error {
+		var layers []ocispec.Descriptor
+		for _, p := range paths {
+			d, err := pushFile(ctx, repo, filepath.Join(dir, filepath.FromSlash(p)), p)
+			if err != nil {
+				return err
+			}
+			layers = append(layers, d)
 		}
-		layers = append(layers, d)
-	}
-	if err := pushManifest(ctx, repo, ArtifactBundle, layers, tag); err != nil {
+		return pushManifest(ctx, repo, ArtifactBundle, layers, tag)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("bundle push %s: %w", ref, err)
 	}
 	return m, nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -130,15 +131,38 @@ func (c *OCICache) Put(ctx context.Context, key string, outputs []string) error 
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	var layers []ocispec.Descriptor
-	for _, out := range outputs {
-		d, err := pushFile(ctx, c.repo, out, filepath.Base(out))
-		if err != nil {
-			return fmt.Errorf("oci cache %s: %w", c.name, err)
+	return retryPush(ctx, func() error {
+		var layers []ocispec.Descriptor
+		for _, out := range outputs {
+			d, err := pushFile(ctx, c.repo, out, filepath.Base(out))
+			if err != nil {
+				return fmt.Errorf("oci cache %s: %w", c.name, err)
+			}
+			layers = append(layers, d)
 		}
-		layers = append(layers, d)
+		return pushManifest(ctx, c.repo, ArtifactJob, layers, key)
+	})
+}
+
+// pushAttempts is how often a push is tried. Concurrent writers of one
+// key race in the registry (one sees a blob the other is still
+// committing, and its manifest is refused as naming an unknown blob);
+// pushes are idempotent, so the loser simply pushes again.
+const pushAttempts = 4
+
+func retryPush(ctx context.Context, push func() error) error {
+	var err error
+	for i := range pushAttempts {
+		if err = push(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(i+1) * 250 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
 	}
-	return pushManifest(ctx, c.repo, ArtifactJob, layers, key)
+	return err
 }
 
 // pushFile pushes a file as a blob titled title, unless the registry has
