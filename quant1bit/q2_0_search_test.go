@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/stretchr/testify/require"
 )
 
 // adversarialBlock draws a block from a mix of shapes that stress the
@@ -96,26 +97,84 @@ func adversarialBlock(r *rand.Rand) []float32 {
 	return x
 }
 
-// TestQ2_0MatchesPrevious compares the search byte for byte with the
-// previous implementation on random and adversarial blocks.
-func TestQ2_0MatchesPrevious(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	n := 200000
-	if testing.Short() {
-		n = 20000
+// exhaustiveQ2 is the oracle of the Q2_0 search: the least q2Error over
+// the finite fp16 scales of either sign, tried one by one. Two facts
+// spare it most of the 63488: a magnitude above 2·max|x| gives every
+// element code 0, as d = 0 does; and no code exceeds 2 in magnitude, so at
+// magnitude s an element costs at least (|x|−2s)², a bound that only grows
+// as s falls: the walk down from 2·max|x| stops once it passes the best.
+// It is NaN for a block with NaN or ±Inf and +Inf when every error
+// overflows.
+func exhaustiveQ2(x []float32) float64 {
+	var amax float64
+	for _, v := range x {
+		amax = max(amax, math.Abs(float64(v)))
 	}
-	a, b := make([]byte, BlockBytesQ2_0), make([]byte, BlockBytesQ2_0)
-	for i := range n {
-		var x []float32
-		if i%4 == 0 {
-			x = randomBlock(r, BlockQ2_0)
-		} else {
-			x = adversarialBlock(r)
+	best := q2Error(x, 0)
+	top := min(uint16(f16Inf), half.F32ToF16(float32(2*amax))+1)
+	for h := top - 1; h > 0; h-- {
+		s := float64(half.F16ToF32(h))
+		if h%32 == 0 {
+			var bound float64
+			for _, v := range x {
+				if r := math.Abs(float64(v)) - 2*s; r > 0 {
+					bound += r * r
+				}
+			}
+			if bound > best {
+				break
+			}
 		}
-		QuantizeRowQ2_0(x, a)
-		prevQuantizeRowQ2_0(x, b)
-		if !bytes.Equal(a, b) {
-			t.Fatalf("block %d %v:\n got %x\nwant %x", i, x, a, b)
+		best = min(best, q2Error(x, s), q2Error(x, -s))
+	}
+	return best
+}
+
+// checkQ2Optimal encodes one block and checks it against exhaustiveQ2: the
+// stored scale has the least error (bit for bit), the reference scale
+// max|x| wins a tie, every element has q2Code's code, and a block with
+// NaN or ±Inf (or whose every error overflows) is encoded as
+// QuantizeRowQ2_0Ref encodes it.
+func checkQ2Optimal(t *testing.T, x []float32) {
+	t.Helper()
+	got, ref := make([]byte, BlockBytesQ2_0), make([]byte, BlockBytesQ2_0)
+	QuantizeRowQ2_0(x, got)
+	best := exhaustiveQ2(x)
+	if math.IsNaN(best) || math.IsInf(best, 1) {
+		QuantizeRowQ2_0Ref(x, ref)
+		require.Equal(t, ref, got, "block %v: not the reference encoding", x)
+		return
+	}
+	h := binary.LittleEndian.Uint16(got)
+	c := q2Candidate{h: h &^ 0x8000, neg: h&0x8000 != 0}
+	d := c.d()
+	require.Equal(t, best, q2Error(x, d), "block %v: scale %v is not the best", x, d)
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, abs32(v))
+	}
+	if ha := half.F32ToF16(amax); ha < f16Inf && q2Error(x, float64(half.F16ToF32(ha))) == best {
+		require.Equal(t, ha, h, "block %v: the reference scale ties but is not chosen", x)
+	}
+	for j, v := range x {
+		want := byte(q2Code(float64(v), d) + 1)
+		require.Equal(t, want, got[2+j/4]>>(2*(j%4))&3, "block %v: element %d", x, j)
+	}
+}
+
+// TestQ2_0IsOptimal checks the search against the exhaustive oracle on
+// random and adversarial blocks.
+func TestQ2_0IsOptimal(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	n := 1000
+	if testing.Short() {
+		n = 200
+	}
+	for i := range n {
+		if i%4 == 0 {
+			checkQ2Optimal(t, randomBlock(r, BlockQ2_0))
+		} else {
+			checkQ2Optimal(t, adversarialBlock(r))
 		}
 	}
 }
@@ -268,9 +327,9 @@ func TestQ2CodesMatchGo(t *testing.T) {
 	}
 }
 
-// FuzzQ2_0MatchesPrevious compares the search with the previous one, byte
-// for byte, on arbitrary blocks (any bits, NaN and ±Inf included).
-func FuzzQ2_0MatchesPrevious(f *testing.F) {
+// FuzzQ2_0IsOptimal checks the search against the exhaustive oracle on
+// arbitrary blocks (any bits, NaN and ±Inf included).
+func FuzzQ2_0IsOptimal(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0, 0, 0x80, 0x3f}, 64))
 	f.Add(bytes.Repeat([]byte{0, 0, 0x40, 0xc0, 0, 0, 0x80, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x80}, 16))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -281,11 +340,96 @@ func FuzzQ2_0MatchesPrevious(f *testing.F) {
 		for i := range x {
 			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		}
-		a, b := make([]byte, BlockBytesQ2_0), make([]byte, BlockBytesQ2_0)
-		QuantizeRowQ2_0(x, a)
-		prevQuantizeRowQ2_0(x, b)
-		if !bytes.Equal(a, b) {
-			t.Fatalf("%v:\n got %x\nwant %x", x, a, b)
-		}
+		checkQ2Optimal(t, x)
 	})
+}
+
+// TestQ2ErrMatchesQ2Error checks the threshold-coded error against
+// q2Error, bit for bit, at scales around every element's breakpoints.
+func TestQ2ErrMatchesQ2Error(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for it := range 300 {
+		x := randomBlock(r, BlockQ2_0)
+		var q q2Search
+		q.init(x)
+		for _, v := range x[:8] {
+			for _, f := range []float64{2, 2.0 / 3, 1, 0.7, 1.3} {
+				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
+				for _, hh := range []uint16{h - 1, h, h + 1} {
+					if hh >= f16Inf {
+						continue
+					}
+					for _, neg := range []bool{false, true} {
+						d := q2Candidate{h: hh, neg: neg}.d()
+						if a, b := q.err(d), q2Error(x, d); math.Float64bits(a) != math.Float64bits(b) {
+							t.Fatalf("block %d d=%v: err %v, q2Error %v", it, d, a, b)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQ2EncodeMatchesQ2Code checks the threshold encoder against rounding
+// x/d with q2Code, for scales around the elements' breakpoints.
+func TestQ2EncodeMatchesQ2Code(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	got := make([]byte, BlockBytesQ2_0)
+	for it := range 300 {
+		x := randomBlock(r, BlockQ2_0)
+		for _, v := range x[:8] {
+			for _, f := range []float64{0, 2, 2.0 / 3, 1, 0.7} {
+				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
+				for _, hh := range []uint16{h - 1, h, h + 1} {
+					if hh >= f16Inf {
+						continue
+					}
+					for _, neg := range []bool{false, true} {
+						c := q2Candidate{h: hh, neg: neg}
+						q2Encode(x, c, got)
+						d := c.d()
+						for j, v := range x {
+							want := byte(q2Code(float64(v), d) + 1)
+							if g := got[2+j/4] >> (2 * (j % 4)) & 3; g != want {
+								t.Fatalf("block %d d=%v element %d (%v): code %d, q2Code gives %d", it, d, j, v, g, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQ2ErrAsmMatchesGo compares the chosen error kernel with the Go loop
+// bit for bit.
+func TestQ2ErrAsmMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	for it := range 2000 {
+		x := randomBlock(r, BlockQ2_0)
+		var q q2Search
+		q.init(x)
+		for _, v := range x[:4] {
+			for _, f := range []float64{2, 2.0 / 3, 1, 0.4} {
+				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
+				if h == 0 || h >= f16Inf {
+					continue
+				}
+				for _, neg := range []bool{false, true} {
+					d := q2Candidate{h: h, neg: neg}.d()
+					a := math.Abs(d)
+					sg := 1.0
+					if neg {
+						sg = -1
+					}
+					got := q2Err(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+					want := q2ErrGo(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+					if math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("block %d d=%v: %v, Go loop %v", it, d, got, want)
+					}
+				}
+			}
+		}
+	}
 }

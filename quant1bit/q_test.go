@@ -99,18 +99,6 @@ func TestQuantizeRowPanicsOnBadLength(t *testing.T) {
 	}
 }
 
-// bruteQ2 is the least squared error over every finite fp16 scale of
-// either sign, each element taking its best code.
-func bruteQ2(x []float32) float64 {
-	best := math.Inf(1)
-	for h := uint16(0); h < f16Inf; h++ {
-		for _, neg := range []bool{false, true} {
-			best = min(best, q2Error(x, q2Candidate{h: h, neg: neg}.d()))
-		}
-	}
-	return best
-}
-
 // storedQ2Error decodes an encoded block with gguf.Dequantize, checks
 // that every element got its best code for the stored scale, and returns
 // the squared error.
@@ -170,7 +158,7 @@ func TestQuantizeRowQ2_0IsOptimal(t *testing.T) {
 	y := make([]byte, BlockBytesQ2_0)
 	for i, x := range blocks {
 		QuantizeRowQ2_0(x, y)
-		got, want := storedQ2Error(t, x, y), bruteQ2(x)
+		got, want := storedQ2Error(t, x, y), exhaustiveQ2(x)
 		if got > want*(1+1e-12) {
 			t.Errorf("block %d: squared error %g, exhaustive search finds %g", i, got, want)
 		}
