@@ -2,6 +2,38 @@
 
 #include "textflag.h"
 
+// BLOCKS4 reduces the int32 partial sums of four blocks (Y8..Y11) to
+// [s0 s1 s2 s3], scales them by dw·dx of each block (exact in float32)
+// and adds them to the sum in X7 in order: sum += t0; … sum += t3.
+#define BLOCKS4 \
+	VPHADDD      Y9, Y8, Y8          \
+	VPHADDD      Y11, Y10, Y10       \
+	VPHADDD      Y10, Y8, Y8         \
+	VEXTRACTI128 $1, Y8, X9          \
+	VPADDD       X9, X8, X8          \
+	VCVTDQ2PS    X8, X8              \
+	MOVWLZX   0(SI), AX              \
+	VMOVD     AX, X12                \
+	VPINSRW   $1, 34(SI), X12, X12   \
+	VPINSRW   $2, 68(SI), X12, X12   \
+	VPINSRW   $3, 102(SI), X12, X12  \
+	MOVWLZX   0(DI), AX              \
+	VMOVD     AX, X13                \
+	VPINSRW   $1, 34(DI), X13, X13   \
+	VPINSRW   $2, 68(DI), X13, X13   \
+	VPINSRW   $3, 102(DI), X13, X13  \
+	VCVTPH2PS X12, X12               \
+	VCVTPH2PS X13, X13               \
+	VMULPS    X13, X12, X12          \
+	VMULPS    X12, X8, X8            \
+	VADDSS    X8, X7, X7             \
+	VMOVSHDUP X8, X9                 \
+	VADDSS    X9, X7, X7             \
+	VMOVHLPS  X8, X8, X9             \
+	VADDSS    X9, X7, X7             \
+	VPSHUFD   $3, X8, X9             \
+	VADDSS    X9, X7, X7
+
 // func dotQ8_0Asm(w, x unsafe.Pointer, nb int) float32
 //
 // Same float32 operations, in the same order, as dotQ8_0Go. Four blocks at
@@ -56,38 +88,7 @@ loop4:
 	VPMADDWD  Y3, Y1, Y1
 	VPADDD    Y1, Y0, Y11
 
-	// Reduce to [s0 s1 s2 s3].
-	VPHADDD      Y9, Y8, Y8
-	VPHADDD      Y11, Y10, Y10
-	VPHADDD      Y10, Y8, Y8
-	VEXTRACTI128 $1, Y8, X9
-	VPADDD       X9, X8, X8
-	VCVTDQ2PS    X8, X8
-
-	// Scales dw·dx of the four blocks (exact in float32).
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X12
-	VPINSRW   $1, 34(SI), X12, X12
-	VPINSRW   $2, 68(SI), X12, X12
-	VPINSRW   $3, 102(SI), X12, X12
-	MOVWLZX   0(DI), AX
-	VMOVD     AX, X13
-	VPINSRW   $1, 34(DI), X13, X13
-	VPINSRW   $2, 68(DI), X13, X13
-	VPINSRW   $3, 102(DI), X13, X13
-	VCVTPH2PS X12, X12
-	VCVTPH2PS X13, X13
-	VMULPS    X13, X12, X12
-	VMULPS    X12, X8, X8
-
-	// sum += t0; sum += t1; sum += t2; sum += t3
-	VADDSS    X8, X7, X7
-	VMOVSHDUP X8, X9
-	VADDSS    X9, X7, X7
-	VMOVHLPS  X8, X8, X9
-	VADDSS    X9, X7, X7
-	VPSHUFD   $3, X8, X9
-	VADDSS    X9, X7, X7
+	BLOCKS4
 
 	ADDQ $136, SI
 	ADDQ $136, DI
@@ -180,38 +181,7 @@ symloop4:
 	VPMADDUBSW Y1, Y0, Y0
 	VPMADDWD   Y15, Y0, Y11
 
-	// Reduce to [s0 s1 s2 s3].
-	VPHADDD      Y9, Y8, Y8
-	VPHADDD      Y11, Y10, Y10
-	VPHADDD      Y10, Y8, Y8
-	VEXTRACTI128 $1, Y8, X9
-	VPADDD       X9, X8, X8
-	VCVTDQ2PS    X8, X8
-
-	// Scales dw·dx of the four blocks (exact in float32).
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X12
-	VPINSRW   $1, 34(SI), X12, X12
-	VPINSRW   $2, 68(SI), X12, X12
-	VPINSRW   $3, 102(SI), X12, X12
-	MOVWLZX   0(DI), AX
-	VMOVD     AX, X13
-	VPINSRW   $1, 34(DI), X13, X13
-	VPINSRW   $2, 68(DI), X13, X13
-	VPINSRW   $3, 102(DI), X13, X13
-	VCVTPH2PS X12, X12
-	VCVTPH2PS X13, X13
-	VMULPS    X13, X12, X12
-	VMULPS    X12, X8, X8
-
-	// sum += t0; sum += t1; sum += t2; sum += t3
-	VADDSS    X8, X7, X7
-	VMOVSHDUP X8, X9
-	VADDSS    X9, X7, X7
-	VMOVHLPS  X8, X8, X9
-	VADDSS    X9, X7, X7
-	VPSHUFD   $3, X8, X9
-	VADDSS    X9, X7, X7
+	BLOCKS4
 
 	ADDQ $136, SI
 	ADDQ $136, DI

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "q_amd64.h"
 
 // Byte j of a Q1_0 sub-block's 32 sign bits lives in byte j/8, bit j%8.
 DATA q1shuf<>+0(SB)/8, $0x0000000000000000
@@ -99,48 +100,15 @@ GLOBL q1perm<>(SB), RODATA|NOPTR, $32
 	Q1SUMS4(X8)                  \
 	VINSERTI128 $1, X8, Y3, Y3   \
 	VCVTDQ2PS   Y3, Y3           \
-	MOVWQZX     0(DI), AX        \
-	MOVWQZX     34(DI), BX       \
-	SHLQ        $16, BX          \
-	ORQ         BX, AX           \
-	MOVWQZX     68(DI), BX       \
-	SHLQ        $32, BX          \
-	ORQ         BX, AX           \
-	MOVWQZX     102(DI), BX      \
-	SHLQ        $48, BX          \
-	ORQ         BX, AX           \
-	MOVWQZX     136(DI), DX      \
-	MOVWQZX     170(DI), BX      \
-	SHLQ        $16, BX          \
-	ORQ         BX, DX           \
-	MOVWQZX     204(DI), BX      \
-	SHLQ        $32, BX          \
-	ORQ         BX, DX           \
-	MOVWQZX     238(DI), BX      \
-	SHLQ        $48, BX          \
-	ORQ         BX, DX           \
-	VMOVQ       AX, X4           \
-	VPINSRQ     $1, DX, X4, X4   \
-	VCVTPH2PS   X4, Y4           \
-	MOVWLZX     0(SI), AX        \
-	MOVWLZX     18(SI), BX       \
-	SHLL        $16, BX          \
-	ORL         BX, AX           \
-	VMOVD       AX, X5           \
-	VCVTPH2PS   X5, X5           \
+	Q8SCALES8                    \
+	Q1SCALES2(X5)                \
 	VPERMPS     Y5, Y6, Y5       \
 	VMULPS      Y5, Y4, Y4       \
 	VMULPS      Y4, Y3, Y3       \
 	VADDPS      Y3, Y7, Y7
 
 // SUM8 combines the lanes of Y7 as sum8 does, into X0.
-#define SUM8 \
-	VEXTRACTF128 $1, Y7, X1 \
-	VADDPS       X1, X7, X0 \
-	VMOVHLPS     X0, X0, X1 \
-	VADDPS       X1, X0, X0 \
-	VMOVSHDUP    X0, X1     \
-	VADDSS       X1, X0, X0
+#define SUM8 HSUM8(Y7, X7, X1, X0)
 
 // func dotQ1_0Asm(w, x unsafe.Pointer, npairs int, tw, tx unsafe.Pointer) float32
 //
@@ -208,12 +176,7 @@ reduce:
 	VPSLLD      $1, Y3, Y3           \
 	VPSUBD      0(R9), Y3, Y3        \
 	VCVTDQ2PS   Y3, Y3               \
-	MOVWLZX     0(SI), AX            \
-	MOVWLZX     18(SI), BX           \
-	SHLL        $16, BX              \
-	ORL         BX, AX               \
-	VMOVD       AX, X5               \
-	VCVTPH2PS   X5, X5               \
+	Q1SCALES2(X5)                    \
 	VPERMPS     Y5, Y6, Y5           \
 	VMULPS      0(R8), Y5, Y4        \
 	VMULPS      Y4, Y3, Y3           \
@@ -319,29 +282,7 @@ GLOBL q2perm<>(SB), RODATA|NOPTR, $32
 	Q2SUMS(Q2SUB, 36, 138, 34, X8)  \
 	VINSERTI128 $1, X8, Y3, Y3      \
 	VCVTDQ2PS   Y3, Y3              \
-	MOVWQZX     0(DI), AX           \
-	MOVWQZX     34(DI), BX          \
-	SHLQ        $16, BX             \
-	ORQ         BX, AX              \
-	MOVWQZX     68(DI), BX          \
-	SHLQ        $32, BX             \
-	ORQ         BX, AX              \
-	MOVWQZX     102(DI), BX         \
-	SHLQ        $48, BX             \
-	ORQ         BX, AX              \
-	MOVWQZX     136(DI), DX         \
-	MOVWQZX     170(DI), BX         \
-	SHLQ        $16, BX             \
-	ORQ         BX, DX              \
-	MOVWQZX     204(DI), BX         \
-	SHLQ        $32, BX             \
-	ORQ         BX, DX              \
-	MOVWQZX     238(DI), BX         \
-	SHLQ        $48, BX             \
-	ORQ         BX, DX              \
-	VMOVQ       AX, X4              \
-	VPINSRQ     $1, DX, X4, X4      \
-	VCVTPH2PS   X4, Y4              \
+	Q8SCALES8                       \
 	Q2D0                            \
 	VMULPS      Y5, Y4, Y4          \
 	VMULPS      Y4, Y3, Y3          \

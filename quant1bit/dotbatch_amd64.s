@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "q_amd64.h"
 
 // The batch kernel (DotQ1_0ActsBatch). For a pair of Q1_0 blocks (eight
 // activation blocks D = 0..7), vector r = 0..7 holds at bytes 4D..4D+3
@@ -112,25 +113,15 @@ GLOBL bperm<>(SB), RODATA|NOPTR, $32
 	M(192)                              \
 	BODD                                \
 	M(224)                              \
-	MOVWLZX     0(SI), AX               \
-	MOVWLZX     18(SI), BX              \
-	SHLL        $16, BX                 \
-	ORL         BX, AX                  \
-	VMOVD       AX, X10                 \
-	VCVTPH2PS   X10, X10                \
+	Q1SCALES2(X10)                      \
 	VMOVDQU     bperm<>(SB), Y8         \
 	VPERMPS     Y10, Y8, Y10            \
 	FINS
 
 // BSUM8 reduces the lanes of F as sum8 does and stores the result at DI.
 #define BSUM8(F, X) \
-	VEXTRACTF128 $1, F, X12 \
-	VADDPS       X12, X, X13 \
-	VMOVHLPS     X13, X13, X12 \
-	VADDPS       X12, X13, X13 \
-	VMOVSHDUP    X13, X12 \
-	VADDSS       X12, X13, X13 \
-	VMOVSS       X13, (DI)
+	HSUM8(F, X, X12, X13) \
+	VMOVSS X13, (DI)
 
 #define BM0_4 BMADD0(R8, Y4) ; BMADD0(R9, Y5) ; BMADD0(R10, Y6) ; BMADD0(R11, Y7)
 #define BM_4(off) BMADD(off, R8, Y4) ; BMADD(off, R9, Y5) ; BMADD(off, R10, Y6) ; BMADD(off, R11, Y7)

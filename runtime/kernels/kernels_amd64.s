@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 
 // The dot products keep the 32 partial sums of the package's order in
 // Y0..Y3 (lane j of Yk is l[8k+j]); elements past the last whole group of
@@ -18,18 +19,6 @@
 	LOAD(off, b, Y5)       \
 	VMULPS Y5, Y4, Y4      \
 	VADDPS Y4, acc, acc
-
-// REDUCE leaves in X0 ((l0+l8)+(l16+l24)) … combined as the package documents.
-#define REDUCE \
-	VADDPS       Y1, Y0, Y0 \
-	VADDPS       Y3, Y2, Y2 \
-	VADDPS       Y2, Y0, Y0 \
-	VEXTRACTF128 $1, Y0, X1 \
-	VADDPS       X1, X0, X0 \
-	VMOVHLPS     X0, X0, X1 \
-	VADDPS       X1, X0, X0 \
-	VMOVSHDUP    X0, X1     \
-	VADDSS       X1, X0, X0
 
 #define DOT(LOAD, size) \
 	MOVQ   a+0(FP), SI        \

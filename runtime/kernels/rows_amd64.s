@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 
 // func dotRowsAsm(x, rows unsafe.Pointer, n32, m int, out unsafe.Pointer)
 //
@@ -41,15 +42,7 @@ rowsloop:
 	SUBQ    $32, CX
 	JNE     rowsloop
 
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
+	REDUCE
 	VMOVSS       X0, 0(R11)
 	ADDQ         $4, R11
 	DECQ         BX

@@ -1,0 +1,13 @@
+// Macros shared by the package's assembly files (#include "reduce_amd64.h").
+
+// REDUCE leaves in X0 ((l0+l8)+(l16+l24)) … combined as the package documents.
+#define REDUCE \
+	VADDPS       Y1, Y0, Y0 \
+	VADDPS       Y3, Y2, Y2 \
+	VADDPS       Y2, Y0, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS       X1, X0, X0 \
+	VMOVHLPS     X0, X0, X1 \
+	VADDPS       X1, X0, X0 \
+	VMOVSHDUP    X0, X1     \
+	VADDSS       X1, X0, X0
