@@ -188,6 +188,9 @@ func (b *builder) quantize() error {
 		if err := b.readForecast(); err != nil {
 			return err
 		}
+		if err := b.checkDraft(); err != nil {
+			return err
+		}
 		// The bundle's tokenizer is settled first: without one there is
 		// no point quantizing.
 		md, err := b.bundleTokenizer(src)
@@ -224,6 +227,46 @@ func (b *builder) quantize() error {
 		}
 		return nil
 	})
+}
+
+// checkDraft opens the spd draft model (headers only) and checks its
+// vocabulary against the target's before anything is built: the same
+// size and, where both carry their tokens, the same tokens.
+func (b *builder) checkDraft() error {
+	d := b.o.Draft
+	if d == nil {
+		return nil
+	}
+	dm, err := model.Open(d.Source)
+	if err != nil {
+		return fmt.Errorf("draft: %w", err)
+	}
+	defer dm.Close()
+	if err := CheckDraftVocab(b.src, dm); err != nil {
+		return fmt.Errorf("draft %s: %w", d.Source, err)
+	}
+	return nil
+}
+
+// CheckDraftVocab reports whether draft can draft for target: Genie's spd
+// dialog passes token ids between them unchanged, so the vocabularies
+// must be the same size and, where both models carry their token lists
+// (tokenizer.ggml.tokens), the same tokens.
+func CheckDraftVocab(target, draft *model.Model) error {
+	if n, m := draft.Config.VocabSize, target.Config.VocabSize; n != m {
+		return fmt.Errorf("vocabulary of %d tokens, the target %s has %d: spd passes token ids between them unchanged", n, target.Path, m)
+	}
+	dt, ok1 := draft.Metadata.Strings("tokenizer.ggml.tokens")
+	tt, ok2 := target.Metadata.Strings("tokenizer.ggml.tokens")
+	if !ok1 || !ok2 {
+		return nil
+	}
+	for i := range min(len(dt), len(tt)) {
+		if dt[i] != tt[i] {
+			return fmt.Errorf("token %d is %q, the target %s has %q: not the same vocabulary", i, dt[i], target.Path, tt[i])
+		}
+	}
+	return nil
 }
 
 // readForecast reads the ssd-q1 forecast embeddings, checked against the
@@ -400,9 +443,6 @@ func (b *builder) buildDraft() error {
 			return err
 		}
 		defer src.Close()
-		if src.Config.VocabSize != b.qm.Config.VocabSize {
-			return fmt.Errorf("%s: vocabulary of %d tokens, the target has %d", d.Source, src.Config.VocabSize, b.qm.Config.VocabSize)
-		}
 		qpath := filepath.Join(dir, QModelName)
 		if _, err := quantize.Run(b.ctx, src, qpath, quantize.Options{
 			Recipe: b.o.Recipe, Workers: b.o.Threads, Metadata: specialTokens(nil, src.Config),
@@ -456,6 +496,12 @@ func (b *builder) buildDraft() error {
 				return err
 			}
 			b.draftJobs, b.draftStages = jobs, stages
+			// The bundle names the binaries the commands would make.
+			dm := &qnnpack.DraftModel{Plan: p, Config: qm.Config}
+			for _, st := range stages {
+				dm.ContextBinaries = append(dm.ContextBinaries, st.Binary)
+			}
+			b.draft = dm
 			s.Status = StatusDryRun
 			s.Note += fmt.Sprintf("; %d SDK commands not run", len(jobs))
 			return nil

@@ -303,9 +303,12 @@ func synthDraft(t *testing.T) string {
 	return path
 }
 
-// TestSPDDryRun: the draft is quantized, planned and exported; the SDK
-// commands of both models are printed (draft first); no bundle is written;
-// the speculative CPU decode gives the whole model's tokens.
+// TestSPDDryRun: the draft's vocabulary is checked before anything is
+// built; the draft is quantized, planned and exported; the SDK commands of
+// both models are printed (draft first); the bundle holds both engines'
+// Genie config (the draft's context binaries named in draft/, as the
+// target's are named) and the draft's plan; the speculative CPU decode
+// gives the whole model's tokens.
 func TestSPDDryRun(t *testing.T) {
 	src, _ := synthLlama(t)
 	out := filepath.Join(t.TempDir(), "out")
@@ -314,17 +317,33 @@ func TestSPDDryRun(t *testing.T) {
 	if _, err := Build(context.Background(), o); err == nil || !strings.HasPrefix(err.Error(), "plan: dialog spd needs a draft") {
 		t.Fatalf("spd without a draft: %v", err)
 	}
+	// Another vocabulary: refused at the first step, nothing written.
+	other := synth.Config(model.Llama, true)
+	other.Layers, other.LayerKinds, other.VocabSize = 1, other.LayerKinds[:1], 300
+	bad := filepath.Join(t.TempDir(), "other.gguf")
+	if err := synth.WriteGGUF(bad, other, 11, gguf.F32); err != nil {
+		t.Fatal(err)
+	}
+	o.Draft = &Draft{Source: bad}
+	res, err := Build(context.Background(), o)
+	if err == nil || !strings.HasPrefix(err.Error(), "quantize: draft "+bad+": vocabulary of 300 tokens, the target") {
+		t.Fatalf("draft of another vocabulary: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, WorkDir, QModelName)); err == nil || res.Step(StepPlan).Status != StatusNotRun {
+		t.Error("the build went on after the draft's vocabulary check")
+	}
+
 	o.Draft = &Draft{Source: synthDraft(t)}
 	var cmds bytes.Buffer
 	o.Commands = &cmds
-	res, err := Build(context.Background(), o)
+	res, err = Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := res.Step(StepDraft); s == nil || s.Status != StatusDryRun {
 		t.Fatalf("draft step %+v", s)
 	}
-	if s := res.Step(StepBundle); s.Status != StatusNotRun {
+	if s := res.Step(StepBundle); s.Status != StatusOK {
 		t.Errorf("bundle step %+v", s)
 	}
 	text := cmds.String()
@@ -332,9 +351,25 @@ func TestSPDDryRun(t *testing.T) {
 	if first < 0 || strings.Count(text, qnnpack.ToolConverter) != len(res.Plan.Graphs)+len(res.Plan.Variants) || first > strings.Index(text, "llama_ar") {
 		t.Errorf("commands:\n%s", text)
 	}
-	for _, f := range []string{"work/draft/qmodel.gguf", "work/draft/plan.json"} {
+	for _, f := range []string{"work/draft/qmodel.gguf", "work/draft/plan.json", "bundle/" + qnnpack.BundleDraftPlanName} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
+		}
+	}
+	if _, err := qnnpack.VerifyBundleFiles(res.Bundle); err != nil {
+		t.Fatal(err)
+	}
+	dp, err := shard.ReadPlan(filepath.Join(res.Bundle, qnnpack.BundleDraftPlanName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	genie, err := os.ReadFile(filepath.Join(res.Bundle, qnnpack.GenieConfigName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"type": "spd"`, `"role": "draft"`, `"role": "target"`, `"draft/` + qnnpack.ContextBinaryName(dp, 0) + `.bin"`} {
+		if !strings.Contains(string(genie), want) {
+			t.Errorf("genie_config.json lacks %s:\n%s", want, genie)
 		}
 	}
 	v := res.Verify

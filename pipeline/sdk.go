@@ -21,9 +21,6 @@ func (b *builder) sdkAndBundle() error {
 		return b.sdkShard()
 	}
 	dry := b.dryRun()
-	// A dry-run spd bundle cannot be written: qnnpack copies the draft's
-	// context binaries into it, and only the SDK makes them.
-	spdDry := dry && b.o.Draft != nil
 	var cmds bytes.Buffer
 	var res *qnnpack.Result
 	recipe, _ := json.Marshal(map[string]any{"name": b.o.Recipe.Name, "description": b.o.Recipe.Description, "source_sha256": b.res.Quant.SourceSHA256})
@@ -39,31 +36,23 @@ func (b *builder) sdkAndBundle() error {
 			}
 			jobs = append(append(jobs, b.draftJobs...), target...)
 			stages = append(append(stages, b.draftStages...), ts...)
-			if spdDry {
-				for i := range jobs {
-					fmt.Fprintln(&cmds, jobs[i].Command())
-				}
-			} else {
-				for i := range b.draftJobs {
-					fmt.Fprintln(&cmds, b.draftJobs[i].Command())
-				}
+			for i := range b.draftJobs {
+				fmt.Fprintln(&cmds, b.draftJobs[i].Command())
 			}
 		}
-		if !spdDry {
-			var err error
-			res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
-				SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
-				OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
-				ConverterArgs: b.o.ConverterArgs, Tokenizer: b.tok.Copy, TokenizerJSON: b.tok.JSON, EOG: b.tok.EOG, Recipe: recipe,
-				QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
-				ForecastPrefix: b.o.ForecastPrefix, ForecastEmbeddings: b.forecast,
-				AllowRecurrentState: b.o.AllowRecurrentState,
-				Incomplete:          incompleteVerify,
-				DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log, Cache: b.o.Cache,
-			})
-			if err != nil {
-				return err
-			}
+		var err error
+		res, err = qnnpack.Build(b.ctx, qnnpack.BuildOptions{
+			SDK: b.o.SDK, Plan: b.res.Plan, Config: b.qm.Config, Graphs: b.files,
+			OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
+			ConverterArgs: b.o.ConverterArgs, Tokenizer: b.tok.Copy, TokenizerJSON: b.tok.JSON, EOG: b.tok.EOG, Recipe: recipe,
+			QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
+			ForecastPrefix: b.o.ForecastPrefix, ForecastEmbeddings: b.forecast,
+			AllowRecurrentState: b.o.AllowRecurrentState,
+			Incomplete:          incompleteVerify,
+			DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log, Cache: b.o.Cache,
+		})
+		if err != nil {
+			return err
 		}
 		if dry {
 			text := cmds.String()
@@ -98,11 +87,6 @@ func (b *builder) sdkAndBundle() error {
 	})
 	if err != nil {
 		return err
-	}
-	if spdDry {
-		s := b.res.Step(StepBundle)
-		s.Note = "an spd bundle holds the draft's context binaries, which only the SDK makes"
-		return nil
 	}
 	// qnnpack.Build wrote the bundle as its last act (its time is in the
 	// sdk step), marked incomplete until the build passes; the bundle step
@@ -184,7 +168,7 @@ func (b *builder) finishBundle(err error) error {
 	switch {
 	case err == nil && b.res.Pass():
 		if b.res.Bundle == "" {
-			return nil // no bundle (a dry-run spd build)
+			return nil // no bundle: the build stopped before it
 		}
 		return qnnpack.MarkComplete(dir)
 	case err != nil:

@@ -27,6 +27,8 @@ const (
 	TokenizerName     = "tokenizer.json"
 	BundlePlanName    = "plan.json"
 	BundleDraftSubdir = "draft"
+	// BundleDraftPlanName is the spd draft model's plan in the bundle.
+	BundleDraftPlanName = BundleDraftSubdir + "/plan.json"
 )
 
 // DraftModel is an already built draft model for the spd dialog: its plan,
@@ -348,10 +350,22 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 		}
 		for _, b := range o.Draft.ContextBinaries {
 			rel := BundleDraftSubdir + "/" + filepath.Base(b)
+			dm.CtxBins = append(dm.CtxBins, rel)
+			if o.DryRun {
+				continue // named, as the target's are; only the SDK makes them
+			}
 			if err := copyFile(ctx, b, filepath.Join(d.Path, filepath.FromSlash(rel))); err != nil {
 				return nil, fmt.Errorf("qnnpack: draft context binary: %w", err)
 			}
-			dm.CtxBins = append(dm.CtxBins, rel)
+		}
+		// The draft's plan beside its binaries: what its graphs take and
+		// give, for a runtime that runs it (and for people).
+		dplan, err := shard.Encode(o.Draft.Plan)
+		if err != nil {
+			return nil, err
+		}
+		if err := put(BundleDraftPlanName, dplan); err != nil {
+			return nil, err
 		}
 		gopts.Draft = dm
 	}

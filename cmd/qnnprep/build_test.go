@@ -317,29 +317,54 @@ func TestBuildSPDFakeSDK(t *testing.T) {
 	if err := synth.WriteGGUF(draft, cfg, 5, gguf.F32); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "out")
 	root := fakeSDKRoot(t)
-	var code int
-	stdout := captureStdout(t, func() {
-		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256",
-			"--dialog", "spd", "--draft-len", "3", "--draft", draft, "--qnn-sdk", root, "-n", "8", "-q"})
-	})
-	if code != 0 {
-		t.Fatalf("exit %d\n%s", code, stdout)
-	}
-	if !strings.Contains(stdout, "qmodel speculative (draft)") || !strings.Contains(stdout, "draft     ok") {
-		t.Errorf("summary:\n%s", stdout)
-	}
-	m, err := qnnpack.VerifyBundle(filepath.Join(out, "bundle"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, f := range m.Files {
-		found = found || strings.HasPrefix(f.Path, "draft/") && strings.HasSuffix(f.Path, ".bin")
-	}
-	if !found {
-		t.Errorf("no draft context binary in %+v", m.Files)
+	t.Setenv("QNN_SDK_ROOT", "")
+	t.Setenv("QAIRT_SDK_ROOT", "")
+	for _, sdk := range []string{"fake", "none"} {
+		out := filepath.Join(t.TempDir(), "out")
+		args := []string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256",
+			"--dialog", "spd", "--draft-len", "3", "--draft", draft, "-n", "8", "-q"}
+		if sdk == "fake" {
+			args = append(args, "--qnn-sdk", root)
+		}
+		var code int
+		stdout := captureStdout(t, func() { code = run(args) })
+		if code != 0 {
+			t.Fatalf("%s SDK: exit %d\n%s", sdk, code, stdout)
+		}
+		if !strings.Contains(stdout, "qmodel speculative (draft)") || !strings.Contains(stdout, "draft     ") {
+			t.Errorf("%s SDK: summary:\n%s", sdk, stdout)
+		}
+		bundle := filepath.Join(out, "bundle")
+		verify := qnnpack.VerifyBundle
+		if sdk == "none" {
+			verify = qnnpack.VerifyBundleFiles // a dry run's bundle has no binaries
+		}
+		m, err := verify(bundle)
+		if err != nil {
+			t.Fatalf("%s SDK: %v", sdk, err)
+		}
+		// The draft's plan and both engines' config are in the bundle;
+		// its context binaries too when the SDK made them.
+		dp, err := shard.ReadPlan(filepath.Join(bundle, qnnpack.BundleDraftPlanName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		genie, err := os.ReadFile(filepath.Join(bundle, qnnpack.GenieConfigName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := "draft/" + qnnpack.ContextBinaryName(dp, 0) + ".bin"
+		if !strings.Contains(string(genie), `"role": "draft"`) || !strings.Contains(string(genie), bin) {
+			t.Errorf("%s SDK: genie_config.json has no draft engine over %s:\n%s", sdk, bin, genie)
+		}
+		found := false
+		for _, f := range m.Files {
+			found = found || f.Path == bin
+		}
+		if found != (sdk == "fake") {
+			t.Errorf("%s SDK: draft context binary in the bundle: %v", sdk, found)
+		}
 	}
 }
 
