@@ -7,13 +7,22 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 )
 
-// Eagle3 GGUF metadata keys (general.architecture "eagle3"; the Llama key
-// names under the eagle3 prefix, plus the head's own).
+// Eagle3 GGUF metadata keys: llama.cpp's EAGLE-3 layout (general.architecture
+// "eagle3"; the Llama key names under the eagle3 prefix, plus the head's
+// own; llama.cpp src/models/eagle3.cpp, conversion/llama.py).
 const (
-	Eagle3Arch               = "eagle3"
+	Eagle3Arch = "eagle3"
+	// KeyEagle3TargetLayers lists the three target layers whose inputs
+	// are the features (INT32 array).
+	KeyEagle3TargetLayers = "eagle3.target_layers"
+	// KeyEagle3ExtractLayers is the older name of KeyEagle3TargetLayers,
+	// still read.
 	KeyEagle3ExtractLayers   = "eagle3.extract_layers"
 	KeyEagle3TargetHidden    = "eagle3.target_hidden_size"
 	KeyEagle3NormBeforeResid = "eagle3.norm_before_residual"
+	// KeyEagle3NormBeforeFC marks heads that RMS-normalise the features
+	// before fc (enc.output_norm.weight); the runtime does not run them.
+	KeyEagle3NormBeforeFC = "eagle3.norm_before_fc"
 )
 
 // Eagle3Metadata returns the GGUF metadata describing cfg, as LoadEagle3
@@ -30,8 +39,11 @@ func Eagle3Metadata(cfg Eagle3Config) gguf.Metadata {
 	md.Set("eagle3.attention.value_length", uint32(cfg.HeadDim))
 	md.Set("eagle3.attention.layer_norm_rms_epsilon", cfg.RMSEps)
 	md.Set("eagle3.rope.freq_base", cfg.RopeTheta)
-	md.Set("eagle3.vocab_size", uint32(cfg.DraftVocab))
-	md.Set(KeyEagle3ExtractLayers, []int32{int32(cfg.ExtractLayers[0]), int32(cfg.ExtractLayers[1]), int32(cfg.ExtractLayers[2])})
+	md.Set("eagle3.rope.dimension_count", uint32(cfg.HeadDim))
+	if cfg.ContextLength > 0 {
+		md.Set("eagle3.context_length", uint32(cfg.ContextLength))
+	}
+	md.Set(KeyEagle3TargetLayers, []int32{int32(cfg.ExtractLayers[0]), int32(cfg.ExtractLayers[1]), int32(cfg.ExtractLayers[2])})
 	md.Set(KeyEagle3TargetHidden, uint32(cfg.TargetHidden))
 	md.Set(KeyEagle3NormBeforeResid, cfg.NormBeforeResidual)
 	return md
@@ -98,11 +110,20 @@ func eagle3FromGGUF(target *Engine, f *gguf.File) (*Eagle3, error) {
 		cfg.RopeTheta = float32(v)
 	}
 	cfg.NormBeforeResidual, _ = md.Bool(KeyEagle3NormBeforeResid)
-	if ls, ok := md.Int32s(KeyEagle3ExtractLayers); ok {
+	if v, _ := md.Bool(KeyEagle3NormBeforeFC); v {
+		return nil, fmt.Errorf("metadata %s is true: heads that normalise the features before fc are not supported", KeyEagle3NormBeforeFC)
+	}
+	key := KeyEagle3TargetLayers
+	if _, ok := md.Get(key); !ok {
+		key = KeyEagle3ExtractLayers
+	}
+	if ls, ok := md.Int32s(key); ok {
 		if len(ls) != 3 {
-			return nil, fmt.Errorf("metadata %s has %d layers, want 3", KeyEagle3ExtractLayers, len(ls))
+			return nil, fmt.Errorf("metadata %s has %d layers, want 3", key, len(ls))
 		}
 		cfg.ExtractLayers = [3]int{int(ls[0]), int(ls[1]), int(ls[2])}
+	} else if _, ok := md.Get(key); ok {
+		return nil, fmt.Errorf("metadata %s: want an array of 3 integers", key)
 	} else {
 		cfg.ExtractLayers = DefaultExtractLayers(target.cfg.Layers)
 	}

@@ -28,6 +28,7 @@ type eagle3HFConfig struct {
 	DraftVocab         int             `json:"draft_vocab_size"`
 	TargetHidden       int             `json:"target_hidden_size"`
 	NormBeforeResidual bool            `json:"norm_before_residual"`
+	NormBeforeFC       bool            `json:"norm_before_fc"`
 	AuxLayers          []int           `json:"eagle_aux_hidden_state_layer_ids"`
 	EagleConfig        *struct {
 		AuxLayers []int `json:"eagle_aux_hidden_state_layer_ids"`
@@ -40,13 +41,35 @@ type eagle3HFConfig struct {
 // "layers.0.*" names) for target. q and k keep the checkpoint's order and
 // are rotated NEOX-style; d2t offsets become absolute target ids.
 func LoadEagle3HF(target *Engine, dir string) (*Eagle3, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	cfg, err := readEagle3HFConfig(dir, target.cfg.Layers)
 	if err != nil {
 		return nil, err
 	}
+	cfg.ContextLength = 0 // the target's (max_position_embeddings only goes into a GGUF)
+	st, err := safetensors.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	h, err := eagle3FromHF(target, cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	h.closer = st.Close
+	return h, nil
+}
+
+// readEagle3HFConfig reads an EAGLE-3 head's config.json. The feature
+// layers default to DefaultExtractLayers(targetLayers); targetLayers 0
+// makes them required.
+func readEagle3HFConfig(dir string, targetLayers int) (Eagle3Config, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return Eagle3Config{}, err
+	}
 	var hc eagle3HFConfig
 	if err := json.Unmarshal(b, &hc); err != nil {
-		return nil, fmt.Errorf("%s: config.json: %w", dir, err)
+		return Eagle3Config{}, fmt.Errorf("%s: config.json: %w", dir, err)
 	}
 	top := hc
 	if hc.Layer != nil {
@@ -54,15 +77,19 @@ func LoadEagle3HF(target *Engine, dir string) (*Eagle3, error) {
 		lc.DraftVocab = max(lc.DraftVocab, hc.DraftVocab)
 		lc.TargetHidden = max(lc.TargetHidden, hc.TargetHidden)
 		lc.NormBeforeResidual = lc.NormBeforeResidual || hc.NormBeforeResidual
+		lc.NormBeforeFC = lc.NormBeforeFC || hc.NormBeforeFC
 		hc = lc
 	}
 	if len(hc.RopeScaling) > 0 && string(hc.RopeScaling) != "null" {
-		return nil, fmt.Errorf("%s: config.json: rope_scaling %s is not supported for EAGLE-3 heads", dir, hc.RopeScaling)
+		return Eagle3Config{}, fmt.Errorf("%s: config.json: rope_scaling %s is not supported for EAGLE-3 heads", dir, hc.RopeScaling)
+	}
+	if hc.NormBeforeFC {
+		return Eagle3Config{}, fmt.Errorf("%s: config.json: norm_before_fc (features normalised before fc) is not supported", dir)
 	}
 	cfg := Eagle3Config{
 		Hidden: hc.HiddenSize, FFN: hc.IntermediateSize, Heads: hc.Heads, KVHeads: hc.KVHeads, HeadDim: hc.HeadDim,
 		DraftVocab: hc.DraftVocab, TargetHidden: hc.TargetHidden, RMSEps: float32(hc.RMSEps), RopeTheta: float32(hc.RopeTheta),
-		NormBeforeResidual: hc.NormBeforeResidual, RopeNeox: true,
+		NormBeforeResidual: hc.NormBeforeResidual, RopeNeox: true, ContextLength: hc.MaxPositions,
 	}
 	if cfg.KVHeads == 0 {
 		cfg.KVHeads = cfg.Heads
@@ -79,31 +106,26 @@ func LoadEagle3HF(target *Engine, dir string) (*Eagle3, error) {
 	}
 	switch len(aux) {
 	case 0:
-		cfg.ExtractLayers = DefaultExtractLayers(target.cfg.Layers)
+		if targetLayers <= 0 {
+			return cfg, fmt.Errorf("%s: config.json names no eagle_aux_hidden_state_layer_ids: give the target model, whose layer count decides them", dir)
+		}
+		cfg.ExtractLayers = DefaultExtractLayers(targetLayers)
 	case 3:
 		cfg.ExtractLayers = [3]int{aux[0], aux[1], aux[2]}
 	default:
-		return nil, fmt.Errorf("%s: config.json: eagle_aux_hidden_state_layer_ids has %d layers, want 3", dir, len(aux))
+		return cfg, fmt.Errorf("%s: config.json: eagle_aux_hidden_state_layer_ids has %d layers, want 3", dir, len(aux))
 	}
-	st, err := safetensors.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	h, err := eagle3FromHF(target, cfg, st)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	h.closer = st.Close
-	return h, nil
+	return cfg, nil
 }
 
-func eagle3FromHF(target *Engine, cfg Eagle3Config, st *safetensors.Model) (*Eagle3, error) {
+// eagle3HFNames maps an HF head's tensor names (SafeAILab "midlayer.*"
+// or speculators "layers.0.*") to GGUF names.
+func eagle3HFNames(st *safetensors.Model) map[string]string {
 	p := "midlayer."
 	if _, ok := st.Tensor(p + "self_attn.q_proj.weight"); !ok {
 		p = "layers.0."
 	}
-	names := map[string]string{
+	return map[string]string{
 		"fc.weight":                           e3FC,
 		p + "input_layernorm.weight":          e3InNorm,
 		p + "hidden_norm.weight":              e3HidNorm,
@@ -119,6 +141,10 @@ func eagle3FromHF(target *Engine, cfg Eagle3Config, st *safetensors.Model) (*Eag
 		"lm_head.weight":                      e3Head,
 		"embed_tokens.weight":                 e3Embd,
 	}
+}
+
+func eagle3FromHF(target *Engine, cfg Eagle3Config, st *safetensors.Model) (*Eagle3, error) {
+	names := eagle3HFNames(st)
 	var ts []*model.Tensor
 	for hf, name := range names {
 		ti, ok := st.Tensor(hf)

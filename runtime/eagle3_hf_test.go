@@ -27,15 +27,20 @@ func (r *recorder) Propose(last int32, k int) ([]int32, error) {
 	return d, err
 }
 
-// TestEagle3HF: the same head written in Hugging Face form (SafeAILab
-// names, q/k rows in rotate-half order, d2t as offsets, config.json) and
-// given as GGUF-layout tensors (q/k rows permuted for NORM rope, absolute
-// d2t) proposes the same tokens.
-func TestEagle3HF(t *testing.T) {
-	cfg, target := specTarget(t, model.Llama, 160)
-	ecfg, ts := randomEagle3(t, target, 12)
+// eagle3TestConfig is the config.json of randomEagle3's heads.
+const eagle3TestConfig = `{"architectures":["LlamaForCausalLMEagle3"],"hidden_size":128,"intermediate_size":256,"num_attention_heads":4,
+"num_key_value_heads":2,"head_dim":32,"rms_norm_eps":1e-5,"rope_theta":10000,"rope_scaling":null,"num_hidden_layers":1,
+"vocab_size":96,"draft_vocab_size":64,"target_hidden_size":128,"eagle_config":{"eagle_aux_hidden_state_layer_ids":[0,1,2]}}`
+
+// writeEagle3HF writes the head (GGUF-layout tensors ts) in Hugging Face
+// form into dir (SafeAILab names, q/k rows in rotate-half order, d2t as
+// offsets, config.json conf) and returns its tensors as F32 GGUF ones.
+//
+// With a d2t it also writes t2d, the BOOL mask of the vocab target ids
+// d2t maps to.
+func writeEagle3HF(t testing.TB, dir string, ecfg Eagle3Config, ts []*model.Tensor, conf string, vocab int) []*model.Tensor {
+	t.Helper()
 	D := ecfg.HeadDim
-	dir := t.TempDir()
 	var ggufTs []*model.Tensor
 	w := &safetensors.Writer{}
 	hfName := map[string]string{
@@ -61,6 +66,11 @@ func TestEagle3HF(t *testing.T) {
 			}
 			ggufTs = append(ggufTs, tt)
 			w.Tensors = append(w.Tensors, safetensors.WriterTensor{Name: "d2t", Dtype: safetensors.I64, Shape: []int64{int64(len(abs) / 8)}, Data: safetensors.Bytes(off)})
+			mask := make([]byte, vocab)
+			for i := 0; i < len(abs)/8; i++ {
+				mask[binary.LittleEndian.Uint64(abs[8*i:])] = 1
+			}
+			w.Tensors = append(w.Tensors, safetensors.WriterTensor{Name: "t2d", Dtype: safetensors.BOOL, Shape: []int64{int64(vocab)}, Data: safetensors.Bytes(mask)})
 			continue
 		}
 		v, err := tt.Float32()
@@ -88,10 +98,22 @@ func TestEagle3HF(t *testing.T) {
 	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), w); err != nil {
 		t.Fatal(err)
 	}
-	conf := `{"architectures":["LlamaForCausalLMEagle3"],"hidden_size":128,"intermediate_size":256,"num_attention_heads":4,
-"num_key_value_heads":2,"head_dim":32,"rms_norm_eps":1e-5,"rope_theta":10000,"rope_scaling":null,"num_hidden_layers":1,
-"vocab_size":96,"draft_vocab_size":64,"target_hidden_size":128,"eagle_config":{"eagle_aux_hidden_state_layer_ids":[0,1,2]}}`
-	os.WriteFile(filepath.Join(dir, "config.json"), []byte(conf), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ggufTs
+}
+
+// TestEagle3HF: the same head written in Hugging Face form (SafeAILab
+// names, q/k rows in rotate-half order, d2t as offsets, config.json) and
+// given as GGUF-layout tensors (q/k rows permuted for NORM rope, absolute
+// d2t) proposes the same tokens.
+func TestEagle3HF(t *testing.T) {
+	cfg, target := specTarget(t, model.Llama, 160)
+	ecfg, ts := randomEagle3(t, target, 12)
+	dir := t.TempDir()
+	conf := eagle3TestConfig
+	ggufTs := writeEagle3HF(t, dir, ecfg, ts, conf, cfg.VocabSize)
 	hf, err := LoadEagle3HF(target, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +170,7 @@ func FuzzEagle3GGUF(f *testing.F) {
 	good := buf.Bytes()
 	f.Add(good)
 	f.Add(good[:len(good)/2])
-	bad := bytes.Replace(append([]byte(nil), good...), []byte("eagle3.extract_layers"), []byte("eagle3.extract_layerz"), 1)
+	bad := bytes.Replace(append([]byte(nil), good...), []byte("eagle3.target_layers"), []byte("eagle3.target_layerz"), 1)
 	f.Add(bad)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := gguf.Parse(bytes.NewReader(b), int64(len(b)), "fuzz.gguf")

@@ -462,6 +462,12 @@ func bigramTarget(t testing.TB, cfg model.Config) *model.Model {
 // would say, so acceptance is high — reached only if the head's
 // attention, RoPE, KV cache and row alignment work as §7.2 describes.
 func distilledEagle3(t testing.TB, target *Engine, tm *model.Model) *Eagle3 {
+	cfg, ts := distilledEagle3Parts(t, target, tm)
+	return must(NewEagle3(target, cfg, ts))
+}
+
+// distilledEagle3Parts are distilledEagle3's config and tensors.
+func distilledEagle3Parts(t testing.TB, target *Engine, tm *model.Model) (Eagle3Config, []*model.Tensor) {
 	tc := target.Config()
 	H := tc.Hidden
 	cfg := Eagle3Config{Hidden: H, FFN: 128, Heads: 4, KVHeads: 4, HeadDim: H / 4, DraftVocab: tc.VocabSize,
@@ -513,7 +519,7 @@ func distilledEagle3(t testing.TB, target *Engine, tm *model.Model) *Eagle3 {
 		f32(e3Norm, []int64{int64(H)}, outNorm),
 		model.NewTensor(e3Head, head.Dims, head.Type, must(head.Data())),
 	}
-	return must(NewEagle3(target, cfg, ts))
+	return cfg, ts
 }
 
 // TestEagle3SelfDistilled: a head built to reproduce its target proposes
