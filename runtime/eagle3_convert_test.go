@@ -125,11 +125,11 @@ func TestConvertEagle3Errors(t *testing.T) {
 	good := eagle3Config(ecfg)
 	tgt := Eagle3Target{Layers: cfg.Layers, Hidden: cfg.Hidden, Vocab: cfg.VocabSize}
 	for _, tc := range []struct {
-		name string
-		conf string
+		name  string
+		conf  string
 		vocab int
-		tgt  Eagle3Target
-		want string
+		tgt   Eagle3Target
+		want  string
 	}{
 		{"no layers", strings.Replace(good, `,"eagle_config":{"eagle_aux_hidden_state_layer_ids":[0,1,2]}`, "", 1), cfg.VocabSize, Eagle3Target{Hidden: cfg.Hidden}, "names no eagle_aux_hidden_state_layer_ids: give the target model"},
 		{"hidden", good, cfg.VocabSize, Eagle3Target{Layers: cfg.Layers, Hidden: 2 * cfg.Hidden}, fmt.Sprintf("target_hidden_size %d, the target model's hidden size is %d", cfg.Hidden, 2*cfg.Hidden)},
