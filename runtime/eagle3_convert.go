@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -235,4 +238,28 @@ func eagle3D2T(st *safetensors.Model, n, vocab int) ([]byte, error) {
 		}
 	}
 	return abs, nil
+}
+
+// IsEagle3HF reports whether dir holds an EAGLE-3 head in Hugging Face
+// form: its config.json names an Eagle3 architecture, or (as llama.cpp
+// detects them) has a draft_vocab_size and one hidden layer.
+func IsEagle3HF(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return false
+	}
+	var c struct {
+		Architectures []string `json:"architectures"`
+		DraftVocab    *int     `json:"draft_vocab_size"`
+		Layers        int      `json:"num_hidden_layers"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return false
+	}
+	for _, a := range c.Architectures {
+		if strings.Contains(strings.ToLower(a), "eagle3") {
+			return true
+		}
+	}
+	return c.DraftVocab != nil && c.Layers == 1
 }

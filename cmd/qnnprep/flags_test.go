@@ -183,9 +183,10 @@ var flagTests = map[string]string{
 	"compare --json":               "TestJSONFlags",
 	"compare --threads":            "TestThreadsDoNotChangeOutputs",
 
-	"convert --to":    "TestConvertIsLosslessAndDeterministic",
-	"convert --vocab": "TestConvertVocab",
-	"convert --quiet": "TestQuietFlags",
+	"convert --to":     "TestConvertIsLosslessAndDeterministic",
+	"convert --vocab":  "TestConvertVocab",
+	"convert --target": "TestConvertEagle3",
+	"convert --quiet":  "TestQuietFlags",
 
 	"demo --model":     "TestDemoUserModel",
 	"demo --keep":      "TestDemo",
