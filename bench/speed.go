@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"time"
 
@@ -70,16 +71,24 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	prompt := tokens(cfg, max(opt.Prompt, 1), opt.Seed+1, false)
 
 	var draft *model.Model
+	eagle3 := opt.DraftPath != "" && runtime.IsEagle3(opt.DraftPath)
 	if opt.speculative() {
 		rep.Settings.K, rep.Settings.SpecDepth = opt.K, specDepth
-		if opt.DraftPath != "" {
+		switch {
+		case eagle3:
+			// A head binds to each thread count's target engine below.
+			rep.Draft = &ModelInfo{Path: opt.DraftPath, Arch: runtime.Eagle3Arch, Layers: 1}
+			if fi, err := os.Stat(opt.DraftPath); err == nil && !fi.IsDir() {
+				rep.Draft.Bytes = fi.Size()
+			}
+		case opt.DraftPath != "":
 			if draft, err = model.Open(opt.DraftPath); err != nil {
 				return nil, err
 			}
 			defer draft.Close()
 			di := modelInfo(draft, opt.DraftPath)
 			rep.Draft = &di
-		} else {
+		default:
 			if draft, err = TruncatedDraft(m, opt.DraftLayers); err != nil {
 				return nil, err
 			}
@@ -128,14 +137,26 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 			}
 			rep.Results = append(rep.Results, res...)
 		}
-		if draft != nil {
-			de, err := runtime.New(draft, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
-			if err != nil {
-				stop()
-				return nil, err
+		if draft != nil || eagle3 {
+			var newDrafter func() (runtime.Drafter, error)
+			if eagle3 {
+				head, err := runtime.OpenEagle3(e, opt.DraftPath)
+				if err != nil {
+					stop()
+					return nil, err
+				}
+				defer head.Close()
+				newDrafter = func() (runtime.Drafter, error) { return head.Drafter(), nil }
+			} else {
+				de, err := runtime.New(draft, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
+				if err != nil {
+					stop()
+					return nil, err
+				}
+				newDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
 			}
 			sp := append(append([]int32(nil), fill[:specDepth]...), prompt[:specPrompt]...)
-			res, err := measureSpec(ctx, e, de, &opt, th, specDepth, sp)
+			res, err := measureSpec(ctx, e, newDrafter, &opt, th, specDepth, sp)
 			if err != nil {
 				stop()
 				return nil, err
@@ -393,7 +414,7 @@ func meanStd(x []float64) (mean, std float64) {
 
 // measureSpec times plain greedy decoding and speculative decoding with
 // each K on the same prompt; both exclude the prompt's pass.
-func measureSpec(ctx context.Context, e, de *runtime.Engine, opt *Options, threads, depth int, prompt []int32) ([]SpecResult, error) {
+func measureSpec(ctx context.Context, e *runtime.Engine, newDrafter func() (runtime.Drafter, error), opt *Options, threads, depth int, prompt []int32) ([]SpecResult, error) {
 	n := opt.Gen
 	greedy := make([]float64, 0, opt.Reps)
 	var want []int32
@@ -430,7 +451,7 @@ func measureSpec(ctx context.Context, e, de *runtime.Engine, opt *Options, threa
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			d, err := runtime.NewDraftModel(e, de)
+			d, err := newDrafter()
 			if err != nil {
 				return nil, err
 			}

@@ -263,3 +263,18 @@ func IsEagle3HF(dir string) bool {
 	}
 	return c.DraftVocab != nil && c.Layers == 1
 }
+
+// IsEagle3 reports whether path is an EAGLE-3 head: a Hugging Face
+// directory (IsEagle3HF) or a GGUF file of architecture eagle3.
+func IsEagle3(path string) bool {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return IsEagle3HF(path)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	a, _ := f.Metadata.String("general.architecture")
+	return a == Eagle3Arch
+}

@@ -31,7 +31,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	threads := fs.IntSliceP("threads", "t", []int{2}, "thread counts (comma list)")
 	batch := fs.Int("batch", 0, "prompt batch size (runtime Options.Batch; 0: default)")
 	kvf16 := fs.Bool("kv-f16", false, "llama.cpp's F16 KV / flash-attention arithmetic")
-	draft := fs.String("draft", "", "draft model for speculative decoding")
+	draft := fs.String("draft", "", "draft model (same vocabulary) or EAGLE-3 head (GGUF or HF directory) for speculative decoding")
 	draftLayers := fs.Int("draft-layers", 0, "use the target's first N layers as the draft")
 	ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
 	specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")

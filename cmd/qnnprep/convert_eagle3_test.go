@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/bench"
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/safetensors"
@@ -116,5 +117,18 @@ func TestConvertEagle3(t *testing.T) {
 	a, b := res[0], res[1]
 	if !a.EqualsGreedy || !b.EqualsGreedy || a.Stats.Accepted != b.Stats.Accepted || a.Stats.Windows != b.Stats.Windows || a.Stats.Windows == 0 {
 		t.Errorf("HF head %+v\nconverted %+v", a.Stats, b.Stats)
+	}
+
+	// bench --draft measures the converted head's speculative decode.
+	var doc struct{ Reports []bench.Report }
+	o := captureStdout(t, func() {
+		code = run([]string{"bench", storiesGGUF, "--draft", out, "-p", "4", "-n", "12", "-r", "1", "-t", "1", "-k", "2", "-o", "json"})
+	})
+	if err := json.Unmarshal([]byte(o), &doc); err != nil || code != 0 || len(doc.Reports) != 1 {
+		t.Fatalf("bench --draft: exit %d, %v: %s", code, err, o)
+	}
+	rep := doc.Reports[0]
+	if rep.Draft == nil || rep.Draft.Arch != "eagle3" || len(rep.Speculative) != 1 || !rep.Speculative[0].Sane || rep.Speculative[0].K != 2 {
+		t.Errorf("bench --draft %s: draft %+v, speculative %+v", out, rep.Draft, rep.Speculative)
 	}
 }
