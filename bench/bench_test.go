@@ -98,12 +98,26 @@ func TestRunSmall(t *testing.T) {
 	if len(rep.Speculative) != 2*2 {
 		t.Fatalf("%d speculative results, want 4", len(rep.Speculative))
 	}
+	// The speculative runs continue the default text, tokenized.
+	m, err := model.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := modelTokenizer(m, p)
+	m.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := len(tok.Encode(DefaultSpecText, true))
+	if rep.Settings.SpecPrompt != "text: "+DefaultSpecText {
+		t.Errorf("speculative prompt %q", rep.Settings.SpecPrompt)
+	}
 	for _, s := range rep.Speculative {
 		if !s.Sane || s.Speedup <= 0 || s.AcceptanceLength < 0 || s.AcceptanceLength > float64(s.K) {
 			t.Errorf("speculative %+v", s)
 		}
-		if s.Depth != 12 { // depth 0 + the 12-token prompt
-			t.Errorf("speculative prompt %d tokens, want 12", s.Depth)
+		if s.Depth != text { // depth 0 + the text's tokens
+			t.Errorf("speculative prompt %d tokens, want %d", s.Depth, text)
 		}
 	}
 	if !rep.Sane || rep.PeakRSS <= 0 || rep.Model.Params <= 0 || rep.Model.Type != "Q8_0" || rep.Draft == nil || rep.Draft.Layers != 1 {

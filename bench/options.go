@@ -29,6 +29,11 @@ type Options struct {
 	DraftLayers int
 	K           []int // draft tokens per window (default {4})
 	SpecDepth   int   // depth of the speculative runs (default Depths[0])
+	// SpecText is the text the speculative runs continue, tokenized with
+	// the model's tokenizer: drafts are accepted on real text as they are
+	// not on random ids. "" means DefaultSpecText when the model carries a
+	// tokenizer, else Prompt random ids (the report says which).
+	SpecText string
 
 	// Sanity: every timed run's output (pp: the logits after the prompt;
 	// tg: the generated tokens and the last logits) is compared with an

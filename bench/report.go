@@ -53,15 +53,18 @@ type Machine struct {
 
 // Settings are the resolved options.
 type Settings struct {
-	Prompt     int     `json:"prompt"`
-	Gen        int     `json:"gen"`
-	Depths     []int   `json:"depths"`
-	Reps       int     `json:"reps"`
-	Threads    []int   `json:"threads"`
-	Batch      int     `json:"batch"`
-	KVF16      bool    `json:"kv_f16"`
-	K          []int   `json:"k,omitempty"`
-	SpecDepth  int     `json:"spec_depth"`
+	Prompt    int   `json:"prompt"`
+	Gen       int   `json:"gen"`
+	Depths    []int `json:"depths"`
+	Reps      int   `json:"reps"`
+	Threads   []int `json:"threads"`
+	Batch     int   `json:"batch"`
+	KVF16     bool  `json:"kv_f16"`
+	K         []int `json:"k,omitempty"`
+	SpecDepth int   `json:"spec_depth"`
+	// SpecPrompt is what the speculative runs continue: "text: …" or
+	// "N random ids".
+	SpecPrompt string  `json:"spec_prompt,omitempty"`
 	Sanity     bool    `json:"sanity"`
 	RefThreads int     `json:"ref_threads"`
 	Tolerance  float64 `json:"tolerance"`

@@ -6,11 +6,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 // Run measures the model at path: for each thread count and depth, pp
@@ -65,10 +67,17 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	for _, k := range opt.K {
 		maxK = max(maxK, k)
 	}
-	specPrompt := max(opt.Prompt, 1)
-	need := max(maxDepth+max(opt.Prompt, opt.Gen+1), specDepth+specPrompt+opt.Gen+maxK+1)
 	fill := tokens(cfg, max(maxDepth, specDepth), opt.Seed, true)
 	prompt := tokens(cfg, max(opt.Prompt, 1), opt.Seed+1, false)
+	specIn := prompt
+	if opt.speculative() {
+		ids, what, err := specPrompt(m, path, opt.SpecText, prompt)
+		if err != nil {
+			return nil, err
+		}
+		specIn, rep.Settings.SpecPrompt = ids, what
+	}
+	need := max(maxDepth+max(opt.Prompt, opt.Gen+1), specDepth+len(specIn)+opt.Gen+maxK+1)
 
 	var draft *model.Model
 	eagle3 := opt.DraftPath != "" && runtime.IsEagle3(opt.DraftPath)
@@ -155,7 +164,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 				}
 				newDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
 			}
-			sp := append(append([]int32(nil), fill[:specDepth]...), prompt[:specPrompt]...)
+			sp := append(append([]int32(nil), fill[:specDepth]...), specIn...)
 			res, err := measureSpec(ctx, e, newDrafter, &opt, th, specDepth, sp)
 			if err != nil {
 				stop()
@@ -483,6 +492,51 @@ func measureSpec(ctx context.Context, e *runtime.Engine, newDrafter func() (runt
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// DefaultSpecText is the text speculative runs continue when the model
+// has a tokenizer and Options.SpecText is empty.
+const DefaultSpecText = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her"
+
+// specPrompt returns the ids the speculative runs continue and what they
+// are: text tokenized with the model's tokenizer (text, or
+// DefaultSpecText when the model has one), else the random ids.
+func specPrompt(m *model.Model, path, text string, random []int32) ([]int32, string, error) {
+	tok, err := modelTokenizer(m, path)
+	if err != nil {
+		if text != "" {
+			return nil, "", fmt.Errorf("bench: the speculative text needs %s's tokenizer: %w", path, err)
+		}
+		return random, fmt.Sprintf("%d random ids", len(random)), nil
+	}
+	if text == "" {
+		text = DefaultSpecText
+	}
+	ids := tok.Encode(text, true)
+	if len(ids) == 0 {
+		return nil, "", fmt.Errorf("bench: speculative text %q encodes to no tokens", text)
+	}
+	return ids, "text: " + text, nil
+}
+
+// modelTokenizer is the tokenizer m carries: its GGUF vocabulary, or the
+// tokenizer.json beside a Hugging Face checkpoint.
+func modelTokenizer(m *model.Model, path string) (*tokenizer.Tokenizer, error) {
+	var v *tokenizer.Vocab
+	var err error
+	if m.Format == "gguf" {
+		v, err = tokenizer.FromGGUF(m.Metadata)
+	} else {
+		dir := path
+		if fi, serr := os.Stat(path); serr == nil && !fi.IsDir() {
+			dir = filepath.Dir(path)
+		}
+		v, err = tokenizer.FromHF(dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tokenizer.New(v)
 }
 
 // TruncatedDraft returns a model made of m's embeddings, first n decoder

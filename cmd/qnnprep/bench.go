@@ -35,6 +35,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	draftLayers := fs.Int("draft-layers", 0, "use the target's first N layers as the draft")
 	ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
 	specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")
+	specText := fs.String("spec-text", "", "text the speculative runs continue, tokenized with the model's tokenizer (default: a short story opening when the model has a tokenizer, else random ids)")
 	llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
 	llamaPeer := fs.String("llama-peer", "auto", "with --llama: auto (llama-bench if built, else node-llama-cpp), llama-bench or node")
 	format := fs.StringP("output", "o", "table", "output format: table, json or csv")
@@ -60,7 +61,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	}
 	opt := bench.Options{
 		Prompt: *p, Gen: *n, Depths: *depths, Reps: *reps, Threads: *threads, Batch: *batch, KVF16: *kvf16,
-		DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, Llama: *llama,
+		DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, SpecText: *specText, Llama: *llama,
 		NoSanity: *noSanity, RefThreads: *refThreads, Tolerance: *tol, Seed: *seed,
 	}
 	switch *llamaPeer {

@@ -64,7 +64,10 @@ func TestBenchFlags(t *testing.T) {
 			return r.Draft != nil && r.Draft.Path == src && len(r.Speculative) == 1
 		}},
 		{"spec-depth", []string{"--draft-layers", "1", "-k", "2", "--spec-depth", "6"}, func(r *bench.Report) bool {
-			return len(r.Speculative) == 1 && r.Speculative[0].Depth == 6+8 // filled context + the prompt
+			// Filled context + the prompt (the speculative text): 6 more
+			// than without --spec-depth.
+			r0 := benchJSON(t, src, "--draft-layers", "1", "-k", "2")
+			return len(r.Speculative) == 1 && len(r0.Speculative) == 1 && r.Speculative[0].Depth == 6+r0.Speculative[0].Depth
 		}},
 	} {
 		t.Run(tt.flag, func(t *testing.T) {

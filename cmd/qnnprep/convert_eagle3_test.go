@@ -132,3 +132,31 @@ func TestConvertEagle3(t *testing.T) {
 		t.Errorf("bench --draft %s: draft %+v, speculative %+v", out, rep.Draft, rep.Speculative)
 	}
 }
+
+// TestBenchSpecText: bench's speculative runs continue text tokenized with
+// the model's tokenizer, a story opening by default and --spec-text when
+// given, and the report says which; the draft (the model itself) is
+// accepted on it and every row is sane.
+func TestBenchSpecText(t *testing.T) {
+	needStories(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "text: " + bench.DefaultSpecText},
+		{[]string{"--spec-text", "The little dog ran to the park"}, "text: The little dog ran to the park"},
+	} {
+		var code int
+		o := captureStdout(t, func() {
+			code = run(append([]string{"bench", storiesGGUF, "--draft", storiesGGUF, "-p", "4", "-n", "12", "-r", "1", "-t", "1", "-k", "2", "-o", "json", "-q"}, tc.args...))
+		})
+		var doc struct{ Reports []bench.Report }
+		if err := json.Unmarshal([]byte(o), &doc); err != nil || code != 0 || len(doc.Reports) != 1 {
+			t.Fatalf("%v: exit %d, %v: %s", tc.args, code, err, o)
+		}
+		rep := doc.Reports[0]
+		if rep.Settings.SpecPrompt != tc.want || len(rep.Speculative) != 1 || !rep.Speculative[0].Sane || rep.Speculative[0].AcceptanceLength != 2 {
+			t.Errorf("%v: spec prompt %q, speculative %+v", tc.args, rep.Settings.SpecPrompt, rep.Speculative)
+		}
+	}
+}

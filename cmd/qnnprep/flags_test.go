@@ -36,6 +36,7 @@ var flagTests = map[string]string{
 	"bench --batch":        "TestBenchFlags",
 	"bench --kv-f16":       "TestBenchFlags",
 	"bench --draft":        "TestBenchFlags",
+	"bench --spec-text":    "TestBenchSpecText",
 	"bench --draft-layers": "TestBenchCommand",
 	"bench --k":            "TestBenchCommand",
 	"bench --spec-depth":   "TestBenchFlags",
