@@ -11,6 +11,7 @@ import (
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/sparse"
+	"github.com/qnnprep/qnnprep/sparse/study"
 )
 
 // compareRow is one variant in `qnnprep compare`.
@@ -23,7 +24,7 @@ type compareRow struct {
 	Quality     *golden.Summary `json:"quality"`
 	// Source is why the golden was accepted for this model.
 	Source *golden.Acceptance `json:"source"`
-	findings
+	study.Findings
 }
 
 var compareCmd = &command{
@@ -82,7 +83,7 @@ func compareOne(ctx context.Context, path string, g *golden.File, sourceFP strin
 	if err != nil {
 		return nil, fmt.Errorf("%s against %s: %w", path, g.Name(), err)
 	}
-	row := &compareRow{Model: path, WeightBytes: modelWeightBytes(m), Source: acc}
+	row := &compareRow{Model: path, WeightBytes: study.WeightBytes(m), Source: acc}
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		row.FileBytes = st.Size()
 	}
@@ -106,7 +107,7 @@ func compareOne(ctx context.Context, path string, g *golden.File, sourceFP strin
 	if total > 0 {
 		row.Zeros = float64(zeros) / float64(total)
 	}
-	if row.Quality, err = verifyVariant(ctx, m, g, threads, &row.findings, path); err != nil {
+	if row.Quality, err = study.Verify(ctx, m, g, threads, &row.Findings, path); err != nil {
 		return nil, err
 	}
 	return row, nil

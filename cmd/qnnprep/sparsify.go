@@ -14,41 +14,13 @@ import (
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/quantize"
-	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/sparse"
+	"github.com/qnnprep/qnnprep/sparse/study"
 )
 
 // sparsifyDefaultPrompts are used for the golden comparison when neither --golden
 // nor --prompts is given (and the model has a tokenizer).
 var sparsifyDefaultPrompts = []string{"Once upon a time", "The little dog", "One day, a girl named", "Tom had a big"}
-
-// sparsifyResult is the JSON report of `qnnprep sparsify`.
-type sparsifyResult struct {
-	Source      string         `json:"source"`
-	Output      string         `json:"output"`
-	Recipe      string         `json:"recipe"`
-	Sparsity    *sparse.Report `json:"sparsity"`
-	Effective   float64        `json:"effective_sparsity"` // exact zeros after quantization, over the tensors listed
-	WeightBytes int64          `json:"weight_bytes"`       // tensor bytes of the written variant
-	Pruned      *prunedResult  `json:"pruned,omitempty"`
-	Golden      string         `json:"golden"`
-	// GoldenSource is why a --golden was accepted for the model.
-	GoldenSource *golden.Acceptance `json:"golden_source,omitempty"`
-	Quality      *golden.Summary    `json:"quality"`                   // variant vs the dense model's golden
-	Baseline     *golden.Summary    `json:"dense_quantized,omitempty"` // dense model through the same recipe
-	findings
-}
-
-type prunedResult struct {
-	Output      string       `json:"output,omitempty"` // only with --prune
-	Config      model.Config `json:"config"`
-	WeightBytes int64        `json:"weight_bytes"`
-	SavedBytes  int64        `json:"saved_bytes"` // weight bytes removing the structured zeros saves
-	// Fallbacks lists pruned tensors whose new row length does not fit the
-	// recipe's block and so take a wider type (they can cost bytes).
-	Fallbacks []string        `json:"fallbacks,omitempty"`
-	Quality   *golden.Summary `json:"quality,omitempty"`
-}
 
 var sparsifyCmd = &command{
 	Name: "sparsify",
@@ -148,130 +120,34 @@ func runSparsify(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	encode := promptEncoder(m, in)
-	dense, err := runtime.New(m, runtime.Options{Threads: *threads})
-	if err != nil {
-		return err
+	o := study.Options{
+		Source: in, Out: out, PrunedOut: prunedOut, Sparse: opt,
+		GoldenPath: *goldenPath, SourceFingerprint: *sourceFP, Steps: *steps, SaveGolden: *saveGolden,
+		Quantize: quantize.Options{Recipe: recipe, Overrides: rules, Workers: *threads, Metadata: tokMD},
+		Threads:  *threads,
 	}
-
 	if method == sparse.Wanda {
 		data, err := os.ReadFile(*calib)
 		if err != nil {
 			return err
 		}
-		prompts, err := golden.ParsePrompts(data, *calib, encode)
-		if err != nil {
-			return err
-		}
-		if opt.Activations, err = calibrateWanda(ctx, dense, prompts); err != nil {
+		if o.Calib, err = golden.ParsePrompts(data, *calib, encode); err != nil {
 			return err
 		}
 	}
-	v, err := sparse.Apply(m, opt)
-	if err != nil {
+	if *goldenPath != "" {
+		if o.Golden, err = golden.Read(*goldenPath); err != nil {
+			return err
+		}
+	} else if o.Prompts, err = sparsifyPrompts(*promptsPath, encode, m.Config.BOS); err != nil {
 		return err
 	}
-	// The golden: given, or recorded from the dense model (after
-	// Apply, so that a bad pattern fails before any decoding).
-	var g *golden.File
-	var src *golden.Acceptance
-	if *goldenPath != "" {
-		if g, err = golden.Read(*goldenPath); err != nil {
-			return err
-		}
-		if src, err = g.Accept(m, *sourceFP); err != nil {
-			return fmt.Errorf("%s against %s: %w", in, *goldenPath, err)
-		}
-	} else {
-		prompts, err := sparsifyPrompts(*promptsPath, encode, m.Config.BOS)
-		if err != nil {
-			return err
-		}
-		if g, err = golden.Record(ctx, dense, prompts, *steps, 8); err != nil {
-			return err
-		}
-		sha, err := quantize.SourceFingerprint(m)
-		if err != nil {
-			return err
-		}
-		g.Model = golden.ModelRef{Path: in, Arch: string(m.Config.Arch), SHA256: sha}
-		if *saveGolden != "" {
-			if err := golden.Write(*saveGolden, g); err != nil {
-				return err
-			}
-		}
-	}
-
-	res := &sparsifyResult{Source: in, Output: out, Recipe: recipe.Name, Sparsity: v.Report, Golden: *goldenPath, GoldenSource: src}
-	if res.Golden == "" {
-		res.Golden = "recorded from " + in
-	}
-	md := append(tokMD[:len(tokMD):len(tokMD)], v.Report.Metadata()...)
-	qopt := quantize.Options{Recipe: recipe, Overrides: rules, Workers: *threads, Metadata: md}
 	bar := newProgress("sparsify", *asJSON)
-	qopt.Progress = bar.set
-	_, err = quantize.Run(ctx, v.Model, out, qopt)
+	o.Quantize.Progress = bar.set
+	res, err := study.Run(ctx, m, o)
 	bar.finish()
 	if err != nil {
 		return err
-	}
-	qv, err := model.Open(out)
-	if err != nil {
-		return err
-	}
-	defer qv.Close()
-	if err := v.Report.MeasureEffective(qv); err != nil {
-		return err
-	}
-	res.Effective = v.Report.EffectiveSparsity()
-	res.WeightBytes = modelWeightBytes(qv)
-	if res.Quality, err = verifyVariant(ctx, qv, g, *threads, &res.findings, "variant"); err != nil {
-		return err
-	}
-
-	if !recipe.Keep || len(rules) > 0 {
-		// The same recipe on the dense model separates the cost of
-		// quantization from the cost of the zeros.
-		if res.Baseline, err = denseBaseline(ctx, m, qopt, g, *threads); err != nil {
-			return err
-		}
-	}
-
-	if pat.Structural() {
-		pm, err := v.Prune()
-		if err != nil {
-			return err
-		}
-		pr := &prunedResult{Config: pm.Config}
-		ds, err := quantize.Plan(pm, qopt)
-		if err != nil {
-			return err
-		}
-		for _, d := range ds {
-			if d.Fallback {
-				pr.Fallbacks = append(pr.Fallbacks, d.Name+": "+d.Reason)
-			}
-		}
-		if *prune {
-			pr.Output = prunedOut
-			popt := qopt
-			popt.Progress = nil
-			if _, err := quantize.Run(ctx, pm, pr.Output, popt); err != nil {
-				return err
-			}
-			qp, err := model.Open(pr.Output)
-			if err != nil {
-				return err
-			}
-			defer qp.Close()
-			pr.WeightBytes = modelWeightBytes(qp)
-			if pr.Quality, err = verifyVariant(ctx, qp, g, *threads, &res.findings, "pruned"); err != nil {
-				return err
-			}
-		} else if pr.WeightBytes, err = plannedBytes(pm, qopt); err != nil {
-			return err
-		}
-		pr.SavedBytes = res.WeightBytes - pr.WeightBytes
-		res.Pruned = pr
 	}
 
 	b, _ := json.MarshalIndent(res, "", "  ")
@@ -325,105 +201,7 @@ func sparsifyPrompts(path string, encode func(string) ([]int32, error), bos int)
 	return ps, nil
 }
 
-// calibrate runs the prompts through e and returns the input-column norms
-// of every matrix product.
-func calibrateWanda(ctx context.Context, e *runtime.Engine, prompts []golden.Prompt) (sparse.Activations, error) {
-	rec := sparse.NewActivationRecorder()
-	stop := e.Observe(rec.Observe)
-	defer stop()
-	for _, p := range prompts {
-		ids := p.IDs
-		if len(ids) > e.ContextLength() {
-			ids = ids[:e.ContextLength()]
-		}
-		if _, err := e.Logits(ctx, ids); err != nil {
-			return nil, fmt.Errorf("calibration prompt %s: %w", p.Name, err)
-		}
-	}
-	return rec.Activations()
-}
-
-// verifySummary decodes g's prompts with m and summarises the comparison;
-// degenerations are appended to degen with the label.
-// findings collects per-prompt details of verifications.
-type findings struct {
-	Degenerate []string `json:"degeneration,omitempty"`
-	Divergence []string `json:"first_divergence,omitempty"`
-}
-
-func verifyVariant(ctx context.Context, m *model.Model, g *golden.File, threads int, f *findings, label string) (*golden.Summary, error) {
-	e, err := runtime.New(m, runtime.Options{Threads: threads, KVF16: g.Settings.KVF16})
-	if err != nil {
-		return nil, err
-	}
-	if err := g.CheckContext(e.ContextLength()); err != nil {
-		return nil, err
-	}
-	r, err := golden.Verify(ctx, golden.EngineDecoder(e), g, golden.Criteria{})
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range r.Prompts {
-		if p.Degeneration != nil {
-			f.Degenerate = append(f.Degenerate, fmt.Sprintf("%s, prompt %s: %s", label, p.Name, p.Degeneration))
-		}
-		if d := p.Divergence; d != nil {
-			f.Divergence = append(f.Divergence, fmt.Sprintf("%s, prompt %s: step %d, expected %d, got %d", label, p.Name, d.Step, d.Expected, d.Got))
-		}
-	}
-	return &r.Summary, nil
-}
-
-// denseBaseline quantizes the dense model with the variant's options into a
-// temporary file and verifies it.
-func denseBaseline(ctx context.Context, m *model.Model, qopt quantize.Options, g *golden.File, threads int) (*golden.Summary, error) {
-	dir, err := os.MkdirTemp("", "qnnprep-sparsify-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	qopt.Progress = nil
-	path := filepath.Join(dir, "dense.gguf")
-	if _, err := quantize.Run(ctx, m, path, qopt); err != nil {
-		return nil, err
-	}
-	qd, err := model.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer qd.Close()
-	var ignore findings
-	return verifyVariant(ctx, qd, g, threads, &ignore, "dense")
-}
-
-// weightBytes is the total size of m's tensors.
-func modelWeightBytes(m *model.Model) int64 {
-	var n int64
-	for _, t := range m.Tensors {
-		n += t.Bytes()
-	}
-	return n
-}
-
-// plannedBytes is the size m's tensors would have under the quantization
-// options, decided without reading any data.
-func plannedBytes(m *model.Model, qopt quantize.Options) (int64, error) {
-	ds, err := quantize.Plan(m, qopt)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for i, t := range m.Tensors {
-		rb, err := ds[i].Kind.Type.RowBytes(t.Dims[0])
-		if err != nil {
-			return 0, fmt.Errorf("tensor %s: %w", t.Name, err)
-		}
-		n += rb * t.Rows()
-	}
-	return n, nil
-}
-
-func printSparsify(w io.Writer, r *sparsifyResult) {
+func printSparsify(w io.Writer, r *study.Result) {
 	rep := r.Sparsity
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tensor\tdims\ttarget\tzeroed\tsparsity\teffective\t")

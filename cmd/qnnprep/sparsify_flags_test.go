@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/sparse/study"
 )
 
 // TestSparsifyFlags: --align, --select/--calib, --recipe, --override,
@@ -15,10 +16,10 @@ import (
 func TestSparsifyFlags(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
-	sparsify := func(extra ...string) (sparsifyResult, string) {
+	sparsify := func(extra ...string) (study.Result, string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "v.gguf")
-		var res sparsifyResult
+		var res study.Result
 		stdout := runOK(t, append([]string{"sparsify", storiesGGUF, out, "--steps", "4", "--json"}, extra...)...)
 		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 			t.Fatalf("%v: %v\n%s", extra, err, stdout)

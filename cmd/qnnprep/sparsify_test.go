@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/sparse/study"
 )
 
 // TestSparsifyCommand runs sparsify on stories260K (channel 25%, pruned)
@@ -25,7 +26,7 @@ func TestSparsifyCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stdout)
 	}
-	var res sparsifyResult
+	var res study.Result
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatal(err)
 	}
