@@ -105,35 +105,12 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	res := &speculateResult{Model: path, K: *k, Prompt: ids}
-	var mkDrafter func() (runtime.Drafter, error)
-	if *draftPath != "" {
-		dm, err := model.Open(*draftPath)
-		if err != nil {
-			return err
-		}
-		defer dm.Close()
-		de, err := runtime.New(dm, opt)
-		if err != nil {
-			return err
-		}
-		res.Drafter = "draft " + *draftPath
-		mkDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(target, de) }
-	} else if *useMTP {
-		h, err := runtime.LoadMTP(target, m)
-		if err != nil {
-			return err
-		}
-		res.Drafter = "mtp"
-		mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
-	} else {
-		h, err := runtime.OpenEagle3(target, *eaglePath)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		res.Drafter = "eagle3 " + *eaglePath
-		mkDrafter = func() (runtime.Drafter, error) { return h.Drafter(), nil }
+	ds, err := runtime.OpenDrafts(target, m, runtime.DraftSource{Model: *draftPath, Eagle3: *eaglePath, MTP: *useMTP}, opt)
+	if err != nil {
+		return err
 	}
+	defer ds.Close()
+	res.Drafter = ds.Name
 
 	// Plain greedy, timed after the prompt's pass like the speculative run.
 	if len(ids)+*n-1 > target.ContextLength() {
@@ -167,7 +144,7 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	res.GreedySeconds = time.Since(t1).Seconds()
-	d, err := mkDrafter()
+	d, err := ds.New()
 	if err != nil {
 		return err
 	}

@@ -93,10 +93,7 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		if p.Model.Layers != m.Config.Layers || p.Model.Hidden != m.Config.Hidden || p.Model.Vocab != m.Config.VocabSize {
-			return fmt.Errorf("%s: plan is for a model of %d layers, hidden %d, vocabulary %d; %s has %d, %d, %d",
-				*planPath, p.Model.Layers, p.Model.Hidden, p.Model.Vocab, path, m.Config.Layers, m.Config.Hidden, m.Config.VocabSize)
-		}
+		// NewStaged refuses a plan made for another model, naming what differs.
 		st, err := runtime.NewStaged(e, p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", *planPath, err)
@@ -108,36 +105,16 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 		plan = p
 	}
 	if *draftPath != "" || *eaglePath != "" {
-		var mk func() (runtime.Drafter, error)
-		name := ""
-		if *draftPath != "" {
-			dm, err := model.Open(*draftPath)
-			if err != nil {
-				return err
-			}
-			defer dm.Close()
-			de, err := runtime.New(dm, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
-			if err != nil {
-				return err
-			}
-			if _, err := runtime.NewDraftModel(e, de); err != nil {
-				return err
-			}
-			mk = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
-			name = "draft " + *draftPath
-		} else {
-			h, err := runtime.OpenEagle3(e, *eaglePath)
-			if err != nil {
-				return err
-			}
-			defer h.Close()
-			mk = func() (runtime.Drafter, error) { return h.Drafter(), nil }
-			name = "eagle3 " + *eaglePath
+		ds, err := runtime.OpenDrafts(e, m, runtime.DraftSource{Model: *draftPath, Eagle3: *eaglePath},
+			runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
+		if err != nil {
+			return err
 		}
+		defer ds.Close()
 		decoders = append(decoders, struct {
 			name string
 			d    golden.Decoder
-		}{fmt.Sprintf("speculative K=%d, %s", *k, name), golden.SpeculativeDecoder(e, mk, *k)})
+		}{fmt.Sprintf("speculative K=%d, %s", *k, ds.Name), golden.SpeculativeDecoder(e, ds.New, *k)})
 		if plan != nil && *draftPath != "" {
 			// And through the plan (EAGLE-3 needs hidden states the
 			// stage graphs do not expose).
@@ -148,7 +125,7 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 			decoders = append(decoders, struct {
 				name string
 				d    golden.Decoder
-			}{fmt.Sprintf("plan %s, speculative K=%d, %s", *planPath, *k, name), golden.SpeculativeThrough(st, st, mk, *k)})
+			}{fmt.Sprintf("plan %s, speculative K=%d, %s", *planPath, *k, ds.Name), golden.SpeculativeThrough(st, st, ds.New, *k)})
 		}
 	}
 	var reports []*golden.Report
