@@ -85,34 +85,9 @@ type Step struct {
 	Logits []float32 // valid only during the callback
 }
 
-// Generate decodes greedily after prompt: it processes prompt on s, then
-// repeatedly takes the argmax and feeds it back, calling fn with each
-// step. It stops after n tokens, when fn returns false, or when ctx is
-// done. The last generated token is not processed (s then holds the
-// prompt and all generated tokens but the last).
+// Generate decodes greedily after prompt on s (see Generate).
 func (s *State) Generate(ctx context.Context, prompt []int32, n int, fn func(Step) bool) error {
-	if n <= 0 {
-		return nil
-	}
-	logits, err := s.Forward(prompt)
-	if err != nil {
-		return err
-	}
-	for i := 0; ; i++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		tok := int32(argmax(logits))
-		if fn != nil && !fn(Step{Index: i, Token: tok, Logits: logits}) {
-			return nil
-		}
-		if i+1 == n {
-			return nil
-		}
-		if logits, err = s.Forward([]int32{tok}); err != nil {
-			return err
-		}
-	}
+	return Generate(ctx, s, prompt, n, fn)
 }
 
 // Greedy returns the n tokens greedy decoding generates after prompt on a

@@ -78,11 +78,12 @@ func runRun(ctx context.Context, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	greedy := runGreedy
+	var res *runResult
 	if *planPath != "" {
-		greedy = planGreedy(*planPath)
+		res, err = runPlanGreedy(ctx, e, *planPath, ids, *n, !*ignoreEOS, *logitsPath)
+	} else {
+		res, err = runGreedy(ctx, e, ids, *n, !*ignoreEOS, *logitsPath)
 	}
-	res, err := greedy(ctx, e, ids, *n, !*ignoreEOS, *logitsPath)
 	if err != nil {
 		return err
 	}
@@ -122,41 +123,35 @@ type runResult struct {
 	GenTokensPerSec    float64 `json:"generation_tokens_per_s"`
 }
 
-// runGreedy decodes n tokens (or up to EOS), timing the prompt (up to the
-// first token's logits) and the generation steps separately.
+// runGreedy decodes n tokens (or up to EOS) with the whole model.
 func runGreedy(ctx context.Context, e *runtime.Engine, prompt []int32, n int, stopEOS bool, logitsPath string) (*runResult, error) {
-	res := &runResult{Prompt: prompt}
-	if logitsPath == "" {
-		return decode(ctx, e, prompt, n, stopEOS, nil, res)
-	}
-	f, err := atomicfile.Create(logitsPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Abort() // a no-op after Commit
-	lw := bufio.NewWriter(f)
-	if _, err := decode(ctx, e, prompt, n, stopEOS, lw, res); err != nil {
-		return nil, err
-	}
-	if err := lw.Flush(); err != nil {
-		return nil, fmt.Errorf("%s: %w", logitsPath, err)
-	}
-	if err := f.Commit(); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-func decode(ctx context.Context, e *runtime.Engine, prompt []int32, n int, stopEOS bool, lw *bufio.Writer, res *runResult) (*runResult, error) {
 	if len(prompt)+n-1 > e.ContextLength() {
 		return nil, fmt.Errorf("prompt of %d tokens plus %d generated exceed the context length %d (see --ctx)", len(prompt), n, e.ContextLength())
 	}
-	eos := int32(e.Config().EOS)
+	return greedy(ctx, e.NewState(), int32(e.Config().EOS), prompt, n, stopEOS, logitsPath)
+}
+
+// greedy decodes n tokens after prompt on d (or up to eos when stopEOS
+// and eos ≥ 0), timing the prompt (up to the first token's logits) and
+// the generation steps separately, and writes each step's logits to
+// logitsPath if it is set.
+func greedy(ctx context.Context, d runtime.Decoder, eos int32, prompt []int32, n int, stopEOS bool, logitsPath string) (*runResult, error) {
+	res := &runResult{Prompt: prompt}
+	var lw *bufio.Writer
+	var f *atomicfile.File
+	if logitsPath != "" {
+		var err error
+		if f, err = atomicfile.Create(logitsPath); err != nil {
+			return nil, err
+		}
+		defer f.Abort() // a no-op after Commit
+		lw = bufio.NewWriter(f)
+	}
 	var werr error
 	start := time.Now()
 	last := start
 	buf := make([]byte, 4)
-	err := e.NewState().Generate(ctx, prompt, n, func(s runtime.Step) bool {
+	err := runtime.Generate(ctx, d, prompt, n, func(s runtime.Step) bool {
 		now := time.Now()
 		if s.Index == 0 {
 			res.PromptSeconds = now.Sub(start).Seconds()
@@ -183,7 +178,15 @@ func decode(ctx context.Context, e *runtime.Engine, prompt []int32, n int, stopE
 		return nil, err
 	}
 	if werr != nil {
-		return nil, werr
+		return nil, fmt.Errorf("%s: %w", logitsPath, werr)
+	}
+	if lw != nil {
+		if err := lw.Flush(); err != nil {
+			return nil, fmt.Errorf("%s: %w", logitsPath, err)
+		}
+		if err := f.Commit(); err != nil {
+			return nil, err
+		}
 	}
 	if res.PromptSeconds > 0 {
 		res.PromptTokensPerSec = float64(len(prompt)) / res.PromptSeconds

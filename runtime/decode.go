@@ -1,0 +1,46 @@
+package runtime
+
+import "context"
+
+// Decoder is a sequence that greedy decoding extends: the whole model's
+// State or the staged executor (Staged), which runs the plan's stages.
+// Forward processes tokens after those already processed and returns the
+// logits after the last of them.
+type Decoder interface {
+	Forward(tokens []int32) ([]float32, error)
+}
+
+var (
+	_ Decoder = (*State)(nil)
+	_ Decoder = (*Staged)(nil)
+)
+
+// Generate decodes greedily after prompt: it processes prompt on d, then
+// repeatedly takes the argmax and feeds it back, calling fn with each
+// step. It stops after n tokens, when fn returns false, or when ctx is
+// done. The last generated token is not processed (d then holds the
+// prompt and all generated tokens but the last).
+func Generate(ctx context.Context, d Decoder, prompt []int32, n int, fn func(Step) bool) error {
+	if n <= 0 {
+		return nil
+	}
+	logits, err := d.Forward(prompt)
+	if err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		tok := Argmax(logits)
+		if fn != nil && !fn(Step{Index: i, Token: tok, Logits: logits}) {
+			return nil
+		}
+		if i+1 == n {
+			return nil
+		}
+		if logits, err = d.Forward([]int32{tok}); err != nil {
+			return err
+		}
+	}
+}
