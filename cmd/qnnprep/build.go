@@ -21,7 +21,6 @@ import (
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/qnnpack"
-	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -35,8 +34,7 @@ var buildCmd = &command{
 
 func runBuild(ctx context.Context, c *command, args []string) error {
 	fs := newFlags(c)
-	recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
-	overrides := fs.StringArray("override", nil, "PATTERN=TYPE quantization override, repeatable (see qnnprep quantize)")
+	recipeFlags := addRecipeFlags(fs, "", "recipe")
 	planOpts := addPlanFlags(fs)
 	draft := fs.String("draft", "", "spd: the draft model (same vocabulary), built with the same recipe into the bundle's draft/")
 	draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
@@ -70,20 +68,9 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if fs.NArg() != 2 {
 		return usageError("want MODEL and OUTDIR")
 	}
-	if *recipe == "" {
-		return usageError("--recipe is required")
-	}
-	r, err := quantize.LookupRecipe(*recipe)
+	r, rules, err := recipeFlags()
 	if err != nil {
-		return usageError("%v", err)
-	}
-	var rules []quantize.Rule
-	for _, o := range *overrides {
-		rule, err := quantize.ParseOverride(o)
-		if err != nil {
-			return usageError("--override: %v", err)
-		}
-		rules = append(rules, rule)
+		return err
 	}
 	po, err := planOpts()
 	if err != nil {

@@ -21,8 +21,7 @@ var quantizeCmd = &command{
 
 func runQuantize(ctx context.Context, c *command, args []string) error {
 	fs := newFlags(c)
-	recipe := fs.String("recipe", "", "recipe: "+fmt.Sprint(quantize.RecipeNames()))
-	overrides := fs.StringArray("override", nil, "PATTERN=TYPE, e.g. 'blk.*.ffn_down.weight=Q8_0' (TYPE: a ggml type or int8 for per-channel Q8_0); repeatable, first match wins")
+	recipeFlags := addRecipeFlags(fs, "", "recipe")
 	report := fs.String("report", "", "write the per-tensor report as JSON to FILE")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
 	threads := fs.IntP("threads", "t", 0, "worker threads (0: all CPUs)")
@@ -32,20 +31,9 @@ func runQuantize(ctx context.Context, c *command, args []string) error {
 	if fs.NArg() != 2 {
 		return usageError("want IN and OUT")
 	}
-	if *recipe == "" {
-		return usageError("--recipe is required")
-	}
-	r, err := quantize.LookupRecipe(*recipe)
+	r, rules, err := recipeFlags()
 	if err != nil {
 		return err
-	}
-	var rules []quantize.Rule
-	for _, o := range *overrides {
-		rule, err := quantize.ParseOverride(o)
-		if err != nil {
-			return err
-		}
-		rules = append(rules, rule)
 	}
 	if err := checkPaths(modelInput(fs.Arg(0)), []string{fs.Arg(1), *report}, nil); err != nil {
 		return err

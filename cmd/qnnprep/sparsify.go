@@ -38,8 +38,7 @@ func runSparsify(ctx context.Context, c *command, args []string) error {
 	align := fs.Int("align", 0, "channel/neuron: remove more so the pruned width is a multiple of N (32 for Q8_0 rows, 128 for Q1_0)")
 	sel := fs.String("select", "magnitude", "selection: magnitude (|w|) or wanda (|w|·‖x‖ over --calib prompts)")
 	calib := fs.String("calib", "", "calibration prompts for wanda: one per line, text or 'ids: 1 2 3'")
-	recipeName := fs.String("recipe", "keep", "quantization recipe for the written variant: "+fmt.Sprint(quantize.RecipeNames()))
-	overrides := fs.StringArray("override", nil, "quantization override PATTERN=TYPE (as in quantize); repeatable")
+	recipeFlags := addRecipeFlags(fs, "keep", "quantization recipe for the written variant")
 	prune := fs.Bool("prune", false, "also write the physically pruned model to OUT with .pruned.gguf (channel, head, neuron, layer)")
 	goldenPath := fs.String("golden", "", "golden file to compare against (default: recorded from the dense model); it must come from MODEL or what MODEL was made from")
 	sourceFP := fs.String("source-fingerprint", "", "with --golden: accept it for a MODEL made elsewhere (llama.cpp) from the golden's source: its fingerprint (the report shows the override)")
@@ -89,17 +88,9 @@ func runSparsify(ctx context.Context, c *command, args []string) error {
 		}
 		opt.Targets = append(opt.Targets, tg)
 	}
-	recipe, err := quantize.LookupRecipe(*recipeName)
+	recipe, rules, err := recipeFlags()
 	if err != nil {
-		return usageError("%v", err)
-	}
-	var rules []quantize.Rule
-	for _, o := range *overrides {
-		r, err := quantize.ParseOverride(o)
-		if err != nil {
-			return usageError("%v", err)
-		}
-		rules = append(rules, r)
+		return err
 	}
 	in, out := fs.Arg(0), fs.Arg(1)
 	var prunedOut string
