@@ -39,7 +39,7 @@ const (
 	StatusDryRun  = "dry-run" // the SDK was not run; its commands were printed
 	StatusFailed  = "failed"
 	StatusNotRun  = "not run"
-	StatusPartial = "partial" // verify without a staged executor: whole model only
+	StatusPartial = "partial" // verify of the whole model only (Options.WholeOnly)
 	StatusSkipped = "skipped" // verify with Options.NoVerify
 )
 
@@ -122,10 +122,14 @@ type Options struct {
 	// NoVerify skips the verify step (decoding a large source on the CPU
 	// takes a while); Result.Pass then only says that every step ran.
 	NoVerify bool
-	// Staged is the runtime's staged executor; nil verifies the whole
-	// model only and says so.
-	Staged  StagedFunc
-	Threads int // matmul threads (0: 2); results do not depend on it
+	// Staged, if set, replaces the runtime's staged executor
+	// (runtime.NewStaged) in the verify step; tests give one that
+	// misbehaves.
+	Staged StagedFunc
+	// WholeOnly verifies the qmodel whole only, not through the plan's
+	// stages, and the verify step says so (StatusPartial).
+	WholeOnly bool
+	Threads   int // matmul threads (0: 2); results do not depend on it
 
 	// Draft is the spd dialog's draft model.
 	Draft *Draft

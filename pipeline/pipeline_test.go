@@ -54,7 +54,7 @@ func TestDryRun(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	var cmds bytes.Buffer
 	o := options(t, src, out, "q1")
-	o.Commands = &cmds
+	o.Commands, o.WholeOnly = &cmds, true
 	res, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

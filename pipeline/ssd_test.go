@@ -11,11 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/qnnpack"
-	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/safetensors"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -45,7 +43,6 @@ func TestSSDDryRun(t *testing.T) {
 	dir := t.TempDir()
 	o := options(t, src, filepath.Join(dir, "out"), "int8")
 	o.Plan.Dialog = shard.Dialog{Type: shard.SSD, ForecastTokenCount: 3, Branches: []int{2, 1}, ForecastPrefix: 8, ForecastPrefixName: "forecast-prefix"}
-	o.Staged = func(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error) { return runtime.NewStaged(e, p) }
 
 	short := filepath.Join(dir, "short.safetensors")
 	writeRows(t, short, 2, cfg.Hidden, 1)

@@ -8,6 +8,7 @@ import (
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/shard"
 )
 
 // verify records the golden from the source and decodes the qmodel whole,
@@ -96,8 +97,8 @@ func (b *builder) verify() error {
 			}
 			quality = spec + "; " + quality
 		}
-		if b.o.Staged == nil {
-			v.Note = "no staged executor in this build: the qmodel was decoded whole only"
+		if b.o.WholeOnly {
+			v.Note = "whole only: the qmodel was not decoded through the plan"
 			s.Status = StatusPartial
 			s.Note = v.Note + "; " + quality
 			return nil
@@ -112,7 +113,11 @@ func (b *builder) verify() error {
 		if err != nil {
 			return fmt.Errorf("qmodel: %w", err)
 		}
-		d, err := b.o.Staged(sEngine, b.res.Plan)
+		staged := b.o.Staged
+		if staged == nil {
+			staged = runtimeStaged
+		}
+		d, err := staged(sEngine, b.res.Plan)
 		if err != nil {
 			return fmt.Errorf("staged executor: %w", err)
 		}
@@ -195,4 +200,9 @@ func equalIDs(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// runtimeStaged is the runtime's staged executor as a StagedFunc.
+func runtimeStaged(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error) {
+	return runtime.NewStaged(e, p)
 }

@@ -120,27 +120,15 @@ func (s *Staged) Generate(ctx context.Context, prompt []int32, n int, fn func(St
 	if n <= 0 {
 		return nil, nil
 	}
-	logits, err := s.Forward(prompt)
+	out := make([]int32, 0, n)
+	err := Generate(ctx, s, prompt, n, func(st Step) bool {
+		out = append(out, st.Token)
+		return fn == nil || fn(st)
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int32, 0, n)
-	for i := 0; ; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		tok := Argmax(logits)
-		out = append(out, tok)
-		if fn != nil && !fn(Step{Index: i, Token: tok, Logits: logits}) {
-			return out, nil
-		}
-		if len(out) == n {
-			return out, nil
-		}
-		if logits, err = s.Forward([]int32{tok}); err != nil {
-			return nil, err
-		}
-	}
+	return out, nil
 }
 
 // TeacherForced returns len(cont) rows of logits decoded through the

@@ -165,8 +165,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 
 // buildOptions fills what build and demo share: paths, the source's
 // tokenizer (qmodel metadata, bundle tokenizer.json, prompt encoding), the
-// verify prompts, and the hooks into this binary's export calibration and
-// staged executor.
+// verify prompts, and the hook into this binary's export calibration.
 func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Options, error) {
 	o := pipeline.Options{
 		Source: src, OutDir: out, Tokens: tokens, QnnprepVersion: qnnprepVersion(),
@@ -175,7 +174,6 @@ func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Opt
 			IRVersion: 8, Producer: "qnnprep", Version: qnnprepVersion(),
 		},
 	}
-	o.Staged = newStagedDecoder // the runtime's staged executor (run_plan.go)
 	m, err := model.Open(src)
 	if err != nil {
 		return o, fmt.Errorf("%s: %w", pipeline.StepQuantize, err)

@@ -6,16 +6,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 )
-
-// newStagedDecoder is the runtime's staged executor as a golden.Decoder,
-// the form build's verify step takes.
-func newStagedDecoder(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error) {
-	return runtime.NewStaged(e, p)
-}
 
 // runPlanGreedy is `run --plan`: greedy decoding through the plan's stages
 // with the staged executor (each stage one graph call over the plan's I/O
