@@ -123,8 +123,7 @@ func reportSpeed(b *testing.B, tokens int, cpu time.Duration, threads int) {
 
 // BenchmarkDecode measures single-token decode speed (tokens/s) of a
 // synthetic llama. QNNPREP_BENCH_700M=1 adds the 700M model (needs about
-// 3 GB for F32 and a minute to build); QNNPREP_BENCH_THREADS sets threads;
-// QNNPREP_BENCH_MAP=1 sets Options.MapWeights.
+// 3 GB for F32 and a minute to build); QNNPREP_BENCH_THREADS sets threads.
 func BenchmarkDecode(b *testing.B) {
 	sizes := []bool{false}
 	if os.Getenv("QNNPREP_BENCH_700M") != "" {
@@ -138,7 +137,7 @@ func BenchmarkDecode(b *testing.B) {
 		}
 		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q1_0} {
 			b.Run(name+"/"+typ.String(), func(b *testing.B) {
-				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512, MapWeights: os.Getenv("QNNPREP_BENCH_MAP") != ""})
+				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -182,7 +181,7 @@ func BenchmarkPrefill(b *testing.B) {
 		}
 		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q1_0} {
 			b.Run(name+"/"+typ.String(), func(b *testing.B) {
-				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512, MapWeights: os.Getenv("QNNPREP_BENCH_MAP") != ""})
+				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512})
 				if err != nil {
 					b.Fatal(err)
 				}

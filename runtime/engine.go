@@ -34,18 +34,11 @@ type Options struct {
 	// KVF16 and in 11 without). The rest of the gap is llama.cpp's own
 	// batch-dependent arithmetic (its prompt matmuls take other kernels).
 	KVF16 bool
-	// MapWeights keeps the weights where the model holds them (for a GGUF
-	// file, its memory map) instead of copying them, once, into memory
-	// backed by transparent huge pages. The copy makes decoding faster
-	// where weights stream from DRAM (1.6× more read bandwidth per core on
-	// the test VM; see placeWeights) at the cost of a second copy of the
-	// weights while the file's pages stay cached.
-	MapWeights bool
 }
 
 // Engine runs a model on the CPU. It keeps the weights in their stored
-// types (zero-copy for GGUF files with Options.MapWeights) and is safe for concurrent use by
-// several States.
+// types where the model holds them (zero-copy for a GGUF file: its memory
+// map; see mapWeights) and is safe for concurrent use by several States.
 type Engine struct {
 	cfg     model.Config
 	name    string
@@ -118,9 +111,7 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	if err := e.load(m); err != nil {
 		return nil, err
 	}
-	if !opt.MapWeights {
-		e.placeWeights()
-	}
+	e.mapWeights()
 	if e.threads > 1 {
 		// The helpers hold the pool, not the engine, so an engine that is
 		// no longer used is collected and its cleanup ends them.

@@ -1,45 +1,59 @@
 package runtime
 
 import (
-	"math"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"unsafe"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
-// TestPlaceWeights checks that copying the weights to huge-page memory
-// changes no logit, and that the copy does not alias the model's bytes.
-func TestPlaceWeights(t *testing.T) {
-	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q1_0, gguf.F16} {
+// TestWeightsHeldOnce checks that an engine on a GGUF file reads every
+// weight matrix where the file's mapping holds it, with no private copy,
+// and that a second engine on the same model shares the same bytes.
+func TestWeightsHeldOnce(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q1_0, gguf.F16, gguf.F32} {
 		t.Run(typ.String(), func(t *testing.T) {
-			m := fastRandomModel(t, benchLlama(false), typ)
-			mapped, err := New(m, Options{Context: 16, MapWeights: true})
+			cfg := synth.Config(model.Llama, typ == gguf.Q1_0)
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := synth.WriteGGUF(p, cfg, 1, typ); err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.Open(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			placed, err := New(m, Options{Context: 16})
+			defer m.Close()
+			e1, err := New(m, Options{Context: 16})
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The Q1_0 model (1.7 MB) is below one huge page and stays put.
-			if hugePagesAvailable() && typ != gguf.Q1_0 && unsafe.SliceData(placed.layers[0].wq.data) == unsafe.SliceData(mapped.layers[0].wq.data) {
-				t.Error("weights were not copied although huge pages are available")
-			}
-			tokens := []int32{1, 7, 300, 42, 5}
-			a, err := mapped.NewState().ForwardAll(tokens)
+			e2, err := New(m, Options{Context: 16})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := placed.NewState().ForwardAll(tokens)
-			if err != nil {
-				t.Fatal(err)
+			check := func(name string, w1, w2 *matrix) {
+				t.Helper()
+				b, err := m.Tensor(name).Data()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if unsafe.SliceData(w1.data) != unsafe.SliceData(b) || unsafe.SliceData(w2.data) != unsafe.SliceData(b) {
+					t.Errorf("%s: the engine reads a copy, not the model's bytes", name)
+				}
 			}
-			for i := range a {
-				for j := range a[i] {
-					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-						t.Fatalf("token %d logit %d: mapped %v, placed %v", i, j, a[i][j], b[i][j])
-					}
+			check("token_embd.weight", e1.embd, e2.embd)
+			for i := range e1.layers {
+				l1, l2 := &e1.layers[i], &e2.layers[i]
+				for _, w := range []struct {
+					name   string
+					w1, w2 *matrix
+				}{{"attn_q", l1.wq, l2.wq}, {"attn_k", l1.wk, l2.wk}, {"attn_v", l1.wv, l2.wv}, {"attn_output", l1.wo, l2.wo},
+					{"ffn_gate", l1.wgate, l2.wgate}, {"ffn_up", l1.wup, l2.wup}, {"ffn_down", l1.wdown, l2.wdown}} {
+					check(fmt.Sprintf("blk.%d.%s.weight", i, w.name), w.w1, w.w2)
 				}
 			}
 		})

@@ -1,6 +1,13 @@
 package mmapfile
 
-import "golang.org/x/sys/unix"
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
 
 // populate prefaults b's pages in one call (Linux 5.14+; older kernels
 // reject the advice and the pages fault in one by one as before).
@@ -10,4 +17,45 @@ func populate(b []byte, write bool) {
 		advice = unix.MADV_POPULATE_WRITE
 	}
 	unix.Madvise(b, advice)
+}
+
+// adviseHuge sets MADV_HUGEPAGE on b (best effort: kernels without
+// transparent huge pages refuse it and nothing changes).
+func adviseHuge(b []byte) { unix.Madvise(b, unix.MADV_HUGEPAGE) }
+
+// hugeMapped reports how many bytes of the regions of /proc/self/smaps
+// that overlap [start, end) are mapped by huge pages of a file
+// (FilePmdMapped) and how many are resident (Rss); 0, 0 if unknown.
+func hugeMapped(start, end uintptr) (huge, resident int64) {
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, 0
+	}
+	in := false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Bytes()
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(string(line), "%x-%x ", &lo, &hi); n == 2 && bytes.IndexByte(line, ' ') > bytes.IndexByte(line, '-') {
+			in = lo < end && hi > start
+			continue
+		}
+		if !in {
+			continue
+		}
+		var kb int64
+		if n, _ := fmt.Sscanf(string(line), "Rss: %d kB", &kb); n == 1 {
+			resident += kb << 10
+		} else if n, _ := fmt.Sscanf(string(line), "FilePmdMapped: %d kB", &kb); n == 1 {
+			huge += kb << 10
+		}
+	}
+	return huge, resident
+}
+
+// dropCache writes the file's dirty pages and drops its cached pages that
+// no process maps, so that they are read again (best effort).
+func dropCache(fd int) {
+	unix.Fdatasync(fd)
+	unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 }

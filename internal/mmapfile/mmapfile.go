@@ -158,6 +158,72 @@ func Populate(b []byte, write bool) {
 	populate(unsafe.Slice((*byte)(p), ahi-alo), write)
 }
 
+// PopulateHuge maps the pages under every span (each inside a mapping
+// made by Map) into the process for a reader that streams them again and
+// again, as a decoder reads every weight once per token: in 2 MiB pages
+// where the file's page cache can hold 2 MiB folios (file systems with
+// large folios: XFS, ext4 since Linux 6.16), so that the stream takes few
+// TLB misses. Each mapping is advised for huge pages as a whole, because a
+// huge page only maps a 2 MiB range that lies inside one advised region.
+// Pages already cached in small folios (a file just written, or read
+// before without the advice) stay small; when some of a mapping did come
+// in huge, so the file system can do it, and much did not, the file's
+// clean cached pages that no process maps are dropped and read again,
+// once, in huge folios that later runs then find cached. Contents never
+// change; spans outside such mappings are left alone.
+func PopulateHuge(spans [][]byte) {
+	type region struct {
+		start, end uintptr
+		whole      []byte // the whole mapping, pages rounded up
+	}
+	var maps []region
+	page := uintptr(os.Getpagesize())
+	seen := map[uintptr]bool{}
+	mu.Lock()
+	for _, b := range spans {
+		if len(b) == 0 {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(&b[0]))
+		for s, e := range regions {
+			if lo >= s && lo < e && !seen[s] {
+				if _, ok := fds[s]; ok { // read-only maps only
+					seen[s] = true
+					p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), -int(lo-s))
+					maps = append(maps, region{s, e, unsafe.Slice((*byte)(p), (e-s+page-1)&^(page-1))})
+				}
+			}
+		}
+	}
+	mu.Unlock()
+	for _, r := range maps {
+		adviseHuge(r.whole)
+	}
+	for _, b := range spans {
+		Populate(b, false)
+	}
+	again := false
+	for _, r := range maps {
+		huge, resident := hugeMapped(r.start, r.end)
+		if huge == 0 || huge >= resident/10*9 {
+			continue // no file huge pages here, or nearly all huge already
+		}
+		mu.Lock()
+		fd, ok := fds[r.start]
+		mu.Unlock()
+		if ok {
+			dontNeed(r.whole)
+			dropCache(fd)
+			again = true
+		}
+	}
+	if again {
+		for _, b := range spans {
+			Populate(b, false)
+		}
+	}
+}
+
 // Release tells the kernel that the pages wholly inside b will not be
 // needed soon; they leave the resident set and are read again from the
 // file if touched later. Slices that are not inside a mapping made by Map

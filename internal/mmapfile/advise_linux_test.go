@@ -1,0 +1,88 @@
+package mmapfile
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestPopulateHuge checks that populating a slice in the middle of a
+// mapping marks the whole mapping for huge pages (smaps VmFlags "hg") in
+// one piece, so that no 2 MiB range of it is cut off, that the slice's
+// pages are resident afterwards, and that the contents stay as they were.
+func TestPopulateHuge(t *testing.T) {
+	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || bytes.Contains(b, []byte("[never]")) {
+		t.Skip("transparent huge pages are off here")
+	}
+	p := filepath.Join(t.TempDir(), "f")
+	want := bytes.Repeat([]byte("qnnprep!"), 1<<20) // 8 MiB
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := Map(f, int64(len(want)))
+	if err != nil {
+		t.Skip("no mmap here:", err)
+	}
+	defer Unmap(b)
+	span := b[3<<20+100 : 5<<20+7]
+	PopulateHuge([][]byte{span})
+	lo := uintptr(unsafe.Pointer(&b[0]))
+	huge, resident := hugeMapped(lo, lo+uintptr(len(b)))
+	if resident < int64(len(span)) || huge > resident {
+		t.Errorf("after PopulateHuge: %d bytes resident (%d in huge pages), want at least the span's %d", resident, huge, len(span))
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatal("contents changed after PopulateHuge")
+	}
+	vmas, err := vmaFlags(lo, lo+uintptr(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vmas) != 1 || !strings.Contains(" "+vmas[0]+" ", " hg ") {
+		t.Fatalf("mapping's VmFlags per region %q, want one region flagged hg", vmas)
+	}
+	// A heap slice is not a mapping: nothing happens to it.
+	heap := append([]byte(nil), want...)
+	PopulateHuge([][]byte{heap, nil})
+	if !bytes.Equal(heap, want) {
+		t.Fatal("PopulateHuge changed a heap slice")
+	}
+}
+
+// vmaFlags returns the VmFlags of every region of /proc/self/smaps that
+// overlaps [lo, hi).
+func vmaFlags(lo, hi uintptr) ([]string, error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	in := false
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		l := s.Text()
+		if fs := strings.Fields(l); len(fs) > 0 && strings.Contains(fs[0], "-") && !strings.HasSuffix(fs[0], ":") {
+			var s, e uintptr
+			if _, err := fmt.Sscanf(fs[0], "%x-%x", &s, &e); err != nil {
+				return nil, fmt.Errorf("smaps line %q: %w", l, err)
+			}
+			in = s < hi && e > lo
+			continue
+		}
+		if v, ok := strings.CutPrefix(l, "VmFlags:"); ok && in {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return out, s.Err()
+}
