@@ -112,7 +112,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		refs = map[int]*reference{}
 		// The untimed reference reads the weights from the file mapping, so
 		// the process does not hold a second in-memory copy of the model.
-		re, err := runtime.New(m, runtime.Options{Threads: opt.RefThreads, Context: need, Batch: 16, KVF16: opt.KVF16, MapWeights: true})
+		re, err := runtime.New(m, runtime.Options{Threads: opt.RefThreads, Context: need, Batch: 16, KVF16: opt.KVF16})
 		if err != nil {
 			return nil, err
 		}
