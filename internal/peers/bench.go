@@ -16,6 +16,12 @@ type LlamaBenchResult struct {
 	PPSeconds []float64 `json:"pp_seconds"`
 	TGSeconds []float64 `json:"tg_seconds"`
 	PeakRSS   int64     `json:"max_rss_bytes"` // of the node process
+	// Backend is the compute backend llama.cpp loaded, with the CPU
+	// variant of ggml's dynamic backends ("CPU zen4", "CPU haswell"), and
+	// CPU the processor it named (llama-bench's cpu_info); empty when the
+	// peer does not say.
+	Backend string `json:"backend,omitempty"`
+	CPU     string `json:"cpu,omitempty"`
 }
 
 // LlamaBench times llama.cpp (node-llama-cpp's prebuilt CPU build, v0.4.0)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -81,6 +82,8 @@ type lbEntry struct {
 	AvgTS     *float64  `json:"avg_ts"`
 	SamplesNS []float64 `json:"samples_ns"`
 	ModelSize *int64    `json:"model_size"`
+	Backends  string    `json:"backends"`
+	CPUInfo   string    `json:"cpu_info"`
 }
 
 // RunLlamaBench times llama.cpp with its own llama-bench tool (built by
@@ -129,7 +132,31 @@ func RunLlamaBench(ggufPath string, a LlamaBenchArgs) (*LlamaBenchResult, error)
 		return nil, fail("%v%s", err, tail(stderr.Bytes()))
 	}
 	r.PeakRSS = maxRSS(cmd.ProcessState)
+	if v := cpuVariant(stderr.Bytes()); v != "" && r.Backend == "CPU" {
+		r.Backend += " " + v
+	}
 	return r, nil
+}
+
+// cpuVariant is the variant of ggml's CPU backend that llama-bench's log
+// says it loaded ("load_backend: loaded CPU backend from
+// …/libggml-cpu-zen4.so" gives "zen4"), or "".
+func cpuVariant(log []byte) string {
+	for line := range bytes.Lines(log) {
+		_, path, ok := bytes.Cut(line, []byte("loaded CPU backend from "))
+		if !ok {
+			continue
+		}
+		name := filepath.Base(string(bytes.TrimSpace(path)))
+		name = strings.TrimSuffix(strings.TrimSuffix(name, ".so"), ".dll")
+		if v, ok := strings.CutPrefix(name, "libggml-cpu-"); ok {
+			return v
+		}
+		if v, ok := strings.CutPrefix(name, "ggml-cpu-"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // parseLlamaBench checks llama-bench's JSON output strictly against the
@@ -167,6 +194,7 @@ func parseLlamaBench(out []byte, prompt, gen, depth, threads, reps int) (*LlamaB
 		if len(e.SamplesNS) != reps {
 			return nil, fmt.Errorf("%s result: %d samples, asked for %d repetitions", kind, len(e.SamplesNS), reps)
 		}
+		r.Backend, r.CPU = e.Backends, e.CPUInfo
 		for _, ns := range e.SamplesNS {
 			if !(ns > 0) {
 				return nil, fmt.Errorf("%s result: sample of %v ns is not positive", kind, ns)

@@ -2,6 +2,7 @@ package peers_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -36,5 +37,10 @@ func TestLlamaBenchSynthetic(t *testing.T) {
 	if r.PeakRSS <= 0 {
 		t.Errorf("peak RSS %d", r.PeakRSS)
 	}
-	t.Logf("pp16 %.5f s, tg4 %.5f s, rss %d", r.PPSeconds[0], r.TGSeconds[0], r.PeakRSS)
+	// node-llama-cpp's prebuilt libraries are ggml's dynamic CPU
+	// backends, one per CPU family: the log names the one loaded.
+	if !strings.HasPrefix(r.Backend, "CPU ") || r.CPU == "" {
+		t.Errorf("backend %q, CPU %q: want the CPU backend's variant and the CPU's name", r.Backend, r.CPU)
+	}
+	t.Logf("pp16 %.5f s, tg4 %.5f s, rss %d, backend %s on %s", r.PPSeconds[0], r.TGSeconds[0], r.PeakRSS, r.Backend, r.CPU)
 }

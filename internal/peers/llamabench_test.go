@@ -39,7 +39,7 @@ func TestLlamaBenchPath(t *testing.T) {
 func lbJSON(entries ...[5]any) string {
 	var parts []string
 	for _, e := range entries {
-		parts = append(parts, fmt.Sprintf(`{"build_commit": "5b4ebc5", "model_size": 1000, "n_batch": 2048, "n_prompt": %v, "n_gen": %v, "n_depth": %v, "n_threads": %v, "avg_ts": 100.5, "stddev_ts": 1.5, "samples_ns": %v, "samples_ts": [1, 2]}`, e[0], e[1], e[2], e[3], e[4]))
+		parts = append(parts, fmt.Sprintf(`{"build_commit": "5b4ebc5", "cpu_info": "AMD EPYC", "backends": "CPU", "model_size": 1000, "n_batch": 2048, "n_prompt": %v, "n_gen": %v, "n_depth": %v, "n_threads": %v, "avg_ts": 100.5, "stddev_ts": 1.5, "samples_ns": %v, "samples_ts": [1, 2]}`, e[0], e[1], e[2], e[3], e[4]))
 	}
 	return "[\n  " + strings.Join(parts, ",\n  ") + "\n]\n"
 }
@@ -88,7 +88,7 @@ func fakeLlamaBench(t *testing.T, out string, rc int) (argsFile string) {
 	if err := os.WriteFile(outFile, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho \"$@\" > %q\necho 'load_backend: fake' >&2\ncat %q\nexit %d\n", argsFile, outFile, rc)
+	script := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho \"$@\" > %q\necho 'load_backend: fake' >&2\necho 'load_backend: loaded CPU backend from /x/libggml-cpu-zen4.so' >&2\ncat %q\nexit %d\n", argsFile, outFile, rc)
 	bin := filepath.Join(dir, "llama-bench")
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -108,6 +108,9 @@ func TestRunLlamaBenchFake(t *testing.T) {
 	}
 	if r.PeakRSS <= 0 {
 		t.Errorf("peak RSS %d", r.PeakRSS)
+	}
+	if r.Backend != "CPU zen4" || r.CPU != "AMD EPYC" {
+		t.Errorf("backend %q, CPU %q; want the loaded variant from the log and cpu_info", r.Backend, r.CPU)
 	}
 	b, err := os.ReadFile(args)
 	if err != nil {
