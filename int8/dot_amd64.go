@@ -14,6 +14,7 @@ func init() {
 		dotQ8_0Sym = dotQ8_0SymAVX2
 		dotQ8_0SymRows = dotQ8_0SymRowsAVX2
 		quantizeQ8_0 = quantizeQ8_0AVX2
+		kernelSet = "avx2"
 	}
 }
 

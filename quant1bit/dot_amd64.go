@@ -14,6 +14,7 @@ func init() {
 		dotQ2_0 = dotQ2_0AVX2
 		dotQ1_0Acts = dotQ1_0ActsAVX2
 		dotQ2_0Acts = dotQ2_0ActsAVX2
+		kernelSet = "avx2"
 	}
 }
 

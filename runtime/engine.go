@@ -7,7 +7,10 @@ import (
 	goruntime "runtime"
 	"strings"
 
+	"github.com/qnnprep/qnnprep/int8"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/quant1bit"
+	"github.com/qnnprep/qnnprep/runtime/kernels"
 )
 
 // Options configure an Engine.
@@ -396,4 +399,21 @@ func (e *Engine) vec(m *model.Model, name string, n int) ([]float32, error) {
 		return nil, e.errorf("tensor %q decoded to %d values, want %d", name, len(v), n)
 	}
 	return v, nil
+}
+
+// KernelSet names the instruction sets of the kernels decoding runs on
+// here: one name ("avx2", "go") when the packages agree, else each
+// package's.
+func KernelSet() string {
+	sets := []struct{ pkg, set string }{{"int8", int8.KernelSet()}, {"quant1bit", quant1bit.KernelSet()}, {"kernels", kernels.KernelSet()}}
+	var parts []string
+	for _, s := range sets {
+		if s.set != sets[0].set {
+			for _, s := range sets {
+				parts = append(parts, s.pkg+" "+s.set)
+			}
+			return strings.Join(parts, ", ")
+		}
+	}
+	return sets[0].set
 }

@@ -17,6 +17,7 @@ func init() {
 		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
+		kernelSet = "avx2"
 	}
 }
 

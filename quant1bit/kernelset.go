@@ -1,0 +1,9 @@
+package quant1bit
+
+// kernelSet is what KernelSet reports; the assembly init sets it.
+var kernelSet = "go"
+
+// KernelSet names the instruction set this package's dot-product kernels
+// use on this CPU: "avx2", or "go" for the Go reference versions (no
+// AVX2 and F16C, another architecture, or the purego build tag).
+func KernelSet() string { return kernelSet }

@@ -1,0 +1,5 @@
+//go:build !purego
+
+package runtime
+
+const puregoBuild = false
