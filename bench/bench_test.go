@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/testkit"
 )
@@ -123,6 +125,9 @@ func TestRunSmall(t *testing.T) {
 	if !rep.Sane || rep.PeakRSS <= 0 || rep.Model.Params <= 0 || rep.Model.Type != "Q8_0" || rep.Draft == nil || rep.Draft.Layers != 1 {
 		t.Errorf("report sane %v, rss %d, model %+v, draft %+v", rep.Sane, rep.PeakRSS, rep.Model, rep.Draft)
 	}
+	if rep.Machine.Kernels != runtime.KernelSet() || rep.Machine.CPU != cpuModel() || goruntime.GOOS == "linux" && rep.Machine.CPU == "" {
+		t.Errorf("machine kernels %q, CPU %q; want %q and this CPU's model name %q", rep.Machine.Kernels, rep.Machine.CPU, runtime.KernelSet(), cpuModel())
+	}
 
 	s := NewSuite([]*Report{rep}, nil)
 	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
@@ -132,7 +137,8 @@ func TestRunSmall(t *testing.T) {
 	if err := s.WriteTable(&tb); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(tb.String(), "NO:") || !strings.Contains(tb.String(), "| yes |") || !strings.Contains(tb.String(), "speed-up") {
+	if strings.Contains(tb.String(), "NO:") || !strings.Contains(tb.String(), "| yes |") || !strings.Contains(tb.String(), "speed-up") ||
+		!strings.Contains(tb.String(), "qnnprep kernels "+runtime.KernelSet()) {
 		t.Errorf("table:\n%s", tb.String())
 	}
 	var cb bytes.Buffer
@@ -440,6 +446,17 @@ func TestSchemaPeer(t *testing.T) {
 			t.Errorf("row %d (%s) with peer %q: validation error %v, want ok %v", tc.row, rep.Results[tc.row].Engine, tc.peer, err, tc.ok)
 		}
 	}
+	// Only llama.cpp rows name a backend.
+	for _, tc := range []struct {
+		row int
+		ok  bool
+	}{{1, true}, {0, false}} {
+		rep := fakeReport()
+		rep.Results[tc.row].Backend = "CPU zen4"
+		if err := validate(t, s, suiteJSON(t, NewSuite([]*Report{rep}, nil))); (err == nil) != tc.ok {
+			t.Errorf("row %d with a backend: validation error %v, want ok %v", tc.row, err, tc.ok)
+		}
+	}
 	rep := fakeReport()
 	rep.Results[1].Peer = peers.LlamaBenchBin
 	var tb bytes.Buffer
@@ -448,6 +465,38 @@ func TestSchemaPeer(t *testing.T) {
 	}
 	if !strings.Contains(tb.String(), "| llama.cpp (llama-bench) |") || !strings.Contains(tb.String(), "| qnnprep |") {
 		t.Errorf("table:\n%s", tb.String())
+	}
+	// The table and CSV name the CPU, qnnprep's kernels and llama.cpp's
+	// backend, so ratios from different machines are not mixed up.
+	rep.Results[1].Backend = "CPU zen4"
+	rep.Machine.CPU, rep.Machine.Kernels = "AMD EPYC", "avx2"
+	s2 := NewSuite([]*Report{rep}, nil)
+	tb.Reset()
+	if err := s2.WriteTable(&tb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| llama.cpp (llama-bench, CPU zen4) |", "qnnprep kernels avx2, 2 CPUs (AMD EPYC)"} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+	var cb bytes.Buffer
+	if err := s2.WriteCSV(&cb); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	if r := rows[2]; r[col["backend"]] != "CPU zen4" || r[col["cpu"]] != "AMD EPYC" || r[col["kernels"]] != "" {
+		t.Errorf("llama.cpp CSV row %q", r)
+	}
+	if r := rows[1]; r[col["backend"]] != "" || r[col["cpu"]] != "AMD EPYC" || r[col["kernels"]] != "avx2" {
+		t.Errorf("qnnprep CSV row %q", r)
 	}
 }
 
@@ -476,6 +525,10 @@ func TestRunLlamaPeers(t *testing.T) {
 					if r.Peer != tc.peer || len(r.Samples) != 2 || !(r.TokensPerSec > 0) || r.PeakRSS <= 0 {
 						t.Errorf("llama.cpp %s depth %d: peer %q, samples %v, rss %d", r.Test, r.Depth, r.Peer, r.Samples, r.PeakRSS)
 					}
+					// llama-bench logs the CPU backend variant it loaded.
+					if tc.peer == peers.LlamaBenchBin && !strings.HasPrefix(r.Backend, "CPU ") {
+						t.Errorf("llama.cpp %s depth %d: backend %q, want the CPU variant", r.Test, r.Depth, r.Backend)
+					}
 				case "qnnprep":
 					if r.Peer != "" || !(r.VsLlama > 0) {
 						t.Errorf("qnnprep %s depth %d: peer %q, vs llama.cpp %g", r.Test, r.Depth, r.Peer, r.VsLlama)
@@ -493,7 +546,7 @@ func TestRunLlamaPeers(t *testing.T) {
 			if err := s.WriteTable(&tb); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(tb.String(), "| llama.cpp ("+tc.peer+") |") {
+			if !strings.Contains(tb.String(), "| llama.cpp ("+tc.peer) {
 				t.Errorf("table:\n%s", tb.String())
 			}
 		})

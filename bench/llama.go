@@ -61,17 +61,17 @@ func (o *Options) runLlama(ctx context.Context, peer, path string, th int, fill,
 		}
 		load := (l0 + LoadAvg()[0]) / 2
 		if o.Prompt > 0 {
-			rs = append(rs, llamaResult(peer, "pp", o.Prompt, d, th, lb.PPSeconds, load, lb.PeakRSS))
+			rs = append(rs, llamaResult(peer, lb.Backend, "pp", o.Prompt, d, th, lb.PPSeconds, load, lb.PeakRSS))
 		}
 		if o.Gen > 0 {
-			rs = append(rs, llamaResult(peer, "tg", o.Gen, d, th, lb.TGSeconds, load, lb.PeakRSS))
+			rs = append(rs, llamaResult(peer, lb.Backend, "tg", o.Gen, d, th, lb.TGSeconds, load, lb.PeakRSS))
 		}
 	}
 	return rs, nil
 }
 
-func llamaResult(peer, kind string, tokens, depth, threads int, secs []float64, load float64, rss int64) Result {
-	r := Result{Engine: "llama.cpp", Peer: peer, Test: fmt.Sprintf("%s%d", kind, tokens), Kind: kind, Tokens: tokens, Depth: depth, Threads: threads, Load: load, PeakRSS: rss}
+func llamaResult(peer, backend, kind string, tokens, depth, threads int, secs []float64, load float64, rss int64) Result {
+	r := Result{Engine: "llama.cpp", Peer: peer, Backend: backend, Test: fmt.Sprintf("%s%d", kind, tokens), Kind: kind, Tokens: tokens, Depth: depth, Threads: threads, Load: load, PeakRSS: rss}
 	for _, s := range secs {
 		r.Samples = append(r.Samples, float64(tokens)/s)
 	}

@@ -116,8 +116,8 @@ func (s *Suite) WriteTable(w io.Writer) error {
 		}
 		b.WriteString("\n")
 		for _, r := range s.Reports {
-			fmt.Fprintf(&b, "%s: %s, %d reps, batch %s, kernels %s, %d CPUs; peak RSS %s; load %.2f → %.2f; %.0f s",
-				r.Model.Path, modelLabel(r.Model), r.Settings.Reps, batchLabel(r.Settings.Batch), r.Machine.Kernels, r.Machine.CPUs,
+			fmt.Fprintf(&b, "%s: %s, %d reps, batch %s, qnnprep kernels %s, %d CPUs%s; peak RSS %s; load %.2f → %.2f; %.0f s",
+				r.Model.Path, modelLabel(r.Model), r.Settings.Reps, batchLabel(r.Settings.Batch), r.Machine.Kernels, r.Machine.CPUs, cpuLabel(r.Machine.CPU),
 				sizeLabel(r.PeakRSS), r.Machine.LoadStart[0], r.Machine.LoadEnd[0], r.Seconds)
 			if r.Settings.Fault != "" {
 				fmt.Fprintf(&b, "; FAULT INJECTED %s", r.Settings.Fault)
@@ -135,13 +135,27 @@ func (s *Suite) WriteTable(w io.Writer) error {
 	return err
 }
 
-// engineLabel is the engine column: "llama.cpp (llama-bench)" names the
-// peer that timed a llama.cpp row.
+// engineLabel is the engine column: "llama.cpp (llama-bench, CPU zen4)"
+// names the peer that timed a llama.cpp row and the backend it loaded.
 func engineLabel(x Result) string {
-	if x.Peer != "" {
-		return x.Engine + " (" + x.Peer + ")"
+	var what []string
+	for _, s := range []string{x.Peer, x.Backend} {
+		if s != "" {
+			what = append(what, s)
+		}
+	}
+	if len(what) > 0 {
+		return x.Engine + " (" + strings.Join(what, ", ") + ")"
 	}
 	return x.Engine
+}
+
+// cpuLabel is ", <model name>" or nothing when the CPU was not recorded.
+func cpuLabel(cpu string) string {
+	if cpu == "" {
+		return ""
+	}
+	return " (" + cpu + ")"
 }
 
 func batchLabel(b int) string {
@@ -162,7 +176,7 @@ func draftLabel(d *ModelInfo) string {
 // speculative result (kind "spec") and conversion stage (kind "convert").
 var csvHeader = []string{"model", "type", "engine", "kind", "test", "tokens", "depth", "threads", "k",
 	"tokens_per_s", "stddev", "speedup", "acceptance_length", "window_s", "gb_per_s", "seconds",
-	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes", "peer"}
+	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes", "peer", "backend", "cpu", "kernels"}
 
 // WriteCSV writes every result as one CSV row (columns: csvHeader).
 func (s *Suite) WriteCSV(w io.Writer) error {
@@ -179,14 +193,14 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 				sane = strconv.FormatBool(*x.Sane)
 			}
 			row := []string{r.Model.Path, r.Model.Type, x.Engine, x.Kind, x.Test, i(x.Tokens), i(x.Depth), i(x.Threads), "",
-				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10), x.Peer}
+				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10), x.Peer, x.Backend, r.Machine.CPU, kernels(x, r.Machine)}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}
 		for _, x := range r.Speculative {
 			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", fmt.Sprintf("spec-k%d", x.K), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
-				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", ""}
+				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -195,7 +209,7 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 	for _, c := range s.Conversions {
 		for _, st := range c.Stages {
 			row := []string{c.Source, c.Recipe, "qnnprep", "convert", st.Name, "", "", "", "",
-				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), ""}
+				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), "", "", "", ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -251,4 +265,13 @@ func decodeSuite(b []byte, name string) (*Suite, error) {
 		}
 	}
 	return &s, nil
+}
+
+// kernels is the kernel set of a qnnprep row ("" for llama.cpp's, whose
+// backend column says what it ran).
+func kernels(x Result, m Machine) string {
+	if x.Engine != "qnnprep" {
+		return ""
+	}
+	return m.Kernels
 }

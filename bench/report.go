@@ -8,6 +8,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/runtime"
 )
 
 // SchemaID is the value of Report.Schema; schema.json describes it.
@@ -42,11 +43,17 @@ type ModelInfo struct {
 
 // Machine is where the numbers were measured.
 type Machine struct {
-	GOOS      string     `json:"goos"`
-	GOARCH    string     `json:"goarch"`
-	CPUs      int        `json:"cpus"`
-	GoVersion string     `json:"go_version"`
-	Kernels   string     `json:"kernels"`    // "asm" or "purego"
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"go_version"`
+	// CPU is the processor's model name ("" where the system does not
+	// say); ratios against llama.cpp depend on it.
+	CPU string `json:"cpu,omitempty"`
+	// Kernels is the instruction set qnnprep's kernels ran on
+	// (runtime.KernelSet: "avx2", "go"); "asm" and "purego" in reports
+	// written before it was recorded.
+	Kernels   string     `json:"kernels"`
 	LoadStart [3]float64 `json:"load_start"` // load averages when the run began
 	LoadEnd   [3]float64 `json:"load_end"`
 }
@@ -74,10 +81,11 @@ type Settings struct {
 
 // Result is one test (pp or tg) at one depth and thread count.
 type Result struct {
-	Engine       string    `json:"engine"`         // "qnnprep" or "llama.cpp"
-	Peer         string    `json:"peer,omitempty"` // what timed a llama.cpp row: "llama-bench" or "node-llama-cpp" (none in older reports: node-llama-cpp)
-	Test         string    `json:"test"`           // "pp512", "tg128" (llama-bench's names)
-	Kind         string    `json:"kind"`           // "pp" or "tg"
+	Engine       string    `json:"engine"`            // "qnnprep" or "llama.cpp"
+	Peer         string    `json:"peer,omitempty"`    // what timed a llama.cpp row: "llama-bench" or "node-llama-cpp" (none in older reports: node-llama-cpp)
+	Backend      string    `json:"backend,omitempty"` // llama.cpp's backend as its peer reports it ("CPU zen4"); none for qnnprep rows
+	Test         string    `json:"test"`              // "pp512", "tg128" (llama-bench's names)
+	Kind         string    `json:"kind"`              // "pp" or "tg"
 	Tokens       int       `json:"tokens"`
 	Depth        int       `json:"depth"`
 	Threads      int       `json:"threads"`
@@ -144,7 +152,7 @@ func modelInfo(m *model.Model, p string) ModelInfo {
 }
 
 func machine() Machine {
-	m := Machine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: goruntime.NumCPU(), GoVersion: goruntime.Version(), Kernels: Kernels, LoadStart: LoadAvg()}
+	m := Machine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: goruntime.NumCPU(), GoVersion: goruntime.Version(), CPU: cpuModel(), Kernels: runtime.KernelSet(), LoadStart: LoadAvg()}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.GoVersion != "" {
 		m.GoVersion = bi.GoVersion
 	}

@@ -61,3 +61,18 @@ func LoadAvg() [3]float64 {
 	}
 	return l
 }
+
+// cpuModel is the processor's model name (the first "model name" line of
+// /proc/cpuinfo), or "" where that is not available.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
