@@ -53,9 +53,10 @@ func hugeMapped(start, end uintptr) (huge, resident int64) {
 	return huge, resident
 }
 
-// dropCache writes the file's dirty pages and drops its cached pages that
-// no process maps, so that they are read again (best effort).
-func dropCache(fd int) {
+// dropCache writes the file's dirty pages and drops its cached pages in
+// [off, off+n) (n = 0: to the end) that no process maps, so that they are
+// read again (best effort).
+func dropCache(fd int, off, n int64) {
 	unix.Fdatasync(fd)
-	unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+	unix.Fadvise(fd, off, n, unix.FADV_DONTNEED)
 }

@@ -166,11 +166,12 @@ func Populate(b []byte, write bool) {
 // TLB misses. Each mapping is advised for huge pages as a whole, because a
 // huge page only maps a 2 MiB range that lies inside one advised region.
 // Pages already cached in small folios (a file just written, or read
-// before without the advice) stay small; when some of a mapping did come
-// in huge, so the file system can do it, and much did not, the file's
-// clean cached pages that no process maps are dropped and read again,
-// once, in huge folios that later runs then find cached. Contents never
-// change; spans outside such mappings are left alone.
+// before without the advice) stay small; when much of a mapping is small
+// and the file system can hold the file in huge folios (some of the
+// mapping came in huge, or one 2 MiB range of it does when read again),
+// the file's cached pages that no process maps are dropped and read
+// again, once, in huge folios that later runs then find cached. Contents
+// never change; spans outside such mappings are left alone.
 func PopulateHuge(spans [][]byte) {
 	type region struct {
 		start, end uintptr
@@ -205,17 +206,33 @@ func PopulateHuge(spans [][]byte) {
 	again := false
 	for _, r := range maps {
 		huge, resident := hugeMapped(r.start, r.end)
-		if huge == 0 || huge >= resident/10*9 {
-			continue // no file huge pages here, or nearly all huge already
+		if resident == 0 || huge >= resident/10*9 {
+			continue // unknown, or nearly all huge already
 		}
 		mu.Lock()
 		fd, ok := fds[r.start]
 		mu.Unlock()
-		if ok {
-			dontNeed(r.whole)
-			dropCache(fd)
-			again = true
+		if !ok {
+			continue
 		}
+		if huge == 0 {
+			// Try one 2 MiB range in the middle before reading the
+			// whole file again.
+			const h = 2 << 20
+			off := len(r.whole) / 2 &^ (h - 1)
+			if off+h > len(r.whole) {
+				continue
+			}
+			dontNeed(r.whole[off : off+h])
+			dropCache(fd, int64(off), h)
+			Populate(r.whole[off:off+h], false)
+			if huge, _ := hugeMapped(r.start, r.end); huge == 0 {
+				continue // the file system keeps small folios
+			}
+		}
+		dontNeed(r.whole)
+		dropCache(fd, 0, 0)
+		again = true
 	}
 	if again {
 		for _, b := range spans {
