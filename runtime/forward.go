@@ -246,6 +246,9 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 		cos, sin := grow(&sc.cos, half), grow(&sc.sin, half)
 		for i := 0; i < t; i++ {
 			e.ropeTable(pos[i], cos, sin)
+			if s.ropeQ != nil {
+				s.ropeQ(cos, sin)
+			}
 			for hh := 0; hh < nh; hh++ {
 				rope(qs[(i*nh+hh)*d:], cos, sin, c.RopeNeox)
 			}

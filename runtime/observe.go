@@ -49,3 +49,17 @@ func (e *Engine) observe(w *matrix, a *acts) {
 }
 
 type observer struct{ f ObserveFunc }
+
+// DeltaNetSnapshots calls fn with DeltaNet layer i's conv and recurrent
+// state after each token the State holds a snapshot of (SetRollback keeps
+// them), oldest first, in DeltaNet's layouts; the slices alias the State.
+// Calibration reads the state every token leaves this way from one
+// many-token RunLayers call.
+func (s *State) DeltaNetSnapshots(i int, fn func(conv, ssm []float32) error) error {
+	for _, sn := range s.layers[i].snaps {
+		if err := fn(sn.conv, sn.ssm); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -46,6 +46,7 @@ type Staged struct {
 	x       []float32      // hidden states of the running call
 	feat    stagedFeatures // drafter features (staged_features.go)
 	ssd     stagedSSD      // ssd-q1 state (staged_ssd.go)
+	sim     *Simulation    // quantization of every call's I/O (simulate.go), or nil
 }
 
 // layerNames are a layer's state tensor names.
@@ -379,6 +380,9 @@ func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]in
 				return false
 			}
 			e.ropeTable(int32(p), c, sn)
+			if s.st.ropeQ != nil { // simulating: the tables are quantized
+				s.st.ropeQ(c, sn)
+			}
 			if slices.Equal(c, rc) && slices.Equal(sn, rs) {
 				pos[r], found = int32(p), true
 			}
@@ -400,10 +404,10 @@ func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]in
 	return pos, nil
 }
 
-// runStage executes stage k of variant v: it reads the stage's input
+// runGraph executes stage k of variant v: it reads the stage's input
 // tensors and writes its output tensors. DeltaNet snapshots are numbered
-// by rows of this call.
-func (s *Staged) runStage(v *stagedVariant, k int) error {
+// by rows of this call. runStage (simulate.go) wraps it.
+func (s *Staged) runGraph(v *stagedVariant, k int) error {
 	c := &s.e.cfg
 	g := v.graphs[k]
 	stg := &s.p.Stages[k]

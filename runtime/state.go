@@ -16,6 +16,9 @@ type State struct {
 	// keeps (see SetRollback).
 	rollback int
 	scr      scratch
+	// ropeQ, when set, quantizes each position's RoPE tables before the
+	// layers rotate by them (a Staged simulation's position encodings).
+	ropeQ func(cos, sin []float32)
 }
 
 type layerState struct {
