@@ -2,17 +2,16 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
-	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
 // Simulation is the device's quantization of a plan's graphs as their
 // exported encodings declare it, for a Staged executor to apply
 // (NewSimulated): every input and output tensor of a stage call that has
-// an activation encoding is fake-quantized — each value x becomes
+// an encoding is fake-quantized — each value x becomes
 // (q + offset)·scale with q = clamp(round(x/scale) − offset, 0, 2^bw − 1)
 // — when the call reads it and when it writes it. That covers what a
 // context binary holds in integers between calls: hidden states passed
@@ -20,27 +19,29 @@ import (
 // conv and recurrent state, the logits, the RoPE tables (the layers
 // rotate by the quantized tables) and the attention mask. Values inside a
 // stage stay float32, as the encodings say nothing about them; a tensor
-// without an encoding stays float32 too.
-//
-// Parameter encodings are not applied but proven: each must be exactly
-// the encoding of the model's tensor (onnx.ParamEncoding), whose codes
-// and scales are the qmodel's, so the weights the runtime multiplies by
-// are the ones the encodings declare.
-//
-// Scales of a PER_CHANNEL or PER_BLOCK activation encoding apply to the
-// tensor's elements in row-major order: scale i to the i-th run of
-// n/len(scale) (PER_CHANNEL) or block_size (PER_BLOCK) elements, the
-// order param encodings list theirs in.
+// without an encoding stays float32 too. The weights are the model's:
+// whoever builds a Simulation from exported encodings proves that their
+// parameter encodings are the model's own (pipeline.SimulateEncodings).
 type Simulation struct {
 	plan   *shard.Plan
 	graphs map[string]*graphQuant
-	// Params is the number of parameter encodings checked.
-	Params int
-	// Activations is the number of tensors (over all graphs) quantized.
-	Activations int
+	// Tensors is the number of tensors (over all graphs) quantized.
+	Tensors int
 }
 
-// graphQuant is one graph's activation encodings by tensor name.
+// Encoding is one tensor's quantization (an AIMET activation encoding).
+// Scale i covers the i-th run of elements in row-major order: runs of
+// BlockSize elements when BlockSize > 0 (PER_BLOCK), else len(Scale)
+// equal runs (one: PER_TENSOR; one per channel: PER_CHANNEL), the order
+// parameter encodings list theirs in.
+type Encoding struct {
+	BW        int
+	Scale     []float32
+	Offset    []int64
+	BlockSize int
+}
+
+// graphQuant is one graph's encodings by tensor.
 type graphQuant struct {
 	in, out  []tensorQuant
 	cos, sin *fakeQuant // position_ids_cos/_sin, for the layers' RoPE
@@ -51,104 +52,97 @@ type tensorQuant struct {
 	q    fakeQuant
 }
 
-// fakeQuant is one tensor's encoding with its scale run length.
+// fakeQuant is one tensor's encoding with its run length.
 type fakeQuant struct {
-	e   *onnx.Encoding
+	e   Encoding
 	per int // elements per scale
 }
 
 // apply fake-quantizes x in place.
 func (q *fakeQuant) apply(x []float32) {
+	top := int64(1)<<q.e.BW - 1
 	for i, v := range x {
 		j := i / q.per
-		x[i] = float32(q.e.Code(v, j)) * q.e.Scale[j]
+		s, off := q.e.Scale[j], q.e.Offset[j]
+		c := max(0, min(int64(math.Round(float64(v/s)))-off, top))
+		x[i] = float32(c+off) * s
 	}
 }
 
-// NewSimulation checks the encodings of every graph of plan p (by graph
-// name, as written by onnx.Export) against p and model m and prepares
-// them for NewSimulated. Every graph needs its encodings; an activation
-// encoding must name a float input or output of its graph and fit its
-// size; a parameter encoding must equal the one the model's tensor has in
-// p's container.
-func NewSimulation(m *model.Model, p *shard.Plan, encs map[string]*onnx.Encodings) (*Simulation, error) {
-	if m == nil || p == nil {
-		return nil, fmt.Errorf("runtime: simulation: nil model or plan")
-	}
-	if err := p.Fits(m.Config); err != nil {
-		return nil, fmt.Errorf("runtime: simulation: %w", err)
+// NewSimulation prepares the encodings of every graph of plan p (graph
+// name → tensor name → encoding) for NewSimulated. Every graph needs an
+// entry (empty: nothing quantized); each encoding must name a float input
+// or output of its graph and fit its size.
+func NewSimulation(p *shard.Plan, graphs map[string]map[string]Encoding) (*Simulation, error) {
+	if p == nil {
+		return nil, fmt.Errorf("runtime: simulation: nil plan")
 	}
 	sim := &Simulation{plan: p, graphs: map[string]*graphQuant{}}
-	params := map[string]bool{} // checked already
 	for gi := range p.Graphs {
 		g := &p.Graphs[gi]
-		enc := encs[g.Name]
-		if enc == nil {
+		encs, ok := graphs[g.Name]
+		if !ok {
 			return nil, fmt.Errorf("runtime: simulation: no encodings for graph %s", g.Name)
 		}
-		gq, err := newGraphQuant(g, enc)
+		gq, err := newGraphQuant(g, encs)
 		if err != nil {
 			return nil, fmt.Errorf("runtime: simulation: graph %s: %w", g.Name, err)
 		}
 		sim.graphs[g.Name] = gq
-		sim.Activations += len(gq.in) + len(gq.out)
-		for i := range enc.ParamEncodings {
-			pe := &enc.ParamEncodings[i]
-			if params[pe.Name] {
-				continue
-			}
-			if err := checkParam(m, p.Container, pe); err != nil {
-				return nil, fmt.Errorf("runtime: simulation: graph %s: %w", g.Name, err)
-			}
-			params[pe.Name] = true
-		}
+		sim.Tensors += len(gq.in) + len(gq.out)
 	}
-	sim.Params = len(params)
 	return sim, nil
 }
 
-func newGraphQuant(g *shard.Graph, enc *onnx.Encodings) (*graphQuant, error) {
+func newGraphQuant(g *shard.Graph, encs map[string]Encoding) (*graphQuant, error) {
 	gq := &graphQuant{}
-	for i := range enc.ActivationEncodings {
-		a := &enc.ActivationEncodings[i]
-		t, isIn := g.Input(a.Name), true
+	names := make([]string, 0, len(encs))
+	for name := range encs {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same error for the same input
+	for _, name := range names {
+		a := encs[name]
+		t, isIn := g.Input(name), true
 		if t == nil {
-			t, isIn = g.Output(a.Name), false
+			t, isIn = g.Output(name), false
 		}
 		if t == nil {
-			return nil, fmt.Errorf("activation encoding %q names no input or output of the graph (only stage inputs and outputs can be simulated)", a.Name)
+			return nil, fmt.Errorf("encoding %q names no input or output of the graph (only stage inputs and outputs can be simulated)", name)
 		}
 		if t.DType != shard.Float32 {
-			return nil, fmt.Errorf("activation encoding %q: tensor is %s, not float32", a.Name, t.DType)
+			return nil, fmt.Errorf("encoding %q: tensor is %s, not float32", name, t.DType)
+		}
+		if a.BW < 1 || a.BW > 32 || len(a.Scale) == 0 || len(a.Scale) != len(a.Offset) {
+			return nil, fmt.Errorf("encoding %q: bw %d with %d scales and %d offsets", name, a.BW, len(a.Scale), len(a.Offset))
 		}
 		n := 1
 		for _, d := range t.Shape {
 			n *= int(d)
 		}
-		q := fakeQuant{e: a, per: n}
-		switch a.EncType {
-		case onnx.PerChannel:
-			if n%len(a.Scale) != 0 {
-				return nil, fmt.Errorf("activation encoding %q: %d channel scales do not divide its %d elements", a.Name, len(a.Scale), n)
-			}
-			q.per = n / len(a.Scale)
-		case onnx.PerBlock:
+		q := fakeQuant{e: a}
+		if a.BlockSize > 0 {
 			if a.BlockSize*len(a.Scale) != n {
-				return nil, fmt.Errorf("activation encoding %q: %d blocks of %d for %d elements", a.Name, len(a.Scale), a.BlockSize, n)
+				return nil, fmt.Errorf("encoding %q: %d blocks of %d for %d elements", name, len(a.Scale), a.BlockSize, n)
 			}
 			q.per = a.BlockSize
+		} else {
+			if n%len(a.Scale) != 0 {
+				return nil, fmt.Errorf("encoding %q: %d scales do not divide its %d elements", name, len(a.Scale), n)
+			}
+			q.per = n / len(a.Scale)
 		}
 		if isIn {
-			gq.in = append(gq.in, tensorQuant{a.Name, q})
+			gq.in = append(gq.in, tensorQuant{name, q})
 		} else {
-			gq.out = append(gq.out, tensorQuant{a.Name, q})
+			gq.out = append(gq.out, tensorQuant{name, q})
 		}
-		if a.Name == shard.PositionIDsCos || a.Name == shard.PositionIDsSin {
+		if name == shard.PositionIDsCos || name == shard.PositionIDsSin {
 			// The layers quantize one position's row at a time.
-			if a.EncType != onnx.PerTensor {
-				return nil, fmt.Errorf("activation encoding %q: %s; the RoPE tables can be simulated per tensor only", a.Name, a.EncType)
+			if len(a.Scale) != 1 {
+				return nil, fmt.Errorf("encoding %q: %d scales; the RoPE tables can be simulated per tensor only", name, len(a.Scale))
 			}
-			if a.Name == shard.PositionIDsCos {
+			if name == shard.PositionIDsCos {
 				gq.cos = &q
 			} else {
 				gq.sin = &q
@@ -156,34 +150,6 @@ func newGraphQuant(g *shard.Graph, enc *onnx.Encodings) (*graphQuant, error) {
 		}
 	}
 	return gq, nil
-}
-
-// checkParam proves that parameter encoding pe is the encoding of m's
-// tensor of that name (a tied head's "output.weight" is token_embd).
-func checkParam(m *model.Model, c shard.Container, pe *onnx.Encoding) error {
-	t := m.Tensor(pe.Name)
-	if t == nil && pe.Name == "output.weight" {
-		t = m.Tensor("token_embd.weight")
-	}
-	if t == nil {
-		return fmt.Errorf("param encoding %q: the model has no such tensor", pe.Name)
-	}
-	want, err := onnx.ParamEncoding(t, c)
-	if err != nil {
-		return err
-	}
-	t.Release()
-	if want == nil {
-		return fmt.Errorf("param encoding %q: the model holds it as %s, which has no integer codes", pe.Name, t.Type)
-	}
-	switch {
-	case pe.EncType != want.EncType || pe.BW != want.BW || pe.IsSym != want.IsSym || pe.BlockSize != want.BlockSize:
-		return fmt.Errorf("param encoding %q: %s %d-bit (block %d), the model's tensor is %s %d-bit (block %d)",
-			pe.Name, pe.EncType, pe.BW, pe.BlockSize, want.EncType, want.BW, want.BlockSize)
-	case !slices.Equal(pe.Scale, want.Scale) || !slices.Equal(pe.Offset, want.Offset):
-		return fmt.Errorf("param encoding %q: scales or offsets differ from the model's tensor (encodings exported from another model?)", pe.Name)
-	}
-	return nil
 }
 
 // NewSimulated is NewStaged with sim's quantization applied to every

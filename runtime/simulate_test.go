@@ -2,16 +2,16 @@ package runtime
 
 import (
 	"context"
-	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
@@ -20,7 +20,7 @@ import (
 func TestFakeQuant(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		e    onnx.Encoding
+		e    Encoding
 		per  int
 		in   []float32
 		want []float32
@@ -29,27 +29,27 @@ func TestFakeQuant(t *testing.T) {
 			// 8-bit asymmetric over [−1, 3] in steps of 1/64: rounds to
 			// the grid, clamps outside.
 			name: "per tensor",
-			e:    onnx.Encoding{EncType: onnx.PerTensor, BW: 8, Scale: onnx.Float32s{1.0 / 64}, Offset: []int64{-64}},
+			e:    Encoding{BW: 8, Scale: []float32{1.0 / 64}, Offset: []int64{-64}},
 			per:  4,
 			in:   []float32{0.01, -2, 5, 1.0 / 128 * 3},
 			want: []float32{1.0 / 64, -1, float32(255-64) / 64, 2.0 / 64},
 		},
 		{
 			name: "per channel",
-			e:    onnx.Encoding{EncType: onnx.PerChannel, IsSym: true, BW: 4, Scale: onnx.Float32s{1, 0.5}, Offset: []int64{-8, -8}},
+			e:    Encoding{BW: 4, Scale: []float32{1, 0.5}, Offset: []int64{-8, -8}},
 			per:  2,
 			in:   []float32{1.4, 9, 1.4, 9},
 			want: []float32{1, 7, 1.5, 3.5},
 		},
 		{
 			name: "per block",
-			e:    onnx.Encoding{EncType: onnx.PerBlock, IsSym: true, BW: 4, BlockSize: 1, Scale: onnx.Float32s{1, 0.25, 2}, Offset: []int64{-8, -8, -8}},
+			e:    Encoding{BW: 4, BlockSize: 1, Scale: []float32{1, 0.25, 2}, Offset: []int64{-8, -8, -8}},
 			per:  1,
 			in:   []float32{-20, 0.3, 2.9},
 			want: []float32{-8, 0.25, 2},
 		},
 	} {
-		q := fakeQuant{e: &tc.e, per: tc.per}
+		q := fakeQuant{e: tc.e, per: tc.per}
 		x := append([]float32(nil), tc.in...)
 		q.apply(x)
 		assert.Equal(t, tc.want, x, tc.name)
@@ -61,15 +61,15 @@ func TestFakeQuant(t *testing.T) {
 	}
 }
 
-// simModel quantizes a synthetic model of arch with the int8 recipe,
-// plans it in two stages and exports it; it returns the qmodel, the plan
-// and the encodings by graph.
-func simModel(t *testing.T, arch model.Arch) (*model.Model, *shard.Plan, map[string]*onnx.Encodings) {
+// simModel quantizes a synthetic model of arch with the int8 recipe and
+// plans it in two stages; it returns the qmodel, the plan and 16-bit
+// encodings (AIMET's asymmetric form) for the hidden states, KV entries
+// and logits of every graph.
+func simModel(t *testing.T, arch model.Arch) (*model.Model, *shard.Plan, map[string]map[string]Encoding) {
 	t.Helper()
 	src, err := synth.Model(synth.Config(arch, false), 4)
 	require.NoError(t, err)
-	dir := t.TempDir()
-	out := filepath.Join(dir, "q.gguf")
+	out := filepath.Join(t.TempDir(), "q.gguf")
 	_, err = quantize.Run(context.Background(), src, out, quantize.Options{Recipe: quantize.Recipes["int8"], Workers: 1})
 	require.NoError(t, err)
 	qm, err := model.Open(out)
@@ -77,25 +77,27 @@ func simModel(t *testing.T, arch model.Arch) (*model.Model, *shard.Plan, map[str
 	t.Cleanup(func() { qm.Close() })
 	p, err := shard.PlanModel(qm, shard.Options{Stages: 2, AR: []int{4, 1}, CL: []int{64}})
 	require.NoError(t, err)
-	ranges := map[string]onnx.Range{shard.Logits: {Min: -30, Max: 30}}
-	for k := range p.Stages {
-		ranges[shard.HiddenStates(k)] = onnx.Range{Min: -8, Max: 8}
+	enc16 := func(lo, hi float32) Encoding {
+		s := (hi - lo) / (1<<16 - 1)
+		return Encoding{BW: 16, Scale: []float32{s}, Offset: []int64{int64(math.Round(float64(lo / s)))}}
 	}
-	for l, kind := range qm.Config.LayerKinds {
-		if kind == model.Attention {
-			ranges[fmt.Sprintf("past_key_%d", l)] = onnx.Range{Min: -6, Max: 6}
-			ranges[fmt.Sprintf("past_value_%d", l)] = onnx.Range{Min: -6, Max: 6}
-		}
-	}
-	paths, err := onnx.Export(qm, p, filepath.Join(dir, "onnx"), onnx.ExportOptions{Options: onnx.Options{Ranges: ranges}}, nil)
-	require.NoError(t, err)
-	encs := map[string]*onnx.Encodings{}
+	encs := map[string]map[string]Encoding{}
 	for _, g := range p.Graphs {
-		e, err := onnx.ReadEncodings(filepath.Join(dir, "onnx", g.Name+".encodings.json"))
-		require.NoError(t, err)
-		encs[g.Name] = e
+		m := map[string]Encoding{}
+		for _, l := range [][]shard.Tensor{g.Inputs, g.Outputs} {
+			for _, t := range l {
+				switch {
+				case t.Name == shard.Logits:
+					m[t.Name] = enc16(-30, 30)
+				case strings.HasPrefix(t.Name, "hidden_states_"):
+					m[t.Name] = enc16(-8, 8)
+				case strings.HasPrefix(t.Name, "past_key_"), strings.HasPrefix(t.Name, "past_value_"):
+					m[t.Name] = enc16(-6, 6)
+				}
+			}
+		}
+		encs[g.Name] = m
 	}
-	require.NotEmpty(t, paths)
 	return qm, p, encs
 }
 
@@ -110,11 +112,11 @@ func floatLogits(t *testing.T, e *Engine, prompt, cont []int32) [][]float32 {
 	return append([][]float32{first}, more...)
 }
 
-// TestSimulationWeightsOnly: with only the parameter encodings (the
-// activations, KV and states left in float) the simulated staged decode
-// gives the qmodel's own logits bit for bit — they are the same weights;
-// with the activation encodings the logits move, but stay close.
-func TestSimulationWeightsOnly(t *testing.T) {
+// TestSimulationNoEncodings: with no activation encodings (only the
+// weights, which are the model's) the simulated staged decode gives the
+// qmodel's own logits bit for bit; with 16-bit encodings the logits move,
+// but stay close.
+func TestSimulationNoEncodings(t *testing.T) {
 	for _, arch := range []model.Arch{model.Qwen35, model.Llama} {
 		t.Run(string(arch), func(t *testing.T) {
 			qm, p, encs := simModel(t, arch)
@@ -123,19 +125,13 @@ func TestSimulationWeightsOnly(t *testing.T) {
 			require.NoError(t, err)
 			want := floatLogits(t, e, prompt, cont)
 
-			weights := map[string]*onnx.Encodings{}
-			acts := 0
-			for name, enc := range encs {
-				c := *enc
-				acts += len(c.ActivationEncodings)
-				c.ActivationEncodings = nil
-				weights[name] = &c
+			none := map[string]map[string]Encoding{}
+			for _, g := range p.Graphs {
+				none[g.Name] = nil
 			}
-			require.NotZero(t, acts, "the export declared no activation encodings")
-			sim, err := NewSimulation(qm, p, weights)
+			sim, err := NewSimulation(p, none)
 			require.NoError(t, err)
-			assert.NotZero(t, sim.Params)
-			assert.Zero(t, sim.Activations)
+			assert.Zero(t, sim.Tensors)
 			st, err := NewSimulated(e, p, sim)
 			require.NoError(t, err)
 			got, err := st.TeacherForced(context.Background(), prompt, cont)
@@ -149,9 +145,9 @@ func TestSimulationWeightsOnly(t *testing.T) {
 				}
 			}
 
-			full, err := NewSimulation(qm, p, encs)
+			full, err := NewSimulation(p, encs)
 			require.NoError(t, err)
-			assert.Equal(t, acts, full.Activations)
+			assert.NotZero(t, full.Tensors)
 			st, err = NewSimulated(e, p, full)
 			require.NoError(t, err)
 			q, err := st.TeacherForced(context.Background(), prompt, cont)
@@ -161,7 +157,7 @@ func TestSimulationWeightsOnly(t *testing.T) {
 				moved = moved || !equalBits(q[i], want[i])
 				assert.Greater(t, cosine(q[i], want[i]), 0.999, "row %d", i)
 			}
-			assert.True(t, moved, "the activation encodings changed no logit")
+			assert.True(t, moved, "the encodings changed no logit")
 		})
 	}
 }
@@ -185,42 +181,36 @@ func cosine(a, b []float32) float64 {
 	return ab / math.Sqrt(aa*bb)
 }
 
-// TestSimulationRefuses: encodings that do not belong to the model or
-// the plan are errors naming what is wrong.
+// TestSimulationRefuses: encodings that do not fit the plan are errors
+// naming what is wrong.
 func TestSimulationRefuses(t *testing.T) {
-	qm, p, encs := simModel(t, model.Llama)
+	_, p, encs := simModel(t, model.Llama)
 	g := p.Graphs[0].Name
-	clone := func() map[string]*onnx.Encodings {
-		out := map[string]*onnx.Encodings{}
-		for k, v := range encs {
-			c := *v
-			c.ActivationEncodings = append([]onnx.Encoding(nil), v.ActivationEncodings...)
-			c.ParamEncodings = append([]onnx.Encoding(nil), v.ParamEncodings...)
-			out[k] = &c
-		}
-		return out
-	}
+	one := Encoding{BW: 16, Scale: []float32{1}, Offset: []int64{-1 << 15}}
 	for _, tc := range []struct {
 		name string
-		edit func(m map[string]*onnx.Encodings)
+		edit func(m map[string]map[string]Encoding)
 		want string
 	}{
-		{"missing graph", func(m map[string]*onnx.Encodings) { delete(m, g) }, "no encodings for graph " + g},
-		{"other weights", func(m map[string]*onnx.Encodings) {
-			pe := &m[g].ParamEncodings[0]
-			pe.Scale = append(onnx.Float32s(nil), pe.Scale...)
-			pe.Scale[0] *= 2
-		}, "scales or offsets differ"},
-		{"unknown weight", func(m map[string]*onnx.Encodings) { m[g].ParamEncodings[0].Name = "blk.9.ffn_up.weight" }, `"blk.9.ffn_up.weight": the model has no such tensor`},
-		{"inner activation", func(m map[string]*onnx.Encodings) { m[g].ActivationEncodings[0].Name = "attn_out_0" }, `"attn_out_0" names no input or output`},
-		{"block size", func(m map[string]*onnx.Encodings) {
-			a := &m[g].ActivationEncodings[0]
-			a.EncType, a.BlockSize = onnx.PerBlock, 3
+		{"missing graph", func(m map[string]map[string]Encoding) { delete(m, g) }, "no encodings for graph " + g},
+		{"inner tensor", func(m map[string]map[string]Encoding) { m[g]["attn_out_0"] = one }, `"attn_out_0" names no input or output`},
+		{"int tensor", func(m map[string]map[string]Encoding) { m[g][shard.InputIDs] = one }, "is int32, not float32"},
+		{"block size", func(m map[string]map[string]Encoding) {
+			m[g][shard.HiddenStates(0)] = Encoding{BW: 16, BlockSize: 3, Scale: []float32{1}, Offset: []int64{0}}
 		}, "blocks of 3"},
+		{"channels", func(m map[string]map[string]Encoding) {
+			m[g][shard.HiddenStates(0)] = Encoding{BW: 16, Scale: make([]float32, 7), Offset: make([]int64, 7)}
+		}, "7 scales do not divide"},
+		{"offsets", func(m map[string]map[string]Encoding) {
+			m[g][shard.HiddenStates(0)] = Encoding{BW: 16, Scale: []float32{1}}
+		}, "1 scales and 0 offsets"},
 	} {
-		m := clone()
+		m := map[string]map[string]Encoding{}
+		for k, v := range encs {
+			m[k] = maps.Clone(v)
+		}
 		tc.edit(m)
-		_, err := NewSimulation(qm, p, m)
+		_, err := NewSimulation(p, m)
 		if assert.Error(t, err, tc.name) {
 			assert.Contains(t, err.Error(), tc.want, tc.name)
 		}
