@@ -209,7 +209,7 @@ func DecodeCalibration(data []byte, name string) (*Calibration, error) {
 // Stat is how a group's range is taken from the values it saw:
 //
 //   - "minmax": the smallest and largest value.
-//   - "pNN.N" (0 < NN.N < 100, e.g. "p99.99"): each tail clipped on its
+//   - "pNN.N" (50 < NN.N < 100, e.g. "p99.99"): each tail clipped on its
 //     own, from the (100 − NN.N)th to the NN.Nth percentile of the
 //     values. Percentiles are read from a histogram with one bucket per
 //     bfloat16 value (the top 16 bits of the float32), rounded outward to
@@ -237,11 +237,11 @@ func ParseStat(s string) (Stat, error) {
 	}
 	if rest, ok := strings.CutPrefix(s, "p"); ok {
 		p, err := strconv.ParseFloat(rest, 64)
-		if err == nil && p > 0 && p < 100 && !strings.ContainsAny(rest, "eE+-") {
+		if err == nil && p > 50 && p < 100 && !strings.ContainsAny(rest, "eE+-") {
 			return Stat{Percentile: p}, nil
 		}
 	}
-	return Stat{}, fmt.Errorf("calibration statistic %q: want minmax or pNN.N with 0 < NN.N < 100 (e.g. p99.99)", s)
+	return Stat{}, fmt.Errorf("calibration statistic %q: want minmax or pNN.N with 50 < NN.N < 100 (e.g. p99.99)", s)
 }
 
 // RangeCollector gathers the values each encoding group takes and turns

@@ -19,7 +19,8 @@ func TestParseStat(t *testing.T) {
 	}{
 		{in: "minmax"},
 		{in: "p99.99", want: 99.99},
-		{in: "p50", want: 50},
+		{in: "p50.5", want: 50.5},
+		{in: "p50", bad: true},
 		{in: "p0", bad: true},
 		{in: "p100", bad: true},
 		{in: "p1e1", bad: true},

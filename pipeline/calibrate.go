@@ -41,7 +41,8 @@ type CalibOptions struct {
 	Len       int // 0 means 128
 
 	// Greedy, without Text, decodes this many tokens greedily after
-	// Start (the model's BOS when empty) and calibrates on the sequence.
+	// Start (the model's BOS, or token 0 without one, when empty) and
+	// calibrates on the sequence.
 	Greedy int
 	Start  []int32
 
@@ -90,10 +91,10 @@ func Calibrate(ctx context.Context, m *model.Model, p *shard.Plan, o CalibOption
 	case o.Greedy > 0:
 		start := o.Start
 		if len(start) == 0 {
-			if m.Config.BOS < 0 {
-				return nil, fmt.Errorf("calibration: %s has no BOS token to start the greedy decode from; give start ids", m.Path)
-			}
-			start = []int32{int32(m.Config.BOS)}
+			start = []int32{int32(max(m.Config.BOS, 0))} // token 0 without a BOS
+		}
+		if c := m.Config.ContextLength; c > 0 && len(start)+o.Greedy > c {
+			return nil, fmt.Errorf("calibration: %d tokens exceed the context length %d", len(start)+o.Greedy, c)
 		}
 		seq, err := greedySample(ctx, m, start, o)
 		if err != nil {

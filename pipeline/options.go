@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
@@ -23,15 +22,16 @@ const (
 	StepPlan     = "plan"
 	StepCheck    = "check"
 	StepExport   = "export"
+	StepSimulate = "simulate"
 	StepDraft    = "draft" // only with Options.Draft
 	StepSDK      = "sdk"
 	StepBundle   = "bundle"
 	StepVerify   = "verify"
 )
 
-// Steps lists the step names in order (StepDraft, between export and sdk,
-// only runs for an spd build with a draft model).
-var Steps = []string{StepQuantize, StepPlan, StepCheck, StepExport, StepSDK, StepBundle, StepVerify}
+// Steps lists the step names in order (StepDraft, between simulate and
+// sdk, only runs for an spd build with a draft model).
+var Steps = []string{StepQuantize, StepPlan, StepCheck, StepExport, StepSimulate, StepSDK, StepBundle, StepVerify}
 
 // Step statuses.
 const (
@@ -40,7 +40,7 @@ const (
 	StatusFailed  = "failed"
 	StatusNotRun  = "not run"
 	StatusPartial = "partial" // verify of the whole model only (Options.WholeOnly)
-	StatusSkipped = "skipped" // verify with Options.NoVerify
+	StatusSkipped = "skipped" // verify with Options.NoVerify, simulate with Options.NoSimulate
 )
 
 // File names under OutDir.
@@ -52,6 +52,7 @@ const (
 	SDKDir       = "sdk"
 	CommandsName = "sdk_commands.sh"
 	GoldenName   = "golden.json"
+	RangesName   = "ranges.json" // the calibration's ranges (onnx.Calibration)
 	BundleDir    = "bundle"
 	SummaryName  = "summary.json"
 )
@@ -83,9 +84,16 @@ type Options struct {
 	AllowRecurrentState bool
 
 	Export onnx.ExportOptions
-	// Calibrate, if set, returns activation ranges for the plan's encoding
-	// groups (merged under Export.Ranges, which win).
-	Calibrate func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error)
+	// Calibration, if set, takes the activation ranges of the qmodel (and
+	// of the draft) before their export (Calibrate) and writes them to
+	// work/ranges.json (work/draft/ranges.json); Export.Ranges win over
+	// them. A text calibration without a Tokenizer uses the bundle's. A
+	// greedy one is cut to the model's context length.
+	Calibration *CalibOptions
+	// NoSimulate skips the simulate step, which decodes the prompts with
+	// the exported encodings simulated (SimulateEncodings) and fails the
+	// build (Result.Pass) when they lose more than its thresholds allow.
+	NoSimulate bool
 
 	SoC string
 	// SDK is the located SDK; nil (or DryRun) stops before the tools and

@@ -170,7 +170,7 @@ func (b *builder) run() error {
 			b.draftQM.Close()
 		}
 	}()
-	for _, f := range []func() error{b.quantize, b.plan, b.check, b.export, b.buildDraft, b.sdkAndBundle, b.verify} {
+	for _, f := range []func() error{b.quantize, b.plan, b.check, b.export, b.simulate, b.buildDraft, b.sdkAndBundle, b.verify} {
 		if err := f(); err != nil {
 			return err
 		}
@@ -362,6 +362,9 @@ func (b *builder) export() error {
 		}
 		b.files = files
 		s.Outputs = []string{b.rel(dir) + "/"}
+		if b.res.Ranges != "" {
+			s.Outputs = append(s.Outputs, b.rel(b.res.Ranges))
+		}
 		s.Note = fmt.Sprintf("%d graphs, %d bytes", len(b.res.Plan.Graphs), total)
 		if b.forecast != nil {
 			s.Note += fmt.Sprintf(", %d forecast rows in the embedding table", len(b.forecast)/b.qm.Config.Hidden)
@@ -383,10 +386,10 @@ func (b *builder) exportGraphs(m *model.Model, p *shard.Plan, dir, step string) 
 	if m == b.qm {
 		opts.Forecast = b.forecast
 	}
-	if b.o.Calibrate != nil {
-		r, err := b.o.Calibrate(b.ctx, m, p)
+	if b.o.Calibration != nil {
+		r, err := b.calibrate(m, p, filepath.Join(filepath.Dir(dir), RangesName))
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("calibration: %w", err)
+			return nil, 0, 0, err
 		}
 		merged := map[string]onnx.Range{}
 		for k, v := range r {

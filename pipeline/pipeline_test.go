@@ -60,7 +60,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		StepQuantize: StatusOK, StepPlan: StatusOK, StepCheck: StatusOK, StepExport: StatusOK,
+		StepQuantize: StatusOK, StepPlan: StatusOK, StepCheck: StatusOK, StepExport: StatusOK, StepSimulate: StatusOK,
 		StepSDK: StatusDryRun, StepBundle: StatusOK, StepVerify: StatusPartial,
 	}
 	for _, s := range res.Steps {

@@ -58,6 +58,12 @@ type Result struct {
 	Commands       []string      `json:"sdk_commands,omitempty"`
 	Bundle         string        `json:"bundle,omitempty"`
 	Verify         *Verification `json:"verify,omitempty"`
+	// Ranges is the calibration's ranges file, when the build calibrated.
+	Ranges string `json:"ranges,omitempty"`
+	// Simulation is the simulate step's report: the qmodel decoded
+	// through the plan with the exported encodings simulated, against its
+	// float decode.
+	Simulation *golden.Report `json:"simulation,omitempty"`
 }
 
 // Step returns the named step's result, or nil.
@@ -70,14 +76,18 @@ func (r *Result) Step(name string) *StepResult {
 	return nil
 }
 
-// Pass reports whether every step that ran succeeded and verify (unless
-// skipped) ran, with the staged and speculative decodes, where they ran,
-// giving the whole model's tokens and the whole model meeting the criteria.
+// Pass reports whether every step that ran succeeded, the simulation (if
+// it ran) met its thresholds, and verify (unless skipped) ran, with the
+// staged and speculative decodes, where they ran, giving the whole model's
+// tokens and the whole model meeting the criteria.
 func (r *Result) Pass() bool {
 	for _, s := range r.Steps {
 		if s.Status == StatusFailed {
 			return false
 		}
+	}
+	if r.Simulation != nil && !r.Simulation.Pass {
+		return false
 	}
 	v := r.Verify
 	if v == nil {

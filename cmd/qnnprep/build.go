@@ -27,7 +27,7 @@ import (
 
 var buildCmd = &command{
 	Name:    "build",
-	Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [--cache DIR|oci://HOST/REPO] [--shard I/N | --shard-count N] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
+	Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [--cache DIR|oci://HOST/REPO] [--shard I/N | --shard-count N] [--calib-text FILE ... | --calibrate N] [--simulate=false] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
 	Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
 	Run:     runBuild,
 }
@@ -47,7 +47,9 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	sdkDir := fs.String("qnn-sdk", "", "QAIRT/QNN SDK root (default $QNN_SDK_ROOT, then $QAIRT_SDK_ROOT); without one the build stops before the SDK tools and prints their commands")
 	dry := fs.Bool("dry-run", false, "never run the SDK: print its commands and write every file it does not produce")
 	tok := fs.String("tokenizer", "", "the bundle's tokenizer: an HF tokenizer.json (copied) or a vocabulary to write one from (GGUF, llama2.c tokenizer.bin); default: MODEL's tokenizer.json or vocabulary")
-	calib := fs.Int("calibrate", 16, "activation ranges from a greedy decode of this many tokens (0: default encodings only)")
+	calib := fs.Int("calibrate", 16, "activation ranges from a greedy decode of this many tokens (0: default encodings only); --calib-text replaces it")
+	calibText := addCalibFlags(fs)
+	simulate := fs.Bool("simulate", true, "after export, decode the prompts with the exported encodings simulated (activations, KV, states and logits fake-quantized) and fail the build when they lose more than the thresholds in README's Verdicts allow against the float decode")
 	convArgs := fs.StringArray("converter-arg", nil, "extra qairt-converter argument, repeatable")
 	jobs := fs.IntP("jobs", "j", 2, "SDK tools run at once")
 	timeout := fs.Duration("timeout", 0, "time limit per SDK tool run (0: none)")
@@ -87,6 +89,16 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	co, err := calibText()
+	if err != nil {
+		return err
+	}
+	if co.Text != "" && fs.Changed("calibrate") && *calib > 0 {
+		return usageError("give --calib-text or --calibrate, not both")
+	}
+	if co.Text == "" && *calib == 0 && fs.Changed("calib-stat") {
+		return usageError("--calib-stat needs --calib-text or --calibrate")
+	}
 	sh, sharded, err := shardFlags(*shardSpec, *shardCount)
 	if err != nil {
 		return err
@@ -103,7 +115,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if *draft != "" {
 		draftIn = modelInput(*draft)
 	}
-	if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok, *forecastEmb, *prefixFile}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
+	if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok, *forecastEmb, *prefixFile, co.Text}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
 		return err
 	}
 	var sdk *qnnpack.SDK
@@ -132,9 +144,14 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if *draft != "" {
 		o.Draft = &pipeline.Draft{Source: *draft, Plan: shard.Options{Stages: *draftStages}}
 	}
-	if *calib > 0 {
-		o.Calibrate = calibrator(*calib)
+	switch {
+	case co.Text != "":
+		o.Calibration = &co
+	case *calib > 0:
+		co.Greedy = *calib
+		o.Calibration = &co
 	}
+	o.NoSimulate = !*simulate
 	// Commands go to stdout (for a shell), SDK job lines to stderr.
 	if !*asJSON {
 		o.Commands = os.Stdout
@@ -209,14 +226,6 @@ func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Opt
 // (without one, pipeline.DefaultPrompts' token ids).
 var defaultPromptTexts = []string{"Once upon a time", "The capital of France is", "def fibonacci(n):"}
 
-// calibrator derives activation ranges with export's calibration decode.
-func calibrator(n int) func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error) {
-	return func(ctx context.Context, m *model.Model, p *shard.Plan) (map[string]onnx.Range, error) {
-		n := min(n, max(m.Config.ContextLength-2, 1))
-		return calibrateRanges(ctx, m, p, nil, n)
-	}
-}
-
 // printBuildSummary prints the step table, the plan's stages and the
 // verification.
 func printBuildSummary(w io.Writer, r *pipeline.Result) {
@@ -278,6 +287,18 @@ func printBuildSummary(w io.Writer, r *pipeline.Result) {
 		fmt.Fprintf(w, "thresholds: %s\n", v.Whole.Criteria)
 		for _, f := range v.Whole.Failures {
 			fmt.Fprintf(w, "FAIL: %s\n", f)
+		}
+	}
+	if sim := r.Simulation; sim != nil {
+		cos := "-"
+		if c := sim.Summary.Cosine; c != nil {
+			cos = fmt.Sprintf("%.5f", *c)
+		}
+		fmt.Fprintf(w, "\nsimulate: encodings of %s/%s/%s against the float decode: top-1 %.1f%%, cosine %s, exact %d/%d tokens\n",
+			r.OutDir, pipeline.WorkDir, pipeline.ONNXDir, 100*sim.Summary.Top1, cos, sim.Summary.Matched, sim.Summary.Tokens)
+		fmt.Fprintf(w, "simulation thresholds: %s\n", sim.Criteria)
+		for _, f := range sim.Failures {
+			fmt.Fprintf(w, "FAIL: simulation: %s\n", f)
 		}
 	}
 	if r.DryRun && len(r.Commands) > 0 {

@@ -201,7 +201,7 @@ func demoBuild(ctx context.Context, src demoSource, recipe, out string, stages, 
 		o.Tokenizer = src.Tokenizer
 	}
 	o.Plan = shard.Options{Stages: stages}
-	o.Calibrate = calibrator(16)
+	o.Calibration = &pipeline.CalibOptions{Greedy: 16}
 	return pipeline.Build(ctx, o)
 }
 

@@ -2,23 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
-	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/spf13/pflag"
 )
 
 var exportCmd = &command{
 	Name:    "export",
-	Usage:   "qnnprep export onnx PLAN MODEL OUTDIR [--opset 17] [--ir 8] [--external] [--ranges FILE]",
+	Usage:   "qnnprep export onnx PLAN MODEL OUTDIR [--opset 17] [--ir 8] [--external] [--ranges FILE] [--calib-text FILE [--calib-split lines|windows] [--calib-samples N] [--calib-len L] | --calibrate N] [--calib-stat minmax|pNN.N]",
 	Summary: "write every stage of a plan as an ONNX model with its QNN encodings JSON",
 	Run:     runExport,
 }
@@ -28,9 +27,10 @@ func runExport(ctx context.Context, c *command, args []string) error {
 	opset := fs.Int64("opset", 17, "ONNX opset (17 is the newest Debian's onnx 1.12 checker knows)")
 	ir := fs.Int64("ir", 8, "ONNX IR version (raised to what a newer --opset needs unless given)")
 	external := fs.Bool("external", false, "weights in the stage's shared data file even for a single-graph stage under 2 GiB (always with several AR/CL variants, or above 2 GiB)")
-	ranges := fs.String("ranges", "", `JSON file of calibrated activation ranges by encoding group, {"past_key_3": [-8.5, 9.1], …}`)
-	calibrate := fs.Int("calibrate", 0, "derive activation ranges (hidden states, KV, conv state, logits) by decoding this many tokens greedily with the bundled runtime")
+	ranges := fs.String("ranges", "", `activation ranges by encoding group: a ranges file an earlier calibration wrote (ranges.json), or {"past_key_3": [-8.5, 9.1], …}; its groups win over calibrated ones`)
+	calibrate := fs.Int("calibrate", 0, "derive activation ranges (hidden states, KV, conv and SSM state, logits) by decoding this many tokens greedily with the bundled runtime")
 	calibIDs := fs.IntSlice("calib-ids", nil, "token ids the calibration decode starts from (default: the model's BOS)")
+	calib := addCalibFlags(fs)
 	force := fs.Bool("force", false, "export even if the plan violates the Genie contract")
 	quiet := fs.BoolP("quiet", "q", false, "no per-graph progress lines")
 	if err := parseFlags(fs, args); err != nil {
@@ -61,8 +61,18 @@ func runExport(ctx context.Context, c *command, args []string) error {
 		IRVersion: *ir, External: *external,
 		Producer: "qnnprep", Version: qnnprepVersion(),
 	}
+	co, err := calib()
+	if err != nil {
+		return err
+	}
+	if co.Text != "" && *calibrate > 0 {
+		return usageError("give --calib-text or --calibrate, not both")
+	}
+	if co.Text == "" && fs.Changed("calib-stat") && *calibrate == 0 {
+		return usageError("--calib-stat needs --calib-text or --calibrate")
+	}
 	planPath, modelPath, out := fs.Arg(1), fs.Arg(2), fs.Arg(3)
-	if err := checkPaths(ins(modelInput(modelPath), []string{planPath, *ranges}), nil, []string{out}); err != nil {
+	if err := checkPaths(ins(modelInput(modelPath), []string{planPath, *ranges, co.Text}), nil, []string{out}); err != nil {
 		return err
 	}
 	p, err := shard.ReadPlan(planPath)
@@ -85,22 +95,38 @@ func runExport(ctx context.Context, c *command, args []string) error {
 	if err := p.Fits(m.Config); err != nil {
 		return fmt.Errorf("%s does not describe %s: %w", planPath, modelPath, err)
 	}
-	if *calibrate > 0 {
-		start := make([]int32, len(*calibIDs))
-		for i, id := range *calibIDs {
-			start[i] = int32(id)
+	if *calibrate > 0 || co.Text != "" {
+		co.Greedy = *calibrate
+		for _, id := range *calibIDs {
+			co.Start = append(co.Start, int32(id))
 		}
-		r, err := calibrateRanges(ctx, m, p, start, *calibrate)
+		if co.Text != "" {
+			if co.Tokenizer, err = loadTokenizer(m, modelPath); err != nil {
+				return fmt.Errorf("--calib-text: %s's tokenizer: %w", modelPath, err)
+			}
+		}
+		cal, err := pipeline.Calibrate(ctx, m, p, co)
 		if err != nil {
+			return err
+		}
+		// The ranges file goes beside the graphs it made.
+		rpath := filepath.Join(out, rangesName)
+		if err := atomicfile.Claim(out, rangesName); err != nil {
+			return err
+		}
+		if err := cal.Write(rpath); err != nil {
 			return err
 		}
 		if opts.Ranges == nil {
 			opts.Ranges = map[string]onnx.Range{}
 		}
-		for k, v := range r {
+		for k, v := range cal.Ranges {
 			if _, given := opts.Ranges[k]; !given { // --ranges wins
 				opts.Ranges[k] = v
 			}
+		}
+		if !*quiet {
+			fmt.Fprintf(os.Stderr, "calibrated %d groups on %d tokens (%s, %s) → %s\n", len(cal.Ranges), cal.Settings.Tokens, cal.Settings.Source, cal.Settings.Stat, rpath)
 		}
 	}
 	var progress func(i, n int, graph string)
@@ -125,109 +151,48 @@ func runExport(ctx context.Context, c *command, args []string) error {
 	return nil
 }
 
-// readRanges reads {"group": [min, max], …}.
+// rangesName is the ranges file export and build write when they calibrate.
+const rangesName = "ranges.json"
+
+// readRanges reads a ranges file (onnx.ReadCalibration: the full form or
+// {"group": [min, max], …}).
 func readRanges(path string) (map[string]onnx.Range, error) {
-	b, err := os.ReadFile(path)
+	c, err := onnx.ReadCalibration(path)
 	if err != nil {
 		return nil, err
 	}
-	var raw map[string][]float32
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	out := map[string]onnx.Range{}
-	names := make([]string, 0, len(raw))
-	for k := range raw {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		v := raw[k]
-		if len(v) != 2 || !(v[0] <= v[1]) || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("%s: group %q: want [min, max] with min ≤ max, got %v", path, k, v)
-		}
-		out[k] = onnx.Range{Min: v[0], Max: v[1]}
-	}
-	return out, nil
+	return c.Ranges, nil
 }
 
-// calibrateRanges decodes n tokens greedily after start (the BOS when
-// empty), one token per call stage by stage as the plan cuts the model,
-// and returns the range every encoding group took: each stage's hidden
-// state output, logits and last_hidden_states, and per layer the keys and
-// values entering the cache (past_key_L, past_value_L) and the conv state
-// (past_conv_L). One range per group makes a state's _in and _out share
-// one encoding, as Genie requires.
-func calibrateRanges(ctx context.Context, m *model.Model, p *shard.Plan, start []int32, n int) (map[string]onnx.Range, error) {
-	e, err := runtime.New(m, runtime.Options{})
-	if err != nil {
-		return nil, err
-	}
-	if len(start) == 0 {
-		bos := int32(max(m.Config.BOS, 0))
-		start = []int32{bos}
-	}
-	if len(start)+n > e.ContextLength() {
-		return nil, fmt.Errorf("calibration: %d tokens exceed the context length %d", len(start)+n, e.ContextLength())
-	}
-	r := map[string]onnx.Range{}
-	add := func(group string, v []float32) {
-		if len(v) == 0 {
-			return
+// addCalibFlags adds the text-calibration flags export and build share;
+// the returned function checks them and gives the options (Text empty
+// without --calib-text).
+func addCalibFlags(fs *pflag.FlagSet) func() (pipeline.CalibOptions, error) {
+	text := fs.String("calib-text", "", "calibrate activation ranges on this text, tokenized with the model's tokenizer (see --calib-split)")
+	split := fs.String("calib-split", pipeline.SplitLines, "with --calib-text: lines (one sample per non-empty line) or windows (the whole text cut into windows of --calib-len tokens)")
+	samples := fs.Int("calib-samples", 16, "with --calib-text: samples used, spread evenly over the text")
+	length := fs.Int("calib-len", 128, "with --calib-text: tokens per sample at most, BOS included")
+	stat := fs.String("calib-stat", "minmax", "range statistic per encoding group: minmax, or pNN.N (50 < NN.N < 100) to clip each tail at that percentile (e.g. p99.99)")
+	return func() (pipeline.CalibOptions, error) {
+		st, err := onnx.ParseStat(*stat)
+		if err != nil {
+			return pipeline.CalibOptions{}, usageError("--calib-stat: %v", err)
 		}
-		cur, ok := r[group]
-		if !ok {
-			cur = onnx.Range{Min: v[0], Max: v[0]}
-		}
-		for _, x := range v {
-			cur.Min, cur.Max = min(cur.Min, x), max(cur.Max, x)
-		}
-		r[group] = cur
-	}
-	st := e.NewState()
-	c := m.Config
-	kvDim := c.KVHeads * c.HeadDim
-	x := make([]float32, c.Hidden)
-	logits := make([]float32, c.VocabSize)
-	tok := start[0]
-	for i := 0; i < len(start)+n-1; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if i < len(start) {
-			tok = start[i]
-		}
-		if err := e.Embed([]int32{tok}, x); err != nil {
-			return nil, err
-		}
-		for _, s := range p.Stages {
-			if err := st.RunLayers(s.FirstLayer, s.LastLayer+1, x, nil, nil); err != nil {
-				return nil, err
-			}
-			for l := s.FirstLayer; l <= s.LastLayer; l++ {
-				if c.LayerKinds[l] == model.DeltaNet {
-					conv, _ := st.DeltaNet(l)
-					add(fmt.Sprintf("past_conv_%d", l), conv)
-					continue
+		o := pipeline.CalibOptions{Text: *text, Split: *split, Samples: *samples, Len: *length, Stat: st}
+		if *text == "" {
+			for _, f := range []string{"calib-split", "calib-samples", "calib-len"} {
+				if fs.Changed(f) {
+					return o, usageError("--%s needs --calib-text", f)
 				}
-				k, v := st.KV(l)
-				last := len(k) - kvDim
-				add(fmt.Sprintf("past_key_%d", l), k[last:])
-				add(fmt.Sprintf("past_value_%d", l), v[last:])
 			}
-			if !s.Head {
-				add(shard.HiddenStates(s.Index), x)
-				continue
-			}
-			add(shard.LastHiddenStates, x)
-			if err := st.Head(x, logits); err != nil {
-				return nil, err
-			}
-			add(shard.Logits, logits)
+			return o, nil
 		}
-		if i >= len(start)-1 {
-			tok = runtime.Argmax(logits)
+		if *split != pipeline.SplitLines && *split != pipeline.SplitWindows {
+			return o, usageError("--calib-split %q: want %s or %s", *split, pipeline.SplitLines, pipeline.SplitWindows)
 		}
+		if *samples < 1 || *length < 2 {
+			return o, usageError("--calib-samples %d --calib-len %d: want at least 1 sample of 2 tokens", *samples, *length)
+		}
+		return o, nil
 	}
-	return r, nil
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
 var verifyCmd = &command{
 	Name:    "verify",
-	Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json] [--draft MODEL | --eagle3 HEAD.gguf] [-k K] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--source-fingerprint SHA] [--kv-f16] [--json] [--report FILE] [--ctx N] [-t THREADS]",
+	Usage:   "qnnprep verify ARTIFACT --golden FILE [--plan plan.json [--simulate-encodings DIR]] [--draft MODEL | --eagle3 HEAD.gguf] [-k K] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--source-fingerprint SHA] [--kv-f16] [--json] [--report FILE] [--ctx N] [-t THREADS]",
 	Summary: "decode an artifact against a golden file: exact match, first divergence, top-1, cosine, degeneration",
 	Run:     runVerify,
 }
@@ -24,6 +25,7 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 	fs := newFlags(c)
 	goldenPath := fs.String("golden", "", "golden file recorded from the artifact's source model (qnnprep golden record)")
 	planPath := fs.String("plan", "", "also decode through this shard plan's stages")
+	simEnc := fs.String("simulate-encodings", "", "with --plan: also decode the golden's prompts through the plan with the encodings export wrote into DIR simulated (activations, KV, states and logits fake-quantized as declared) and report top-1, logit cosine and first divergence against the float decode; fails below the thresholds in README's Verdicts")
 	draftPath := fs.String("draft", "", "also decode speculatively with this draft model (must equal the whole-model output)")
 	eaglePath := fs.String("eagle3", "", "also decode speculatively with this EAGLE-3 head (GGUF or HF directory)")
 	k := fs.IntP("k", "k", 4, "draft tokens per window with --draft or --eagle3")
@@ -49,11 +51,17 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 	if *k < 1 {
 		return usageError("-k %d: want at least 1", *k)
 	}
+	if *simEnc != "" && *planPath == "" {
+		return usageError("--simulate-encodings needs --plan (the plan the encodings were exported for)")
+	}
+	if *simEnc != "" && *kvF16 {
+		return usageError("--simulate-encodings simulates the device's encodings, not llama.cpp's F16 cache: drop --kv-f16")
+	}
 	overrides, err := thresholds()
 	if err != nil {
 		return err
 	}
-	if err := checkPaths(ins(modelInput(fs.Arg(0)), modelInput(*draftPath), []string{*goldenPath, *planPath, *eaglePath}), []string{*reportPath}, nil); err != nil {
+	if err := checkPaths(ins(modelInput(fs.Arg(0)), modelInput(*draftPath), []string{*goldenPath, *planPath, *eaglePath, *simEnc}), []string{*reportPath}, nil); err != nil {
 		return err
 	}
 	g, err := golden.Read(*goldenPath)
@@ -144,6 +152,20 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 		reports = append(reports, r)
 		pass = pass && r.Pass
 	}
+	if *simEnc != "" {
+		encs, err := pipeline.ReadGraphEncodings(*simEnc, plan)
+		if err != nil {
+			return err
+		}
+		r, err := pipeline.SimulateEncodings(ctx, m, plan, encs, pipeline.SimOptions{Prompts: g.Prompts, Tokens: g.Settings.Steps, Threads: *threads})
+		if err != nil {
+			return fmt.Errorf("%s (--simulate-encodings %s): %w", path, *simEnc, err)
+		}
+		r.Golden, r.Artifact = "its float decode", path
+		r.Decoder = "plan " + *planPath + ", " + r.Decoder
+		reports = append(reports, r)
+		pass = pass && r.Pass
+	}
 	var js []byte
 	if *asJSON || *reportPath != "" {
 		var v any = reports[0]
@@ -167,7 +189,7 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 			if i > 0 {
 				fmt.Println()
 			}
-			fmt.Printf("%s (%s) against %s\n\n", path, r.Decoder, *goldenPath)
+			fmt.Printf("%s (%s) against %s\n\n", path, r.Decoder, r.Golden)
 			if err := r.Table(os.Stdout); err != nil {
 				return err
 			}
