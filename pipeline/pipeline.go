@@ -4,8 +4,10 @@
 // its commands) into a Genie bundle, and verify by decoding: the qmodel whole
 // and through the plan, against a golden recorded from the source.
 //
-// Steps: quantize, plan, check, export, draft (spd only), sdk, bundle,
-// verify. Verify records a golden from the source (greedy continuations and
+// Steps: quantize, plan, check, export (with calibration), simulate, draft
+// (spd only), sdk, bundle, verify. Simulate decodes the qmodel through the
+// plan with the exported encodings simulated (SimulateEncodings) against
+// its float decode. Verify records a golden from the source (greedy continuations and
 // top-k logits of a few prompts), decodes the qmodel whole against it (the
 // quantization's quality: top-1 agreement, exact-match length) and through
 // the plan with the runtime's staged executor, which must give the whole
@@ -16,6 +18,7 @@
 //	OUTDIR/work/qmodel.gguf           the quantized model
 //	OUTDIR/work/plan.json             the shard plan
 //	OUTDIR/work/onnx/                 <graph>.onnx and <graph>.encodings.json
+//	OUTDIR/work/ranges.json           the calibration's activation ranges (onnx.Calibration)
 //	OUTDIR/work/sdk/                  DLCs, compile configs, context binaries, logs, cache
 //	OUTDIR/work/sdk_commands.sh       dry run: the SDK commands as a script (set QNN_SDK_ROOT, run)
 //	OUTDIR/work/draft/                spd: the draft model's qmodel, plan, ONNX, SDK work and bundle
