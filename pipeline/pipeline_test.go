@@ -244,7 +244,7 @@ func TestStepErrors(t *testing.T) {
 			os.MkdirAll(filepath.Join(o.OutDir, WorkDir), 0o755)
 			os.WriteFile(filepath.Join(o.OutDir, WorkDir, ONNXDir), nil, 0o644)
 		}},
-		{StepSimulate, func(o *Options) { o.Tokens = 1000 }}, // past the plan's CL
+		{StepSimulate, func(o *Options) { o.Tokens = 1000 }},                    // past the plan's CL
 		{StepVerify, func(o *Options) { o.Tokens = 1000; o.NoSimulate = true }}, // past the context length
 	} {
 		t.Run(tc.step, func(t *testing.T) {
