@@ -103,6 +103,10 @@ type Features struct {
 	// MRoPE: multimodal rope sections (Config.MRopeSections), which the
 	// architecture's hooks read, write and check.
 	MRoPE bool
+	// RopeFreqs: llama.cpp applies rope_freqs.weight (Llama 3 rope
+	// scaling) and its converter writes it; other architectures ignore
+	// the tensor, so llama3 scaling is refused for them.
+	RopeFreqs bool
 	// MTP: GGUF files may append nextn_predict_layers multi-token
 	// prediction blocks after the decoder layers.
 	MTP bool

@@ -15,6 +15,7 @@ func (llama) Features() Features {
 		HFClasses:      []string{"LlamaForCausalLM"},
 		DefaultContext: 2048,
 		// llama.cpp's converter permutes q/k to ggml's NORM layout.
-		NormRope: true,
+		NormRope:  true,
+		RopeFreqs: true,
 	}
 }

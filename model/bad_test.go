@@ -115,8 +115,14 @@ func TestBadInputs(t *testing.T) {
 			c.config["text_config"].(map[string]any)["layer_types"] = []string{"full_attention"}
 		}), []string{"config.json", "layer_types: want 3 entries"}},
 		{"rope scaling", hf(tinyQwen3, func(c *hfCkpt) {
-			c.config["rope_scaling"] = map[string]any{"type": "yarn", "factor": 4}
-		}), []string{"config.json", `unsupported rope scaling type "yarn"`}},
+			c.config["rope_scaling"] = map[string]any{"type": "dynamic", "factor": 4}
+		}), []string{"config.json", `unsupported rope scaling type "dynamic"`}},
+		{"rope scaling llama3 on qwen3", hf(tinyQwen3, func(c *hfCkpt) {
+			c.config["rope_scaling"] = map[string]any{"rope_type": "llama3", "factor": 8}
+		}), []string{"config.json", "rope scaling llama3 on qwen3"}},
+		{"yarn beta llama.cpp ignores", hf(tinyQwen3, func(c *hfCkpt) {
+			c.config["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": 4, "beta_fast": 16}
+		}), []string{"config.json", "yarn_beta_fast = 16"}},
 		{"sliding window", hf(tinyQwen2, func(c *hfCkpt) {
 			c.config["use_sliding_window"] = true
 		}), []string{"config.json", "sliding-window"}},

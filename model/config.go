@@ -79,6 +79,9 @@ type Config struct {
 	// RopeFreqFactors, when set, divides each rotation frequency (Llama 3
 	// rope scaling, GGUF rope_freqs.weight); length RopeDim/2.
 	RopeFreqFactors []float32 `json:"rope_freq_factors,omitempty"`
+	// RopeScaling is the scaling scheme and its parameters (for llama3,
+	// the parameters RopeFreqFactors were made from, when known).
+	RopeScaling RopeScaling `json:"rope_scaling,omitzero"`
 	// MRopeSections are the M-RoPE sections (t, h, w, e) in rotation pairs
 	// (qwen35 only, GGUF rope.dimension_sections, usually [11 11 10 0]).
 	// For text all positions are equal and M-RoPE is NEOX rope.

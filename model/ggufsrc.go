@@ -58,6 +58,91 @@ func (r *mdReader) float(key string, def float64, required bool) float64 {
 	return f
 }
 
+// setRopeScaling writes s as llama.cpp's converter does: type and factor
+// for linear; for yarn also the original context and the yarn_* values
+// the source gave; nothing for llama3, whose factors are the
+// rope_freqs.weight tensor.
+func setRopeScaling(md *gguf.Metadata, p string, s RopeScaling) {
+	switch s.Type {
+	case RopeLinear, RopeYarn:
+		md.Set(p+"rope.scaling.type", string(s.Type))
+		md.Set(p+"rope.scaling.factor", s.Factor)
+	}
+	if s.Type == RopeYarn {
+		if s.OrigContext > 0 {
+			md.Set(p+"rope.scaling.original_context_length", uint32(s.OrigContext))
+		}
+		for _, kv := range []struct {
+			key string
+			v   *float32
+		}{
+			{"yarn_ext_factor", s.YarnExtFactor},
+			{"yarn_attn_factor", s.YarnAttnFactor},
+			{"yarn_beta_fast", s.YarnBetaFast},
+			{"yarn_beta_slow", s.YarnBetaSlow},
+		} {
+			if kv.v != nil {
+				md.Set(p+"rope.scaling."+kv.key, *kv.v)
+			}
+		}
+	}
+	if s.AttnFactor != 0 {
+		md.Set(p+"rope.scaling.attn_factor", s.AttnFactor)
+	}
+}
+
+// ropeScaling reads the {arch}.rope.scaling.* keys as llama.cpp does: a
+// missing type is linear (with no factor, no scaling), "none" ignores the
+// factor, and the old rope.scale_linear key stands in for the factor.
+func (r *mdReader) ropeScaling(p string) RopeScaling {
+	var s RopeScaling
+	typ := "linear"
+	if v, ok := r.md.Get(p + "rope.scaling.type"); ok {
+		if typ, ok = v.(string); !ok {
+			r.errs = append(r.errs, fmt.Sprintf("key %srope.scaling.type: want a string, got %T", p, v))
+			return s
+		}
+	}
+	factor := r.float(p+"rope.scaling.factor", 0, false)
+	if _, ok := r.md.Get(p + "rope.scaling.factor"); !ok {
+		factor = r.float(p+"rope.scale_linear", 0, false)
+	}
+	s.AttnFactor = float32(r.float(p+"rope.scaling.attn_factor", 0, false))
+	switch typ {
+	case "none":
+		return s
+	case "linear":
+		if factor == 0 || factor == 1 {
+			return s // freq_scale 1: no scaling
+		}
+		s.Type = RopeLinear
+	case "yarn":
+		s.Type = RopeYarn
+		s.OrigContext = r.int(p+"rope.scaling.original_context_length", 0, false)
+		opt := func(key string) *float32 {
+			if _, ok := r.md.Get(p + key); !ok {
+				return nil
+			}
+			v := float32(r.float(p+key, 0, false))
+			return &v
+		}
+		s.YarnExtFactor = opt("rope.scaling.yarn_ext_factor")
+		s.YarnAttnFactor = opt("rope.scaling.yarn_attn_factor")
+		s.YarnBetaFast = opt("rope.scaling.yarn_beta_fast")
+		s.YarnBetaSlow = opt("rope.scaling.yarn_beta_slow")
+	default:
+		// longrope needs rope_long/rope_short tensors no supported
+		// architecture has; anything else llama.cpp refuses too.
+		r.errs = append(r.errs, fmt.Sprintf("key %srope.scaling.type = %q: unsupported rope scaling type (want none, linear or yarn)", p, typ))
+		return s
+	}
+	if v, ok := r.md.Get(p + "rope.scaling.yarn_log_multiplier"); ok {
+		r.errs = append(r.errs, fmt.Sprintf("key %srope.scaling.yarn_log_multiplier = %v: unsupported (DeepSeek's YaRN variant)", p, v))
+	}
+	s.Factor = float32(factor)
+	return s
+}
+
 // tokenID reads an optional token id; absent or out of range is -1 (the
 // llama2.c converter writes 0xFFFFFFFF for "none").
 func tokenID(md gguf.Metadata, key string) int {
@@ -115,6 +200,7 @@ func ConfigFromGGUF(md gguf.Metadata) (Config, error) {
 	c.RMSEps = float32(r.float(p+"attention.layer_norm_rms_epsilon", 0, true))
 	c.RopeTheta = float64(float32(r.float(p+"rope.freq_base", 10000, false)))
 	c.RopeDim = r.int(p+"rope.dimension_count", c.HeadDim, false)
+	c.RopeScaling = r.ropeScaling(p)
 	if _, ok := md.Get(p + "vocab_size"); ok {
 		c.VocabSize = r.int(p+"vocab_size", 0, true)
 	} else if toks, ok := md.Strings("tokenizer.ggml.tokens"); ok {
@@ -235,6 +321,7 @@ func (m *Model) GGUFMetadata() gguf.Metadata {
 	md.Set(p+"attention.layer_norm_rms_epsilon", c.RMSEps)
 	md.Set(p+"rope.freq_base", float32(c.RopeTheta))
 	u("rope.dimension_count", c.RopeDim)
+	setRopeScaling(&md, p, c.RopeScaling)
 	a, ok := Lookup(c.Arch)
 	if !ok {
 		return md // an unsupported Config (New and Open refuse one)
@@ -308,7 +395,13 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", f.Path, err)
 			}
+			if cfg.RopeScaling.Type != RopeNoScaling {
+				return nil, fmt.Errorf("model: %s: rope_freqs.weight (Llama 3 rope scaling) with %s.rope.scaling.type %s", f.Path, cfg.Arch, cfg.RopeScaling.Type)
+			}
 			cfg.RopeFreqFactors = v
+			// The file holds only the factors; Genie wants the
+			// parameters they were made from.
+			cfg.RopeScaling = recoverLlama3(v, cfg.RopeTheta, cfg.RopeDim)
 		}
 	}
 	if err := cfg.Validate(); err != nil {

@@ -353,13 +353,18 @@ func hfExperts(j *hfJSON, def, layers int) error {
 	return nil
 }
 
-// hfRopeScaling handles rope_scaling (or a non-default rope_parameters
-// rope_type): Llama 3's scheme becomes per-frequency factors as
-// llama.cpp's converter writes them to rope_freqs.weight.
+// hfRopeScaling reads rope_parameters (transformers v5) or rope_scaling,
+// as llama.cpp's converter does: linear and yarn keep their parameters
+// (written as rope.scaling.* keys), llama3 becomes per-frequency factors
+// (written as rope_freqs.weight). Other types are refused rather than
+// decoded unscaled.
 func hfRopeScaling(j *hfJSON, c *Config) error {
-	obj := j.object("rope_scaling")
+	obj := j.object("rope_parameters")
 	if obj == nil {
-		obj = j.object("rope_parameters")
+		obj = j.object("rope_scaling")
+	}
+	if fa, ok := obj["full_attention"].(map[string]any); ok {
+		obj = fa
 	}
 	if obj == nil {
 		return nil
@@ -368,51 +373,99 @@ func hfRopeScaling(j *hfJSON, c *Config) error {
 	if typ == "" {
 		typ, _ = obj["type"].(string)
 	}
-	switch typ {
-	case "", "default":
-		return nil
-	case "llama3":
-	default:
-		return fmt.Errorf("unsupported rope scaling type %q", typ)
-	}
-	num := func(key string, def float64) float64 {
-		if v, ok := obj[key]; ok && v != nil {
-			if f, ok := asFloat(v); ok {
-				return f
-			}
+	num := func(key string) (float64, bool) {
+		v, ok := obj[key]
+		if !ok || v == nil {
+			return 0, false
+		}
+		f, ok := asFloat(v)
+		if !ok {
 			j.fail("rope_scaling.%s: want a number, got %s", key, show(v))
+		}
+		return f, ok
+	}
+	numOr := func(key string, def float64) float64 {
+		if f, ok := num(key); ok {
+			return f
 		}
 		return def
 	}
-	factor := num("factor", 8)
-	lowFF := num("low_freq_factor", 1)
-	highFF := num("high_freq_factor", 4)
-	oldCtx := num("original_max_position_embeddings", 8192)
+	var s RopeScaling
+	switch typ {
+	case "", "default":
+		return nil
+	case "linear":
+		s.Type = RopeLinear
+	case "yarn":
+		s.Type = RopeYarn
+	case "llama3":
+		s.Type = RopeLlama3
+	default:
+		return fmt.Errorf("unsupported rope scaling type %q (supported: linear, yarn, llama3)", typ)
+	}
+	factor, ok := num("factor")
+	if !ok && s.Type != RopeLlama3 {
+		return fmt.Errorf("rope_scaling: %s scaling without a factor", typ)
+	}
+	switch s.Type {
+	case RopeLinear:
+		s.Factor = float32(factor)
+	case RopeYarn:
+		s.Factor = float32(factor)
+		// The converter requires original_max_position_embeddings (it
+		// mirrors a top-level one); transformers falls back to
+		// max_position_embeddings, as llama.cpp does without the key.
+		if v, ok := num("original_max_position_embeddings"); ok {
+			s.OrigContext = int(v)
+		} else if v, ok := j.get("original_max_position_embeddings"); ok {
+			n, _ := asInt(v)
+			s.OrigContext = n
+		} else {
+			s.OrigContext = c.ContextLength
+		}
+		opt := func(keys ...string) *float32 {
+			for _, k := range keys {
+				if f, ok := num(k); ok {
+					v := float32(f)
+					return &v
+				}
+			}
+			return nil
+		}
+		s.YarnExtFactor = opt("extrapolation_factor")
+		s.YarnAttnFactor = opt("attention_factor", "attn_factor")
+		s.YarnBetaFast = opt("beta_fast")
+		s.YarnBetaSlow = opt("beta_slow")
+		for _, k := range []string{"mscale", "mscale_all_dim"} {
+			if v, ok := obj[k]; ok && v != nil {
+				return fmt.Errorf("rope_scaling.%s: unsupported (DeepSeek's YaRN variant; llama.cpp applies it only to DeepSeek)", k)
+			}
+		}
+		if v, ok := obj["truncate"].(bool); ok && !v {
+			return errors.New("rope_scaling.truncate = false: unsupported (llama.cpp always rounds the YaRN correction band to whole pairs)")
+		}
+	case RopeLlama3:
+		if !c.Arch.Features().RopeFreqs {
+			return fmt.Errorf("rope scaling llama3 on %s: llama.cpp's converter writes rope_freqs.weight only for llama, and its %s ignores it", c.Arch, c.Arch)
+		}
+		s.Factor = float32(numOr("factor", 8))
+		s.LowFreqFactor = float32(numOr("low_freq_factor", 1))
+		s.HighFreqFactor = float32(numOr("high_freq_factor", 4))
+		s.OrigContext = int(numOr("original_max_position_embeddings", 8192))
+		if len(j.errs) > 0 {
+			return errors.New(strings.Join(j.errs, "; "))
+		}
+		if !(s.Factor > 0) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || !(s.OrigContext > 0) {
+			return fmt.Errorf("rope_scaling: bad llama3 parameters (factor %v, low_freq_factor %v, high_freq_factor %v, original_max_position_embeddings %v)",
+				s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OrigContext)
+		}
+		if c.RopeDim > 0 && c.RopeDim <= maxHeadDim && c.RopeDim%2 == 0 { // else Validate reports the rope dims
+			c.RopeFreqFactors = Llama3FreqFactors(c.RopeTheta, c.RopeDim, s)
+		}
+	}
 	if len(j.errs) > 0 {
 		return errors.New(strings.Join(j.errs, "; "))
 	}
-	if !(factor > 0) || !(lowFF > 0) || !(highFF > lowFF) || !(oldCtx > 0) {
-		return fmt.Errorf("rope_scaling: bad llama3 parameters (factor %v, low_freq_factor %v, high_freq_factor %v, original_max_position_embeddings %v)",
-			factor, lowFF, highFF, oldCtx)
-	}
-	if c.RopeDim <= 0 || c.RopeDim > maxHeadDim || c.RopeDim%2 != 0 {
-		return nil // Validate reports the rope dims
-	}
-	lowWL, highWL := oldCtx/lowFF, oldCtx/highFF
-	c.RopeFreqFactors = make([]float32, c.RopeDim/2)
-	for i := range c.RopeFreqFactors {
-		// The converter computes the frequencies in float32.
-		freq := float32(1 / float32(math.Pow(c.RopeTheta, float64(float32(2*i)/float32(c.RopeDim)))))
-		wl := 2 * math.Pi / float64(freq)
-		switch {
-		case wl < highWL:
-			c.RopeFreqFactors[i] = 1
-		case wl > lowWL:
-			c.RopeFreqFactors[i] = float32(factor)
-		default:
-			s := (oldCtx/wl - lowFF) / (highFF - lowFF)
-			c.RopeFreqFactors[i] = float32(1 / ((1-s)/factor + s))
-		}
-	}
+	c.RopeScaling = s
 	return nil
 }

@@ -20,8 +20,9 @@ func HFConfigJSON(c Config) ([]byte, error) {
 	if len(f.HFModelTypes) == 0 || len(f.HFClasses) == 0 {
 		return nil, fmt.Errorf("%s has no Hugging Face names", c.Arch)
 	}
-	if len(c.RopeFreqFactors) > 0 {
-		return nil, fmt.Errorf("rope frequency factors cannot be written as config.json")
+	rs, err := hfRopeScalingJSON(&c)
+	if err != nil {
+		return nil, err
 	}
 	partial := float64(c.RopeDim) / float64(c.HeadDim)
 	if int(float64(c.HeadDim)*partial) != c.RopeDim {
@@ -48,6 +49,9 @@ func HFConfigJSON(c Config) ([]byte, error) {
 		"hidden_act":              "silu",
 		"tie_word_embeddings":     c.TiedEmbeddings,
 		"torch_dtype":             "float32",
+	}
+	if rs != nil {
+		text["rope_scaling"] = rs
 	}
 	if c.BOS >= 0 {
 		text["bos_token_id"] = c.BOS
@@ -84,4 +88,52 @@ func HFConfigJSON(c Config) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// hfRopeScalingJSON is c's rope_scaling object in transformers' keys, or
+// nil without scaling. Llama 3 factors need the parameters that give them.
+func hfRopeScalingJSON(c *Config) (map[string]any, error) {
+	s := c.RopeScaling
+	num := func(f float32) float64 { return float64(f) }
+	switch s.Type {
+	case RopeNoScaling:
+		return nil, nil
+	case RopeLinear:
+		return map[string]any{"rope_type": "linear", "factor": num(s.Factor)}, nil
+	case RopeYarn:
+		m := map[string]any{"rope_type": "yarn", "factor": num(s.Factor)}
+		if s.OrigContext > 0 {
+			m["original_max_position_embeddings"] = s.OrigContext
+		}
+		for _, kv := range []struct {
+			key string
+			v   *float32
+		}{
+			{"extrapolation_factor", s.YarnExtFactor},
+			{"attention_factor", s.YarnAttnFactor},
+			{"beta_fast", s.YarnBetaFast},
+			{"beta_slow", s.YarnBetaSlow},
+		} {
+			if kv.v != nil {
+				m[kv.key] = num(*kv.v)
+			}
+		}
+		if s.AttnFactor != 0 && s.AttnFactor != 1 {
+			return nil, fmt.Errorf("rope.scaling.attn_factor %v cannot be written as config.json", s.AttnFactor)
+		}
+		return m, nil
+	case RopeLlama3:
+		if s.LowFreqFactor == 0 || s.OrigContext == 0 {
+			return nil, fmt.Errorf("llama3 rope frequency factors without their parameters cannot be written as config.json")
+		}
+		want := Llama3FreqFactors(c.RopeTheta, c.RopeDim, s)
+		for i := range want {
+			if !closeToRel(want[i], c.RopeFreqFactors[i], 1e-5) {
+				return nil, fmt.Errorf("rope frequency factor %d = %v is not what the llama3 parameters give (%v)", i, c.RopeFreqFactors[i], want[i])
+			}
+		}
+		return map[string]any{"rope_type": "llama3", "factor": num(s.Factor), "low_freq_factor": num(s.LowFreqFactor),
+			"high_freq_factor": num(s.HighFreqFactor), "original_max_position_embeddings": s.OrigContext}, nil
+	}
+	return nil, fmt.Errorf("unknown rope scaling type %q", s.Type)
 }

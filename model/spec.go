@@ -63,6 +63,7 @@ func (c *Config) Validate() error {
 	if n := len(c.RopeFreqFactors); n != 0 && n != c.RopeDim/2 {
 		bad("%d rope_freq_factors, want rope_dim/2 = %d", n, c.RopeDim/2)
 	}
+	c.RopeScaling.validate(c, bad)
 	if !f.MRoPE && len(c.MRopeSections) != 0 {
 		bad("mrope_sections set for %s", c.Arch)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
@@ -102,21 +103,16 @@ func (s *ortStager) session(g *shard.Graph) *ort.DynamicAdvancedSession {
 }
 
 // ropeInputs are the [AR, R/2] cos and sin rows for positions n…n+AR−1,
-// built like the runtime's (and ggml's) rope cache.
+// built like the runtime's (and ggml's) rope cache, scaling included.
 func ropeInputs(c *model.Config, n, ar int) (cos, sin []float32) {
-	h := c.RopeDim / 2
-	scale := float32(math.Pow(float64(float32(c.RopeTheta)), float64(float32(-2)/float32(c.RopeDim))))
+	r, err := c.Rope()
+	if err != nil {
+		panic(err) // the test's own config
+	}
+	h := r.Pairs()
+	cos, sin = make([]float32, ar*h), make([]float32, ar*h)
 	for i := 0; i < ar; i++ {
-		theta := float32(n + i)
-		for j := 0; j < h; j++ {
-			th := theta
-			if c.RopeFreqFactors != nil {
-				th /= c.RopeFreqFactors[j]
-			}
-			cos = append(cos, float32(math.Cos(float64(th))))
-			sin = append(sin, float32(math.Sin(float64(th))))
-			theta *= scale
-		}
+		r.Table(int32(n+i), cos[i*h:(i+1)*h], sin[i*h:(i+1)*h])
 	}
 	return cos, sin
 }
@@ -331,43 +327,87 @@ func TestORTMatchesRuntime(t *testing.T) {
 			if _, err := Export(m, p, dir, ExportOptions{Options: Options{Opset: tc.opset}, IRVersion: tc.ir}, nil); err != nil {
 				t.Fatal(err)
 			}
-			e, err := runtime.New(m, runtime.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			toks := []int32{1, 17, 42, 5}
-			want, err := e.Greedy(context.Background(), toks, steps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ost := newORTStager(t, cfg, p, dir)
-			defer ost.close()
-			rs := e.NewState()
-			var got []int32
-			var worst float64
-			in := toks
-			for step := 0; step < steps; step++ {
-				o := ost.run(in, cl)
-				r := runtimeStages(t, rs, p, in)
-				for i := range o {
-					d, at := maxAbsDiff(o[i], r[i])
-					worst = max(worst, d)
-					if d > 1e-4 {
-						t.Fatalf("step %d stage %d: ORT and runtime differ by %g at %d (%v vs %v)", step, i, d, at, o[i][at], r[i][at])
-					}
-				}
-				worst = max(worst, compareState(t, cfg, ost, rs, step))
-				logits := o[len(o)-1]
-				v := cfg.VocabSize
-				next := runtime.Argmax(logits[len(logits)-v:])
-				got = append(got, next)
-				in = []int32{next}
-			}
-			t.Logf("max |ORT − runtime| over %d calls and all stage outputs: %.3g; greedy %v", steps, worst, got)
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("ORT greedy %v, runtime greedy %v", got, want)
-			}
+			ortMatchesRuntime(t, m, p, dir, []int32{1, 17, 42, 5}, steps, cl)
 		})
+	}
+}
+
+// ortMatchesRuntime runs plan p's exported stages in dir with ONNX
+// Runtime from toks for steps calls and holds every stage output and
+// state surface to the runtime's (1e-4) and the chained greedy tokens to
+// the runtime's greedy decode.
+func ortMatchesRuntime(t *testing.T, m *model.Model, p *shard.Plan, dir string, toks []int32, steps, cl int) {
+	t.Helper()
+	cfg := m.Config
+	e, err := runtime.New(m, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := e.Greedy(context.Background(), toks, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ost := newORTStager(t, cfg, p, dir)
+	defer ost.close()
+	rs := e.NewState()
+	var got []int32
+	var worst float64
+	in := toks
+	for step := 0; step < steps; step++ {
+		o := ost.run(in, cl)
+		r := runtimeStages(t, rs, p, in)
+		for i := range o {
+			d, at := maxAbsDiff(o[i], r[i])
+			worst = max(worst, d)
+			if d > 1e-4 {
+				t.Fatalf("step %d stage %d: ORT and runtime differ by %g at %d (%v vs %v)", step, i, d, at, o[i][at], r[i][at])
+			}
+		}
+		worst = max(worst, compareState(t, cfg, ost, rs, step))
+		logits := o[len(o)-1]
+		v := cfg.VocabSize
+		next := runtime.Argmax(logits[len(logits)-v:])
+		got = append(got, next)
+		in = []int32{next}
+	}
+	t.Logf("max |ORT − runtime| over %d calls and all stage outputs: %.3g; greedy %v", steps, worst, got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ORT greedy %v, runtime greedy %v", got, want)
+	}
+}
+
+// TestORTRopeScaling: stages of models with linear, yarn and llama3 RoPE
+// scaling match the runtime in ONNX Runtime, both with fed cos/sin rows
+// (rope plans, YaRN's magnitude above 1 included) and with the scaled
+// tables inside the graphs (absolute plans, which Genie needs for linear
+// and yarn).
+func TestORTRopeScaling(t *testing.T) {
+	needORT(t)
+	const prompt, steps, cl = 24, 8, 64
+	toks := make([]int32, prompt)
+	for i := range toks {
+		toks[i] = int32(1 + (i*37)%90)
+	}
+	for _, arch := range []model.Arch{model.Llama, model.Qwen3} {
+		for _, s := range synth.RopeScalings(arch) {
+			for _, pos := range []shard.Positional{shard.Rope, shard.Absolute} {
+				t.Run(fmt.Sprintf("%s/%s/%s", arch, s.Type, pos), func(t *testing.T) {
+					s.OrigContext = min(s.OrigContext, 16) // tinyConfig's context is 64
+					cfg := synth.RopeScaled(tinyConfig(arch), s)
+					m := randomModel(t, cfg, 5)
+					p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(arch),
+						shard.Options{Stages: 2, AR: []int{prompt, 1}, CL: []int{cl}, Positional: pos})
+					if err != nil {
+						t.Fatal(err)
+					}
+					dir := t.TempDir()
+					if _, err := Export(m, p, dir, ExportOptions{}, nil); err != nil {
+						t.Fatal(err)
+					}
+					ortMatchesRuntime(t, m, p, dir, toks, steps, cl)
+				})
+			}
+		}
 	}
 }
 

@@ -24,7 +24,8 @@ type Options struct {
 	// Ranges are calibrated activation ranges by the plan's encoding group
 	// (shard.Tensor.Encoding). Groups without a range get no activation
 	// encoding, except attention_mask ([−50, 0], Genie writes its max code
-	// for "attend") and position_ids_cos (16-bit symmetric over [−1, 1]).
+	// for "attend") and position_ids_cos (16-bit symmetric over [−m, m],
+	// m the RoPE magnitude: 1, or YaRN's attention factor).
 	Ranges map[string]Range
 	// Forecast holds the ssd-q1 forecast-token embeddings, the plan's
 	// forecast-token-count rows of hidden values. The first stage's
@@ -176,7 +177,10 @@ func (b *builder) build(st *shard.Stage) error {
 		b.ropeTables(shard.PositionIDsCos, shard.PositionIDsSin)
 	case b.pg.Input(shard.PositionIDs) != nil:
 		// Absolute positions: the graph looks its RoPE rows up itself.
-		cos, sin := b.positionTables()
+		cos, sin, err := b.positionTables()
+		if err != nil {
+			return err
+		}
 		b.ropeTables(cos, sin)
 	}
 	for l := st.FirstLayer; l <= st.LastLayer; l++ {
@@ -243,7 +247,12 @@ func (b *builder) activations() error {
 				case shard.AttentionMask:
 					e, _ = activation(t.Name, Range{MaskMin, 0})
 				case shard.PositionIDsCos:
-					e = symmetric16(t.Name, 1)
+					// cos and sin reach the RoPE magnitude (above 1 for YaRN).
+					r, err := b.c.Rope()
+					if err != nil {
+						return err
+					}
+					e = symmetric16(t.Name, max(1, r.Magnitude()))
 				default:
 					continue
 				}
@@ -484,31 +493,23 @@ func (b *builder) ropeTables(cosIn, sinIn string) {
 
 // positionTables gathers the [1,1,AR,R/2] cos and sin rows of the
 // position_ids input from constant tables of positions 0…CL−1, built as
-// ggml's rope cache (and the runtime) builds them: theta starts at the
-// position and is multiplied by base^(−2/R) in float32 once per pair,
-// then divided by the pair's frequency factor. The rows are the ones a
-// rope plan feeds as position_ids_cos/_sin.
-func (b *builder) positionTables() (cos, sin string) {
-	c := &b.c
-	h := c.RopeDim / 2
-	scale := float32(math.Pow(float64(float32(c.RopeTheta)), float64(float32(-2)/float32(c.RopeDim))))
-	cv, sv := make([]float32, 0, int(b.cl)*h), make([]float32, 0, int(b.cl)*h)
+// ggml's rope cache (and the runtime) builds them, scaling included
+// (model.Rope). The rows are the ones a rope plan feeds as
+// position_ids_cos/_sin.
+func (b *builder) positionTables() (cos, sin string, err error) {
+	r, err := b.c.Rope()
+	if err != nil {
+		return "", "", err
+	}
+	h := r.Pairs()
+	cv, sv := make([]float32, int(b.cl)*h), make([]float32, int(b.cl)*h)
 	for p := int64(0); p < b.cl; p++ {
-		theta := float32(p)
-		for j := 0; j < h; j++ {
-			th := theta
-			if c.RopeFreqFactors != nil {
-				th /= c.RopeFreqFactors[j]
-			}
-			cv = append(cv, float32(math.Cos(float64(th))))
-			sv = append(sv, float32(math.Sin(float64(th))))
-			theta *= scale
-		}
+		r.Table(int32(p), cv[p*int64(h):(p+1)*int64(h)], sv[p*int64(h):(p+1)*int64(h)])
 	}
 	shape := []int64{b.cl, int64(h)}
 	ct := b.constant("rope cos table", Float, shape, f32Bytes(cv))
 	st := b.constant("rope sin table", Float, shape, f32Bytes(sv))
-	return b.op("Gather", ct, shard.PositionIDs), b.op("Gather", st, shard.PositionIDs)
+	return b.op("Gather", ct, shard.PositionIDs), b.op("Gather", st, shard.PositionIDs), nil
 }
 
 // rope rotates the first RopeDim dims of x [1, heads, AR, D].

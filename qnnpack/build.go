@@ -72,7 +72,6 @@ type BuildOptions struct {
 	// stage's embedding table holds them (onnx.ForecastRows), written to
 	// the bundle as ForecastEmbeddingsName.
 	ForecastEmbeddings []float32
-	RopeScaling        map[string]any
 	Draft              *DraftModel // spd only
 	// Incomplete, when set, writes the manifest marked incomplete with this
 	// reason (MarkComplete clears it): a caller that checks the bundle
@@ -340,7 +339,7 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 		}
 	}
 	gopts := GenieOptions{
-		Target: EngineModel{Plan: p, Config: o.Config, CtxBins: ctxBins, RopeScaling: o.RopeScaling},
+		Target: EngineModel{Plan: p, Config: o.Config, CtxBins: ctxBins},
 		EOG:    o.EOG,
 	}
 	if o.Draft != nil {

@@ -3,6 +3,7 @@ package qnnpack
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -46,11 +47,6 @@ type EngineModel struct {
 	Plan    *shard.Plan
 	Config  model.Config
 	CtxBins []string
-	// RopeScaling is Genie's positional-encoding.rope-scaling object
-	// (rope-type, factor, low-freq-factor, …). model.Config keeps only
-	// Llama 3's per-dimension factors, not the parameters Genie wants, so a
-	// model with RopeFreqFactors must supply it.
-	RopeScaling map[string]any
 }
 
 // GenieOptions are the bundle-level settings of genie_config.json.
@@ -194,14 +190,11 @@ func engine(m *EngineModel, o GenieOptions, role string) (ordered, error) {
 			return nil, fmt.Errorf("qnnpack: genie config: model %s uses RoPE but its rope theta is %g", p.Model.Name, m.Config.RopeTheta)
 		}
 		pos = ordered{{"type", "rope"}, {"rope-dim", p.RopeDim}, {"rope-theta", m.Config.RopeTheta}}
-		if len(m.Config.RopeFreqFactors) > 0 {
-			if m.RopeScaling == nil {
-				return nil, fmt.Errorf("qnnpack: genie config: model %s scales RoPE frequencies (Llama 3 rope_freqs); give the rope-scaling parameters (rope-type, factor, low-freq-factor, high-freq-factor, original-max-position-embeddings)", p.Model.Name)
-			}
-			var rs ordered
-			for _, k := range sortedKeys(m.RopeScaling) {
-				rs = append(rs, field{k, m.RopeScaling[k]})
-			}
+		rs, err := genieRopeScaling(&m.Config)
+		if err != nil {
+			return nil, fmt.Errorf("qnnpack: genie config: model %s: %w", p.Model.Name, err)
+		}
+		if rs != nil {
 			pos = append(pos, field{"rope-scaling", rs})
 		}
 	case shard.Absolute:
@@ -244,4 +237,32 @@ func eosTokens(eos int, eog []int32) any {
 	}
 	slices.Sort(ids[1:])
 	return ids
+}
+
+// genieRopeScaling is positional-encoding.rope-scaling for c, or nil
+// without scaling. Genie computes the cos/sin tables itself and knows
+// llama3 among the types qnnprep reads; a linear or yarn model needs
+// absolute positions (shard rule GENIE-ROPE-SCALING), where the graphs
+// hold the scaled tables.
+func genieRopeScaling(c *model.Config) (ordered, error) {
+	s := c.RopeScaling
+	switch s.Type {
+	case model.RopeNoScaling:
+		if len(c.RopeFreqFactors) > 0 {
+			return nil, errors.New("rope frequency factors without a rope scaling type")
+		}
+		return nil, nil
+	case model.RopeLlama3:
+		if s.LowFreqFactor == 0 || s.OrigContext == 0 {
+			return nil, fmt.Errorf("its Llama 3 rope_freqs factors match no llama3 parameters (factor, low-freq-factor, high-freq-factor, original-max-position-embeddings) qnnprep could recover, and Genie needs them")
+		}
+		return ordered{
+			{"rope-type", "llama3"},
+			{"factor", float64(s.Factor)},
+			{"low-freq-factor", float64(s.LowFreqFactor)},
+			{"high-freq-factor", float64(s.HighFreqFactor)},
+			{"original-max-position-embeddings", s.OrigContext},
+		}, nil
+	}
+	return nil, fmt.Errorf("Genie's rope positional encoding cannot compute %s RoPE scaling (rope-type is llama3, default or longrope); plan with absolute positions (%s)", s.Type, shard.RuleRopeScaling)
 }

@@ -3,10 +3,12 @@ package qnnpack
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
@@ -164,7 +166,13 @@ func TestGenieConfigErrors(t *testing.T) {
 		{"no eos", func(o *GenieOptions) { o.Target.Config.EOS = -1 }, "EOS"},
 		{"bins", func(o *GenieOptions) { o.Target.CtxBins = bins[:1] }, "2 stages but 1 context binaries"},
 		{"theta", func(o *GenieOptions) { o.Target.Config.RopeTheta = 0 }, "rope theta"},
-		{"llama3 scaling", func(o *GenieOptions) { o.Target.Config.RopeFreqFactors = []float32{1, 2} }, "rope-scaling"},
+		{"llama3 without parameters", func(o *GenieOptions) {
+			o.Target.Config.RopeFreqFactors = []float32{1, 2}
+			o.Target.Config.RopeScaling = model.RopeScaling{Type: model.RopeLlama3, Factor: 2}
+		}, "original-max-position-embeddings"},
+		{"yarn on rope positions", func(o *GenieOptions) {
+			o.Target.Config.RopeScaling = model.RopeScaling{Type: model.RopeYarn, Factor: 4}
+		}, shard.RuleRopeScaling},
 		{"draft without spd", func(o *GenieOptions) { o.Draft = &o.Target }, "does not use one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,5 +288,41 @@ func TestGenieConfigEOG(t *testing.T) {
 		if compact.String() != c.want {
 			t.Errorf("EOG %v: eos-token %s, want %s", c.eog, compact.String(), c.want)
 		}
+	}
+}
+
+// A Llama 3 model's rope-scaling parameters reach Genie's positional
+// encoding, whichever file they came from (config.json's values, or
+// recovered from a GGUF's rope_freqs.weight), and pass Genie's schema.
+func TestGenieConfigLlama3RopeScaling(t *testing.T) {
+	cfg := testConfig(4)
+	s := model.RopeScaling{Type: model.RopeLlama3, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 8192}
+	cfg.RopeScaling = s
+	cfg.RopeFreqFactors = model.Llama3FreqFactors(cfg.RopeTheta, cfg.RopeDim, s)
+	p := testPlan(t, cfg, "m", shard.Options{})
+	data, err := GenieConfig(GenieOptions{Target: EngineModel{Plan: p, Config: cfg, CtxBins: []string{"a.bin", "b.bin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateGenieConfig(data); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Dialog struct {
+			Engine struct {
+				Model struct {
+					Pos struct {
+						Scaling map[string]any `json:"rope-scaling"`
+					} `json:"positional-encoding"`
+				} `json:"model"`
+			} `json:"engine"`
+		} `json:"dialog"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"rope-type": "llama3", "factor": 32.0, "low-freq-factor": 1.0, "high-freq-factor": 4.0, "original-max-position-embeddings": 8192.0}
+	if sc := got.Dialog.Engine.Model.Pos.Scaling; !reflect.DeepEqual(sc, want) {
+		t.Errorf("rope-scaling %v, want %v", sc, want)
 	}
 }

@@ -3,7 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"math"
 	goruntime "runtime"
 	"strings"
 
@@ -54,11 +53,11 @@ type Engine struct {
 	minWork int
 	pool    *pool // helper goroutines when threads > 1
 
-	embd      *matrix // token_embd: rows = vocab
-	outNorm   []float32
-	out       *matrix // output, or token_embd when tied
-	layers    []layer
-	ropeScale float32 // base^(−2/RopeDim) in float32, as ggml's rope cache uses it
+	embd    *matrix // token_embd: rows = vocab
+	outNorm []float32
+	out     *matrix // output, or token_embd when tied
+	layers  []layer
+	rope    *model.Rope // the RoPE tables, scaling included, as ggml's rope cache
 
 	// l2 normalisation epsilon for GDN q and k (HF form, see doc.go).
 	l2Eps float32
@@ -217,9 +216,12 @@ func (e *Engine) checkConfig() error {
 	if !(c.RMSEps >= 0) {
 		return e.errorf("config rms_eps %g invalid", c.RMSEps)
 	}
-	// ggml: theta_scale = powf(freq_base, -2.0f/n_dims), all in float32.
 	if c.RopeDim > 0 {
-		e.ropeScale = float32(math.Pow(float64(float32(c.RopeTheta)), float64(float32(-2)/float32(c.RopeDim))))
+		r, err := c.Rope()
+		if err != nil {
+			return e.errorf("%v", err)
+		}
+		e.rope = r
 	}
 	return nil
 }

@@ -62,20 +62,9 @@ func l2Norm(x []float32, eps float32) {
 }
 
 // ropeTable fills cos and sin (len RopeDim/2) for position p the way
-// ggml's rope cache does: theta starts at p and is multiplied by
-// base^(−2/n_rot) once per pair, then divided by the pair's frequency factor.
+// ggml's rope cache does, scaling included (model.Rope).
 func (e *Engine) ropeTable(p int32, cos, sin []float32) {
-	theta := float32(p)
-	ff := e.cfg.RopeFreqFactors
-	for i := range cos {
-		t := theta
-		if ff != nil {
-			t /= ff[i]
-		}
-		cos[i] = float32(math.Cos(float64(t)))
-		sin[i] = float32(math.Sin(float64(t)))
-		theta *= e.ropeScale
-	}
+	e.rope.Table(p, cos, sin)
 }
 
 // rope rotates the first len(cos)·2 dimensions of one head in place:

@@ -48,7 +48,7 @@ func engine(t *testing.T, path string) *runtime.Engine {
 
 // minMargin is the smallest top-2 gap, relative to the logit spread, over
 // the teacher-forced rows of prompt+ids that choose the generated tokens.
-func minMargin(t *testing.T, e *runtime.Engine, ids []int32) float64 {
+func minMargin(t *testing.T, e *runtime.Engine, prompt, ids []int32) float64 {
 	t.Helper()
 	seq := append(append([]int32{}, prompt...), ids...)
 	rows, err := e.Logits(context.Background(), seq[:len(seq)-1])
@@ -73,8 +73,13 @@ func minMargin(t *testing.T, e *runtime.Engine, ids []int32) float64 {
 }
 
 // pickModel writes synthetic GGUFs for seeds 1, 2, … and returns the first
-// whose greedy path has no near-tie.
+// whose greedy path from prompt has no near-tie.
 func pickModel(t *testing.T, cfg model.Config, typ gguf.Type) (string, *runtime.Engine, []int32) {
+	t.Helper()
+	return pickModelFor(t, cfg, typ, prompt)
+}
+
+func pickModelFor(t *testing.T, cfg model.Config, typ gguf.Type, prompt []int32) (string, *runtime.Engine, []int32) {
 	t.Helper()
 	for seed := uint64(1); seed <= 12; seed++ {
 		path := filepath.Join(t.TempDir(), fmt.Sprintf("seed%d.gguf", seed))
@@ -86,7 +91,7 @@ func pickModel(t *testing.T, cfg model.Config, typ gguf.Type) (string, *runtime.
 		if err != nil {
 			t.Fatal(err)
 		}
-		if mm := minMargin(t, e, ids); mm >= minGap {
+		if mm := minMargin(t, e, prompt, ids); mm >= minGap {
 			return path, e, ids
 		}
 	}

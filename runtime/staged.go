@@ -358,13 +358,7 @@ func (s *Staged) readPositions(g *shard.Graph, cos, sin []float32, ar int) ([]in
 	e := s.e
 	half := s.p.RopeDim
 	// Angle per position of the last pair, as ropeTable builds it.
-	f := float64(1)
-	for i := 1; i < half; i++ {
-		f *= float64(e.ropeScale)
-	}
-	if ff := e.cfg.RopeFreqFactors; ff != nil {
-		f /= float64(ff[half-1])
-	}
+	f := e.rope.Rate(half - 1)
 	pos := make([]int32, ar)
 	c, sn := make([]float32, half), make([]float32, half)
 	for r := 0; r < ar; r++ {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/qnnprep/qnnprep/internal/bytesize"
+	"github.com/qnnprep/qnnprep/model"
 )
 
 // Rule ids reported by Check. They are stable: scripts may match on them.
@@ -26,6 +27,7 @@ const (
 	RuleSpecAR       = "GENIE-SPEC-AR"         // no AR holds a spd/lade/eaglet step
 	RuleAbsoluteTree = "GENIE-ABS-TREE"        // absolute positions with a tree dialog
 	RuleGDNSpec      = "GENIE-GDN-SPEC"        // speculative dialog on a model with GDN state
+	RuleRopeScaling  = "GENIE-ROPE-SCALING"    // RoPE positions for a scaling Genie cannot compute
 	RuleRecurrent    = "GENIE-RECURRENT-STATE" // past_conv/past_ssm surfaces, which Genie does not carry
 	RuleContextBytes = "QNN-CONTEXT-2GIB"      // a context binary over the size limit
 	RuleVTCMOneBit   = "HTP-VTCM-1BIT"         // vtcm_mb below 8 for a 1-bit stage
@@ -204,6 +206,10 @@ func (c *checker) dialogRules() {
 	if p.Positional == Absolute && d.Tree() {
 		c.add(RuleAbsoluteTree, "", "", "use RoPE positions (--positional rope); Genie then computes tree-aware positions from the attention map",
 			"%s drafts a tree, but with absolute positions Genie fills position_ids with n_past, n_past+1, … (iota), so siblings get different positions and any forecast prefix counts into n_past: drafts are verified at wrong positions", d.Type)
+	}
+	if s := p.Model.RopeScaling; p.Positional == Rope && s != "" && s != string(model.RopeLlama3) {
+		c.add(RuleRopeScaling, "", "", "use absolute positions (--positional absolute): each graph then holds the scaled cos/sin tables and looks its rows up by position",
+			"the model scales RoPE with %s, but Genie computes the position_ids_cos/_sin tables itself and its rope-scaling knows only llama3, default and longrope: every position would be rotated unscaled", s)
 	}
 	if d.Speculative() && p.Model.Hybrid() {
 		var gdn []int

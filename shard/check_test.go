@@ -196,6 +196,19 @@ func TestCheckRules(t *testing.T) {
 				return basePlan(t, func(c *model.Config, o *Options) { o.Positional = Absolute; o.Dialog = ssd })
 			},
 			CheckEnv{}, "Genie fills position_ids with n_past"},
+		{RuleRopeScaling,
+			func(t *testing.T) *Plan {
+				return basePlan(t, func(c *model.Config, o *Options) {
+					c.RopeScaling = model.RopeScaling{Type: model.RopeYarn, Factor: 4, OrigContext: 1024}
+					o.Positional = Absolute
+				})
+			},
+			func(t *testing.T) *Plan {
+				return basePlan(t, func(c *model.Config, o *Options) {
+					c.RopeScaling = model.RopeScaling{Type: model.RopeYarn, Factor: 4, OrigContext: 1024}
+				})
+			},
+			CheckEnv{}, "scales RoPE with yarn"},
 		{RuleGDNSpec,
 			func(t *testing.T) *Plan {
 				cfg := qwen35Config()

@@ -44,16 +44,19 @@ type Plan struct {
 
 // ModelInfo summarises the model.Config the plan was made from.
 type ModelInfo struct {
-	Name          string   `json:"name"` // as used in graph names
-	Arch          string   `json:"arch"`
-	Layers        int      `json:"layers"`
-	Hidden        int      `json:"hidden"`
-	FFN           int      `json:"ffn"`
-	Vocab         int      `json:"vocab"`
-	Heads         int      `json:"heads"`
-	KVHeads       int      `json:"kv_heads"`
-	HeadDim       int      `json:"head_dim"`
-	RotaryDim     int      `json:"rotary_dim"` // rotated dims per head
+	Name      string `json:"name"` // as used in graph names
+	Arch      string `json:"arch"`
+	Layers    int    `json:"layers"`
+	Hidden    int    `json:"hidden"`
+	FFN       int    `json:"ffn"`
+	Vocab     int    `json:"vocab"`
+	Heads     int    `json:"heads"`
+	KVHeads   int    `json:"kv_heads"`
+	HeadDim   int    `json:"head_dim"`
+	RotaryDim int    `json:"rotary_dim"` // rotated dims per head
+	// RopeScaling is the RoPE scaling type (model.RopeScalingType):
+	// Genie's rope encoder computes llama3 tables, not linear or yarn ones.
+	RopeScaling   string   `json:"rope_scaling,omitempty"`
 	ContextLength int      `json:"context_length"`
 	LayerKinds    []string `json:"layer_kinds"` // "attention" | "deltanet" per layer
 	ConvKernel    int      `json:"conv_kernel,omitempty"`
@@ -475,6 +478,7 @@ func modelInfo(c *model.Config, name string) ModelInfo {
 		Name: name, Arch: string(c.Arch), Layers: c.Layers, Hidden: c.Hidden, FFN: c.FFN,
 		Vocab: c.VocabSize, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
 		RotaryDim: ropeDim(c), ContextLength: c.ContextLength,
+		RopeScaling: string(c.RopeScaling.Type),
 	}
 	for _, k := range c.LayerKinds {
 		m.LayerKinds = append(m.LayerKinds, k.String())
