@@ -19,6 +19,15 @@ func FuzzHFConfig(f *testing.F) {
 		js, _ := json.Marshal(c.config)
 		f.Add(js)
 	}
+	for _, rs := range []map[string]any{
+		{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32.0},
+		{"type": "linear", "factor": 2.0},
+	} {
+		c := tinyQwen3()
+		c.config["rope_scaling"] = rs
+		js, _ := json.Marshal(c.config)
+		f.Add(js)
+	}
 	if b, err := os.ReadFile(testkit.Stories(f, "hf/config.json")); err == nil {
 		f.Add(b)
 	}
@@ -45,7 +54,7 @@ func FuzzHFConfig(f *testing.F) {
 		}
 		js, err := HFConfigJSON(cfg)
 		if err != nil {
-			return // rope scaling, or biases the architecture cannot state
+			return // biases or a rope order the architecture cannot state
 		}
 		again, err := parseHFConfig(js)
 		if err != nil {
@@ -60,7 +69,9 @@ func FuzzHFConfig(f *testing.F) {
 // FuzzGGUFModel: any GGUF bytes either fail cleanly or give a model whose
 // every tensor can be read.
 func FuzzGGUFModel(f *testing.F) {
-	for _, c := range []*hfCkpt{tinyQwen3(), tinyQwen3Next(), tinyQwen35()} {
+	yarn := tinyQwen3()
+	yarn.config["rope_parameters"] = map[string]any{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "rope_theta": 1e6}
+	for _, c := range []*hfCkpt{tinyQwen3(), tinyQwen3Next(), tinyQwen35(), tinyLlama3(), yarn} {
 		m, err := Open(c.write(f))
 		if err != nil {
 			f.Fatal(err)
