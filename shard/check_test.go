@@ -206,6 +206,7 @@ func TestCheckRules(t *testing.T) {
 			func(t *testing.T) *Plan {
 				return basePlan(t, func(c *model.Config, o *Options) {
 					c.RopeScaling = model.RopeScaling{Type: model.RopeYarn, Factor: 4, OrigContext: 1024}
+					o.Positional = Rope
 				})
 			},
 			CheckEnv{}, "scales RoPE with yarn"},

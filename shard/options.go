@@ -198,8 +198,10 @@ type Options struct {
 	// error.
 	ARc bool
 
-	Positional Positional // "" means Rope
-	Dialog     Dialog     // Type "" means Basic
+	// Positional "" means Rope, or Absolute for a model with linear or
+	// yarn RoPE scaling, whose tables Genie cannot compute.
+	Positional Positional
+	Dialog     Dialog // Type "" means Basic
 
 	VTCMMB int // HTP vtcm_mb for every graph; 0 means MinVTCMOneBit (8)
 

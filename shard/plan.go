@@ -250,6 +250,11 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 		opts.LayerTypes = s.LayerTypes
 	}
 	layerBytes, headBytes, embedBytes := s.Layers, s.Head, s.Embed
+	if t := cfg.RopeScaling.Type; opts.Positional == "" && t != model.RopeNoScaling && t != model.RopeLlama3 {
+		// Genie computes cos/sin tables only with llama3 scaling
+		// (RuleRopeScaling); absolute positions let the graphs hold them.
+		opts.Positional = Absolute
+	}
 	o, err := opts.withDefaults(cfg.Layers, cfg.ContextLength)
 	if err != nil {
 		return nil, fmt.Errorf("shard: model %s: %w", name, err)

@@ -393,3 +393,34 @@ func TestStageWeightType(t *testing.T) {
 		t.Errorf("weight types %q %q", p.Stages[0].WeightType, p.Stages[1].WeightType)
 	}
 }
+
+// Without a choice, a plan uses RoPE positions unless the model scales
+// RoPE in a way Genie cannot compute (linear, yarn): then absolute
+// positions, whose graphs hold the scaled tables, and the plan passes the
+// checker. An explicit choice is kept.
+func TestPositionalDefaultFollowsRopeScaling(t *testing.T) {
+	for _, tc := range []struct {
+		s    model.RopeScaling
+		set  Positional
+		want Positional
+	}{
+		{model.RopeScaling{}, "", Rope},
+		{model.RopeScaling{Type: model.RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 8192}, "", Rope},
+		{model.RopeScaling{Type: model.RopeLinear, Factor: 2}, "", Absolute},
+		{model.RopeScaling{Type: model.RopeYarn, Factor: 4, OrigContext: 2048}, "", Absolute},
+		{model.RopeScaling{Type: model.RopeYarn, Factor: 4, OrigContext: 2048}, Rope, Rope},
+	} {
+		cfg := llamaConfig()
+		cfg.RopeScaling = tc.s
+		if tc.s.Type == model.RopeLlama3 {
+			cfg.RopeFreqFactors = model.Llama3FreqFactors(cfg.RopeTheta, cfg.RopeDim, tc.s)
+		}
+		p := mustPlan(t, cfg, uniform(32, 100*mib), 500*mib, 500*mib, Options{LayersPerStage: 8, Positional: tc.set})
+		if p.Positional != tc.want {
+			t.Errorf("%q scaling, positional %q: plan uses %q, want %q", tc.s.Type, tc.set, p.Positional, tc.want)
+		}
+		if vs := Check(p, CheckEnv{}); (len(vs) == 0) != (tc.set == "") {
+			t.Errorf("%q scaling, positional %q: violations %v", tc.s.Type, tc.set, vs)
+		}
+	}
+}

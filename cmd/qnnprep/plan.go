@@ -191,7 +191,7 @@ func addPlanFlags(fs *pflag.FlagSet) func() (shard.Options, error) {
 	fs.IntSliceVar(&o.AR, "ar", nil, "tokens per call of each graph variant (default 128,1; the 128 lowered to CL/4 for short contexts)")
 	fs.IntSliceVar(&o.CL, "cl", nil, "context lengths (default min(model context, 4096))")
 	fs.BoolVar(&o.ARc, "arc", false, "allow CL == AR (AR-c) graphs, which re-process all history")
-	pos := fs.String("positional", "rope", "positional encoding: rope (rope-dim = rotary dims / 2) or absolute")
+	pos := fs.String("positional", "", "positional encoding: rope (rope-dim = rotary dims / 2) or absolute (default rope; absolute for linear or yarn RoPE scaling, whose tables Genie cannot compute, so the graphs hold them)")
 	dialog := fs.String("dialog", "basic", "Genie dialog: basic, ssd-q1, spd, lade or eaglet")
 	fs.IntVar(&o.Dialog.ForecastTokenCount, "forecast-token-count", 0, "ssd-q1: trained forecast embeddings")
 	fs.IntSliceVar(&o.Dialog.Branches, "branches", nil, "ssd-q1: children per tree level, e.g. 3,2")
