@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/model"
 )
 
 // maxPlanBytes bounds what ReadPlan accepts; real plans are well under a
@@ -239,6 +240,11 @@ func (p *Plan) validate() error {
 	case Rope, Absolute:
 	default:
 		return fmt.Errorf("unknown positional encoding %q", p.Positional)
+	}
+	switch model.RopeScalingType(p.Model.RopeScaling) {
+	case model.RopeNoScaling, model.RopeLinear, model.RopeYarn, model.RopeLlama3:
+	default:
+		return fmt.Errorf("model: unknown rope_scaling %q (want linear, yarn or llama3)", p.Model.RopeScaling)
 	}
 	next := 0
 	for i, s := range p.Stages {

@@ -111,6 +111,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"two graphs of one stage and variant", strings.Replace(ssd, `"ar": 128,
       "cl": 4096,`, `"ar": 128,
       "cl": 2048,`, 1), "both stage 0 with AR 128, CL 2048"},
+		{"unknown rope scaling", strings.Replace(ssd, `"context_length": 8192`, `"context_length": 8192, "rope_scaling": "dynamic"`, 1), `unknown rope_scaling "dynamic"`},
 		{"2^40 context", strings.Replace(ssd, `"context_length": 8192`, `"context_length": 1099511627776`, 1), "context_length 1099511627776: want 0…16777216"},
 		{"2^40 CL", strings.Replace(ssd, `{"ar":128,"cl":2048,`, `{"ar":128,"cl":1099511627776,`, 1), "CL 1099511627776: want 1…16777216"},
 		{"CL above the model's context", strings.Replace(ssd, `"context_length": 8192`, `"context_length": 3000`, 1), "CL 4096: CL above the model's context length 3000"},

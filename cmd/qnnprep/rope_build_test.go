@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -101,5 +102,62 @@ func TestBuildDryRunRopeScaling(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestConvertRopeScalingKeys: convert writes a scaled checkpoint's RoPE
+// scaling as llama.cpp's converter does: yarn as rope.scaling.* keys (the
+// yarn_* ones only when config.json gives them), llama3 as an F32
+// rope_freqs.weight tensor of the factors and no scaling key.
+func TestConvertRopeScalingKeys(t *testing.T) {
+	beta := float32(32)
+	for _, tc := range []struct {
+		s    model.RopeScaling
+		keys map[string]any
+	}{
+		{model.RopeScaling{Type: model.RopeLinear, Factor: 4}, map[string]any{"rope.scaling.type": "linear", "rope.scaling.factor": float32(4)}},
+		{model.RopeScaling{Type: model.RopeYarn, Factor: 4, OrigContext: 64, YarnBetaFast: &beta}, map[string]any{"rope.scaling.type": "yarn",
+			"rope.scaling.factor": float32(4), "rope.scaling.original_context_length": uint32(64), "rope.scaling.yarn_beta_fast": float32(32)}},
+		{synth.RopeScalings(model.Llama)[2], map[string]any{}},
+	} {
+		t.Run(string(tc.s.Type), func(t *testing.T) {
+			cfg := synth.RopeScaled(synth.Config(model.Llama, false), tc.s)
+			src := filepath.Join(t.TempDir(), "hf")
+			if err := synth.WriteHF(src, cfg, 5, 1); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			if code := run([]string{"convert", "--to", "gguf", "-q", src, out}); code != 0 {
+				t.Fatalf("convert exited %d", code)
+			}
+			f, err := gguf.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			got := map[string]any{}
+			for _, kv := range f.Metadata {
+				if k, ok := strings.CutPrefix(kv.Key, "llama."); ok && strings.HasPrefix(k, "rope.scal") {
+					got[k] = kv.Value
+				}
+			}
+			if !reflect.DeepEqual(got, tc.keys) {
+				t.Errorf("rope scaling keys %v, want %v", got, tc.keys)
+			}
+			ti, ok := f.Tensor("rope_freqs.weight")
+			if ok != (tc.s.Type == model.RopeLlama3) {
+				t.Fatalf("rope_freqs.weight present = %v", ok)
+			}
+			if ok {
+				m, err := model.Open(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				if ti.Type != gguf.F32 || fmt.Sprint(m.Config.RopeFreqFactors) != fmt.Sprint(cfg.RopeFreqFactors) {
+					t.Errorf("rope_freqs.weight %v %v, want F32 %v", ti.Type, m.Config.RopeFreqFactors, cfg.RopeFreqFactors)
+				}
+			}
+		})
 	}
 }
