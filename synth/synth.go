@@ -192,7 +192,8 @@ func (g gen) normalStd(spec model.TensorSpec) (float64, bool) {
 		_, base, _ = strings.Cut(rest, ".")
 	}
 	switch {
-	case strings.HasSuffix(name, "norm.weight"), strings.HasSuffix(name, ".bias"), base == "ssm_a":
+	case strings.HasSuffix(name, "norm.weight"), strings.HasSuffix(name, ".bias"), base == "ssm_a",
+		name == "rope_freqs.weight": // the Config's Llama 3 factors, not a draw
 		return 0, false
 	case name == "token_embd.weight" && g.cfg.TiedEmbeddings:
 		// The head too. With larger embeddings the input token's own logit
