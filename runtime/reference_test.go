@@ -326,6 +326,8 @@ func TestAgainstReference(t *testing.T) {
 		t.Run(string(arch), func(t *testing.T) {
 			cfg := tinyConfig(arch)
 			if arch == model.Llama {
+				// Frequency factors exist only with llama3 scaling.
+				cfg.RopeScaling = model.RopeScaling{Type: model.RopeLlama3, Factor: 8}
 				cfg.RopeFreqFactors = []float32{1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8}
 			}
 			m := randomModel(t, cfg, gguf.F32, 21)
