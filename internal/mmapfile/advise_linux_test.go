@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
@@ -19,21 +18,8 @@ func TestPopulateHuge(t *testing.T) {
 	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || bytes.Contains(b, []byte("[never]")) {
 		t.Skip("transparent huge pages are off here")
 	}
-	p := filepath.Join(t.TempDir(), "f")
 	want := bytes.Repeat([]byte("qnnprep!"), 1<<20) // 8 MiB
-	if err := os.WriteFile(p, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := Map(f, int64(len(want)))
-	if err != nil {
-		t.Skip("no mmap here:", err)
-	}
-	defer Unmap(b)
+	b := mapTemp(t, want)
 	span := b[3<<20+100 : 5<<20+7]
 	PopulateHuge([][]byte{span})
 	lo := uintptr(unsafe.Pointer(&b[0]))

@@ -8,21 +8,8 @@ import (
 )
 
 func TestReleaseKeepsContents(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
 	want := bytes.Repeat([]byte("qnnprep!"), 64<<10) // 512 KiB
-	if err := os.WriteFile(p, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := Map(f, int64(len(want)))
-	if err != nil {
-		t.Skip("no mmap here:", err)
-	}
-	defer Unmap(b)
+	b := mapTemp(t, want)
 	Release(b[100 : len(b)-100])
 	if !bytes.Equal(b, want) {
 		t.Fatal("contents changed after Release")
@@ -67,24 +54,11 @@ func TestMapWritableKeepsReleasedWrites(t *testing.T) {
 }
 
 func TestReadIntoMatchesMapping(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
 	want := make([]byte, 300<<10)
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	if err := os.WriteFile(p, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Map(f, int64(len(want)))
-	f.Close() // the mapping keeps its own descriptor
-	if err != nil {
-		t.Skip("no mmap here:", err)
-	}
-	defer Unmap(b)
+	b := mapTemp(t, want)
 	if !CanReadInto(b[10:20]) {
 		t.Skip("no pread here")
 	}
@@ -100,4 +74,25 @@ func TestReadIntoMatchesMapping(t *testing.T) {
 	if ReadInto(dst, append([]byte(nil), want[:10]...)) {
 		t.Fatal("ReadInto served a heap slice")
 	}
+}
+
+// mapTemp writes data to a temporary file and maps it for the test (the
+// test is skipped where mmap is missing).
+func mapTemp(t *testing.T, data []byte) []byte {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Map(f, int64(len(data)))
+	f.Close() // the mapping keeps its own descriptor
+	if err != nil {
+		t.Skip("no mmap here:", err)
+	}
+	t.Cleanup(func() { Unmap(b) })
+	return b
 }
