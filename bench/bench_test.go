@@ -20,6 +20,7 @@ import (
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/testkit"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 // smallModel writes a small synthetic llama (hidden 256, 2 layers, every
@@ -105,7 +106,7 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := modelTokenizer(m, p)
+	tok, err := tokenizer.ForModel(m, p)
 	m.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -502,7 +501,7 @@ const DefaultSpecText = "Once upon a time, there was a little girl named Lily. S
 // are: text tokenized with the model's tokenizer (text, or
 // DefaultSpecText when the model has one), else the random ids.
 func specPrompt(m *model.Model, path, text string, random []int32) ([]int32, string, error) {
-	tok, err := modelTokenizer(m, path)
+	tok, err := tokenizer.ForModel(m, path)
 	if err != nil {
 		if text != "" {
 			return nil, "", fmt.Errorf("bench: the speculative text needs %s's tokenizer: %w", path, err)
@@ -517,26 +516,6 @@ func specPrompt(m *model.Model, path, text string, random []int32) ([]int32, str
 		return nil, "", fmt.Errorf("bench: speculative text %q encodes to no tokens", text)
 	}
 	return ids, "text: " + text, nil
-}
-
-// modelTokenizer is the tokenizer m carries: its GGUF vocabulary, or the
-// tokenizer.json beside a Hugging Face checkpoint.
-func modelTokenizer(m *model.Model, path string) (*tokenizer.Tokenizer, error) {
-	var v *tokenizer.Vocab
-	var err error
-	if m.Format == "gguf" {
-		v, err = tokenizer.FromGGUF(m.Metadata)
-	} else {
-		dir := path
-		if fi, serr := os.Stat(path); serr == nil && !fi.IsDir() {
-			dir = filepath.Dir(path)
-		}
-		v, err = tokenizer.FromHF(dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return tokenizer.New(v)
 }
 
 // TruncatedDraft returns a model made of m's embeddings, first n decoder

@@ -23,6 +23,7 @@ import (
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 var buildCmd = &command{
@@ -206,7 +207,7 @@ func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Opt
 			}
 		}
 	}
-	tok, _ := loadTokenizer(m, src)
+	tok, _ := tokenizer.ForModel(m, src)
 	switch {
 	case promptsPath != "":
 		if o.Prompts, err = readPrompts(promptsPath, "", tok); err != nil {

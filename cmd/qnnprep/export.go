@@ -6,13 +6,15 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/pflag"
+
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/shard"
-	"github.com/spf13/pflag"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 var exportCmd = &command{
@@ -101,7 +103,7 @@ func runExport(ctx context.Context, c *command, args []string) error {
 			co.Start = append(co.Start, int32(id))
 		}
 		if co.Text != "" {
-			if co.Tokenizer, err = loadTokenizer(m, modelPath); err != nil {
+			if co.Tokenizer, err = tokenizer.ForModel(m, modelPath); err != nil {
 				return fmt.Errorf("--calib-text: %s's tokenizer: %w", modelPath, err)
 			}
 		}

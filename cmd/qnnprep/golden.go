@@ -61,7 +61,7 @@ func runGolden(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	defer m.Close()
-	tok, _ := loadTokenizer(m, path)
+	tok, _ := tokenizer.ForModel(m, path)
 	prompts, err := readPrompts(*promptsPath, *promptFile, tok)
 	if err != nil {
 		return err

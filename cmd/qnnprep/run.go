@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +64,7 @@ func runRun(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	defer m.Close()
-	tok, tokErr := loadTokenizer(m, fs.Arg(0))
+	tok, tokErr := tokenizer.ForModel(m, fs.Arg(0))
 	if *prompt != "" {
 		if tokErr != nil {
 			return fmt.Errorf("--prompt needs the model's tokenizer (use --ids): %w", tokErr)
@@ -197,26 +196,6 @@ func greedy(ctx context.Context, d runtime.Decoder, eos int32, prompt []int32, n
 		res.GenTokensPerSec = float64(steps) / res.GenSeconds
 	}
 	return res, nil
-}
-
-// loadTokenizer reads the tokenizer that comes with the model: the
-// tokenizer.ggml.* keys of a GGUF file, or tokenizer.json in an HF directory.
-func loadTokenizer(m *model.Model, path string) (*tokenizer.Tokenizer, error) {
-	var v *tokenizer.Vocab
-	var err error
-	if m.Format == "gguf" {
-		v, err = tokenizer.FromGGUF(m.Metadata)
-	} else {
-		dir := path
-		if st, serr := os.Stat(path); serr == nil && !st.IsDir() {
-			dir = filepath.Dir(path)
-		}
-		v, err = tokenizer.FromHF(dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return tokenizer.New(v)
 }
 
 func parseIDs(s string) ([]int32, error) {

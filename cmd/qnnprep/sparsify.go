@@ -16,6 +16,7 @@ import (
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/sparse"
 	"github.com/qnnprep/qnnprep/sparse/study"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 // sparsifyDefaultPrompts are used for the golden comparison when neither --golden
@@ -158,7 +159,7 @@ func runSparsify(ctx context.Context, c *command, args []string) error {
 // promptEncoder returns the model's tokenizer as an encode function (BOS
 // added as the vocabulary asks), or nil without a tokenizer.
 func promptEncoder(m *model.Model, path string) func(string) ([]int32, error) {
-	tok, err := loadTokenizer(m, path)
+	tok, err := tokenizer.ForModel(m, path)
 	if err != nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 // speculateResult is what `speculate --json` prints.
@@ -78,7 +79,7 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	defer m.Close()
-	tok, tokErr := loadTokenizer(m, path)
+	tok, tokErr := tokenizer.ForModel(m, path)
 	var ids []int32
 	switch {
 	case *idsFlag != "":
