@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,29 +12,13 @@ import (
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
-// fakeSDK builds qnnpack's fake SDK tools into an SDK layout.
+// fakeSDK is qnnpack's fake SDK, found as a user's would be.
 func fakeSDK(t *testing.T) *qnnpack.SDK {
 	t.Helper()
-	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
-	bin, lib := filepath.Join(root, qnnpack.HostBinDir), filepath.Join(root, qnnpack.HostLibDir)
-	os.MkdirAll(bin, 0o755)
-	os.MkdirAll(lib, 0o755)
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
-	}
-	tool := filepath.Join(bin, qnnpack.ToolConverter)
-	if out, err := exec.Command(gobin, "build", "-o", tool, "../qnnpack/testdata/fakesdk").CombinedOutput(); err != nil {
-		t.Fatalf("build fake SDK: %v\n%s", err, out)
-	}
-	if err := os.Link(tool, filepath.Join(bin, qnnpack.ToolCtxGen)); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range []string{qnnpack.LibHtp, qnnpack.LibHtpExtensions} {
-		os.WriteFile(filepath.Join(lib, l), []byte("fake "+l), 0o644)
-	}
+	root := fakesdk.Root(t)
 	sdk, err := qnnpack.FindSDK(root)
 	if err != nil {
 		t.Fatal(err)

@@ -16,33 +16,12 @@ import (
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
-// fakeSDKRoot builds qnnpack's fake SDK tools into an SDK layout.
-func fakeSDKRoot(t *testing.T) string {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
-	bin := filepath.Join(root, qnnpack.HostBinDir)
-	lib := filepath.Join(root, qnnpack.HostLibDir)
-	os.MkdirAll(bin, 0o755)
-	os.MkdirAll(lib, 0o755)
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
-	}
-	tool := filepath.Join(bin, qnnpack.ToolConverter)
-	if out, err := exec.Command(gobin, "build", "-o", tool, "../../qnnpack/testdata/fakesdk").CombinedOutput(); err != nil {
-		t.Fatalf("build fake SDK: %v\n%s", err, out)
-	}
-	if err := os.Link(tool, filepath.Join(bin, qnnpack.ToolCtxGen)); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range []string{qnnpack.LibHtp, qnnpack.LibHtpExtensions} {
-		os.WriteFile(filepath.Join(lib, l), []byte("fake "+l), 0o644)
-	}
-	return root
-}
+// fakeSDKRoot lays out qnnpack's fake SDK tools.
+func fakeSDKRoot(t *testing.T) string { return fakesdk.Root(t) }
 
 // storiesBundleInputs plans stories260K in two stages (planArgs are added
 // to plan's flags) and writes a small ONNX graph and encodings per graph;
