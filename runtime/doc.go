@@ -10,6 +10,9 @@
 //	ids, _ := e.Greedy(ctx, prompt, 64)        // greedy continuation
 //	rows, _ := e.Logits(ctx, tokens)           // teacher-forced logits, one row per token
 //
+// Run is qnnprep run's workflow: a timed greedy decode, whole or through
+// a plan (RunOptions.Plan), that can write every step's logits to a file.
+//
 // For step-by-step control, a State holds one sequence:
 //
 //	st := e.NewState()

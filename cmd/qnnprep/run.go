@@ -1,20 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
@@ -77,22 +73,26 @@ func runRun(ctx context.Context, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	var res *runResult
+	o := runtime.RunOptions{Prompt: ids, Tokens: *n, StopEOS: !*ignoreEOS, Logits: *logitsPath, Tokenizer: tok}
 	if *planPath != "" {
-		res, err = runPlanGreedy(ctx, e, *planPath, ids, *n, !*ignoreEOS, *logitsPath)
-	} else {
-		res, err = runGreedy(ctx, e, ids, *n, !*ignoreEOS, *logitsPath)
+		if o.Plan, err = shard.ReadPlan(*planPath); err != nil {
+			return err
+		}
 	}
+	res, err := runtime.Run(ctx, e, o)
 	if err != nil {
+		if o.Plan != nil {
+			return fmt.Errorf("--plan %s: %w", *planPath, err)
+		}
 		return err
 	}
 	res.Model = fs.Arg(0)
-	if tok != nil {
-		all := append(append([]int32(nil), ids...), res.Generated...)
-		if bos := tok.Vocab().BOS; len(all) > 0 && all[0] == bos {
-			all = all[1:] // as llama.cpp and llama2.c print it
+	if o.Plan != nil {
+		var calls []string
+		for _, c := range res.Calls {
+			calls = append(calls, fmt.Sprintf("%d on AR %d CL %d", c.Calls, c.AR, c.CL))
 		}
-		res.Text = tok.Decode(all)
+		fmt.Fprintf(os.Stderr, "plan %s: %d stages; graph calls: %s\n", *planPath, len(o.Plan.Stages), strings.Join(calls, ", "))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -107,95 +107,6 @@ func runRun(ctx context.Context, c *command, args []string) error {
 	fmt.Fprintf(os.Stderr, "prompt: %d tokens in %.3f s (%.1f tokens/s); generation: %d tokens, %d decode steps in %.3f s (%.1f tokens/s)\n",
 		len(res.Prompt), res.PromptSeconds, res.PromptTokensPerSec, len(res.Generated), max(len(res.Generated)-1, 0), res.GenSeconds, res.GenTokensPerSec)
 	return nil
-}
-
-// runResult is what `run --json` prints.
-type runResult struct {
-	Model              string  `json:"model"`
-	Prompt             []int32 `json:"prompt_ids"`
-	Generated          []int32 `json:"ids"`
-	Text               string  `json:"text,omitempty"` // prompt and continuation, when the model has a tokenizer
-	StoppedAtEOS       bool    `json:"stopped_at_eos"`
-	PromptSeconds      float64 `json:"prompt_seconds"`
-	PromptTokensPerSec float64 `json:"prompt_tokens_per_s"`
-	GenSeconds         float64 `json:"generation_seconds"`
-	GenTokensPerSec    float64 `json:"generation_tokens_per_s"`
-}
-
-// runGreedy decodes n tokens (or up to EOS) with the whole model.
-func runGreedy(ctx context.Context, e *runtime.Engine, prompt []int32, n int, stopEOS bool, logitsPath string) (*runResult, error) {
-	if len(prompt)+n-1 > e.ContextLength() {
-		return nil, fmt.Errorf("prompt of %d tokens plus %d generated exceed the context length %d (see --ctx)", len(prompt), n, e.ContextLength())
-	}
-	return greedy(ctx, e.NewState(), int32(e.Config().EOS), prompt, n, stopEOS, logitsPath)
-}
-
-// greedy decodes n tokens after prompt on d (or up to eos when stopEOS
-// and eos ≥ 0), timing the prompt (up to the first token's logits) and
-// the generation steps separately, and writes each step's logits to
-// logitsPath if it is set.
-func greedy(ctx context.Context, d runtime.Decoder, eos int32, prompt []int32, n int, stopEOS bool, logitsPath string) (*runResult, error) {
-	res := &runResult{Prompt: prompt}
-	var lw *bufio.Writer
-	var f *atomicfile.File
-	if logitsPath != "" {
-		var err error
-		if f, err = atomicfile.Create(logitsPath); err != nil {
-			return nil, err
-		}
-		defer f.Abort() // a no-op after Commit
-		lw = bufio.NewWriter(f)
-	}
-	var werr error
-	start := time.Now()
-	last := start
-	buf := make([]byte, 4)
-	err := runtime.Generate(ctx, d, prompt, n, func(s runtime.Step) bool {
-		now := time.Now()
-		if s.Index == 0 {
-			res.PromptSeconds = now.Sub(start).Seconds()
-		} else {
-			res.GenSeconds += now.Sub(last).Seconds()
-		}
-		last = now
-		res.Generated = append(res.Generated, s.Token)
-		if lw != nil && werr == nil {
-			for _, v := range s.Logits {
-				binary.LittleEndian.PutUint32(buf, math.Float32bits(v))
-				if _, werr = lw.Write(buf); werr != nil {
-					break
-				}
-			}
-		}
-		if stopEOS && eos >= 0 && s.Token == eos {
-			res.StoppedAtEOS = true
-			return false
-		}
-		return true
-	})
-	if err != nil {
-		return nil, err
-	}
-	if werr != nil {
-		return nil, fmt.Errorf("%s: %w", logitsPath, werr)
-	}
-	if lw != nil {
-		if err := lw.Flush(); err != nil {
-			return nil, fmt.Errorf("%s: %w", logitsPath, err)
-		}
-		if err := f.Commit(); err != nil {
-			return nil, err
-		}
-	}
-	if res.PromptSeconds > 0 {
-		res.PromptTokensPerSec = float64(len(prompt)) / res.PromptSeconds
-	}
-	// The first generated token comes with the prompt; the others each
-	// cost one decode step.
-	if steps := len(res.Generated) - 1; steps > 0 && res.GenSeconds > 0 {
-		res.GenTokensPerSec = float64(steps) / res.GenSeconds
-	}
-	return res, nil
 }
 
 func parseIDs(s string) ([]int32, error) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
 )
@@ -67,7 +68,7 @@ func TestRunPlan(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d", args, code)
 		}
-		var res runResult
+		var res runtime.RunResult
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("%v in %q", err, out)
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/runtime"
 )
 
 // captureStdout runs f with os.Stdout redirected and returns what it wrote.
@@ -63,7 +65,7 @@ func TestRunCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	var res runResult
+	var res runtime.RunResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v in %q", err, out)
 	}
