@@ -71,7 +71,9 @@ func suiteJSON(t *testing.T, s *Suite) []byte {
 	return b.Bytes()
 }
 
-var smallOpts = Options{Prompt: 12, Gen: 6, Depths: []int{0, 20}, Reps: 2, Threads: []int{1, 2}, DraftLayers: 1, K: []int{1, 3}}
+// smallOpts probes memory with a 4 MiB buffer: cache-resident, so its
+// GB/s mean nothing, but the report's plumbing is the same.
+var smallOpts = Options{Prompt: 12, Gen: 6, Depths: []int{0, 20}, Reps: 2, Threads: []int{1, 2}, DraftLayers: 1, K: []int{1, 3}, ProbeBytes: 4 << 20}
 
 func TestRunSmall(t *testing.T) {
 	p := smallModel(t, gguf.Q8_0)
@@ -106,8 +108,8 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer m.Close()
 	tok, err := tokenizer.ForModel(m, p)
-	m.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +131,32 @@ func TestRunSmall(t *testing.T) {
 	if rep.Machine.Kernels != runtime.KernelSet() || rep.Machine.CPU != cpuModel() || goruntime.GOOS == "linux" && rep.Machine.CPU == "" {
 		t.Errorf("machine kernels %q, CPU %q; want %q and this CPU's model name %q", rep.Machine.Kernels, rep.Machine.CPU, runtime.KernelSet(), cpuModel())
 	}
+	// Decoding reads every weight but the embedding table (the model has
+	// its own output head); each tg row is that stream over the ceiling
+	// measured with its thread count.
+	var all, embd int64
+	for _, tn := range m.Tensors {
+		all += tn.Bytes()
+		if tn.Name == "token_embd.weight" {
+			embd = tn.Bytes()
+		}
+	}
+	if m.Tensor("output.weight") == nil || rep.Model.DecodeBytes != all-embd {
+		t.Errorf("decode bytes %d, want %d (all %d − embedding %d)", rep.Model.DecodeBytes, all-embd, all, embd)
+	}
+	if c := rep.Machine.ReadCeiling; len(c) != 2 || c[0].Threads != 1 || c[1].Threads != 2 || c[0].Bytes != 4<<20 || c[0].WindowBytes != 4<<20 {
+		t.Fatalf("read ceiling %+v, want 1 and 2 threads over 4 MiB", c)
+	}
+	for _, r := range rep.Results {
+		c := ceilingFor(rep.Machine.ReadCeiling, r.Threads)
+		want := float64(rep.Model.DecodeBytes) * r.TokensPerSec / 1e9
+		if r.Kind == "pp" {
+			want = 0
+		}
+		if r.ReadGBPerSec != want || want > 0 && r.ReadFraction != want/c || want == 0 && r.ReadFraction != 0 {
+			t.Errorf("%s %d threads: read %g GB/s, fraction %g; want %g GB/s over %g", r.Test, r.Threads, r.ReadGBPerSec, r.ReadFraction, want, c)
+		}
+	}
 
 	s := NewSuite([]*Report{rep}, nil)
 	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
@@ -139,7 +167,8 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Contains(tb.String(), "NO:") || !strings.Contains(tb.String(), "| yes |") || !strings.Contains(tb.String(), "speed-up") ||
-		!strings.Contains(tb.String(), "qnnprep kernels "+runtime.KernelSet()) {
+		!strings.Contains(tb.String(), "qnnprep kernels "+runtime.KernelSet()) || !strings.Contains(tb.String(), "memory-read ceiling ") ||
+		!strings.Contains(tb.String(), " GB/s (") {
 		t.Errorf("table:\n%s", tb.String())
 	}
 	var cb bytes.Buffer
@@ -161,7 +190,7 @@ func TestRunSmall(t *testing.T) {
 // every run sane.
 func TestFaultFlagged(t *testing.T) {
 	p := smallModel(t, gguf.Q8_0)
-	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 1, Threads: []int{2}}
+	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 1, Threads: []int{2}, ProbeBytes: -1}
 	for _, tc := range []struct {
 		fault string
 		sane  bool
@@ -278,19 +307,71 @@ func TestSchemaRejects(t *testing.T) {
 	if err := validate(t, s, b); err == nil {
 		t.Error("schema accepts kind xx")
 	}
+	// Read rates belong to tg rows, a fraction needs its rate, and a
+	// ceiling says what it read.
+	for name, breakIt := range map[string]func(r *Report){
+		"pp row with a read rate":  func(r *Report) { r.Results[0].ReadGBPerSec = 1 },
+		"fraction without a rate":  func(r *Report) { r.Results[3].ReadGBPerSec = 0 },
+		"ceiling of no bytes":      func(r *Report) { r.Machine.ReadCeiling[0].Bytes = 0 },
+		"ceiling of no windows":    func(r *Report) { r.Machine.ReadCeiling[0].Windows = 0 },
+		"ceiling of zero threads":  func(r *Report) { r.Machine.ReadCeiling[0].Threads = 0 },
+		"empty ceiling list":       func(r *Report) { r.Machine.ReadCeiling = []Ceiling{} },
+		"decode bytes of no bytes": func(r *Report) { r.Model.DecodeBytes = -1 },
+	} {
+		rep := fakeReport()
+		breakIt(rep)
+		b, _ := json.Marshal(NewSuite([]*Report{rep}, nil))
+		if name == "empty ceiling list" {
+			b = bytes.Replace(b, []byte(`"kernels":"asm"`), []byte(`"kernels":"asm","read_ceiling":[]`), 1)
+		}
+		if err := validate(t, s, b); err == nil {
+			t.Errorf("schema accepts a report with a %s", name)
+		}
+	}
+}
+
+// TestReadCeiling: the probe reads whole windows of whole rows, times
+// at least one window per thread count and stops when the context is
+// done.
+func TestReadCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		size        int64
+		bytes, wind int64
+	}{
+		{3<<20 + 5, 3 << 20, 3 << 20},                        // smaller than a window: one window of all rows
+		{80 << 20, 64 << 20, probeWindowRows * probeRow * 4}, // whole windows only
+	} {
+		cs, err := ReadCeiling(context.Background(), tc.size, []int{1, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 2 || cs[0].Threads != 1 || cs[1].Threads != 3 {
+			t.Fatalf("size %d: ceilings %+v", tc.size, cs)
+		}
+		for _, c := range cs {
+			if c.Bytes != tc.bytes || c.WindowBytes != tc.wind || c.Windows < 1 || c.Windows > probeMaxWindows || !(c.GBPerSec > 0) {
+				t.Errorf("size %d: ceiling %+v, want %d bytes in windows of %d", tc.size, c, tc.bytes, tc.wind)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ReadCeiling(ctx, 1<<20, []int{1}); err == nil {
+		t.Error("cancelled context: no error")
+	}
 }
 
 func fakeReport() *Report {
 	yes := true
 	return &Report{
-		Model:    ModelInfo{Path: "m.gguf", Arch: "llama", Params: 1000, Bytes: 2000, Type: "Q8_0", Layers: 2},
-		Machine:  Machine{GOOS: "linux", GOARCH: "amd64", CPUs: 2, GoVersion: "go1.26", Kernels: "asm"},
+		Model:    ModelInfo{Path: "m.gguf", Arch: "llama", Params: 1000, Bytes: 2000, Type: "Q8_0", Layers: 2, DecodeBytes: 1500},
+		Machine:  Machine{GOOS: "linux", GOARCH: "amd64", CPUs: 2, GoVersion: "go1.26", Kernels: "asm", ReadCeiling: []Ceiling{{Threads: 1, GBPerSec: 20, Bytes: 1 << 28, WindowBytes: 1 << 25, Windows: 64, Load: 1}}},
 		Settings: Settings{Prompt: 8, Gen: 4, Depths: []int{0, 16}, Reps: 2, Threads: []int{1, 2}, RefThreads: 1, Seed: 1, Sanity: true},
 		Results: []Result{
 			{Engine: "qnnprep", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 0, Threads: 1, TokensPerSec: 100, Stddev: 2, Samples: []float64{98, 102}, Load: 1, Sane: &yes, VsLlama: 0.5},
 			{Engine: "llama.cpp", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 0, Threads: 1, TokensPerSec: 200, Stddev: 2, Samples: []float64{198, 202}, Load: 1},
 			{Engine: "qnnprep", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 16, Threads: 1, TokensPerSec: 80, Stddev: 2, Samples: []float64{78, 82}, Load: 1, Sane: &yes},
-			{Engine: "qnnprep", Test: "tg4", Kind: "tg", Tokens: 4, Depth: 0, Threads: 1, TokensPerSec: 20, Stddev: 1, Samples: []float64{19, 21}, Load: 1, Sane: &yes},
+			{Engine: "qnnprep", Test: "tg4", Kind: "tg", Tokens: 4, Depth: 0, Threads: 1, TokensPerSec: 20, Stddev: 1, Samples: []float64{19, 21}, Load: 1, Sane: &yes, ReadGBPerSec: 3e-5, ReadFraction: 1.5e-6},
 			{Engine: "qnnprep", Test: "tg4", Kind: "tg", Tokens: 4, Depth: 16, Threads: 1, TokensPerSec: 18, Stddev: 1, Samples: []float64{17, 19}, Load: 1, Sane: &yes},
 		},
 		Speculative: []SpecResult{
@@ -505,7 +586,7 @@ func TestSchemaPeer(t *testing.T) {
 // model with each peer and checks the rows name it.
 func TestRunLlamaPeers(t *testing.T) {
 	p := smallModel(t, gguf.Q8_0)
-	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 2, Threads: []int{1}, NoSanity: true, Llama: true}
+	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 2, Threads: []int{1}, NoSanity: true, Llama: true, ProbeBytes: 4 << 20}
 	for _, tc := range []struct{ flag, peer string }{
 		{LlamaPeerBench, peers.LlamaBenchBin},
 		{LlamaPeerNode, peers.NodeLlamaCpp},
@@ -529,6 +610,9 @@ func TestRunLlamaPeers(t *testing.T) {
 					// llama-bench logs the CPU backend variant it loaded.
 					if tc.peer == peers.LlamaBenchBin && !strings.HasPrefix(r.Backend, "CPU ") {
 						t.Errorf("llama.cpp %s depth %d: backend %q, want the CPU variant", r.Test, r.Depth, r.Backend)
+					}
+					if (r.Kind == "tg") != (r.ReadFraction > 0) {
+						t.Errorf("llama.cpp %s depth %d: read fraction %g (tg rows only)", r.Test, r.Depth, r.ReadFraction)
 					}
 				case "qnnprep":
 					if r.Peer != "" || !(r.VsLlama > 0) {

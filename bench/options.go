@@ -60,6 +60,11 @@ type Options struct {
 	// is installed, else node-llama-cpp.
 	LlamaPeer string
 
+	// ProbeBytes is the buffer of the memory-read probe (ReadCeiling) run
+	// before the timings: 0 means DefaultProbeBytes, negative skips it
+	// (then decode rows carry no read fraction).
+	ProbeBytes int64
+
 	Seed uint64    // token ids of the depth fill and the prompt (default 1)
 	Log  io.Writer // progress lines (nil: none)
 }

@@ -82,17 +82,17 @@ func saneLabel(s *bool, note string) string {
 func (s *Suite) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	if len(s.Reports) > 0 {
-		b.WriteString("| model | size | engine | threads | test | depth | t/s | vs llama.cpp | sane | load |\n")
-		b.WriteString("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: |\n")
+		b.WriteString("| model | size | engine | threads | test | depth | t/s | vs llama.cpp | weights read (of ceiling) | sane | load |\n")
+		b.WriteString("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |\n")
 		for _, r := range s.Reports {
 			for _, x := range r.Results {
 				vs := ""
 				if x.VsLlama > 0 {
 					vs = fmt.Sprintf("%.2f×", x.VsLlama)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %.2f ± %.2f | %s | %s | %.1f |\n",
+				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %.2f ± %.2f | %s | %s | %s | %.1f |\n",
 					modelLabel(r.Model), sizeLabel(r.Model.Bytes), engineLabel(x), x.Threads, x.Test, x.Depth,
-					x.TokensPerSec, x.Stddev, vs, saneLabel(x.Sane, x.SanityNote), x.Load)
+					x.TokensPerSec, x.Stddev, vs, readLabel(x), saneLabel(x.Sane, x.SanityNote), x.Load)
 			}
 		}
 		spec := false
@@ -119,6 +119,9 @@ func (s *Suite) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "%s: %s, %d reps, batch %s, qnnprep kernels %s, %d CPUs%s; peak RSS %s; load %.2f → %.2f; %.0f s",
 				r.Model.Path, modelLabel(r.Model), r.Settings.Reps, batchLabel(r.Settings.Batch), r.Machine.Kernels, r.Machine.CPUs, cpuLabel(r.Machine.CPU),
 				sizeLabel(r.PeakRSS), r.Machine.LoadStart[0], r.Machine.LoadEnd[0], r.Seconds)
+			if len(r.Machine.ReadCeiling) > 0 {
+				fmt.Fprintf(&b, "; memory-read ceiling %s", ceilingLabel(r.Machine.ReadCeiling))
+			}
 			if r.Settings.Fault != "" {
 				fmt.Fprintf(&b, "; FAULT INJECTED %s", r.Settings.Fault)
 			}
@@ -150,6 +153,33 @@ func engineLabel(x Result) string {
 	return x.Engine
 }
 
+// readLabel is the weights-read column of a tg row: "21.0 GB/s (73%)".
+func readLabel(x Result) string {
+	switch {
+	case x.ReadGBPerSec <= 0:
+		return ""
+	case x.ReadFraction <= 0:
+		return fmt.Sprintf("%.1f GB/s", x.ReadGBPerSec)
+	}
+	return fmt.Sprintf("%.1f GB/s (%.0f%%)", x.ReadGBPerSec, 100*x.ReadFraction)
+}
+
+// ceilingLabel is "28.7 GB/s with 1 thread, 53.7 GB/s with 2".
+func ceilingLabel(cs []Ceiling) string {
+	var parts []string
+	for i, c := range cs {
+		unit := ""
+		switch {
+		case i == 0 && c.Threads == 1:
+			unit = " thread"
+		case i == 0:
+			unit = " threads"
+		}
+		parts = append(parts, fmt.Sprintf("%.1f GB/s with %d%s", c.GBPerSec, c.Threads, unit))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // cpuLabel is ", <model name>" or nothing when the CPU was not recorded.
 func cpuLabel(cpu string) string {
 	if cpu == "" {
@@ -176,7 +206,8 @@ func draftLabel(d *ModelInfo) string {
 // speculative result (kind "spec") and conversion stage (kind "convert").
 var csvHeader = []string{"model", "type", "engine", "kind", "test", "tokens", "depth", "threads", "k",
 	"tokens_per_s", "stddev", "speedup", "acceptance_length", "window_s", "gb_per_s", "seconds",
-	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes", "peer", "backend", "cpu", "kernels"}
+	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes", "peer", "backend", "cpu", "kernels",
+	"read_gb_per_s", "read_fraction"}
 
 // WriteCSV writes every result as one CSV row (columns: csvHeader).
 func (s *Suite) WriteCSV(w io.Writer) error {
@@ -193,14 +224,15 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 				sane = strconv.FormatBool(*x.Sane)
 			}
 			row := []string{r.Model.Path, r.Model.Type, x.Engine, x.Kind, x.Test, i(x.Tokens), i(x.Depth), i(x.Threads), "",
-				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10), x.Peer, x.Backend, r.Machine.CPU, kernels(x, r.Machine)}
+				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10), x.Peer, x.Backend, r.Machine.CPU, kernels(x, r.Machine),
+				f(x.ReadGBPerSec), f(x.ReadFraction)}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}
 		for _, x := range r.Speculative {
 			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", fmt.Sprintf("spec-k%d", x.K), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
-				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels}
+				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels, "", ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -209,7 +241,7 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 	for _, c := range s.Conversions {
 		for _, st := range c.Stages {
 			row := []string{c.Source, c.Recipe, "qnnprep", "convert", st.Name, "", "", "", "",
-				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), "", "", "", ""}
+				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), "", "", "", "", "", ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}

@@ -39,6 +39,10 @@ type ModelInfo struct {
 	Bytes  int64  `json:"bytes"`  // file size (0 for a directory or an in-memory draft)
 	Type   string `json:"type"`   // type holding most of the matrix bytes
 	Layers int    `json:"layers"` // decoder layers
+	// DecodeBytes is what one decoded token reads of the weights: every
+	// tensor but the token-embedding table (one row of it per token),
+	// unless that table is also the output head.
+	DecodeBytes int64 `json:"decode_bytes,omitempty"`
 }
 
 // Machine is where the numbers were measured.
@@ -53,9 +57,12 @@ type Machine struct {
 	// Kernels is the instruction set qnnprep's kernels ran on
 	// (runtime.KernelSet: "avx2", "go"); "asm" and "purego" in reports
 	// written before it was recorded.
-	Kernels   string     `json:"kernels"`
-	LoadStart [3]float64 `json:"load_start"` // load averages when the run began
-	LoadEnd   [3]float64 `json:"load_end"`
+	Kernels string `json:"kernels"`
+	// ReadCeiling is the memory-read probe's result for each thread count
+	// (ReadCeiling); none when it was skipped or in older reports.
+	ReadCeiling []Ceiling  `json:"read_ceiling,omitempty"`
+	LoadStart   [3]float64 `json:"load_start"` // load averages when the run began
+	LoadEnd     [3]float64 `json:"load_end"`
 }
 
 // Settings are the resolved options.
@@ -101,7 +108,14 @@ type Result struct {
 	// VsLlama is this row's tokens/s over llama.cpp's for the same test,
 	// depth and threads (0 when llama.cpp was not measured).
 	VsLlama float64 `json:"vs_llama_cpp,omitempty"`
-	PeakRSS int64   `json:"peak_rss_bytes"` // peak resident set of the process measuring it (so far)
+	// ReadGBPerSec is the weight stream of a tg row: ModelInfo.DecodeBytes
+	// × tokens/s, in 1e9 bytes/s; ReadFraction is that over the read
+	// ceiling with the same threads (both 0 for pp rows, or when the model
+	// or the ceiling was not measured). The KV cache read at depth is not
+	// counted.
+	ReadGBPerSec float64 `json:"read_gb_per_s,omitempty"`
+	ReadFraction float64 `json:"read_fraction,omitempty"`
+	PeakRSS      int64   `json:"peak_rss_bytes"` // peak resident set of the process measuring it (so far)
 }
 
 // SpecResult is speculative decoding with one window size against plain
@@ -148,7 +162,25 @@ func modelInfo(m *model.Model, p string) ModelInfo {
 	if len(types) > 0 {
 		mi.Type = types[0].String()
 	}
+	for _, t := range m.Tensors {
+		if t.Name != "token_embd.weight" || m.Tensor("output.weight") == nil {
+			mi.DecodeBytes += t.Bytes()
+		}
+	}
 	return mi
+}
+
+// readRates fills ReadGBPerSec and ReadFraction of every tg row.
+func readRates(rs []Result, decodeBytes int64, cs []Ceiling) {
+	for i := range rs {
+		if rs[i].Kind != "tg" || decodeBytes <= 0 {
+			continue
+		}
+		rs[i].ReadGBPerSec = float64(decodeBytes) * rs[i].TokensPerSec / 1e9
+		if c := ceilingFor(cs, rs[i].Threads); c > 0 {
+			rs[i].ReadFraction = rs[i].ReadGBPerSec / c
+		}
+	}
 }
 
 func machine() Machine {

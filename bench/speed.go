@@ -33,6 +33,23 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		}
 	}
 	start := time.Now()
+	// The probe runs first, on an otherwise idle process, and gives its
+	// buffer back before the peak RSS count starts.
+	var ceiling []Ceiling
+	if opt.ProbeBytes >= 0 {
+		size := opt.ProbeBytes
+		if size == 0 {
+			size = DefaultProbeBytes
+		}
+		opt.logf("memory-read probe: %d MiB with %v threads", size>>20, opt.Threads)
+		var err error
+		if ceiling, err = ReadCeiling(ctx, size, opt.Threads); err != nil {
+			return nil, err
+		}
+		for _, c := range ceiling {
+			opt.logf("memory-read probe: %d threads: %.1f GB/s", c.Threads, c.GBPerSec)
+		}
+	}
 	ResetPeakRSS()
 	m, err := model.Open(path)
 	if err != nil {
@@ -50,6 +67,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		},
 		Results: []Result{}, Speculative: []SpecResult{},
 	}
+	rep.Machine.ReadCeiling = ceiling
 	if opt.Fault != nil {
 		rep.Settings.Fault = opt.Fault.String()
 	}
@@ -184,6 +202,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	if opt.Llama {
 		ratios(rep.Results)
 	}
+	readRates(rep.Results, rep.Model.DecodeBytes, ceiling)
 
 	for _, r := range rep.Results {
 		if r.Sane != nil && !*r.Sane {
