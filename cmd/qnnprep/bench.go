@@ -11,7 +11,7 @@ import (
 
 var benchCmd = &command{
 	Name:    "bench",
-	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama [--llama-peer auto|llama-bench|node]] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama [--llama-peer auto|llama-bench|node]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
 	Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
 	Run:     runBench,
 }
@@ -45,6 +45,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	tol := fs.Float64("tolerance", 0, "largest |Δlogit| against the reference still sane")
 	seed := fs.Uint64("seed", 1, "seed of the token ids")
 	fault := fs.String("fault", "", "break a kernel on purpose: TENSOR=SCALE (testing the sanity check)")
+	probe := fs.Int("read-probe", bench.DefaultProbeBytes>>20, "MiB the memory-read probe streams at each thread count (decode rows show their fraction of its GB/s; 0: no probe)")
 	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
 	_ = fs.MarkHidden("fault")
 	if err := parseFlags(fs, args); err != nil {
@@ -72,6 +73,14 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	}
 	if *reps < 1 || *refThreads < 1 {
 		return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
+	}
+	switch {
+	case *probe < 0:
+		return usageError("--read-probe %d: want MiB, or 0 for none", *probe)
+	case *probe == 0:
+		opt.ProbeBytes = -1
+	default:
+		opt.ProbeBytes = int64(*probe) << 20
 	}
 	if *fault != "" {
 		f, err := bench.ParseFault(*fault)

@@ -15,7 +15,7 @@ import (
 // returns its one report.
 func benchJSON(t *testing.T, model string, extra ...string) *bench.Report {
 	t.Helper()
-	args := append([]string{"bench", model, "-p", "8", "-n", "4", "-d", "0", "-r", "1", "-t", "1", "-q", "-o", "json"}, extra...)
+	args := append([]string{"bench", model, "-p", "8", "-n", "4", "-d", "0", "-r", "1", "-t", "1", "-q", "-o", "json", "--read-probe", "0"}, extra...)
 	var code int
 	out := captureStdout(t, func() { captureStderr(t, func() { code = run(args) }) })
 	var s bench.Suite
@@ -49,6 +49,9 @@ func TestBenchFlags(t *testing.T) {
 	}{
 		{"reps", []string{"-r", "2"}, func(r *bench.Report) bool { return len(r.Results[0].Samples) == 2 }},
 		{"no-sanity", []string{"--no-sanity"}, func(r *bench.Report) bool { return r.Results[0].Sane == nil }},
+		{"read-probe", []string{"--read-probe", "4"}, func(r *bench.Report) bool {
+			return len(r.Machine.ReadCeiling) == 1 && r.Machine.ReadCeiling[0].Bytes == 4<<20 && base.Machine.ReadCeiling == nil
+		}},
 		{"kv-f16", []string{"--kv-f16", "--fault", fault}, func(r *bench.Report) bool {
 			return r.Settings.KVF16 && maxDiff(r) != maxDiff(faulty)
 		}},

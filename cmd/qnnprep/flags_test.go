@@ -48,6 +48,7 @@ var flagTests = map[string]string{
 	"bench --ref-threads":  "TestBenchFlags",
 	"bench --tolerance":    "TestBenchFlags",
 	"bench --seed":         "TestBenchFlags",
+	"bench --read-probe":   "TestBenchFlags",
 	"bench --fault":        "TestBenchCommand",
 	"bench --quiet":        "TestQuietFlags",
 
