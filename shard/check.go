@@ -92,6 +92,7 @@ func Check(p *Plan, env CheckEnv) []Violation {
 	c.encodingRule()
 	c.linkRule()
 	c.arcMaskRule()
+	c.eagletRules()
 	return c.out
 }
 
@@ -276,7 +277,7 @@ func (c *checker) graphRules() {
 				"planned AR %d, CL %d but Genie detects AR %d, CL %d from this graph's I/O and name", g.AR, g.CL, det.ar, det.cl)
 		}
 		ar, cl := int64(g.AR), int64(g.CL)
-		if g.Stage == 0 {
+		if g.Stage == 0 && p.Dialog.Type != Eaglet { // eaglet: eagletRules
 			c.need(g, InputIDs, true, nil)
 			if t := find(g.Inputs, InputIDs); t != nil && numel(t.Shape) != ar {
 				c.add(RuleShape, g.Name, InputIDs, "make input_ids [1, AR] int32", "shape %v, want %d ids [1, %d]", t.Shape, ar, ar)
@@ -326,9 +327,14 @@ func (c *checker) graphRules() {
 			}
 		}
 	}
-	// Genie needs input_ids and attention_mask in some graph of each variant.
+	// Genie needs input_ids (embeddings for eaglet) and attention_mask in
+	// some graph of each variant.
+	input := InputIDs
+	if p.Dialog.Type == Eaglet {
+		input = InputEmbeds
+	}
 	for _, v := range c.variants() {
-		for _, name := range []string{InputIDs, AttentionMask} {
+		for _, name := range []string{input, AttentionMask} {
 			found := false
 			for gi := range p.Graphs {
 				if c.det[gi] == v && find(p.Graphs[gi].Inputs, name) != nil {
@@ -482,7 +488,7 @@ func (c *checker) linkRule() {
 	p := c.p
 	genieFed := func(n string) bool {
 		switch n {
-		case InputIDs, AttentionMask, PositionIDsCos, PositionIDsSin, PositionIDs:
+		case InputIDs, InputEmbeds, AttentionMask, PositionIDsCos, PositionIDsSin, PositionIDs:
 			return true
 		}
 		return strings.HasPrefix(n, "past_") && strings.HasSuffix(n, "_in")

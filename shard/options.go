@@ -202,6 +202,10 @@ type Options struct {
 	// yarn RoPE scaling, whose tables Genie cannot compute.
 	Positional Positional
 	Dialog     Dialog // Type "" means Basic
+	// EagletHead, with an eaglet dialog, adds the EAGLE-3 head's draft
+	// graphs and the target surfaces it reads (eagle3_tap_L, fc in the
+	// last stage's last_hidden_states).
+	EagletHead *EagletHead
 
 	VTCMMB int // HTP vtcm_mb for every graph; 0 means MinVTCMOneBit (8)
 
@@ -296,6 +300,9 @@ func (o Options) withDefaults(layers, contextLength int) (Options, error) {
 	o.Dialog.Branches = slices.Clone(o.Dialog.Branches)
 	if err := o.Dialog.validate(); err != nil {
 		return o, err
+	}
+	if o.EagletHead != nil && o.Dialog.Type != Eaglet {
+		return o, fmt.Errorf("an EAGLE-3 head drafts only in the eaglet dialog, not %s", o.Dialog.Type)
 	}
 	if o.VTCMMB == 0 {
 		o.VTCMMB = MinVTCMOneBit

@@ -40,6 +40,8 @@ type Plan struct {
 	Stages   []Stage   `json:"stages"`
 	Variants []Variant `json:"variants"`
 	Graphs   []Graph   `json:"graphs"`
+	// Draft is the eaglet draft engine's graphs (eaglet with a head only).
+	Draft *DraftPlan `json:"draft,omitempty"`
 }
 
 // ModelInfo summarises the model.Config the plan was made from.
@@ -367,12 +369,21 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 			p.Variants = append(p.Variants, Variant{AR: ar, CL: cl, Mode: mode})
 		}
 	}
+	if o.EagletHead != nil {
+		p.Draft = &DraftPlan{Head: *o.EagletHead}
+		if err := p.Draft.Head.validate(&p.Model); err != nil {
+			return nil, fmt.Errorf("shard: model %s: %w", name, err)
+		}
+	}
 	for _, v := range p.Variants {
 		for si := range p.Stages {
 			g := p.buildGraph(&cfg, &p.Stages[si], v)
 			p.Stages[si].Graphs = append(p.Stages[si].Graphs, g.Name)
 			p.Graphs = append(p.Graphs, g)
 		}
+	}
+	if p.Draft != nil {
+		p.buildDraft(p.Draft.Head)
 	}
 	p.fillSteps()
 	// What a plan is written with, it must be read back with.

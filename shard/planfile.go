@@ -313,6 +313,9 @@ func (p *Plan) validate() error {
 	if len(p.Graphs) != len(p.Stages)*len(p.Variants) {
 		return fmt.Errorf("%d graphs, want %d stages × %d variants", len(p.Graphs), len(p.Stages), len(p.Variants))
 	}
+	if err := p.validateDraft(); err != nil {
+		return err
+	}
 	for _, g := range p.Graphs {
 		for _, t := range append(g.Inputs[:len(g.Inputs):len(g.Inputs)], g.Outputs...) {
 			if len(t.Shape) == 0 || len(t.Shape) > 8 {

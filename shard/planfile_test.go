@@ -27,6 +27,9 @@ func samplePlans(t testing.TB) map[string]*Plan {
 	out["llama-ssd"] = build("llama-ssd", err, p)
 	p, err = NewPlan(qwen35Config(), Sizes{Layers: uniform(24, 10*mib), Head: 100 * mib, Embed: 100 * mib}, "qwen3.5-0.8b", Options{})
 	out["qwen35"] = build("qwen35", err, p)
+	p, err = NewPlan(llamaConfig(), Sizes{Layers: uniform(32, 100*mib), Head: 500 * mib, Embed: 500 * mib}, "Llama-3-8B",
+		Options{LayersPerStage: 8, AR: []int{128, 32}, CL: []int{4096}, Dialog: eagletDialog, EagletHead: eagletHead()})
+	out["llama-eaglet"] = build("llama-eaglet", err, p)
 	return out
 }
 
@@ -60,7 +63,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		if !bytes.Equal(a.Bytes(), b.Bytes()) {
 			t.Errorf("%s: formatted JSON differs from encoding/json's", name)
 		}
-		if !strings.Contains(string(first), "\n        {\"name\":\"input_ids\",\"shape\":[1,128],") {
+		if !strings.Contains(string(first), "\n        {\"name\":\"attention_mask\",\"shape\":[1,1,128,") {
 			t.Errorf("%s: tensors are not one per line", name)
 		}
 	}

@@ -48,11 +48,24 @@ func (p *Plan) buildGraph(c *model.Config, st *Stage, v Variant) Graph {
 	in := func(t Tensor) { g.Inputs = append(g.Inputs, t) }
 	out := func(t Tensor) { g.Outputs = append(g.Outputs, t) }
 
-	if st.Embedding {
+	switch {
+	case st.Embedding && p.Dialog.Type == Eaglet:
+		in(Tensor{Name: InputEmbeds, Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: InputEmbeds})
+	case st.Embedding:
 		in(Tensor{Name: InputIDs, Shape: []int64{1, ar}, DType: Int32, Layout: "batch,token"})
-	} else {
+	default:
 		name := HiddenStates(st.Index - 1)
 		in(Tensor{Name: name, Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: name})
+	}
+	// EAGLE-3 taps computed by earlier stages reach the last one.
+	var taps []int
+	if p.Draft != nil {
+		taps = p.Draft.Head.Taps()
+	}
+	for _, l := range taps {
+		if st.Head && p.tapStage(l) != st.Index {
+			in(Tensor{Name: Eagle3Tap(l), Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: Eagle3Tap(l)})
+		}
 	}
 	attention := slices.Contains(c.LayerKinds[st.FirstLayer:st.LastLayer+1], model.Attention)
 	if attention {
@@ -101,11 +114,20 @@ func (p *Plan) buildGraph(c *model.Config, st *Stage, v Variant) Graph {
 	if st.Head {
 		main = append(main, Tensor{Name: Logits, Shape: []int64{1, ar, int64(c.VocabSize)}, DType: Float32, Layout: "batch,token,vocab", Encoding: Logits})
 		if p.Dialog.Type == Eaglet {
-			main = append(main, Tensor{Name: LastHiddenStates, Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: LastHiddenStates})
+			width := hidden
+			if p.Draft != nil {
+				width = int64(p.Draft.Head.Hidden) // fc(cat(taps))
+			}
+			main = append(main, Tensor{Name: LastHiddenStates, Shape: []int64{1, ar, width}, DType: Float32, Layout: "batch,token,hidden", Encoding: LastHiddenStates})
 		}
 	} else {
 		name := HiddenStates(st.Index)
 		main = append(main, Tensor{Name: name, Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: name})
+		for _, l := range taps {
+			if p.tapStage(l) == st.Index {
+				main = append(main, Tensor{Name: Eagle3Tap(l), Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: Eagle3Tap(l)})
+			}
+		}
 	}
 	g.Outputs = append(main, g.Outputs...)
 	return g
