@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/runtime"
 )
 
@@ -34,6 +35,16 @@ type Options struct {
 	// not on random ids. "" means DefaultSpecText when the model carries a
 	// tokenizer, else Prompt random ids (the report says which).
 	SpecText string
+	// Plans are shard plans whose speculative dialog is also measured,
+	// through the staged runtime (SpecPlans): spd with the draft model,
+	// ssd-q1 with ForecastPath's rows.
+	Plans []string
+	// ForecastPath holds an ssd-q1 plan's forecast-token embeddings
+	// (model.ReadForecastEmbeddings: safetensors or GGUF).
+	ForecastPath string
+	// Device, when set, adds to every speculative row the device tokens/s
+	// qnnpack.EstimateSpec predicts from the row's measured acceptance.
+	Device *qnnpack.Device
 
 	// Sanity: every timed run's output (pp: the logits after the prompt;
 	// tg: the generated tokens and the last logits) is compared with an
@@ -161,6 +172,9 @@ func (o *Options) resolve() error {
 	if o.DraftPath != "" && o.DraftLayers > 0 {
 		return errors.New("bench: give a draft model or draft layers, not both")
 	}
+	if err := o.resolveSpec(); err != nil {
+		return err
+	}
 	if o.speculative() && o.Gen < 2 {
 		return errors.New("bench: speculative decoding needs gen of at least 2 tokens")
 	}
@@ -175,7 +189,9 @@ func (o *Options) resolve() error {
 	return nil
 }
 
-func (o *Options) speculative() bool { return o.DraftPath != "" || o.DraftLayers > 0 }
+func (o *Options) speculative() bool {
+	return o.DraftPath != "" || o.DraftLayers > 0 || len(o.Plans) > 0
+}
 
 func (o *Options) logf(format string, args ...any) {
 	if o.Log != nil {

@@ -95,25 +95,7 @@ func (s *Suite) WriteTable(w io.Writer) error {
 					x.TokensPerSec, x.Stddev, vs, readLabel(x), saneLabel(x.Sane, x.SanityNote), x.Load)
 			}
 		}
-		spec := false
-		for _, r := range s.Reports {
-			spec = spec || len(r.Speculative) > 0
-		}
-		if spec {
-			b.WriteString("\n| model | draft | threads | prompt | K | greedy t/s | speculative t/s | speed-up | window ms | accepted/window | sane | load |\n")
-			b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
-			for _, r := range s.Reports {
-				for _, x := range r.Speculative {
-					sane := "yes"
-					if !x.Sane {
-						sane = "NO: differs from greedy"
-					}
-					fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %.2f | %.2f | %.2f ± %.2f | %.1f | %.2f | %s | %.1f |\n",
-						modelLabel(r.Model), draftLabel(r.Draft), x.Threads, x.Depth, x.K, x.GreedyTokensPerSec, x.SpecTokensPerSec,
-						x.Speedup, x.SpeedupStddev, 1000*x.WindowSeconds, x.AcceptanceLength, sane, x.Load)
-				}
-			}
-		}
+		writeSpecTable(&b, s.Reports)
 		b.WriteString("\n")
 		for _, r := range s.Reports {
 			fmt.Fprintf(&b, "%s: %s, %d reps, batch %s, qnnprep kernels %s, %d CPUs%s; peak RSS %s; load %.2f → %.2f; %.0f s",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/runtime"
 )
 
@@ -84,6 +85,11 @@ type Settings struct {
 	Tolerance  float64 `json:"tolerance"`
 	Fault      string  `json:"fault,omitempty"`
 	Seed       uint64  `json:"seed"`
+
+	// Plans are the plans whose speculative dialogs were measured
+	// (spec.go); Device is the profile of the device column.
+	Plans  []string        `json:"plans,omitempty"`
+	Device *qnnpack.Device `json:"device,omitempty"`
 }
 
 // Result is one test (pp or tg) at one depth and thread count.
@@ -119,7 +125,7 @@ type Result struct {
 }
 
 // SpecResult is speculative decoding with one window size against plain
-// greedy decoding of the same prompt on the same engine.
+// greedy decoding of the same prompt on the same engine (spec.go).
 type SpecResult struct {
 	K                   int     `json:"k"`
 	Threads             int     `json:"threads"`
@@ -135,6 +141,20 @@ type SpecResult struct {
 	TargetCallsPerToken float64 `json:"target_calls_per_token"`
 	Load                float64 `json:"load"`
 	Sane                bool    `json:"sane"` // speculative tokens equal greedy tokens
+
+	// Dialog is the plan's dialog decoded through the staged runtime
+	// (spd, ssd-q1), "" for the whole-model engine; Plan is its file.
+	Dialog  string `json:"dialog,omitempty"`
+	Plan    string `json:"plan,omitempty"`
+	Drafter string `json:"drafter,omitempty"` // what proposed the drafts
+	// TokensPerWindow is the accepted drafts plus the target's own token.
+	TokensPerWindow float64 `json:"tokens_per_window,omitempty"`
+	// Device is the device speed estimated from this row's acceptance
+	// (Options.Device), nil without a device profile.
+	Device *DeviceEstimate `json:"device,omitempty"`
+	// SanityNote says what differed: the speculative tokens from this
+	// path's greedy ones, or those from the reference engine's.
+	SanityNote string `json:"sanity_note,omitempty"`
 }
 
 func modelInfo(m *model.Model, p string) ModelInfo {

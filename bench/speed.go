@@ -96,31 +96,48 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	}
 	need := max(maxDepth+max(opt.Prompt, opt.Gen+1), specDepth+len(specIn)+opt.Gen+maxK+1)
 
-	var draft *model.Model
+	sb := &specBench{opt: &opt, m: m, need: need}
 	eagle3 := opt.DraftPath != "" && runtime.IsEagle3(opt.DraftPath)
 	if opt.speculative() {
-		rep.Settings.K, rep.Settings.SpecDepth = opt.K, specDepth
+		sb.prompt = append(append([]int32(nil), fill[:specDepth]...), specIn...)
+		rep.Settings.SpecDepth, rep.Settings.Plans, rep.Settings.Device = specDepth, opt.Plans, opt.Device
+		if opt.DraftPath != "" || opt.DraftLayers > 0 {
+			rep.Settings.K = opt.K
+		}
 		switch {
 		case eagle3:
-			// A head binds to each thread count's target engine below.
+			// A head binds to each thread count's target engine.
+			sb.eagle3, sb.drafter = opt.DraftPath, "eagle3 "+opt.DraftPath
 			rep.Draft = &ModelInfo{Path: opt.DraftPath, Arch: runtime.Eagle3Arch, Layers: 1}
 			if fi, err := os.Stat(opt.DraftPath); err == nil && !fi.IsDir() {
 				rep.Draft.Bytes = fi.Size()
 			}
 		case opt.DraftPath != "":
-			if draft, err = model.Open(opt.DraftPath); err != nil {
+			if sb.draft, err = model.Open(opt.DraftPath); err != nil {
 				return nil, err
 			}
-			defer draft.Close()
-			di := modelInfo(draft, opt.DraftPath)
-			rep.Draft = &di
-		default:
-			if draft, err = TruncatedDraft(m, opt.DraftLayers); err != nil {
+			defer sb.draft.Close()
+			di := modelInfo(sb.draft, opt.DraftPath)
+			rep.Draft, sb.drafter = &di, "draft "+opt.DraftPath
+		case opt.DraftLayers > 0:
+			if sb.draft, err = TruncatedDraft(m, opt.DraftLayers); err != nil {
 				return nil, err
 			}
-			di := modelInfo(draft, "")
+			di := modelInfo(sb.draft, "")
 			di.Path = fmt.Sprintf("%s (first %d layers)", path, opt.DraftLayers)
-			rep.Draft = &di
+			rep.Draft, sb.drafter = &di, fmt.Sprintf("first %d layers", opt.DraftLayers)
+		}
+		if sb.plans, err = readSpecPlans(m, &opt, sb.draft != nil); err != nil {
+			return nil, err
+		}
+		for _, sp := range sb.plans { // an spd draft proposes draft-len
+			need = max(need, len(sb.prompt)+opt.Gen+sp.p.Dialog.DraftLen+1)
+		}
+		sb.need = need
+		if opt.Device != nil && sb.drafter != "" {
+			if sb.bytes, err = defaultPlanBytes(m); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -144,6 +161,12 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 			}
 			refs[d] = r
 		}
+		if opt.speculative() {
+			opt.logf("reference: greedy after the speculative prompt (untimed)")
+			if sb.want, err = re.Greedy(ctx, sb.prompt, opt.Gen); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	for _, th := range opt.Threads {
@@ -163,26 +186,8 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 			}
 			rep.Results = append(rep.Results, res...)
 		}
-		if draft != nil || eagle3 {
-			var newDrafter func() (runtime.Drafter, error)
-			if eagle3 {
-				head, err := runtime.OpenEagle3(e, opt.DraftPath)
-				if err != nil {
-					stop()
-					return nil, err
-				}
-				defer head.Close()
-				newDrafter = func() (runtime.Drafter, error) { return head.Drafter(), nil }
-			} else {
-				de, err := runtime.New(draft, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
-				if err != nil {
-					stop()
-					return nil, err
-				}
-				newDrafter = func() (runtime.Drafter, error) { return runtime.NewDraftModel(e, de) }
-			}
-			sp := append(append([]int32(nil), fill[:specDepth]...), specIn...)
-			res, err := measureSpec(ctx, e, newDrafter, &opt, th, specDepth, sp)
+		if opt.speculative() {
+			res, err := sb.run(ctx, e, th)
 			if err != nil {
 				stop()
 				return nil, err
@@ -437,79 +442,6 @@ func meanStd(x []float64) (mean, std float64) {
 		ss += (v - mean) * (v - mean)
 	}
 	return mean, math.Sqrt(ss / float64(len(x)-1))
-}
-
-// measureSpec times plain greedy decoding and speculative decoding with
-// each K on the same prompt; both exclude the prompt's pass.
-func measureSpec(ctx context.Context, e *runtime.Engine, newDrafter func() (runtime.Drafter, error), opt *Options, threads, depth int, prompt []int32) ([]SpecResult, error) {
-	n := opt.Gen
-	greedy := make([]float64, 0, opt.Reps)
-	var want []int32
-	l0 := LoadAvg()[0]
-	for rep := -1; rep < opt.Reps; rep++ {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var toks []int32
-		var t1 time.Time
-		err := e.NewState().Generate(ctx, prompt, n, func(s runtime.Step) bool {
-			if s.Index == 0 {
-				t1 = time.Now()
-			}
-			toks = append(toks, s.Token)
-			return true
-		})
-		if err != nil {
-			return nil, err
-		}
-		if rep >= 0 {
-			greedy = append(greedy, time.Since(t1).Seconds())
-		}
-		want = toks
-	}
-	gmean, _ := meanStd(greedy)
-	opt.logf("qnnprep: greedy after %d tokens, %d threads: %.2f tokens/s", len(prompt), threads, float64(n-1)/gmean)
-	var out []SpecResult
-	for _, k := range opt.K {
-		r := SpecResult{K: k, Threads: threads, Depth: len(prompt), Tokens: n, Sane: true, GreedyTokensPerSec: float64(n-1) / gmean}
-		var secs, speedups []float64
-		var st runtime.SpecStats
-		for rep := -1; rep < opt.Reps; rep++ {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			d, err := newDrafter()
-			if err != nil {
-				return nil, err
-			}
-			got, s, err := e.Speculate(ctx, d, prompt, n, k)
-			if err != nil {
-				return nil, err
-			}
-			if len(got) != len(want) {
-				r.Sane = false
-			}
-			for i := range min(len(got), len(want)) {
-				r.Sane = r.Sane && got[i] == want[i]
-			}
-			if rep >= 0 {
-				secs = append(secs, s.Seconds)
-				speedups = append(speedups, greedy[rep]/s.Seconds)
-				st = s
-			}
-		}
-		smean, _ := meanStd(secs)
-		r.SpecTokensPerSec = float64(n-1) / smean
-		r.Speedup, r.SpeedupStddev = meanStd(speedups)
-		if st.Windows > 0 {
-			r.WindowSeconds = smean / float64(st.Windows)
-		}
-		r.AcceptanceLength, r.AcceptanceRate, r.TargetCallsPerToken = st.AcceptanceLength(), st.AcceptanceRate(), st.TargetCallsPerToken()
-		r.Load = (l0 + LoadAvg()[0]) / 2
-		opt.logf("qnnprep: speculative K=%d, %d threads: %.2f tokens/s, speed-up %.2f, acceptance length %.2f", k, threads, r.SpecTokensPerSec, r.Speedup, r.AcceptanceLength)
-		out = append(out, r)
-	}
-	return out, nil
 }
 
 // DefaultSpecText is the text speculative runs continue when the model
