@@ -29,7 +29,9 @@ func specPlanFile(t *testing.T, path string, d shard.Dialog) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vs := shard.Check(p, shard.CheckEnv{}); len(vs) != 0 {
+	// An eaglet plan without its head's draft graphs is refused by Check
+	// but serves to show bench's refusal.
+	if vs := shard.Check(p, shard.CheckEnv{}); len(vs) != 0 && d.Type != shard.Eaglet {
 		t.Fatalf("%s plan: %v", d.Type, vs)
 	}
 	out := filepath.Join(t.TempDir(), string(d.Type)+".json")
