@@ -46,6 +46,7 @@ type Staged struct {
 	x       []float32      // hidden states of the running call
 	feat    stagedFeatures // drafter features (staged_features.go)
 	ssd     stagedSSD      // ssd-q1 state (staged_ssd.go)
+	eaglet  stagedEaglet   // eaglet target state (staged_eaglet.go)
 	sim     *Simulation    // quantization of every call's I/O (simulate.go), or nil
 }
 
@@ -80,6 +81,7 @@ type stagedStep struct {
 	base   int     // KV entries visible to the call (n_valid_kv; 0 on AR-c)
 	logits [][]float32
 	feats  [][]float32 // per row, the feature layers' inputs (when asked for)
+	hidden [][]float32 // per row, last_hidden_states (eaglet decoding only)
 }
 
 // MaskedValue is what Staged writes into attention_mask for a slot a row
@@ -158,10 +160,24 @@ func (s *Staged) expectedIO(k int, v *stagedVariant) (in, out map[string][]int64
 	ar, cl := int64(v.ar), int64(v.cl)
 	past, h := cl-ar, int64(c.Hidden)
 	in, out = map[string][]int64{}, map[string][]int64{}
-	if st.Embedding {
+	switch {
+	case st.Embedding && s.p.Dialog.Type == shard.Eaglet:
+		in[shard.InputEmbeds] = []int64{1, ar, h}
+	case st.Embedding:
 		in[shard.InputIDs] = []int64{1, ar}
-	} else {
+	default:
 		in[shard.HiddenStates(k-1)] = []int64{1, ar, h}
+	}
+	if d := s.p.Draft; d != nil {
+		last := len(s.p.Stages) - 1
+		for _, l := range d.Head.Taps() {
+			switch ts := s.p.TapStage(l); {
+			case ts == k && k != last:
+				out[shard.Eagle3Tap(l)] = []int64{1, ar, h}
+			case ts != k && k == last:
+				in[shard.Eagle3Tap(l)] = []int64{1, ar, h}
+			}
+		}
 	}
 	if slices.Contains(c.LayerKinds[st.FirstLayer:st.LastLayer+1], model.Attention) {
 		in[shard.AttentionMask] = []int64{1, 1, ar, cl}
@@ -203,8 +219,12 @@ func (s *Staged) expectedIO(k int, v *stagedVariant) (in, out map[string][]int64
 func (s *Staged) checkGraph(g *shard.Graph, v *stagedVariant) error {
 	in, out := s.expectedIO(g.Stage, v)
 	if s.p.Stages[g.Stage].Head {
-		if t := g.Output(shard.LastHiddenStates); t != nil {
-			out[shard.LastHiddenStates] = []int64{1, int64(v.ar), int64(s.e.cfg.Hidden)}
+		if t := g.Output(shard.LastHiddenStates); t != nil || s.p.Dialog.Type == shard.Eaglet {
+			w := int64(s.e.cfg.Hidden)
+			if d := s.p.Draft; d != nil {
+				w = int64(d.Head.Hidden) // the head's fc over the taps
+			}
+			out[shard.LastHiddenStates] = []int64{1, int64(v.ar), w}
 		}
 	}
 	check := func(kind string, ts []shard.Tensor, want map[string][]int64) error {
@@ -291,6 +311,12 @@ func (s *Staged) fill(v *stagedVariant, tokens []int32, parent []int, pos []int3
 	if b := v.bufs[shard.InputIDs]; b != nil {
 		clear(b.i)
 		copy(b.i, tokens)
+	}
+	if b := v.bufs[shard.InputEmbeds]; b != nil {
+		// Genie's embedding LUT: one row per token, padding rows token 0's.
+		ids := make([]int32, ar)
+		copy(ids, tokens)
+		s.eaglet.embedErr = s.embed(ids, b.f)
 	}
 	if b := v.bufs[shard.AttentionMask]; b != nil {
 		m := b.f
@@ -409,7 +435,12 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 	past := cl - ar
 	h := c.Hidden
 	x := grow(&s.x, ar*h)
-	if stg.Embedding {
+	if b := v.bufs[shard.InputEmbeds]; stg.Embedding && b != nil {
+		if err := s.eaglet.embedErr; err != nil {
+			return fmt.Errorf("runtime: staged: graph %s: %s: %w", g.Name, shard.InputEmbeds, err)
+		}
+		copy(x, b.f)
+	} else if stg.Embedding {
 		if err := s.embed(v.bufs[shard.InputIDs].i, x); err != nil {
 			return fmt.Errorf("runtime: staged: graph %s: %w", g.Name, err)
 		}
@@ -437,6 +468,7 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 	kvDim := nkv * d
 	for l := stg.FirstLayer; l <= stg.LastLayer; l++ {
 		s.captureFeatures(v, k, l, x)
+		s.captureTap(v, k, l, x)
 		ls := &s.st.layers[l]
 		if ls.kind == model.Attention {
 			// The cache slots the mask makes visible come from _in;
@@ -493,8 +525,11 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 		copy(v.f(shard.HiddenStates(k)), x)
 		return nil
 	}
+	s.captureTap(v, k, c.Layers, x)
 	if b := v.bufs[shard.LastHiddenStates]; b != nil {
-		copy(b.f, x)
+		if err := s.lastHiddenStates(v, b.f, x); err != nil {
+			return fmt.Errorf("runtime: staged: graph %s: %w", g.Name, err)
+		}
 	}
 	s.captureFeatures(v, k, c.Layers, x)
 	if err := s.st.Head(x, v.f(shard.Logits)); err != nil {

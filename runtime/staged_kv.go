@@ -22,6 +22,7 @@ func (s *Staged) Reset() {
 	s.nValid = 0
 	s.step = nil
 	s.feat.pending = nil
+	s.eaglet.pending = nil
 	if s.kv != nil {
 		for _, v := range s.vars {
 			if v != s.kv {
@@ -225,7 +226,7 @@ func (s *Staged) process(v *stagedVariant, tokens []int32, parent []int, reproc,
 	s.calls[[2]int{v.ar, v.cl}]++
 	vocab := s.e.cfg.VocabSize
 	lg := v.f(shard.Logits)
-	st := &stagedStep{v: v, tokens: tokens, parent: parent, reproc: reproc, base: base, feats: s.callFeatures(len(tokens))}
+	st := &stagedStep{v: v, tokens: tokens, parent: parent, reproc: reproc, base: base, feats: s.callFeatures(len(tokens)), hidden: s.callHidden(v, len(tokens))}
 	for r := range tokens {
 		st.logits = append(st.logits, slices.Clone(lg[r*vocab:(r+1)*vocab]))
 	}
@@ -310,6 +311,9 @@ func (s *Staged) Commit(selection []bool) error {
 			s.history = append(s.history, st.tokens[r])
 			if st.feats != nil {
 				s.feat.pending = append(s.feat.pending, st.feats[r])
+			}
+			if st.hidden != nil {
+				s.eaglet.pending = append(s.eaglet.pending, st.hidden[r])
 			}
 		}
 	}

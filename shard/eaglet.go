@@ -6,7 +6,7 @@ import (
 )
 
 // Genie's eaglet dialog (QAIRT 2.40 qualla dialogs/eaglet.{hpp,cpp} and
-// engines/qnn-htp/nsp-model.{hpp,cpp}; reference/eaglet.md in this
+// engines/qnn-htp/nsp-model.{hpp,cpp}; shard/EAGLET.md in this
 // repository) runs two engines. The target takes token embeddings (eaglet
 // refuses token input; the dialog's embedding LUT turns tokens into rows)
 // and outputs, beside logits, last_hidden_states: one feature row per
@@ -91,9 +91,9 @@ func (h *EagletHead) validate(m *ModelInfo) error {
 	return nil
 }
 
-// tapStage is the stage whose graph has layer l's input: the stage
+// TapStage is the stage whose graph has layer l's input: the stage
 // holding layer l, or the last stage for l == layers.
-func (p *Plan) tapStage(l int) int {
+func (p *Plan) TapStage(l int) int {
 	for _, s := range p.Stages {
 		if l >= s.FirstLayer && l <= s.LastLayer {
 			return s.Index
@@ -262,12 +262,12 @@ func (c *checker) eagletRules() {
 		}
 		if p.Draft != nil {
 			for _, l := range p.Draft.Head.Taps() {
-				if c.p.tapStage(l) == last {
+				if c.p.TapStage(l) == last {
 					continue
 				}
 				if g.Input(Eagle3Tap(l)) == nil {
-					c.add(RuleEagletTaps, g.Name, Eagle3Tap(l), fmt.Sprintf("give the last stage input %s from stage %d", Eagle3Tap(l), c.p.tapStage(l)+1),
-						"the EAGLE-3 head reads the input of layer %d, which stage %d computes, but the last stage does not take it", l, c.p.tapStage(l)+1)
+					c.add(RuleEagletTaps, g.Name, Eagle3Tap(l), fmt.Sprintf("give the last stage input %s from stage %d", Eagle3Tap(l), c.p.TapStage(l)+1),
+						"the EAGLE-3 head reads the input of layer %d, which stage %d computes, but the last stage does not take it", l, c.p.TapStage(l)+1)
 				}
 			}
 		}

@@ -63,7 +63,7 @@ func (p *Plan) buildGraph(c *model.Config, st *Stage, v Variant) Graph {
 		taps = p.Draft.Head.Taps()
 	}
 	for _, l := range taps {
-		if st.Head && p.tapStage(l) != st.Index {
+		if st.Head && p.TapStage(l) != st.Index {
 			in(Tensor{Name: Eagle3Tap(l), Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: Eagle3Tap(l)})
 		}
 	}
@@ -124,7 +124,7 @@ func (p *Plan) buildGraph(c *model.Config, st *Stage, v Variant) Graph {
 		name := HiddenStates(st.Index)
 		main = append(main, Tensor{Name: name, Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: name})
 		for _, l := range taps {
-			if p.tapStage(l) == st.Index {
+			if p.TapStage(l) == st.Index {
 				main = append(main, Tensor{Name: Eagle3Tap(l), Shape: []int64{1, ar, hidden}, DType: Float32, Layout: "batch,token,hidden", Encoding: Eagle3Tap(l)})
 			}
 		}
