@@ -7,11 +7,12 @@ import (
 	"os"
 
 	"github.com/qnnprep/qnnprep/bench"
+	"github.com/qnnprep/qnnprep/qnnpack"
 )
 
 var benchCmd = &command{
 	Name:    "bench",
-	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--llama [--llama-peer auto|llama-bench|node]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--plan P.json,... [--forecast-embeddings F]] [--device DEV.json] [--llama [--llama-peer auto|llama-bench|node]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
 	Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
 	Run:     runBench,
 }
@@ -36,6 +37,9 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
 	specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")
 	specText := fs.String("spec-text", "", "text the speculative runs continue, tokenized with the model's tokenizer (default: a short story opening when the model has a tokenizer, else random ids)")
+	plans := fs.StringSlice("plan", nil, "also measure these plans' speculative dialogs through the staged runtime (comma list): spd drafts with --draft/--draft-layers, ssd-q1 with --forecast-embeddings")
+	forecast := fs.String("forecast-embeddings", "", "the ssd-q1 plan's forecast-token embeddings (safetensors or GGUF, as build takes them)")
+	device := fs.String("device", "", "device profile JSON (as estimate takes it): every speculative row gets the device tokens/s estimate predicts from its acceptance")
 	llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
 	llamaPeer := fs.String("llama-peer", "auto", "with --llama: auto (llama-bench if built, else node-llama-cpp), llama-bench or node")
 	format := fs.StringP("output", "o", "table", "output format: table, json or csv")
@@ -57,13 +61,27 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	if err := checkFormat(*format); err != nil {
 		return err
 	}
-	if err := checkPaths(ins(fs.Args(), modelInput(*draft)), []string{*plotPath}, nil); err != nil {
+	var specIn []string
+	for _, f := range append(*plans, *forecast, *device) {
+		if f != "" {
+			specIn = append(specIn, f)
+		}
+	}
+	if err := checkPaths(ins(fs.Args(), modelInput(*draft), specIn), []string{*plotPath}, nil); err != nil {
 		return err
 	}
 	opt := bench.Options{
 		Prompt: *p, Gen: *n, Depths: *depths, Reps: *reps, Threads: *threads, Batch: *batch, KVF16: *kvf16,
 		DraftPath: *draft, DraftLayers: *draftLayers, K: *ks, SpecDepth: *specDepth, SpecText: *specText, Llama: *llama,
 		NoSanity: *noSanity, RefThreads: *refThreads, Tolerance: *tol, Seed: *seed,
+		Plans: *plans, ForecastPath: *forecast,
+	}
+	if *device != "" {
+		d, err := qnnpack.ReadDevice(*device)
+		if err != nil {
+			return err
+		}
+		opt.Device = &d
 	}
 	switch *llamaPeer {
 	case bench.LlamaPeerAuto, bench.LlamaPeerBench, bench.LlamaPeerNode:

@@ -52,6 +52,10 @@ var flagTests = map[string]string{
 	"bench --fault":        "TestBenchCommand",
 	"bench --quiet":        "TestQuietFlags",
 
+	"bench --plan":                "TestBenchSpecPlans",
+	"bench --forecast-embeddings": "TestBenchSpecPlans",
+	"bench --device":              "TestBenchSpecPlans",
+
 	"bench convert --recipe":  "TestBenchConvertCommand",
 	"bench convert --threads": "TestBenchConvertFlags",
 	"bench convert --dir":     "TestBenchConvertFlags",
