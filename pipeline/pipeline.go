@@ -29,6 +29,13 @@
 // Each file is written under a temporary name and renamed when complete, so
 // an interrupted run leaves nothing that looks finished; the SDK tools run in
 // their own process groups and are killed when ctx is cancelled.
+//
+// Beside Build, the package holds the workflows of the commands around it:
+// SourceOptions (what build and demo derive from a source: tokenizer
+// metadata, bundle tokenizer, verify prompts), RunDemo (qnnprep demo:
+// synthetic or given models built with both recipes and verified),
+// Calibrate (activation ranges for export and build) and SimulateEncodings
+// (the simulate step).
 package pipeline
 
 import (

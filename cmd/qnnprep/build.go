@@ -17,13 +17,10 @@ import (
 
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/internal/bytesize"
-	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
-	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 var buildCmd = &command{
@@ -125,7 +122,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 			return fmt.Errorf("sdk: %w", err)
 		}
 	}
-	o, err := buildOptions(src, out, *tokens, *promptsPath)
+	o, err := pipeline.SourceOptions(src, out, *tokens, *promptsPath, qnnprepVersion())
 	if err != nil {
 		return err
 	}
@@ -180,52 +177,6 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	}
 	return nil
 }
-
-// buildOptions fills what build and demo share: paths, the source's
-// tokenizer (qmodel metadata, bundle tokenizer.json, prompt encoding), the
-// verify prompts, and the hook into this binary's export calibration.
-func buildOptions(src, out string, tokens int, promptsPath string) (pipeline.Options, error) {
-	o := pipeline.Options{
-		Source: src, OutDir: out, Tokens: tokens, QnnprepVersion: qnnprepVersion(),
-		Export: onnx.ExportOptions{
-			Options:   onnx.Options{Opset: 17}, // the container is the plan's
-			IRVersion: 8, Producer: "qnnprep", Version: qnnprepVersion(),
-		},
-	}
-	m, err := model.Open(src)
-	if err != nil {
-		return o, fmt.Errorf("%s: %w", pipeline.StepQuantize, err)
-	}
-	defer m.Close()
-	if o.Metadata, err = tokenizerMetadata(m); err != nil {
-		return o, fmt.Errorf("%s: %w", pipeline.StepQuantize, err)
-	}
-	if m.Format != "gguf" {
-		if st, err := os.Stat(src); err == nil && st.IsDir() {
-			if _, err := os.Stat(src + "/" + qnnpack.TokenizerName); err == nil {
-				o.Tokenizer = src + "/" + qnnpack.TokenizerName
-			}
-		}
-	}
-	tok, _ := tokenizer.ForModel(m, src)
-	switch {
-	case promptsPath != "":
-		if o.Prompts, err = readPrompts(promptsPath, "", tok); err != nil {
-			return o, err
-		}
-	case tok != nil:
-		for _, text := range defaultPromptTexts {
-			if ids := tok.Encode(text, true); len(ids) > 0 {
-				o.Prompts = append(o.Prompts, golden.Prompt{Name: text, Text: text, IDs: ids})
-			}
-		}
-	}
-	return o, nil
-}
-
-// defaultPromptTexts are verify's prompts for a model with a tokenizer
-// (without one, pipeline.DefaultPrompts' token ids).
-var defaultPromptTexts = []string{"Once upon a time", "The capital of France is", "def fibonacci(n):"}
 
 // printBuildSummary prints the step table, the plan's stages and the
 // verification.

@@ -7,6 +7,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 var convertCmd = &command{
@@ -52,7 +53,7 @@ func runConvert(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	defer m.Close()
-	md, err := tokenizerMetadata(m)
+	md, err := tokenizer.ModelMetadata(m)
 	if err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ func convertEagle3(dir, out, target string, quiet bool) error {
 			return fmt.Errorf("--target: %w", err)
 		}
 		defer m.Close()
-		md, err := tokenizerMetadata(m)
+		md, err := tokenizer.ModelMetadata(m)
 		if err != nil {
 			return fmt.Errorf("--target %s: %w", target, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 var quantizeCmd = &command{
@@ -43,7 +44,7 @@ func runQuantize(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	defer m.Close()
-	md, err := tokenizerMetadata(m)
+	md, err := tokenizer.ModelMetadata(m)
 	if err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ func runSparsify(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	defer m.Close()
-	tokMD, err := tokenizerMetadata(m)
+	tokMD, err := tokenizer.ModelMetadata(m)
 	if err != nil {
 		return err
 	}
