@@ -33,9 +33,10 @@
 // Beside Build, the package holds the workflows of the commands around it:
 // SourceOptions (what build and demo derive from a source: tokenizer
 // metadata, bundle tokenizer, verify prompts), RunDemo (qnnprep demo:
-// synthetic or given models built with both recipes and verified),
-// Calibrate (activation ranges for export and build) and SimulateEncodings
-// (the simulate step).
+// synthetic or given models built with both recipes and verified), Export
+// (qnnprep export onnx: plan checks, ranges and calibration around
+// onnx.ExportContext), Calibrate (activation ranges for export and build)
+// and SimulateEncodings (the simulate step).
 package pipeline
 
 import (

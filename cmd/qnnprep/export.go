@@ -4,17 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/pflag"
 
-	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/internal/bytesize"
-	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/pipeline"
-	"github.com/qnnprep/qnnprep/shard"
-	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
 var exportCmd = &command{
@@ -77,93 +72,28 @@ func runExport(ctx context.Context, c *command, args []string) error {
 	if err := checkPaths(ins(modelInput(modelPath), []string{planPath, *ranges, co.Text}), nil, []string{out}); err != nil {
 		return err
 	}
-	p, err := shard.ReadPlan(planPath)
-	if err != nil {
-		return err
-	}
-	if vs := shard.Check(p, shard.CheckEnv{}); len(vs) > 0 && !*force {
-		return fmt.Errorf("%s: %d Genie contract violation(s), first: %s — run `qnnprep check %s`, or --force", planPath, len(vs), vs[0], planPath)
-	}
-	if *ranges != "" {
-		if opts.Ranges, err = readRanges(*ranges); err != nil {
-			return err
-		}
-	}
-	m, err := model.Open(modelPath)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if err := p.Fits(m.Config); err != nil {
-		return fmt.Errorf("%s does not describe %s: %w", planPath, modelPath, err)
-	}
+	o := pipeline.ExportOptions{Plan: planPath, Model: modelPath, OutDir: out, ONNX: opts, Ranges: *ranges, Force: *force}
 	if *calibrate > 0 || co.Text != "" {
 		co.Greedy = *calibrate
 		for _, id := range *calibIDs {
 			co.Start = append(co.Start, int32(id))
 		}
-		if co.Text != "" {
-			if co.Tokenizer, err = tokenizer.ForModel(m, modelPath); err != nil {
-				return fmt.Errorf("--calib-text: %s's tokenizer: %w", modelPath, err)
-			}
-		}
-		cal, err := pipeline.Calibrate(ctx, m, p, co)
-		if err != nil {
-			return err
-		}
-		// The ranges file goes beside the graphs it made.
-		rpath := filepath.Join(out, rangesName)
-		if err := atomicfile.Claim(out, rangesName); err != nil {
-			return err
-		}
-		if err := cal.Write(rpath); err != nil {
-			return err
-		}
-		if opts.Ranges == nil {
-			opts.Ranges = map[string]onnx.Range{}
-		}
-		for k, v := range cal.Ranges {
-			if _, given := opts.Ranges[k]; !given { // --ranges wins
-				opts.Ranges[k] = v
-			}
-		}
-		if !*quiet {
-			fmt.Fprintf(os.Stderr, "calibrated %d groups on %d tokens (%s, %s) → %s\n", len(cal.Ranges), cal.Settings.Tokens, cal.Settings.Source, cal.Settings.Stat, rpath)
-		}
+		o.Calibration = &co
 	}
-	var progress func(i, n int, graph string)
 	if !*quiet {
-		progress = func(i, n int, graph string) {
+		o.Log = os.Stderr
+		o.Progress = func(i, n int, graph string) {
 			if ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", i+1, n, graph)
 			}
 		}
 	}
-	paths, err := onnx.ExportContext(ctx, m, p, out, opts, progress)
+	x, err := pipeline.Export(ctx, o)
 	if err != nil {
 		return err
 	}
-	var total int64
-	for _, path := range paths {
-		if st, err := os.Stat(path); err == nil {
-			total += st.Size()
-		}
-	}
-	fmt.Printf("wrote %d files (%s) for %d graphs in %s\n", len(paths), bytesize.Format(total), len(p.Graphs), out)
+	fmt.Printf("wrote %d files (%s) for %d graphs in %s\n", len(x.Paths), bytesize.Format(x.Bytes), x.Graphs, out)
 	return nil
-}
-
-// rangesName is the ranges file export and build write when they calibrate.
-const rangesName = "ranges.json"
-
-// readRanges reads a ranges file (onnx.ReadCalibration: the full form or
-// {"group": [min, max], …}).
-func readRanges(path string) (map[string]onnx.Range, error) {
-	c, err := onnx.ReadCalibration(path)
-	if err != nil {
-		return nil, err
-	}
-	return c.Ranges, nil
 }
 
 // addCalibFlags adds the text-calibration flags export and build share;
