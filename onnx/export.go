@@ -99,25 +99,60 @@ func ExportContext(ctx context.Context, m *model.Model, p *shard.Plan, dir strin
 
 // exportStage writes the graphs gi of stage s (indices into p.Graphs).
 func exportStage(ctx context.Context, m *model.Model, p *shard.Plan, s int, gi []int, dir string, opts ExportOptions, progress func(graph string)) ([]string, error) {
-	dataName := StageDataName(p, s)
-	names := []string{dataName}
+	var graphs []*shard.Graph
 	for _, i := range gi {
-		g := p.Graphs[i].Name
-		names = append(names, g+".onnx", g+".onnx.data", g+".encodings.json")
+		graphs = append(graphs, &p.Graphs[i])
+	}
+	return exportGraphs(ctx, p, graphs, StageDataName(p, s), dir, opts, progress, func(pg *shard.Graph, o Options) (*Graph, *Encodings, error) {
+		return BuildStage(m, p, pg, o)
+	})
+}
+
+// DraftDataName is the external data file the eaglet draft graphs share.
+func DraftDataName(p *shard.Plan) string { return p.Draft.Name + "_01_of_01.data" }
+
+// ExportDraft writes the eaglet draft graphs of p (p.Draft) for the head in
+// opts.Eagle3 into dir, like Export writes a stage: <graph>.onnx and
+// <graph>.encodings.json per graph, and DraftDataName when the weights are
+// external. It returns the paths written.
+func ExportDraft(ctx context.Context, p *shard.Plan, dir string, opts ExportOptions, progress func(graph string)) ([]string, error) {
+	if p.Draft == nil {
+		return nil, fmt.Errorf("onnx: plan %s has no eaglet draft", p.Model.Name)
+	}
+	if err := atomicfile.Claim(dir); err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	if progress == nil {
+		progress = func(string) {}
+	}
+	var graphs []*shard.Graph
+	for i := range p.Draft.Graphs {
+		graphs = append(graphs, &p.Draft.Graphs[i])
+	}
+	return exportGraphs(ctx, p, graphs, DraftDataName(p), dir, opts, progress, func(dg *shard.Graph, o Options) (*Graph, *Encodings, error) {
+		return BuildDraft(p, dg, o)
+	})
+}
+
+// exportGraphs builds and writes graphs that share one data file.
+func exportGraphs(ctx context.Context, p *shard.Plan, graphs []*shard.Graph, dataName, dir string, opts ExportOptions, progress func(graph string),
+	build func(*shard.Graph, Options) (*Graph, *Encodings, error)) ([]string, error) {
+	names := []string{dataName}
+	for _, g := range graphs {
+		names = append(names, g.Name+".onnx", g.Name+".onnx.data", g.Name+".encodings.json")
 	}
 	if err := atomicfile.Claim(dir, names...); err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
-	external := opts.External || len(gi) > 1
+	external := opts.External || len(graphs) > 1
 	opts.params = map[*model.Tensor]*Encoding{}
 	var gs []*Graph
 	var encs []*Encodings
 	var paths []string
 	var wos []WriteOptions
-	for _, i := range gi {
-		pg := &p.Graphs[i]
+	for _, pg := range graphs {
 		progress(pg.Name)
-		g, enc, err := BuildStage(m, p, pg, opts.Options)
+		g, enc, err := build(pg, opts.Options)
 		if err != nil {
 			return nil, err
 		}

@@ -33,6 +33,10 @@ type Options struct {
 	// vocab+i is row i), held as ForecastRows gives them.
 	Forecast []float32
 
+	// Eagle3 is the EAGLE-3 head of an eaglet plan with a draft: its fc
+	// runs in the target's last stage and BuildDraft exports the rest.
+	Eagle3 *Eagle3Head
+
 	// params, when set, keeps each tensor's parameter encoding for the
 	// other variants of a stage (Export sets it per stage).
 	params map[*model.Tensor]*Encoding
@@ -160,7 +164,9 @@ func (b *builder) build(st *shard.Stage) error {
 		b.g.Input(t.Name, typ, t.Shape...)
 	}
 
-	if st.Embedding {
+	if st.Embedding && b.pg.Input(shard.InputEmbeds) != nil {
+		b.x = shard.InputEmbeds // eaglet: Genie's LUT embeds the tokens
+	} else if st.Embedding {
 		emb := b.embedTable()
 		if emb == "" {
 			return fmt.Errorf("model has no token_embd.weight")
@@ -183,7 +189,9 @@ func (b *builder) build(st *shard.Stage) error {
 		}
 		b.ropeTables(cos, sin)
 	}
+	taps := map[int]string{}
 	for l := st.FirstLayer; l <= st.LastLayer; l++ {
+		b.tap(st, l, taps)
 		var err error
 		if c.LayerKinds[l] == model.DeltaNet {
 			err = b.deltaNet(l)
@@ -198,8 +206,11 @@ func (b *builder) build(st *shard.Stage) error {
 		}
 	}
 	if st.Head {
+		b.tap(st, c.Layers, taps)
 		if b.pg.Output(shard.LastHiddenStates) != nil {
-			b.g.Named(shard.LastHiddenStates, "Identity", []string{b.x})
+			if err := b.lastHiddenStates(taps); err != nil {
+				return err
+			}
 		}
 		xn := b.rmsNorm(b.x, "output_norm.weight")
 		head := "output.weight"
@@ -426,10 +437,15 @@ func (b *builder) embedTable() string {
 // matrix adds the ggml matrix src as a MatMul weight [in, out] named
 // name, with its parameter encoding.
 func (b *builder) matrix(src, name string) (string, error) {
+	return b.matrixOf(b.m, src, name)
+}
+
+// matrixOf is matrix with src from m.
+func (b *builder) matrixOf(m *model.Model, src, name string) (string, error) {
 	if n, ok := b.weights[name]; ok {
 		return n, nil
 	}
-	t := b.m.Tensor(src)
+	t := m.Tensor(src)
 	if t == nil {
 		return "", fmt.Errorf("model has no tensor %q", src)
 	}
@@ -568,6 +584,25 @@ func (b *builder) attention(l int) error {
 		q = b.rmsNorm(q, p("attn_q_norm.weight"))
 		k = b.rmsNorm(k, p("attn_k_norm.weight"))
 	}
+	o := b.attend(l, q, k, v)
+	if gate != "" {
+		o = b.op("Mul", o, b.op("Sigmoid", gate))
+	}
+	out, err := b.linear(o, p("attn_output.weight"))
+	if err != nil {
+		return err
+	}
+	b.x = b.op("Add", b.x, out)
+	return nil
+}
+
+// attend is attention over concat(past, new) of q [1, AR, nh, D] and k, v
+// [1, AR, nkv, D] after RoPE, writing layer l's KV outputs; it returns
+// the heads' outputs [1, AR, nh·D].
+func (b *builder) attend(l int, q, k, v string) string {
+	c := &b.c
+	nh, nkv, d, ar := int64(c.Heads), int64(c.KVHeads), int64(c.HeadDim), b.ar
+	mask := shard.AttentionMask
 	q = b.rope(b.transpose(q, 0, 2, 1, 3)) // [1, nh, AR, D]
 	k = b.rope(b.transpose(k, 0, 2, 1, 3)) // [1, nkv, AR, D]
 
@@ -585,15 +620,7 @@ func (b *builder) attention(l int) error {
 	o := b.op("MatMul", probs, vals)                        // [nkv, group, AR, D]
 	o = b.transpose(b.reshape(o, 1, nh, ar, d), 0, 2, 1, 3) // [1, AR, nh, D]
 	o = b.reshape(o, 1, ar, nh*d)
-	if gate != "" {
-		o = b.op("Mul", o, b.op("Sigmoid", gate))
-	}
-	out, err := b.linear(o, p("attn_output.weight"))
-	if err != nil {
-		return err
-	}
-	b.x = b.op("Add", b.x, out)
-	return nil
+	return o
 }
 
 // ffn is the SwiGLU MLP with its pre-norm and residual.

@@ -56,6 +56,7 @@ type Eagle3 struct {
 	d2t                             []int32 // draft id → target id
 	ropeScale                       float32
 	closer                          func() error
+	tensors                         []*model.Tensor // as given, GGUF names
 }
 
 // Eagle3 tensor names (llama.cpp's eagle3 GGUF layout).
@@ -117,7 +118,7 @@ func NewEagle3(target *Engine, cfg Eagle3Config, tensors []*model.Tensor) (*Eagl
 	for _, t := range tensors {
 		byName[t.Name] = t
 	}
-	h := &Eagle3{t: target, cfg: cfg}
+	h := &Eagle3{t: target, cfg: cfg, tensors: tensors}
 	h.ropeScale = float32(math.Pow(float64(cfg.RopeTheta), -2/float64(cfg.HeadDim)))
 	mat := func(name string, cols, rows int) (*matrix, error) {
 		t := byName[name]
@@ -239,6 +240,10 @@ func readD2T(t *model.Tensor, n, vocab int) ([]int32, error) {
 	}
 	return d, nil
 }
+
+// Tensors returns the head's tensors in llama.cpp's eagle3 GGUF layout
+// (names and ggml dims), for exporting its graphs.
+func (h *Eagle3) Tensors() []*model.Tensor { return h.tensors }
 
 // Config returns the head's hyper-parameters.
 func (h *Eagle3) Config() Eagle3Config { return h.cfg }

@@ -857,3 +857,35 @@ func (h *Eagle3) EagletHead() shard.EagletHead {
 	return shard.EagletHead{Hidden: c.Hidden, FFN: c.FFN, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
 		DraftVocab: c.DraftVocab, ExtractLayers: c.ExtractLayers}
 }
+
+// DraftGraph computes the eaglet draft graph name of plan p for head h
+// from the given input surfaces (every input of the graph, by name, in the
+// plan's layouts), exactly as SpeculateEaglet's draft calls do, and
+// returns its output surfaces by name.
+func (h *Eagle3) DraftGraph(p *shard.Plan, name string, in map[string][]float32) (map[string][]float32, error) {
+	d, err := newEagletDraft(h, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range d.vars {
+		if v.g.Name != name {
+			continue
+		}
+		for _, t := range v.g.Inputs {
+			src, ok := in[t.Name]
+			if !ok || len(src) != len(v.bufs[t.Name].f) {
+				return nil, fmt.Errorf("runtime: eaglet: draft graph %s: input %s: %d values given, want %d", name, t.Name, len(src), len(v.bufs[t.Name].f))
+			}
+			copy(v.bufs[t.Name].f, src)
+		}
+		if err := d.graph(v); err != nil {
+			return nil, fmt.Errorf("runtime: eaglet: draft graph %s: %w", name, err)
+		}
+		out := map[string][]float32{}
+		for _, t := range v.g.Outputs {
+			out[t.Name] = slices.Clone(v.bufs[t.Name].f)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("runtime: eaglet: plan %s has no draft graph %s", p.Model.Name, name)
+}
