@@ -36,8 +36,8 @@ type Options struct {
 	// tokenizer, else Prompt random ids (the report says which).
 	SpecText string
 	// Plans are shard plans whose speculative dialog is also measured,
-	// through the staged runtime (SpecPlans): spd with the draft model,
-	// ssd-q1 with ForecastPath's rows.
+	// through the staged runtime: spd with the draft model, ssd-q1 with
+	// ForecastPath's rows, eaglet with the EAGLE-3 head DraftPath.
 	Plans []string
 	// ForecastPath holds an ssd-q1 plan's forecast-token embeddings
 	// (model.ReadForecastEmbeddings: safetensors or GGUF).

@@ -143,7 +143,8 @@ type SpecResult struct {
 	Sane                bool    `json:"sane"` // speculative tokens equal greedy tokens
 
 	// Dialog is the plan's dialog decoded through the staged runtime
-	// (spd, ssd-q1), "" for the whole-model engine; Plan is its file.
+	// (spd, ssd-q1, eaglet), "" for the whole-model engine; Plan is its
+	// file.
 	Dialog  string `json:"dialog,omitempty"`
 	Plan    string `json:"plan,omitempty"`
 	Drafter string `json:"drafter,omitempty"` // what proposed the drafts

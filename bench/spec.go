@@ -16,7 +16,8 @@ import (
 // same text prompt: the whole-model engine with the draft (a draft model,
 // the target's first layers or an EAGLE-3 head) at each K, and each plan's
 // dialog through the staged runtime as Genie runs it (spd with the draft
-// model, ssd-q1 with the forecast embeddings). A row's verdict is that its
+// model, ssd-q1 with the forecast embeddings, eaglet with the EAGLE-3
+// head). A row's verdict is that its
 // speculative tokens equal its path's greedy tokens and, with the sanity
 // check, that those equal the untimed reference engine's; its device
 // column is what qnnpack.EstimateSpec (qnnprep estimate) predicts from the
@@ -60,8 +61,9 @@ type specPlan struct {
 }
 
 // readSpecPlans reads opt.Plans for m and checks each dialog has what it
-// drafts with: spd a draft model, ssd-q1 the forecast embeddings.
-func readSpecPlans(m *model.Model, opt *Options, draftModel bool) ([]*specPlan, error) {
+// drafts with: spd a draft model, ssd-q1 the forecast embeddings, eaglet
+// an EAGLE-3 head.
+func readSpecPlans(m *model.Model, opt *Options, draftModel, eagle3 bool) ([]*specPlan, error) {
 	var out []*specPlan
 	ssd := false
 	for _, path := range opt.Plans {
@@ -87,11 +89,11 @@ func readSpecPlans(m *model.Model, opt *Options, draftModel bool) ([]*specPlan, 
 			}
 			ssd = true
 		case shard.Eaglet:
-			// Hook: the eaglet dialog's staged runtime (issue #21 item 2)
-			// adds its row here, drafting with the EAGLE-3 head.
-			return nil, fmt.Errorf("bench: plan %s: the eaglet dialog has no staged runtime yet", path)
+			if !eagle3 {
+				return nil, fmt.Errorf("bench: plan %s: the eaglet dialog drafts with the plan's EAGLE-3 head: give --draft HEAD", path)
+			}
 		default:
-			return nil, fmt.Errorf("bench: plan %s: dialog %q is not speculative through the staged runtime (want spd or ssd-q1)", path, d.Type)
+			return nil, fmt.Errorf("bench: plan %s: dialog %q is not speculative through the staged runtime (want spd, ssd-q1 or eaglet)", path, d.Type)
 		}
 		out = append(out, sp)
 	}
@@ -217,6 +219,22 @@ func (b *specBench) runPlan(ctx context.Context, sp *specPlan, ropt runtime.Opti
 		// verification decodes it: it changes only what is drafted.
 		k, p.drafter = d.Nodes-1, "forecast "+b.opt.ForecastPath
 		p.speculate = runtime.SSDSpeculator{Staged: st, Options: runtime.SSDOptions{Forecast: sp.forecast}}.Speculate
+		p.newDrafter = func() (runtime.Drafter, error) { return nil, nil }
+	case shard.Eaglet:
+		// The head binds to the staged engine, whose plan's last stage
+		// applies its fc; the dialog drafts its own tree.
+		head, err := runtime.OpenEagle3(se, b.eagle3)
+		if err != nil {
+			return nil, err
+		}
+		defer head.Close()
+		if err := st.SetEagle3(head); err != nil { // greedy decodes need the fc too
+			return nil, err
+		}
+		k, p.drafter = d.DraftLen, b.drafter
+		p.speculate = func(ctx context.Context, _ runtime.Drafter, prompt []int32, n, _ int) ([]int32, runtime.SpecStats, error) {
+			return st.SpeculateEaglet(ctx, head, prompt, n)
+		}
 		p.newDrafter = func() (runtime.Drafter, error) { return nil, nil }
 	default:
 		return nil, fmt.Errorf("dialog %q has no staged speculative path", d.Type)

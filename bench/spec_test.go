@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/safetensors"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -58,11 +59,94 @@ func forecastFile(t *testing.T, rows, hidden int) string {
 	return path
 }
 
+// eagle3File writes a random EAGLE-3 head for the small model (hidden
+// 256, 2 layers, vocabulary 512) with 128 draft tokens; a random head
+// changes only what is drafted.
+func eagle3File(t *testing.T) string {
+	t.Helper()
+	const h, ffn, heads, kvHeads, headDim, draftVocab = 256, 256, 4, 2, 64, 128
+	cfg := runtime.Eagle3Config{Hidden: h, FFN: ffn, Heads: heads, KVHeads: kvHeads, HeadDim: headDim, DraftVocab: draftVocab,
+		TargetHidden: h, ExtractLayers: runtime.DefaultExtractLayers(2), RMSEps: 1e-5, RopeTheta: 10000}
+	rng := rand.New(rand.NewPCG(5, 6))
+	w := &gguf.Writer{Metadata: runtime.Eagle3Metadata(cfg)}
+	add := func(name string, dims ...int64) {
+		n := int64(1)
+		for _, d := range dims {
+			n *= d
+		}
+		b := make([]byte, 0, 4*n)
+		for range n {
+			v := float32(rng.NormFloat64() / math.Sqrt(float64(dims[0])))
+			if len(dims) == 1 {
+				v = 1
+			}
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: name, Dims: dims, Type: gguf.F32, Data: gguf.Bytes(b)})
+	}
+	add("fc.weight", 3*h, h)
+	add("blk.0.attn_norm.weight", h)
+	add("blk.0.attn_norm_2.weight", h)
+	add("blk.0.attn_q.weight", 2*h, heads*headDim)
+	add("blk.0.attn_k.weight", 2*h, kvHeads*headDim)
+	add("blk.0.attn_v.weight", 2*h, kvHeads*headDim)
+	add("blk.0.attn_output.weight", heads*headDim, h)
+	add("blk.0.ffn_norm.weight", h)
+	add("blk.0.ffn_gate.weight", h, ffn)
+	add("blk.0.ffn_up.weight", h, ffn)
+	add("blk.0.ffn_down.weight", ffn, h)
+	add("output_norm.weight", h)
+	add("output.weight", h, draftVocab)
+	d2t := make([]byte, 0, 8*draftVocab)
+	for i := range draftVocab {
+		d2t = binary.LittleEndian.AppendUint64(d2t, uint64(4*i))
+	}
+	w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: "d2t", Dims: []int64{draftVocab}, Type: gguf.I64, Data: gguf.Bytes(d2t)})
+	path := filepath.Join(t.TempDir(), "eagle3.gguf")
+	if err := gguf.WriteFile(path, w); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// eagletPlanFile writes m's eaglet plan for head (AR 16 and 1, CL 256).
+func eagletPlanFile(t *testing.T, path, head string, d shard.Dialog) string {
+	t.Helper()
+	m, err := model.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	e, err := runtime.New(m, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := runtime.OpenEagle3(e, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	eh := h.EagletHead()
+	p, err := shard.PlanModel(m, shard.Options{Stages: 2, AR: []int{16, 1}, CL: []int{256}, Dialog: d, EagletHead: &eh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs := shard.Check(p, shard.CheckEnv{}); len(vs) != 0 {
+		t.Fatalf("eaglet plan: %v", vs)
+	}
+	out := filepath.Join(t.TempDir(), "eaglet.json")
+	if err := shard.WritePlan(out, p); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 var testDevice = qnnpack.Device{Name: "test-npu", BandwidthGBps: 10, PositionMs: 2, DraftStepMs: 1, HostMs: 3}
 
 var (
-	spdDialog = shard.Dialog{Type: shard.SPD, DraftLen: 3}
-	ssdDialog = shard.Dialog{Type: shard.SSD, ForecastTokenCount: 2, Branches: []int{2, 1}, ForecastPrefix: 4, ForecastPrefixName: "fp"}
+	spdDialog    = shard.Dialog{Type: shard.SPD, DraftLen: 3}
+	ssdDialog    = shard.Dialog{Type: shard.SSD, ForecastTokenCount: 2, Branches: []int{2, 1}, ForecastPrefix: 4, ForecastPrefixName: "fp"}
+	eagletDialog = shard.Dialog{Type: shard.Eaglet, DraftLen: 3, NBranches: 2, MaxTargetTokens: 8}
 )
 
 // TestSpecDialogs: on the text prompt, the whole-model engine with a
@@ -158,6 +242,48 @@ func TestSpecDialogs(t *testing.T) {
 	t.Logf("\n%s", tb.String())
 }
 
+// TestSpecEaglet: the eaglet dialog with an EAGLE-3 head through the
+// staged runtime gives a sane row beside the head's whole-model chain,
+// with the device column of the plan's window (max-tokens-target-can-
+// evaluate positions).
+func TestSpecEaglet(t *testing.T) {
+	p := smallModel(t, gguf.Q8_0)
+	head := eagle3File(t)
+	plan := eagletPlanFile(t, p, head, eagletDialog)
+	dev := testDevice
+	rep, err := Run(context.Background(), p, Options{Gen: 10, Reps: 1, Threads: []int{1}, DraftPath: head, K: []int{3}, Plans: []string{plan}, Device: &dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Speculative) != 2 || rep.Speculative[1].Dialog != "eaglet" {
+		t.Fatalf("rows %+v, want the whole-model chain and eaglet", rep.Speculative)
+	}
+	pl, err := shard.ReadPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range rep.Speculative {
+		if !x.Sane || x.TokensPerWindow < 1 || x.TargetCallsPerToken <= 0 || x.TargetCallsPerToken > 1 || x.K != 3 || x.Drafter != "eagle3 "+head {
+			t.Errorf("%q: %+v", x.Dialog, x)
+		}
+	}
+	x := rep.Speculative[1]
+	want, err := qnnpack.DialogSpec(pl, x.AcceptanceLength)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := qnnpack.EstimateSpec(dev, qnnpack.PlanWeightBytes(pl), want, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Device == nil || x.Device.Positions != 8 || x.Device.TokensPerSec != w.TokensPerSec {
+		t.Errorf("eaglet device %+v, want %+v", x.Device, w)
+	}
+	if err := validate(t, compileSchema(t), suiteJSON(t, NewSuite([]*Report{rep}, nil))); err != nil {
+		t.Fatalf("JSON does not validate: %v", err)
+	}
+}
+
 // TestSpecDialogsFault: a kernel fault on the timed engines shows in the
 // sanity column of every speculative row, the staged dialogs' included.
 func TestSpecDialogsFault(t *testing.T) {
@@ -212,7 +338,7 @@ func TestSpecPlanRefused(t *testing.T) {
 		{"forecast rows without ssd-q1", Options{Plans: []string{spd}, DraftLayers: 1, ForecastPath: fc}, "no ssd-q1 plan"},
 		{"forecast rows without a plan", Options{DraftLayers: 1, ForecastPath: fc}, "ssd-q1 plan"},
 		{"basic", Options{Plans: []string{basic}}, "not speculative"},
-		{"eaglet", Options{Plans: []string{eaglet}, DraftLayers: 1}, "eaglet dialog has no staged runtime"},
+		{"eaglet without a head", Options{Plans: []string{eaglet}, DraftLayers: 1}, "EAGLE-3 head"},
 		{"device without speculation", Options{Device: &dev}, "device column"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -127,7 +127,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 			di.Path = fmt.Sprintf("%s (first %d layers)", path, opt.DraftLayers)
 			rep.Draft, sb.drafter = &di, fmt.Sprintf("first %d layers", opt.DraftLayers)
 		}
-		if sb.plans, err = readSpecPlans(m, &opt, sb.draft != nil); err != nil {
+		if sb.plans, err = readSpecPlans(m, &opt, sb.draft != nil, sb.eagle3 != ""); err != nil {
 			return nil, err
 		}
 		for _, sp := range sb.plans { // an spd draft proposes draft-len

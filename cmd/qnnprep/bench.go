@@ -37,7 +37,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	ks := fs.IntSliceP("k", "k", []int{1, 2, 4}, "draft tokens per window (comma list)")
 	specDepth := fs.Int("spec-depth", 0, "context filled before the speculative runs (default: the first depth)")
 	specText := fs.String("spec-text", "", "text the speculative runs continue, tokenized with the model's tokenizer (default: a short story opening when the model has a tokenizer, else random ids)")
-	plans := fs.StringSlice("plan", nil, "also measure these plans' speculative dialogs through the staged runtime (comma list): spd drafts with --draft/--draft-layers, ssd-q1 with --forecast-embeddings")
+	plans := fs.StringSlice("plan", nil, "also measure these plans' speculative dialogs through the staged runtime (comma list): spd drafts with a --draft model or --draft-layers, ssd-q1 with --forecast-embeddings, eaglet with the --draft EAGLE-3 head")
 	forecast := fs.String("forecast-embeddings", "", "the ssd-q1 plan's forecast-token embeddings (safetensors or GGUF, as build takes them)")
 	device := fs.String("device", "", "device profile JSON (as estimate takes it): every speculative row gets the device tokens/s estimate predicts from its acceptance")
 	llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
