@@ -35,7 +35,9 @@
 // metadata, bundle tokenizer, verify prompts), RunDemo (qnnprep demo:
 // synthetic or given models built with both recipes and verified), Export
 // (qnnprep export onnx: plan checks, ranges and calibration around
-// onnx.ExportContext), Calibrate (activation ranges for export and build)
+// onnx.ExportContext), VerifyArtifact (qnnprep verify: an artifact against
+// a golden file whole, through a plan, speculatively and with its exported
+// encodings simulated), Calibrate (activation ranges for export and build)
 // and SimulateEncodings (the simulate step).
 package pipeline
 

@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
-	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/runtime"
-	"github.com/qnnprep/qnnprep/shard"
 )
 
 var verifyCmd = &command{
@@ -64,106 +61,18 @@ func runVerify(ctx context.Context, c *command, args []string) error {
 	if err := checkPaths(ins(modelInput(fs.Arg(0)), modelInput(*draftPath), []string{*goldenPath, *planPath, *eaglePath, *simEnc}), []string{*reportPath}, nil); err != nil {
 		return err
 	}
-	g, err := golden.Read(*goldenPath)
-	if err != nil {
-		return err
-	}
 	path := fs.Arg(0)
-	m, err := model.Open(path)
+	reports, err := pipeline.VerifyArtifact(ctx, pipeline.VerifyOptions{
+		Artifact: path, Golden: *goldenPath, SourceFingerprint: *sourceFP, Thresholds: overrides,
+		Engine: runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16},
+		Plan:   *planPath, SimulateEncodings: *simEnc, Draft: *draftPath, Eagle3: *eaglePath, K: *k,
+		Warn: func(w string) { fmt.Fprintf(os.Stderr, "qnnprep verify: warning: %s\n", w) },
+	})
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	acc, err := g.Accept(m, *sourceFP)
-	if err != nil {
-		return fmt.Errorf("%s against %s: %w", path, *goldenPath, err)
-	}
-	e, err := runtime.New(m, runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
-	if err != nil {
-		return err
-	}
-	if err := g.CheckContext(e.ContextLength()); err != nil {
-		return err
-	}
-	crit := g.DefaultCriteria(m, acc).With(overrides)
-	var warnings []string
-	if w := golden.KVWarning(g, *kvF16); w != "" {
-		warnings = append(warnings, w)
-		fmt.Fprintf(os.Stderr, "qnnprep verify: warning: %s\n", w)
-	}
-	var plan *shard.Plan
-	decoders := []struct {
-		name string
-		d    golden.Decoder
-	}{{"whole", golden.EngineDecoder(e)}}
-	if *planPath != "" {
-		p, err := shard.ReadPlan(*planPath)
-		if err != nil {
-			return err
-		}
-		// NewStaged refuses a plan made for another model, naming what differs.
-		st, err := runtime.NewStaged(e, p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", *planPath, err)
-		}
-		decoders = append(decoders, struct {
-			name string
-			d    golden.Decoder
-		}{"plan " + *planPath, st})
-		plan = p
-	}
-	if *draftPath != "" || *eaglePath != "" {
-		ds, err := runtime.OpenDrafts(e, m, runtime.DraftSource{Model: *draftPath, Eagle3: *eaglePath},
-			runtime.Options{Threads: *threads, Context: *ctxLen, KVF16: *kvF16})
-		if err != nil {
-			return err
-		}
-		defer ds.Close()
-		decoders = append(decoders, struct {
-			name string
-			d    golden.Decoder
-		}{fmt.Sprintf("speculative K=%d, %s", *k, ds.Name), golden.SpeculativeDecoder(e, ds.New, *k)})
-		if plan != nil && *draftPath != "" {
-			// And through the plan (EAGLE-3 needs hidden states the
-			// stage graphs do not expose).
-			st, err := runtime.NewStaged(e, plan)
-			if err != nil {
-				return err
-			}
-			decoders = append(decoders, struct {
-				name string
-				d    golden.Decoder
-			}{fmt.Sprintf("plan %s, speculative K=%d, %s", *planPath, *k, ds.Name), golden.SpeculativeThrough(st, st, ds.New, *k)})
-		}
-	}
-	var reports []*golden.Report
 	pass := true
-	for i, dc := range decoders {
-		r, err := golden.Verify(ctx, dc.d, g, crit)
-		if err != nil {
-			return fmt.Errorf("%s (%s): %w", path, dc.name, err)
-		}
-		r.Golden, r.Artifact, r.Decoder = *goldenPath, path, dc.name
-		r.Source, r.Warnings = acc, warnings
-		if i > 0 {
-			// Staged and speculative decoding must give the whole model's tokens.
-			r.CompareOutputs(reports[0])
-		}
-		reports = append(reports, r)
-		pass = pass && r.Pass
-	}
-	if *simEnc != "" {
-		encs, err := pipeline.ReadGraphEncodings(*simEnc, plan)
-		if err != nil {
-			return err
-		}
-		r, err := pipeline.SimulateEncodings(ctx, m, plan, encs, pipeline.SimOptions{Prompts: g.Prompts, Tokens: g.Settings.Steps, Threads: *threads})
-		if err != nil {
-			return fmt.Errorf("%s (--simulate-encodings %s): %w", path, *simEnc, err)
-		}
-		r.Golden, r.Artifact = "its float decode", path
-		r.Decoder = "plan " + *planPath + ", " + r.Decoder
-		reports = append(reports, r)
+	for _, r := range reports {
 		pass = pass && r.Pass
 	}
 	var js []byte
