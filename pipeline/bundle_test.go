@@ -15,6 +15,8 @@ import (
 	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
+func TestMain(m *testing.M) { os.Exit(fakesdk.Main(m)) }
+
 // fakeSDK is qnnpack's fake SDK, found as a user's would be.
 func fakeSDK(t *testing.T) *qnnpack.SDK {
 	t.Helper()

@@ -3,102 +3,28 @@ package qnnpack
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
-var (
-	fakeOnce sync.Once
-	fakeBin  string
-	fakeErr  error
-	fakeDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if fakeDir != "" {
-		os.RemoveAll(fakeDir)
-	}
-	os.Exit(code)
-}
-
-// fakeTool builds testdata/fakesdk once per test binary.
-func fakeTool(t *testing.T) string {
-	t.Helper()
-	fakeOnce.Do(func() {
-		fakeDir, fakeErr = os.MkdirTemp("", "qnnpack-fakesdk-")
-		if fakeErr != nil {
-			return
-		}
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = "/usr/local/go/bin/go"
-		}
-		fakeBin = filepath.Join(fakeDir, "fakesdk")
-		out, err := exec.Command(gobin, "build", "-o", fakeBin, "./testdata/fakesdk").CombinedOutput()
-		if err != nil {
-			fakeErr = fmt.Errorf("build fake SDK: %v\n%s", err, out)
-		}
-	})
-	if fakeErr != nil {
-		t.Fatal(fakeErr)
-	}
-	return fakeBin
-}
+func TestMain(m *testing.M) { os.Exit(fakesdk.Main(m)) }
 
 // fakeSDK lays out an SDK root with the fake tools and placeholder
 // libraries, like a QAIRT zip's x86-64 Linux part.
 func fakeSDK(t *testing.T) string { return fakeSDKFor(t, LinuxX64) }
 
-// fakeSDKFor lays out host h's part of an SDK. For Windows layouts the
-// tools are qnn-context-binary-generator.exe and the Python entry point
-// qairt-converter, run through a fake "python" put first on $PATH, and
-// the libraries are .dll files.
+// fakeSDKFor lays out host h's part of an SDK (fakesdk.RootFor).
 func fakeSDKFor(t *testing.T, h Host) string {
 	t.Helper()
-	bin := fakeTool(t)
-	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
-	binDir, libDir := filepath.Join(root, "bin", h.Dir), filepath.Join(root, "lib", h.Dir)
-	for _, d := range []string{binDir, libDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tool := range []string{ToolConverter, h.tool(ToolCtxGen)} {
-		if err := os.Symlink(bin, filepath.Join(binDir, tool)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if h.Windows {
-		py := t.TempDir()
-		if err := os.Symlink(bin, filepath.Join(py, "python")); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("PATH", py+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
-	for _, lib := range []string{"QnnHtp", "QnnHtpNetRunExtensions", "QnnModelDlc"} {
-		if err := os.WriteFile(filepath.Join(libDir, h.lib(lib)), []byte("fake "+lib), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	yaml, err := os.ReadFile("testdata/fakesdk/sdk.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "sdk.yaml"), yaml, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return root
+	return fakesdk.RootFor(t, fakesdk.Host{Dir: h.Dir, Windows: h.Windows})
 }
 
 // testConfig is a small llama-like model.

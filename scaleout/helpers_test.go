@@ -2,72 +2,17 @@ package scaleout
 
 import (
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
-
-var (
-	fakeOnce sync.Once
-	fakeBin  string
-	fakeErr  error
-)
-
-// fakeSDK lays out qnnpack's fake SDK (testdata/fakesdk) under a new
-// directory and returns its root.
-func fakeSDK(t testing.TB) string {
-	t.Helper()
-	fakeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "scaleout-fakesdk-")
-		if err != nil {
-			fakeErr = err
-			return
-		}
-		fakeBin = filepath.Join(dir, "fakesdk")
-		out, err := exec.Command("go", "build", "-o", fakeBin, "../qnnpack/testdata/fakesdk").CombinedOutput()
-		if err != nil {
-			fakeErr = fmt.Errorf("build fake SDK: %v\n%s", err, out)
-		}
-	})
-	if fakeErr != nil {
-		t.Fatal(fakeErr)
-	}
-	h := qnnpack.LinuxX64
-	root := filepath.Join(t.TempDir(), "qairt", "2.40.0.251030")
-	binDir, libDir := filepath.Join(root, "bin", h.Dir), filepath.Join(root, "lib", h.Dir)
-	for _, d := range []string{binDir, libDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tool := range []string{qnnpack.ToolConverter, qnnpack.ToolCtxGen} {
-		if err := os.Symlink(fakeBin, filepath.Join(binDir, tool)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, lib := range []string{"libQnnHtp.so", "libQnnHtpNetRunExtensions.so", "libQnnModelDlc.so"} {
-		if err := os.WriteFile(filepath.Join(libDir, lib), []byte("fake "+lib), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	yaml, err := os.ReadFile("../qnnpack/testdata/fakesdk/sdk.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "sdk.yaml"), yaml, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 func testConfig(layers int) model.Config {
 	c := model.Config{
@@ -148,7 +93,7 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	sdk, err := qnnpack.FindSDK(fakeSDK(t))
+	sdk, err := qnnpack.FindSDK(fakesdk.Root(t))
 	if err != nil {
 		t.Fatal(err)
 	}

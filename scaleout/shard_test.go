@@ -17,6 +17,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
 // TestMain doubles as a shard process: with SCALEOUT_TEST_SHARD set, the
@@ -30,11 +31,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	code := m.Run()
-	if fakeBin != "" {
-		os.RemoveAll(filepath.Dir(fakeBin))
-	}
-	os.Exit(code)
+	os.Exit(fakesdk.Main(m))
 }
 
 func shardMain(spec string) error {

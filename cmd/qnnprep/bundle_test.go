@@ -20,7 +20,9 @@ import (
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
-// fakeSDKRoot lays out qnnpack's fake SDK tools.
+func TestMain(m *testing.M) { os.Exit(fakesdk.Main(m)) }
+
+// fakeSDKRoot lays out the fake SDK (testkit/fakesdk).
 func fakeSDKRoot(t *testing.T) string { return fakesdk.Root(t) }
 
 // storiesBundleInputs plans stories260K in two stages (planArgs are added

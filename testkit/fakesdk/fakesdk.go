@@ -1,48 +1,125 @@
-// Package fakesdk lays out qnnpack's fake QAIRT SDK (qnnpack/testdata/fakesdk,
-// a tool that checks every argument and input file) for the tests of the
-// packages that run SDK jobs. It sits apart from testkit because it imports
-// qnnpack, which testkit's lower users must not link.
+// Package fakesdk lays out a fake QAIRT SDK for the tests of the packages
+// that run SDK jobs: qnnpack/testdata/fakesdk, a tool that checks every
+// argument and input file, stands in for qairt-converter and
+// qnn-context-binary-generator beside placeholder HTP libraries and the
+// release's sdk.yaml.
+//
+// The layout is written from what a QAIRT zip holds (reference/qnn-genie.md),
+// not from qnnpack's constants, so qnnpack's own tests can use it (it does
+// not import qnnpack) and a wrong path there does not go unnoticed.
 package fakesdk
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
-// Root builds the fake tools into a new Linux x86-64 SDK layout (converter,
-// context-binary generator, HTP libraries) and returns its root.
-func Root(tb testing.TB) string {
+// Version is the fake SDK's release, in its sdk.yaml and directory name.
+const Version = "2.40.0.251030"
+
+// Host is the part of the SDK a build machine uses.
+type Host struct {
+	Dir string // the folder under bin/ and lib/, e.g. "x86_64-linux-clang"
+	// Windows names the context-binary generator .exe and the libraries
+	// NAME.dll, and runs the converter (a Python entry point) through a
+	// fake "python" put first on $PATH.
+	Windows bool
+}
+
+// Linux is the x86-64 Linux layout.
+var Linux = Host{Dir: "x86_64-linux-clang"}
+
+// Root lays out Linux's part of a fake SDK and returns its root.
+func Root(tb testing.TB) string { return RootFor(tb, Linux) }
+
+// RootFor lays out host h's part of a fake SDK under a new directory named
+// like the zip's (qairt/VERSION) and returns its root: the two tools, the
+// HTP, net-run-extensions and model-DLC libraries, and sdk.yaml.
+func RootFor(tb testing.TB, h Host) string {
 	tb.Helper()
-	root := filepath.Join(tb.TempDir(), "qairt", "2.40.0.251030")
-	bin := filepath.Join(root, qnnpack.HostBinDir)
-	lib := filepath.Join(root, qnnpack.HostLibDir)
+	tool := build(tb)
+	root := filepath.Join(tb.TempDir(), "qairt", Version)
+	bin, lib := filepath.Join(root, "bin", h.Dir), filepath.Join(root, "lib", h.Dir)
 	for _, d := range []string{bin, lib} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go"
+	ctxgen, libName := "qnn-context-binary-generator", func(stem string) string { return "lib" + stem + ".so" }
+	if h.Windows {
+		ctxgen, libName = ctxgen+".exe", func(stem string) string { return stem + ".dll" }
+		py := tb.TempDir()
+		if err := os.Symlink(tool, filepath.Join(py, "python")); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Setenv("PATH", py+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
-	// testkit.File names testdata/...; the tool's source is beside it.
-	src := filepath.Join(filepath.Dir(testkit.File(".")), "qnnpack", "testdata", "fakesdk")
-	tool := filepath.Join(bin, qnnpack.ToolConverter)
-	if out, err := exec.Command(gobin, "build", "-o", tool, src).CombinedOutput(); err != nil {
-		tb.Fatalf("build fake SDK: %v\n%s", err, out)
-	}
-	if err := os.Link(tool, filepath.Join(bin, qnnpack.ToolCtxGen)); err != nil {
-		tb.Fatal(err)
-	}
-	for _, l := range []string{qnnpack.LibHtp, qnnpack.LibHtpExtensions} {
-		if err := os.WriteFile(filepath.Join(lib, l), []byte("fake "+l), 0o644); err != nil {
+	for _, name := range []string{"qairt-converter", ctxgen} {
+		if err := os.Symlink(tool, filepath.Join(bin, name)); err != nil {
 			tb.Fatal(err)
 		}
 	}
+	for _, stem := range []string{"QnnHtp", "QnnHtpNetRunExtensions", "QnnModelDlc"} {
+		if err := os.WriteFile(filepath.Join(lib, libName(stem)), []byte("fake "+stem), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	yaml := "name: qairt\nversion: " + Version + "\n"
+	if err := os.WriteFile(filepath.Join(root, "sdk.yaml"), []byte(yaml), 0o644); err != nil {
+		tb.Fatal(err)
+	}
 	return root
+}
+
+// Main runs the tests of a package that uses the fake SDK and removes the
+// tool built for them; call it from TestMain: os.Exit(fakesdk.Main(m)).
+func Main(m *testing.M) int {
+	built.main = true
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	return code
+}
+
+// built is the tool, built once per test binary.
+var built struct {
+	once sync.Once
+	main bool // Main runs the tests, so the tool is removed after them
+	dir  string
+	path string
+	err  error
+}
+
+func build(tb testing.TB) string {
+	tb.Helper()
+	if !built.main {
+		tb.Fatal("fakesdk: the package's TestMain must call fakesdk.Main (it removes the tool built for the tests)")
+	}
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "qnnprep-fakesdk-")
+		if built.err != nil {
+			return
+		}
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = "/usr/local/go/bin/go"
+		}
+		// testkit.File names testdata/...; the tool's source is beside it.
+		src := filepath.Join(filepath.Dir(testkit.File(".")), "qnnpack", "testdata", "fakesdk")
+		built.path = filepath.Join(built.dir, "fakesdk")
+		if out, err := exec.Command(gobin, "build", "-o", built.path, src).CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build fake SDK: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		tb.Fatal(built.err)
+	}
+	return built.path
 }
