@@ -4,40 +4,17 @@ import (
 	"context"
 	"math"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
 
-	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/sparse"
-	"github.com/qnnprep/qnnprep/testkit"
+	"github.com/qnnprep/qnnprep/testkit/ortpeer"
 )
-
-var (
-	ortOnce sync.Once
-	ortErr  error
-)
-
-func needORT(t *testing.T) {
-	t.Helper()
-	testkit.Need(t, peers.ONNXRuntimeNode)
-	lib, err := peers.ORTLibrary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ortOnce.Do(func() {
-		ort.SetSharedLibraryPath(lib)
-		ortErr = ort.InitializeEnvironment()
-	})
-	if ortErr != nil {
-		t.Fatalf("onnxruntime %s: %v", lib, ortErr)
-	}
-}
 
 // ortLogits exports m's two-stage plan for one AR = len(tokens) call at
 // CL = 2·AR and runs it with ONNX Runtime from an empty state: every past
@@ -141,7 +118,7 @@ func ortLogits(t *testing.T, m *model.Model, tokens []int32) [][]float32 {
 // zeroed-channel variant and its pruned model of stories260K, and a
 // zeroed-neuron qwen35) gives the runtime's logits under ONNX Runtime.
 func TestORTParity(t *testing.T) {
-	needORT(t)
+	ortpeer.Need(t)
 	st := openStories(t)
 	q35 := synthModel(t, model.Qwen35)
 	ch := apply(t, st, sparse.Options{Pattern: mustPattern(t, "channel"), Sparsity: 0.25})
