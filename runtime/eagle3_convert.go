@@ -106,20 +106,9 @@ func eagle3GGUFTensors(cfg *Eagle3Config, st *safetensors.Model, vocab int) ([]g
 		if !ok {
 			continue
 		}
-		var typ gguf.Type
-		switch ti.Dtype {
-		case safetensors.F32:
-			typ = gguf.F32
-		case safetensors.F16:
-			typ = gguf.F16
-		case safetensors.BF16:
-			typ = gguf.BF16
-		default:
-			return nil, fmt.Errorf("tensor %q has dtype %s, want F32, F16 or BF16", hf, ti.Dtype)
-		}
-		dims := make([]int64, len(ti.Shape))
-		for i, d := range ti.Shape {
-			dims[len(dims)-1-i] = d
+		typ, dims, err := eagle3HFTensor(ti)
+		if err != nil {
+			return nil, err
 		}
 		if w, ok := want[name]; ok && !slices.Equal(dims, w) {
 			return nil, fmt.Errorf("tensor %q has shape %v, want %v", hf, ti.Shape, reversed(w))

@@ -143,6 +143,27 @@ func eagle3HFNames(st *safetensors.Model) map[string]string {
 	}
 }
 
+// eagle3HFTensor is an HF head tensor's ggml type and dims (ggml order:
+// the shape reversed); weights are F32, F16 or BF16.
+func eagle3HFTensor(ti *safetensors.TensorInfo) (gguf.Type, []int64, error) {
+	var typ gguf.Type
+	switch ti.Dtype {
+	case safetensors.F32:
+		typ = gguf.F32
+	case safetensors.F16:
+		typ = gguf.F16
+	case safetensors.BF16:
+		typ = gguf.BF16
+	default:
+		return 0, nil, fmt.Errorf("tensor %q has dtype %s, want F32, F16 or BF16", ti.Name, ti.Dtype)
+	}
+	dims := make([]int64, len(ti.Shape))
+	for i, d := range ti.Shape {
+		dims[len(dims)-1-i] = d
+	}
+	return typ, dims, nil
+}
+
 func eagle3FromHF(target *Engine, cfg Eagle3Config, st *safetensors.Model) (*Eagle3, error) {
 	names := eagle3HFNames(st)
 	var ts []*model.Tensor
@@ -151,24 +172,13 @@ func eagle3FromHF(target *Engine, cfg Eagle3Config, st *safetensors.Model) (*Eag
 		if !ok {
 			continue // NewEagle3 names what is missing
 		}
-		var typ gguf.Type
-		switch ti.Dtype {
-		case safetensors.F32:
-			typ = gguf.F32
-		case safetensors.F16:
-			typ = gguf.F16
-		case safetensors.BF16:
-			typ = gguf.BF16
-		default:
-			return nil, fmt.Errorf("tensor %q has dtype %s, want F32, F16 or BF16", hf, ti.Dtype)
+		typ, dims, err := eagle3HFTensor(ti)
+		if err != nil {
+			return nil, err
 		}
 		data, err := st.Data(hf)
 		if err != nil {
 			return nil, err
-		}
-		dims := make([]int64, len(ti.Shape))
-		for i, d := range ti.Shape {
-			dims[len(dims)-1-i] = d
 		}
 		ts = append(ts, model.NewTensor(name, dims, typ, data))
 	}
