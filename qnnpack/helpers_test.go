@@ -10,7 +10,6 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
@@ -57,42 +56,12 @@ func testPlan(t *testing.T, cfg model.Config, name string, opts shard.Options) *
 	return p
 }
 
-// writeGraph writes a small ONNX model with g's inputs and outputs and an
-// encodings file; salt changes the bytes.
+// writeGraph writes fake SDK inputs for g (fakesdk.WriteGraph); salt
+// changes the bytes.
 func writeGraph(t *testing.T, dir string, g *shard.Graph, salt string) GraphFiles {
 	t.Helper()
-	og := onnx.NewGraph(g.Name)
-	var first string
-	for _, in := range g.Inputs {
-		typ := onnx.Float
-		if in.DType == "int32" {
-			typ = onnx.Int32
-		}
-		n := og.Input(in.Name, typ, in.Shape...)
-		if first == "" {
-			first = n
-		}
-	}
-	for _, out := range g.Outputs {
-		og.Output(out.Name, onnx.Float, out.Shape...)
-		og.Node("Identity", []string{first}, []string{out.Name})
-	}
-	f := GraphFiles{ONNX: filepath.Join(dir, g.Name+".onnx"), Encodings: filepath.Join(dir, g.Name+".encodings")}
-	if err := og.WriteFile(f.ONNX, onnx.WriteOptions{Producer: "qnnpack-test", Version: salt}); err != nil {
-		t.Fatal(err)
-	}
-	act := map[string]any{}
-	for _, list := range [][]shard.Tensor{g.Inputs, g.Outputs} {
-		for _, tn := range list {
-			if tn.Encoding != "" {
-				act[tn.Name] = []map[string]any{{"bitwidth": 16, "dtype": "int", "is_symmetric": "False", "min": -8.0, "max": 8.0, "offset": -32768, "scale": 16.0 / 65535}}
-			}
-		}
-	}
-	enc, _ := json.Marshal(map[string]any{"version": "0.6.1", "activation_encodings": act, "param_encodings": map[string]any{}, "salt": salt})
-	if err := os.WriteFile(f.Encodings, enc, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	var f GraphFiles
+	f.ONNX, f.Encodings = fakesdk.WriteGraph(t, dir, g, salt)
 	return f
 }
 

@@ -1,14 +1,12 @@
 package scaleout
 
 import (
-	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/testkit/fakesdk"
@@ -40,44 +38,15 @@ func testPlan(t testing.TB) *shard.Plan {
 	return p
 }
 
-// writeGraphs exports a stand-in ONNX graph and encodings for every graph
-// of p into dir.
+// writeGraphs writes fake SDK inputs for every graph of p into dir
+// (fakesdk.WriteGraph).
 func writeGraphs(t testing.TB, p *shard.Plan, dir string) map[string]qnnpack.GraphFiles {
 	t.Helper()
 	files := map[string]qnnpack.GraphFiles{}
 	for i := range p.Graphs {
 		g := &p.Graphs[i]
-		og := onnx.NewGraph(g.Name)
-		var first string
-		for _, in := range g.Inputs {
-			typ := onnx.Float
-			if in.DType == "int32" {
-				typ = onnx.Int32
-			}
-			if n := og.Input(in.Name, typ, in.Shape...); first == "" {
-				first = n
-			}
-		}
-		for _, out := range g.Outputs {
-			og.Output(out.Name, onnx.Float, out.Shape...)
-			og.Node("Identity", []string{first}, []string{out.Name})
-		}
-		f := qnnpack.GraphFiles{ONNX: filepath.Join(dir, g.Name+".onnx"), Encodings: filepath.Join(dir, g.Name+".encodings")}
-		if err := og.WriteFile(f.ONNX, onnx.WriteOptions{Producer: "scaleout-test", Version: "1"}); err != nil {
-			t.Fatal(err)
-		}
-		act := map[string]any{}
-		for _, list := range [][]shard.Tensor{g.Inputs, g.Outputs} {
-			for _, tn := range list {
-				if tn.Encoding != "" {
-					act[tn.Name] = []map[string]any{{"bitwidth": 16, "dtype": "int", "is_symmetric": "False", "min": -8.0, "max": 8.0, "offset": -32768, "scale": 16.0 / 65535}}
-				}
-			}
-		}
-		enc, _ := json.Marshal(map[string]any{"version": "0.6.1", "activation_encodings": act, "param_encodings": map[string]any{}})
-		if err := os.WriteFile(f.Encodings, enc, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		var f qnnpack.GraphFiles
+		f.ONNX, f.Encodings = fakesdk.WriteGraph(t, dir, g, "1")
 		files[g.Name] = f
 	}
 	return files

@@ -10,6 +10,7 @@
 package fakesdk
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/onnx"
+	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
@@ -122,4 +125,47 @@ func build(tb testing.TB) string {
 		tb.Fatal(built.err)
 	}
 	return built.path
+}
+
+// WriteGraph writes stand-in inputs for the fake tools for graph g into
+// dir: an ONNX model with g's inputs and outputs (each output an Identity
+// of the first input) and an encodings file for its encoded tensors;
+// salt changes both files' bytes. It returns their paths.
+func WriteGraph(tb testing.TB, dir string, g *shard.Graph, salt string) (onnxPath, encodingsPath string) {
+	tb.Helper()
+	og := onnx.NewGraph(g.Name)
+	var first string
+	for _, in := range g.Inputs {
+		typ := onnx.Float
+		if in.DType == "int32" {
+			typ = onnx.Int32
+		}
+		if n := og.Input(in.Name, typ, in.Shape...); first == "" {
+			first = n
+		}
+	}
+	for _, out := range g.Outputs {
+		og.Output(out.Name, onnx.Float, out.Shape...)
+		og.Node("Identity", []string{first}, []string{out.Name})
+	}
+	onnxPath, encodingsPath = filepath.Join(dir, g.Name+".onnx"), filepath.Join(dir, g.Name+".encodings")
+	if err := og.WriteFile(onnxPath, onnx.WriteOptions{Producer: "fakesdk-test", Version: salt}); err != nil {
+		tb.Fatal(err)
+	}
+	act := map[string]any{}
+	for _, list := range [][]shard.Tensor{g.Inputs, g.Outputs} {
+		for _, tn := range list {
+			if tn.Encoding != "" {
+				act[tn.Name] = []map[string]any{{"bitwidth": 16, "dtype": "int", "is_symmetric": "False", "min": -8.0, "max": 8.0, "offset": -32768, "scale": 16.0 / 65535}}
+			}
+		}
+	}
+	enc, err := json.Marshal(map[string]any{"version": "0.6.1", "activation_encodings": act, "param_encodings": map[string]any{}, "salt": salt})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(encodingsPath, enc, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return onnxPath, encodingsPath
 }
