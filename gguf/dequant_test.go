@@ -1,9 +1,7 @@
 package gguf
 
 import (
-	"encoding/binary"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/testkit"
@@ -20,24 +18,13 @@ var goldenTypes = map[string]Type{
 	"iq4_xs": IQ4_XS, "q1_0": Q1_0, "q2_0": Q2_0,
 }
 
-func readF32(t testing.TB, path string) []float32 {
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
-
 // TestDequantizeGolden compares every dequantizer, bit for bit, with
 // ggml's to_float output for ggml's own quantization of 4 rows × 1024.
 func TestDequantizeGolden(t *testing.T) {
 	for prefix, typ := range goldenTypes {
 		t.Run(prefix, func(t *testing.T) {
-			src, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/"+prefix+".quant.bin"))
-			require.NoError(t, err)
-			want := readF32(t, testkit.Path(t, "ggml-quant-golden/"+prefix+".dequant_f32.bin"))
+			src := testkit.Read(t, "ggml-quant-golden/"+prefix+".quant.bin")
+			want := testkit.Float32s(t, "ggml-quant-golden/"+prefix+".dequant_f32.bin")
 			require.Len(t, want, 4*1024)
 			// Row by row, as ggml calls it, and all rows in one call.
 			got := make([]float32, len(want))
@@ -62,9 +49,8 @@ func TestDequantizeGolden(t *testing.T) {
 }
 
 func TestDequantizeF32(t *testing.T) {
-	src, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/input_f32.bin"))
-	require.NoError(t, err)
-	want := readF32(t, testkit.Path(t, "ggml-quant-golden/input_f32.bin"))
+	src := testkit.Read(t, "ggml-quant-golden/input_f32.bin")
+	want := testkit.Float32s(t, "ggml-quant-golden/input_f32.bin")
 	got := make([]float32, len(want))
 	require.NoError(t, Dequantize(F32, src, got))
 	for i := range want {

@@ -5,35 +5,15 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
-func readFixture(t testing.TB, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(testkit.Path(t, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// goldenInput is ggml-quant-golden's 4 rows × 1024 float32 weights.
-func goldenInput(t testing.TB) []float32 {
-	b := readFixture(t, "ggml-quant-golden/input_f32.bin")
-	f := make([]float32, len(b)/4)
-	for i := range f {
-		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return f
-}
-
 func TestQuantizeRowQ8_0Golden(t *testing.T) {
-	in := goldenInput(t)
-	want := readFixture(t, "ggml-quant-golden/q8_0.quant.bin")
+	in := testkit.Float32s(t, "ggml-quant-golden/input_f32.bin")
+	want := testkit.Read(t, "ggml-quant-golden/q8_0.quant.bin")
 	got := make([]byte, len(in)/BlockQ8_0*BlockBytesQ8_0)
 	const rowLen = 1024
 	rb := rowLen / BlockQ8_0 * BlockBytesQ8_0
@@ -88,7 +68,7 @@ func TestQuantizeRowPerChannel(t *testing.T) {
 func TestQuantizeRowPerChannelUsesRoundedScale(t *testing.T) {
 	// amax/127 is not an fp16 value; codes must divide by the stored d,
 	// and values that then exceed 127 steps clamp.
-	in := goldenInput(t)[:1024]
+	in := testkit.Float32s(t, "ggml-quant-golden/input_f32.bin")[:1024]
 	y := make([]byte, len(in)/BlockQ8_0*BlockBytesQ8_0)
 	d := QuantizeRowPerChannel(in, y)
 	var amax float32
@@ -130,7 +110,7 @@ func TestQuantizeZeroRow(t *testing.T) {
 // TestPerChannelIsQ8_0 decodes per-channel bytes with gguf.Dequantize:
 // every value must be exactly code·d with the returned scale.
 func TestPerChannelIsQ8_0(t *testing.T) {
-	in := goldenInput(t)
+	in := testkit.Float32s(t, "ggml-quant-golden/input_f32.bin")
 	for r := 0; r < 4; r++ {
 		x := in[r*1024 : (r+1)*1024]
 		y := make([]byte, len(x)/BlockQ8_0*BlockBytesQ8_0)

@@ -2,7 +2,6 @@ package model
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -14,14 +13,8 @@ import (
 func TestTensorFloat32Quantized(t *testing.T) {
 	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q4_K, gguf.F16, gguf.BF16} {
 		name := map[gguf.Type]string{gguf.Q8_0: "q8_0", gguf.Q4_K: "q4_K", gguf.F16: "f16", gguf.BF16: "bf16"}[typ]
-		q, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/"+name+".quant.bin"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := os.ReadFile(testkit.Path(t, "ggml-quant-golden/"+name+".dequant_f32.bin"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := testkit.Read(t, "ggml-quant-golden/"+name+".quant.bin")
+		want := testkit.Read(t, "ggml-quant-golden/"+name+".dequant_f32.bin")
 		x := NewTensor("blk.0.ffn_gate.weight", []int64{1024, 4}, typ, q)
 		if x.Bytes() != int64(len(q)) {
 			t.Fatalf("%v: Bytes %d, file %d", typ, x.Bytes(), len(q))

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -13,27 +12,8 @@ import (
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
-func readFixture(t testing.TB, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(testkit.Path(t, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// goldenInput is ggml-quant-golden's 4 rows × 1024 float32 weights.
-func goldenInput(t testing.TB) []float32 {
-	b := readFixture(t, "ggml-quant-golden/input_f32.bin")
-	f := make([]float32, len(b)/4)
-	for i := range f {
-		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return f
-}
-
 func TestGoldenBytes(t *testing.T) {
-	in := goldenInput(t)
+	in := testkit.Float32s(t, "ggml-quant-golden/input_f32.bin")
 	const rowLen = 1024
 	for _, tc := range []struct {
 		file     string
@@ -43,7 +23,7 @@ func TestGoldenBytes(t *testing.T) {
 		{"q1_0.quant.bin", rowLen / BlockQ1_0 * BlockBytesQ1_0, QuantizeRowQ1_0},
 		{"q2_0.quant.bin", rowLen / BlockQ2_0 * BlockBytesQ2_0, QuantizeRowQ2_0Ref},
 	} {
-		want := readFixture(t, "ggml-quant-golden/"+tc.file)
+		want := testkit.Read(t, "ggml-quant-golden/"+tc.file)
 		got := make([]byte, 0, len(want))
 		for r := 0; r*rowLen < len(in); r++ {
 			row := make([]byte, tc.rowBytes)
@@ -149,7 +129,7 @@ func randomBlock(r *rand.Rand, n int) []float32 {
 }
 
 func TestQuantizeRowQ2_0IsOptimal(t *testing.T) {
-	in := goldenInput(t)
+	in := testkit.Float32s(t, "ggml-quant-golden/input_f32.bin")
 	r := rand.New(rand.NewPCG(1, 2))
 	blocks := [][]float32{in[:64], in[1024 : 1024+64], in[4096-64:]}
 	for range 5 {
@@ -254,7 +234,7 @@ func rowRMSE(t *testing.T, x []float32, y []byte) float64 {
 }
 
 func TestQuantizeRowQ2_0BeatsReference(t *testing.T) {
-	in := goldenInput(t)
+	in := testkit.Float32s(t, "ggml-quant-golden/input_f32.bin")
 	ref := make([]byte, len(in)/BlockQ2_0*BlockBytesQ2_0)
 	got := make([]byte, len(ref))
 	QuantizeRowQ2_0Ref(in, ref)

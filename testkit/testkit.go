@@ -11,7 +11,9 @@
 package testkit
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -91,6 +93,29 @@ func Path(tb testing.TB, rel string) string {
 		tb.Fatalf("fixture missing: %v", err)
 	}
 	return p
+}
+
+// Read returns the bytes of testdata/rel, failing the test when it is
+// missing.
+func Read(tb testing.TB, rel string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(Path(tb, rel))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// Float32s returns testdata/rel read as little-endian float32 values, as
+// ggml-quant-golden's input_f32.bin and *.dequant_f32.bin hold them.
+func Float32s(tb testing.TB, rel string) []float32 {
+	tb.Helper()
+	b := Read(tb, rel)
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
 }
 
 // Stories returns stories260K/name in testdata (name "" is the directory).
