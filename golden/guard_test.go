@@ -9,6 +9,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/sparse"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
 
 // TestAccept: the one golden-guard rule. A golden is accepted for its own
@@ -21,7 +22,7 @@ func TestAccept(t *testing.T) {
 	a := randomModel(t, cfg, 1)
 	f := record(t, a, prompts(1, 128, 1), 4, 0)
 	want := f.Model.SHA256
-	q8 := quantizeRecipe(t, a, "q8_0")
+	q8 := quantized.Model(t, a, "q8_0")
 	pat, err := sparse.ParsePattern("neuron")
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +49,11 @@ func TestAccept(t *testing.T) {
 	}{
 		{"source", a, "", RuleSameModel, nil},
 		{"qmodel", q8, "", RuleDerived, []string{"quantize q8_0"}},
-		{"qmodel of a qmodel", quantizeRecipe(t, q8, "int8"), "", RuleDerived, []string{"quantize q8_0", "quantize int8"}},
+		{"qmodel of a qmodel", quantized.Model(t, q8, "int8"), "", RuleDerived, []string{"quantize q8_0", "quantize int8"}},
 		{"sparse variant", v.Model, "", RuleDerived, []string{"sparsify neuron, magnitude selection, target 0.25"}},
-		{"sparse variant's qmodel", quantizeRecipe(t, v.Model, "int8"), "", RuleDerived,
+		{"sparse variant's qmodel", quantized.Model(t, v.Model, "int8"), "", RuleDerived,
 			[]string{"sparsify neuron, magnitude selection, target 0.25", "quantize int8"}},
-		{"pruned qmodel", quantizeRecipe(t, pruned, "q8_0"), "", RuleDerived,
+		{"pruned qmodel", quantized.Model(t, pruned, "q8_0"), "", RuleDerived,
 			[]string{"sparsify neuron, magnitude selection, target 0.25, pruned", "quantize q8_0"}},
 		{"made elsewhere", elsewhere, "", "", nil},
 		{"made elsewhere, override", elsewhere, want, RuleOverride, nil},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
 
 func mins(r *Report) (float64, float64, float64) {
@@ -56,7 +57,7 @@ func TestMeasureThresholds(t *testing.T) {
 				}
 				var i8 *model.Model
 				for _, rn := range recipes {
-					q := quantizeRecipe(t, src, rn)
+					q := quantized.Model(t, src, rn)
 					if rn == "int8" {
 						i8 = q
 					}

@@ -1,7 +1,6 @@
 package golden
 
 import (
-	"context"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
 )
 
@@ -76,27 +74,6 @@ func engine(t testing.TB, m *model.Model) *runtime.Engine {
 		t.Fatal(err)
 	}
 	return e
-}
-
-// quantizeQ1 writes m as a q1 qmodel and opens it.
-func quantizeQ1(t testing.TB, m *model.Model) *model.Model {
-	t.Helper()
-	return quantizeRecipe(t, m, "q1")
-}
-
-// quantizeRecipe writes m as a qmodel with the named recipe and opens it.
-func quantizeRecipe(t testing.TB, m *model.Model, recipe string) *model.Model {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), recipe+".gguf")
-	if _, err := quantize.Run(context.Background(), m, out, quantize.Options{Recipe: quantize.Recipes[recipe], Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := model.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	return q
 }
 
 // rewrite writes m's tensors and metadata as a GGUF file with the tensor

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
 
 // TestDefaultThresholds: with the default thresholds, correct qmodels of a
@@ -30,7 +31,7 @@ func TestDefaultThresholds(t *testing.T) {
 	ps := prompts(3, cfg.VocabSize, 1)
 	f := record(t, native, ps, 16, 8)
 	fPlain := record(t, plain, ps, 16, 8)
-	i8 := quantizeRecipe(t, native, "int8")
+	i8 := quantized.Model(t, native, "int8")
 	reversed := func(m *model.Model, name string) *model.Model {
 		for _, tt := range m.Tensors {
 			if tt.Name != name {
@@ -66,13 +67,13 @@ func TestDefaultThresholds(t *testing.T) {
 	}{
 		{"source", f, native, false, true, "own source"},
 		{"int8", f, i8, false, true, "recipe int8"},
-		{"q8_0", f, quantizeRecipe(t, native, "q8_0"), false, true, "recipe q8_0"},
-		{"q1 of a 1-bit-native model", f, quantizeQ1(t, native), false, true, "recipe q1"},
+		{"q8_0", f, quantized.Model(t, native, "q8_0"), false, true, "recipe q8_0"},
+		{"q1 of a 1-bit-native model", f, quantized.Model(t, native, "q1"), false, true, "recipe q1"},
 		{"int8, a matrix's rows reversed", f, reversed(i8, "blk.0.ffn_down.weight"), false, false, "recipe int8"},
 		{"int8, attention output reversed", f, reversed(i8, "blk.1.attn_output.weight"), false, false, "recipe int8"},
 		{"int8, output norm reversed", f, reversed(i8, "output_norm.weight"), false, false, "recipe int8"},
 		{"unrelated model, overridden", f, unrelated, true, false, "F32 model made elsewhere"},
-		{"q1 of a model not trained for it", fPlain, quantizeQ1(t, plain), false, false, "recipe q1"},
+		{"q1 of a model not trained for it", fPlain, quantized.Model(t, plain, "q1"), false, false, "recipe q1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			override := ""

@@ -12,6 +12,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
 
 var ctx = context.Background()
@@ -95,7 +96,7 @@ func TestVerifySelf(t *testing.T) {
 func TestVerifyQ1(t *testing.T) {
 	src := randomModel(t, tinyConfig(model.Llama, 128), 11)
 	f := record(t, src, prompts(6, 128, 12), 48, 10)
-	q := quantizeQ1(t, src)
+	q := quantized.Model(t, src, "q1")
 	r := verify(t, q, f, Criteria{})
 	if !r.Pass {
 		t.Fatalf("no criteria, but failed: %v", r.Failures)
@@ -177,7 +178,7 @@ func TestVerifyCorrupted(t *testing.T) {
 			t.Fatalf("the source itself degenerates (%s): pick another seed", d)
 		}
 	}
-	q := quantizeQ1(t, src)
+	q := quantized.Model(t, src, "q1")
 	bias := make([]float32, 2*32)
 	for i := range bias {
 		bias[i] = 200 * float32(1+i%3)

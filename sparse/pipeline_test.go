@@ -9,32 +9,12 @@ import (
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
-	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/sparse"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
-
-// quantizeVariant writes m through quantize.Run with recipe and opens the
-// qmodel.
-func quantizeVariant(t *testing.T, m *model.Model, recipe string) *model.Model {
-	t.Helper()
-	r, err := quantize.LookupRecipe(recipe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), recipe+".gguf")
-	if _, err := quantize.Run(context.Background(), m, out, quantize.Options{Recipe: r, Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := model.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	return q
-}
 
 // TestEffectiveSparsity quantizes variants and measures the zeros that
 // survive: Q8_0 keeps every zero; Q1_0 keeps none of a 2:4 pattern (each
@@ -57,7 +37,7 @@ func TestEffectiveSparsity(t *testing.T) {
 		{"block32", "f16", 0.5, func(s, e float64) bool { return e == s }},
 	} {
 		v := apply(t, m, sparse.Options{Pattern: mustPattern(t, tc.pattern), Sparsity: tc.s})
-		q := quantizeVariant(t, v.Model, tc.recipe)
+		q := quantized.Model(t, v.Model, tc.recipe)
 		if err := v.Report.MeasureEffective(q); err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +75,7 @@ func TestPipeline(t *testing.T) {
 		m            *model.Model
 	}{{"2:4", "int8", v24.Model}, {"channel-zeroed", "int8", vch.Model}, {"channel-pruned", "int8", pruned}, {"neuron-q1", "q1", vq1.Model}} {
 		name, vm := tc.name, tc.m
-		q := quantizeVariant(t, vm, tc.recipe)
+		q := quantized.Model(t, vm, tc.recipe)
 		e, err := runtime.New(q, runtime.Options{Threads: 1})
 		if err != nil {
 			t.Fatal(err)

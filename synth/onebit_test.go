@@ -1,13 +1,13 @@
 package synth
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
 
 // TestOneBitLossless: the q1 recipe stores a 1-bit-native model without
@@ -23,7 +23,7 @@ func TestOneBitLossless(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q := quantizeQ1(t, src)
+			q := quantized.Model(t, src, "q1")
 			types := map[gguf.Type]int{}
 			for i, qt := range q.Tensors {
 				types[qt.Type]++
@@ -48,7 +48,7 @@ func TestOneBitLossless(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pq := quantizeQ1(t, plain)
+			pq := quantized.Model(t, plain, "q1")
 			changed := map[gguf.Type]bool{}
 			for i, qt := range pq.Tensors {
 				w, _ := plain.Tensors[i].Float32()
@@ -65,20 +65,6 @@ func TestOneBitLossless(t *testing.T) {
 			}
 		})
 	}
-}
-
-func quantizeQ1(t *testing.T, m *model.Model) *model.Model {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "q1.gguf")
-	if _, err := quantize.Run(context.Background(), m, out, quantize.Options{Recipe: quantize.Recipes["q1"], Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := model.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	return q
 }
 
 // TestWriteGGUFOneBit: the released form of the 1-bit-native model holds
@@ -115,7 +101,7 @@ func TestWriteGGUFOneBit(t *testing.T) {
 	if q1 == 0 {
 		t.Fatal("no Q1_0 tensor in the released 1-bit model")
 	}
-	q := quantizeQ1(t, m)
+	q := quantized.Model(t, m, "q1")
 	steps, _ := q.Metadata.Strings(quantize.KeyLineageSteps)
 	if len(steps) != 1 || steps[0] != "quantize q1"+quantize.StepCopied {
 		t.Fatalf("lineage steps %q", steps)
