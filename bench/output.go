@@ -185,11 +185,12 @@ func draftLabel(d *ModelInfo) string {
 }
 
 // csvHeader are the columns of WriteCSV: one row per speed result,
-// speculative result (kind "spec") and conversion stage (kind "convert").
+// speculative result (kind "spec", test specTest) and conversion stage
+// (kind "convert").
 var csvHeader = []string{"model", "type", "engine", "kind", "test", "tokens", "depth", "threads", "k",
 	"tokens_per_s", "stddev", "speedup", "acceptance_length", "window_s", "gb_per_s", "seconds",
 	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes", "peer", "backend", "cpu", "kernels",
-	"read_gb_per_s", "read_fraction"}
+	"read_gb_per_s", "read_fraction", "target_calls_per_token", "device_tokens_per_s"}
 
 // WriteCSV writes every result as one CSV row (columns: csvHeader).
 func (s *Suite) WriteCSV(w io.Writer) error {
@@ -207,14 +208,14 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 			}
 			row := []string{r.Model.Path, r.Model.Type, x.Engine, x.Kind, x.Test, i(x.Tokens), i(x.Depth), i(x.Threads), "",
 				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10), x.Peer, x.Backend, r.Machine.CPU, kernels(x, r.Machine),
-				f(x.ReadGBPerSec), f(x.ReadFraction)}
+				f(x.ReadGBPerSec), f(x.ReadFraction), "", ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}
 		for _, x := range r.Speculative {
-			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", fmt.Sprintf("spec-k%d", x.K), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
-				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels, "", ""}
+			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", specTest(x), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
+				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels, "", "", f(x.TargetCallsPerToken), deviceCSV(x.Device)}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -223,7 +224,7 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 	for _, c := range s.Conversions {
 		for _, st := range c.Stages {
 			row := []string{c.Source, c.Recipe, "qnnprep", "convert", st.Name, "", "", "", "",
-				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), "", "", "", "", "", ""}
+				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), "", "", "", "", "", "", "", ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}

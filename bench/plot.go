@@ -176,7 +176,7 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 	for _, r := range s.Reports {
 		label := modelLabel(r.Model)
 		for _, x := range r.Speculative {
-			k := seriesKey{label, "qnnprep", x.Threads, ""}
+			k := seriesKey{label, dialogLabel(x), x.Threads, ""} // one line per speculative path
 			series[k] = append(series[k], plotter.XY{X: float64(x.K), Y: x.Speedup})
 		}
 	}
@@ -210,7 +210,7 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 		l.Color, pts.Color = col, col
 		l.Width = vg.Points(1.5)
 		p.Add(l, pts)
-		p.Legend.Add(fmt.Sprintf("%s, %d thr", k.model, k.threads), l, pts)
+		p.Legend.Add(fmt.Sprintf("%s, %s, %d thr", k.model, k.engine, k.threads), l, pts)
 	}
 	one.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 	one.Color = color.Gray{128}

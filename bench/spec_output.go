@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -65,4 +66,21 @@ func specSaneLabel(x SpecResult) string {
 		return "NO: " + x.SanityNote
 	}
 	return "NO: differs from greedy" // reports written before the note
+}
+
+// specTest is a speculative row's CSV test: "spec-k4" for the whole-model
+// engine, the dialog for a plan's ("ssd-q1-k4").
+func specTest(x SpecResult) string {
+	if x.Dialog == "" {
+		return fmt.Sprintf("spec-k%d", x.K)
+	}
+	return fmt.Sprintf("%s-k%d", x.Dialog, x.K)
+}
+
+// deviceCSV is the device estimate's tokens/s ("" without one).
+func deviceCSV(d *DeviceEstimate) string {
+	if d == nil {
+		return ""
+	}
+	return strconv.FormatFloat(d.TokensPerSec, 'g', 6, 64)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/csv"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -240,6 +241,38 @@ func TestSpecDialogs(t *testing.T) {
 		t.Errorf("table:\n%s", tb.String())
 	}
 	t.Logf("\n%s", tb.String())
+
+	// CSV: the dialog in the test column, target calls and the device
+	// estimate in their own.
+	var cb bytes.Buffer
+	if err := s.WriteCSV(&cb); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	tests := map[string]bool{}
+	for _, row := range rows[1:] {
+		if row[col["kind"]] != "spec" {
+			continue
+		}
+		tests[row[col["test"]]] = true
+		if row[col["device_tokens_per_s"]] == "" || row[col["target_calls_per_token"]] == "" {
+			t.Errorf("CSV row %v has no device or target calls column", row)
+		}
+	}
+	if !tests["spec-k2"] || !tests["spd-k3"] || !tests["ssd-q1-k4"] {
+		t.Errorf("CSV speculative tests %v, want spec-k2, spd-k3 and ssd-q1-k4", tests)
+	}
+	var img bytes.Buffer
+	if err := Plot(&img, "svg", s); err != nil || !strings.Contains(img.String(), "ssd-q1 (ssd-q1.json)") {
+		t.Errorf("plot: %v; the speculative panel names no ssd-q1 line", err)
+	}
 }
 
 // TestSpecEaglet: the eaglet dialog with an EAGLE-3 head through the
