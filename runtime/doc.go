@@ -12,6 +12,9 @@
 //
 // Run is qnnprep run's workflow: a timed greedy decode, whole or through
 // a plan (RunOptions.Plan), that can write every step's logits to a file.
+// CompareSpeculative is qnnprep speculate's: a speculative decode with a
+// draft model, EAGLE-3 head or MTP block (OpenDrafts) set against plain
+// greedy decoding, whole or through a plan.
 //
 // For step-by-step control, a State holds one sequence:
 //

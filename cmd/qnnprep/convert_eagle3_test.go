@@ -105,7 +105,7 @@ func TestConvertEagle3(t *testing.T) {
 		t.Errorf("--target on a model that is not an EAGLE-3 head: exit %d", code)
 	}
 
-	var res [2]speculateResult
+	var res [2]runtime.Comparison
 	for i, h := range []string{head, out} {
 		o := captureStdout(t, func() {
 			code = run([]string{"speculate", storiesGGUF, "--eagle3", h, "-k", "3", "--prompt", "Once upon a time", "-n", "32", "--json"})

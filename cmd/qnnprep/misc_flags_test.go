@@ -10,6 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/golden"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/synth"
 )
 
@@ -171,7 +172,7 @@ func TestSpeculateFlags(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "prompt.txt")
 	os.WriteFile(file, []byte("ids: 1 403 407"), 0o644)
 	base := []string{"speculate", storiesGGUF, "--draft", storiesGGUF, "-k", "2", "-n", "12", "--json"}
-	var a, b speculateResult
+	var a, b runtime.Comparison
 	json.Unmarshal([]byte(runOK(t, append(base, "--ids", "1,403,407")...)), &a)
 	json.Unmarshal([]byte(runOK(t, append(base, "--prompt-file", file)...)), &b)
 	if len(a.Generated) != 12 || jsonString(a.Prompt) != "[1,403,407]" || jsonString(b.Prompt) != jsonString(a.Prompt) || jsonString(b.Generated) != jsonString(a.Generated) {

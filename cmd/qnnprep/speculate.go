@@ -5,31 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
-	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
-
-// speculateResult is what `speculate --json` prints.
-type speculateResult struct {
-	Model               string            `json:"model"`
-	Drafter             string            `json:"drafter"` // "draft MODEL" or "eagle3 HEAD"
-	Plan                string            `json:"plan,omitempty"`
-	K                   int               `json:"k"`
-	Prompt              []int32           `json:"prompt_ids"`
-	Generated           []int32           `json:"ids"`
-	EqualsGreedy        bool              `json:"equals_greedy"`
-	Stats               runtime.SpecStats `json:"stats"`
-	AcceptanceLength    float64           `json:"acceptance_length"` // mean draft tokens accepted per window
-	TokensPerWindow     float64           `json:"tokens_per_window"`
-	TargetCallsPerToken float64           `json:"target_calls_per_token"`
-	GreedySeconds       float64           `json:"greedy_seconds"`
-	GreedyTokensPerSec  float64           `json:"greedy_tokens_per_s"`
-	SpecTokensPerSec    float64           `json:"speculative_tokens_per_s"`
-}
 
 var speculateCmd = &command{
 	Name:    "speculate",
@@ -105,68 +85,14 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := &speculateResult{Model: path, K: *k, Prompt: ids}
-	ds, err := runtime.OpenDrafts(target, m, runtime.DraftSource{Model: *draftPath, Eagle3: *eaglePath, MTP: *useMTP}, opt)
+	res, err := runtime.CompareSpeculative(ctx, target, m, runtime.CompareOptions{
+		Drafts:  runtime.DraftSource{Model: *draftPath, Eagle3: *eaglePath, MTP: *useMTP},
+		Options: opt, Plan: *planPath, Prompt: ids, Tokens: *n, K: *k,
+	})
 	if err != nil {
 		return err
 	}
-	defer ds.Close()
-	res.Drafter = ds.Name
-
-	// Plain greedy, timed after the prompt's pass like the speculative run.
-	if len(ids)+*n-1 > target.ContextLength() {
-		return fmt.Errorf("prompt of %d tokens plus %d generated exceed the context length %d (see --ctx)", len(ids), *n, target.ContextLength())
-	}
-	var want []int32
-	var t1 time.Time
-	record := func(s runtime.Step) bool {
-		if s.Index == 0 {
-			t1 = time.Now()
-		}
-		want = append(want, s.Token)
-		return true
-	}
-	speculate := target.Speculate
-	if *planPath != "" {
-		p, err := shard.ReadPlan(*planPath)
-		if err != nil {
-			return err
-		}
-		st, err := runtime.NewStaged(target, p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", *planPath, err)
-		}
-		res.Plan = *planPath
-		if _, err = st.Generate(ctx, ids, *n, record); err != nil {
-			return err
-		}
-		speculate = st.Speculate
-	} else if err = target.NewState().Generate(ctx, ids, *n, record); err != nil {
-		return err
-	}
-	res.GreedySeconds = time.Since(t1).Seconds()
-	d, err := ds.New()
-	if err != nil {
-		return err
-	}
-	got, st, err := speculate(ctx, d, ids, *n, *k)
-	if err != nil {
-		return err
-	}
-	res.Generated, res.Stats = got, st
-	res.EqualsGreedy = len(got) == len(want)
-	for i := range want {
-		if res.EqualsGreedy && got[i] != want[i] {
-			res.EqualsGreedy = false
-		}
-	}
-	res.AcceptanceLength, res.TokensPerWindow, res.TargetCallsPerToken = st.AcceptanceLength(), st.TokensPerWindow(), st.TargetCallsPerToken()
-	if res.GreedySeconds > 0 {
-		res.GreedyTokensPerSec = float64(*n-1) / res.GreedySeconds
-	}
-	if st.Seconds > 0 {
-		res.SpecTokensPerSec = float64(*n-1) / st.Seconds
-	}
+	res.Model = path
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -175,9 +101,9 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 		}
 	} else {
 		if tok != nil {
-			fmt.Println(tok.Decode(got))
+			fmt.Println(tok.Decode(res.Generated))
 		} else {
-			fmt.Println(joinIDs(got))
+			fmt.Println(joinIDs(res.Generated))
 		}
 		fmt.Fprintf(os.Stderr, "%s, K=%d: acceptance length %.2f of %d (%.2f tokens per target call), %.3f target calls per token\n",
 			res.Drafter, *k, res.AcceptanceLength, *k, res.TokensPerWindow, res.TargetCallsPerToken)

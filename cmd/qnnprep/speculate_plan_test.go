@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/runtime"
 )
 
 // TestSpeculateEagle3Plan: an EAGLE-3 head drafts for stories260K through
@@ -23,7 +25,7 @@ func TestSpeculateEagle3Plan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("plan: exit %d", code)
 	}
-	var res [2]speculateResult
+	var res [2]runtime.Comparison
 	for i, extra := range [][]string{nil, {"--plan", plan}} {
 		args := append([]string{"speculate", storiesGGUF, "--eagle3", head, "-k", "3", "--prompt", "Once upon a time", "-n", "48", "--json"}, extra...)
 		out := captureStdout(t, func() { code = run(args) })

@@ -242,7 +242,7 @@ func TestSpeculateCommand(t *testing.T) {
 	out := captureStdout(t, func() {
 		code = run([]string{"speculate", storiesGGUF, "--draft", storiesGGUF, "-k", "3", "--ids", "1", "-n", "40", "--json"})
 	})
-	var r speculateResult
+	var r runtime.Comparison
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
