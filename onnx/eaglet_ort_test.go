@@ -13,6 +13,8 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit/ortpeer"
 )
 
 // runORT runs graph file with the inputs given by name and returns its
@@ -71,10 +73,10 @@ func runORT(t *testing.T, path string, g *shard.Graph, in map[string][]float32) 
 // features and a cache with a tree-shaped mask, gives the runtime's draft
 // graph outputs (1e-4 absolute, relative to the largest value).
 func TestORTEaglet(t *testing.T) {
-	needORT(t)
+	ortpeer.Need(t)
 	for _, arch := range []model.Arch{model.Llama, model.Qwen3} {
 		t.Run(string(arch), func(t *testing.T) {
-			m := randomModel(t, tinyConfig(arch), 5)
+			m := tinyModel(t, synth.Config(arch, false), 5)
 			dir := t.TempDir()
 			p, e, head, _ := eagletExport(t, m, dir, false)
 			hcfg := head.Config()

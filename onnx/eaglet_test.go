@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
@@ -97,7 +98,7 @@ func TestExportEagletChecker(t *testing.T) {
 	testkit.Need(t, peers.PythonONNX)
 	for i, arch := range []model.Arch{model.Llama, model.Qwen3} {
 		t.Run(string(arch), func(t *testing.T) {
-			m := randomModel(t, tinyConfig(arch), 5)
+			m := tinyModel(t, synth.Config(arch, false), 5)
 			p, _, _, paths := eagletExport(t, m, t.TempDir(), i == 0)
 			n := 0
 			for _, path := range paths {

@@ -2,7 +2,6 @@ package onnx
 
 import (
 	"bytes"
-	"context"
 	_ "embed"
 	"encoding/binary"
 	"math"
@@ -17,8 +16,9 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
 
 //go:embed encodings.schema.json
@@ -50,20 +50,10 @@ func validateSchema(t *testing.T, s *jsonschema.Schema, data []byte) error {
 	return s.Validate(inst)
 }
 
-// qmodel quantizes a random model of arch with recipe and opens the GGUF.
+// qmodel quantizes a synthetic model of arch with recipe.
 func qmodel(t *testing.T, arch model.Arch, recipe string) *model.Model {
 	t.Helper()
-	src := randomModel(t, tinyConfig(arch), 5)
-	out := filepath.Join(t.TempDir(), recipe+".gguf")
-	if _, err := quantize.Run(context.Background(), src, out, quantize.Options{Recipe: quantize.Recipes[recipe], Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return quantized.Model(t, tinyModel(t, synth.Config(arch, true), 5), recipe)
 }
 
 // externalData reads the raw bytes of every external initializer of an

@@ -10,6 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/testkit"
 )
 
@@ -23,7 +24,7 @@ func TestExportChecker(t *testing.T) {
 	testkit.Need(t, peers.PythonONNX)
 	for i, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
-			m := randomModel(t, tinyConfig(arch), 1)
+			m := tinyModel(t, synth.Config(arch, true), 1)
 			p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(arch),
 				shard.Options{Stages: 2, AR: []int{4, 1, 16}, CL: []int{16}, ARc: true})
 			if err != nil {
@@ -54,7 +55,7 @@ func TestExportChecker(t *testing.T) {
 // TestExportDeterministic exports the same plan twice, inline and with
 // external data, and compares every file byte for byte.
 func TestExportDeterministic(t *testing.T) {
-	m := randomModel(t, tinyConfig(model.Qwen35), 3)
+	m := tinyModel(t, synth.Config(model.Qwen35, true), 3)
 	p := testPlan(t, m, 2, []int{4, 1}, 16)
 	for _, ext := range []bool{false, true} {
 		a, b := t.TempDir(), t.TempDir()
@@ -84,8 +85,8 @@ func TestExportDeterministic(t *testing.T) {
 // TestBuildStageRejectsOtherModel: a plan made for another model is an
 // error naming the fields that differ, not a broken graph.
 func TestBuildStageRejectsOtherModel(t *testing.T) {
-	m := randomModel(t, tinyConfig(model.Llama), 1)
-	other := randomModel(t, tinyConfig(model.Qwen3), 1)
+	m := tinyModel(t, synth.Config(model.Llama, true), 1)
+	other := tinyModel(t, synth.Config(model.Qwen3, true), 1)
 	p := testPlan(t, other, 1, []int{1}, 8)
 	_, _, err := BuildStage(m, p, &p.Graphs[0], Options{})
 	if err == nil || !strings.Contains(err.Error(), "does not fit") || !strings.Contains(err.Error(), `arch "qwen3"`) {
@@ -155,7 +156,7 @@ func TestExportSharesStageWeights(t *testing.T) {
 // TestExportRefusesPartialStage: a plan holding only some of a stage's
 // graphs would overwrite the data file the others reference.
 func TestExportRefusesPartialStage(t *testing.T) {
-	m := randomModel(t, tinyConfig(model.Llama), 1)
+	m := tinyModel(t, synth.Config(model.Llama, true), 1)
 	p := testPlan(t, m, 1, []int{4, 1}, 16)
 	one := *p
 	one.Graphs = p.Graphs[:1]

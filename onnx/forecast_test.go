@@ -11,6 +11,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // TestForecastTable: with ssd-q1 forecast embeddings the first stage's
@@ -23,7 +24,7 @@ func TestForecastTable(t *testing.T) {
 		t.Run(recipe, func(t *testing.T) {
 			var m *model.Model
 			if recipe == "" {
-				m = randomModel(t, tinyConfig(model.Llama), 3)
+				m = tinyModel(t, synth.Config(model.Llama, true), 3)
 			} else {
 				m = qmodel(t, model.Llama, recipe)
 			}

@@ -11,40 +11,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	ort "github.com/yalue/onnxruntime_go"
 
-	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/testkit"
+	"github.com/qnnprep/qnnprep/testkit/ortpeer"
 )
-
-var (
-	ortOnce sync.Once
-	ortErr  error
-)
-
-// needORT loads ONNX Runtime from the onnxruntime-node peer once.
-func needORT(t *testing.T) {
-	t.Helper()
-	testkit.Need(t, peers.ONNXRuntimeNode)
-	lib, err := peers.ORTLibrary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ortOnce.Do(func() {
-		ort.SetSharedLibraryPath(lib)
-		ortErr = ort.InitializeEnvironment()
-	})
-	if ortErr != nil {
-		t.Fatalf("onnxruntime %s: %v", lib, ortErr)
-	}
-}
 
 // ortMasked is what a test mask holds for "do not attend": exp of it
 // underflows to 0, as the runtime's boolean mask excludes the slot.
@@ -304,7 +281,7 @@ func maxAbsDiff(a, b []float32) (float64, int) {
 // against the runtime's caches (State.KV, State.DeltaNet). The chained
 // ORT stages must give the runtime's 16 greedy tokens.
 func TestORTMatchesRuntime(t *testing.T) {
-	needORT(t)
+	ortpeer.Need(t)
 	const prompt, steps, cl = 4, 16, 32
 	type tcase struct {
 		arch      model.Arch
@@ -320,8 +297,8 @@ func TestORTMatchesRuntime(t *testing.T) {
 	for _, tc := range cases {
 		arch := tc.arch
 		t.Run(fmt.Sprintf("%s/opset%d", arch, tc.opset), func(t *testing.T) {
-			cfg := tinyConfig(arch)
-			m := randomModel(t, cfg, 11)
+			cfg := synth.Config(arch, false)
+			m := tinyModel(t, cfg, 11)
 			p := testPlan(t, m, 2, []int{prompt, 1}, cl)
 			dir := t.TempDir()
 			if _, err := Export(m, p, dir, ExportOptions{Options: Options{Opset: tc.opset}, IRVersion: tc.ir}, nil); err != nil {
@@ -382,7 +359,7 @@ func ortMatchesRuntime(t *testing.T, m *model.Model, p *shard.Plan, dir string, 
 // tables inside the graphs (absolute plans, which Genie needs for linear
 // and yarn).
 func TestORTRopeScaling(t *testing.T) {
-	needORT(t)
+	ortpeer.Need(t)
 	const prompt, steps, cl = 24, 8, 64
 	toks := make([]int32, prompt)
 	for i := range toks {
@@ -392,9 +369,9 @@ func TestORTRopeScaling(t *testing.T) {
 		for _, s := range synth.RopeScalings(arch) {
 			for _, pos := range []shard.Positional{shard.Rope, shard.Absolute} {
 				t.Run(fmt.Sprintf("%s/%s/%s", arch, s.Type, pos), func(t *testing.T) {
-					s.OrigContext = min(s.OrigContext, 16) // tinyConfig's context is 64
-					cfg := synth.RopeScaled(tinyConfig(arch), s)
-					m := randomModel(t, cfg, 5)
+					s.OrigContext = min(s.OrigContext, 16) // under the plan's CL of 64
+					cfg := synth.RopeScaled(synth.Config(arch, false), s)
+					m := tinyModel(t, cfg, 5)
 					p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(arch),
 						shard.Options{Stages: 2, AR: []int{prompt, 1}, CL: []int{cl}, Positional: pos})
 					if err != nil {
@@ -461,7 +438,7 @@ func TestORTStoriesGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	needORT(t)
+	ortpeer.Need(t)
 	for _, path := range []string{testkit.Stories(t, "stories260K-llamacpp.gguf"), testkit.Stories(t, "hf")} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			m, err := model.Open(path)
@@ -497,12 +474,12 @@ func TestORTStoriesGreedy(t *testing.T) {
 // state from zero) on a full-length prompt and compares every stage and
 // state output with a runtime prefill of the same tokens.
 func TestORTARc(t *testing.T) {
-	needORT(t)
+	ortpeer.Need(t)
 	const ar = 8
 	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
-			m := randomModel(t, cfg, 13)
+			cfg := synth.Config(arch, false)
+			m := tinyModel(t, cfg, 13)
 			p, err := shard.NewPlan(cfg, shard.Sizes{Layers: make([]int64, cfg.Layers)}, "arc", shard.Options{Stages: 2, AR: []int{ar}, CL: []int{ar}, ARc: true})
 			if err != nil {
 				t.Fatal(err)
@@ -538,12 +515,12 @@ func TestORTARc(t *testing.T) {
 // graphs that look their RoPE rows up themselves, and they compute what
 // the rope plan's graphs compute from fed cos/sin rows.
 func TestORTAbsolutePositions(t *testing.T) {
-	needORT(t)
+	ortpeer.Need(t)
 	const cl = 32
 	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
-			m := randomModel(t, cfg, 7)
+			cfg := synth.Config(arch, false)
+			m := tinyModel(t, cfg, 7)
 			stagers := make([]*ortStager, 2)
 			for i, pos := range []shard.Positional{shard.Rope, shard.Absolute} {
 				p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(arch),
