@@ -135,9 +135,9 @@ func TestConvertEagle3Errors(t *testing.T) {
 		{"hidden", good, cfg.VocabSize, Eagle3Target{Layers: cfg.Layers, Hidden: 2 * cfg.Hidden}, fmt.Sprintf("target_hidden_size %d, the target model's hidden size is %d", cfg.Hidden, 2*cfg.Hidden)},
 		{"layer", good, cfg.VocabSize, Eagle3Target{Layers: 1}, "feature layer 2 outside the target's [0, 1]"},
 		{"d2t range", good, cfg.VocabSize, Eagle3Target{Layers: cfg.Layers, Vocab: 40}, "outside the target vocabulary [0, 40)"},
-		{"t2d", good, cfg.VocabSize + 1, tgt, `tensor "t2d": dtype BOOL shape [97], want BOOL [target vocabulary 96]`},
+		{"t2d", good, cfg.VocabSize + 1, tgt, fmt.Sprintf(`tensor "t2d": dtype BOOL shape [%d], want BOOL [target vocabulary %d]`, cfg.VocabSize+1, cfg.VocabSize)},
 		{"norm_before_fc", strings.Replace(good, `"num_hidden_layers":1`, `"num_hidden_layers":1,"norm_before_fc":true`, 1), cfg.VocabSize, tgt, "norm_before_fc"},
-		{"shape", strings.Replace(good, `"intermediate_size":256`, `"intermediate_size":128`, 1), cfg.VocabSize, tgt, `tensor "midlayer.mlp.down_proj.weight" has shape [128 256], want [128 128]`},
+		{"shape", strings.Replace(good, `"intermediate_size":256`, `"intermediate_size":128`, 1), cfg.VocabSize, tgt, fmt.Sprintf(`tensor "midlayer.mlp.down_proj.weight" has shape [%d 256], want [%[1]d 128]`, cfg.Hidden)},
 	} {
 		dir := t.TempDir()
 		writeEagle3HF(t, dir, ecfg, ts, tc.conf, tc.vocab)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,10 +28,13 @@ func (r *recorder) Propose(last int32, k int) ([]int32, error) {
 	return d, err
 }
 
-// eagle3TestConfig is the config.json of randomEagle3's heads.
-const eagle3TestConfig = `{"architectures":["LlamaForCausalLMEagle3"],"hidden_size":128,"intermediate_size":256,"num_attention_heads":4,
+// eagle3TestConfig is the config.json of randomEagle3's heads for a
+// target of the given hidden size and vocabulary.
+func eagle3TestConfig(hidden, vocab int) string {
+	return fmt.Sprintf(`{"architectures":["LlamaForCausalLMEagle3"],"hidden_size":%d,"intermediate_size":256,"num_attention_heads":4,
 "num_key_value_heads":2,"head_dim":32,"rms_norm_eps":1e-5,"rope_theta":10000,"rope_scaling":null,"num_hidden_layers":1,
-"vocab_size":96,"draft_vocab_size":64,"target_hidden_size":128,"eagle_config":{"eagle_aux_hidden_state_layer_ids":[0,1,2]}}`
+"vocab_size":%d,"draft_vocab_size":64,"target_hidden_size":%d,"eagle_config":{"eagle_aux_hidden_state_layer_ids":[0,1,2]}}`, hidden, vocab, hidden)
+}
 
 // writeEagle3HF writes the head (GGUF-layout tensors ts) in Hugging Face
 // form into dir (SafeAILab names, q/k rows in rotate-half order, d2t as
@@ -112,7 +116,7 @@ func TestEagle3HF(t *testing.T) {
 	cfg, target := specTarget(t, model.Llama, 160)
 	ecfg, ts := randomEagle3(t, target, 12)
 	dir := t.TempDir()
-	conf := eagle3TestConfig
+	conf := eagle3TestConfig(cfg.Hidden, cfg.VocabSize)
 	ggufTs := writeEagle3HF(t, dir, ecfg, ts, conf, cfg.VocabSize)
 	hf, err := LoadEagle3HF(target, dir)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // writeMTPModel writes tm as a qwen35 GGUF with one MTP block after the
@@ -63,7 +64,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // embedding, the block adding nothing, the target's norm and head) has
 // its proposals accepted.
 func TestMTP(t *testing.T) {
-	cfg := tinyConfig(model.Qwen35)
+	cfg := synth.Config(model.Qwen35, false)
 	cfg.ContextLength = 160
 	cfg.TiedEmbeddings = false
 	rng := rand.New(rand.NewPCG(4, 4))
@@ -88,7 +89,7 @@ func TestMTP(t *testing.T) {
 		mtp     func(tm *model.Model) func(string, []int64) []float32
 		minRate float64
 	}{
-		{"random", func() *model.Model { return randomModel(t, cfg, gguf.Q8_0, 40) },
+		{"random", func() *model.Model { return tinyModel(t, cfg, gguf.Q8_0, 40) },
 			func(*model.Model) func(string, []int64) []float32 { return random }, 0},
 		{"distilled", func() *model.Model { return bigramTarget(t, cfg) },
 			func(tm *model.Model) func(string, []int64) []float32 {
@@ -132,7 +133,7 @@ func TestMTP(t *testing.T) {
 		})
 	}
 	// A model without an MTP block is refused by name.
-	plain := randomModel(t, cfg, gguf.F32, 1)
+	plain := tinyModel(t, cfg, gguf.F32, 1)
 	if _, err := LoadMTP(newEngine(t, plain, Options{}), plain); err == nil {
 		t.Errorf("a model without MTP block was accepted")
 	}

@@ -6,10 +6,11 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 func TestObserve(t *testing.T) {
-	m := randomModel(t, tinyConfig(model.Qwen35), gguf.F32, 3)
+	m := tinyModel(t, synth.Config(model.Qwen35, false), gguf.F32, 3)
 	e := newEngine(t, m, Options{})
 	type call struct {
 		rows, cols int

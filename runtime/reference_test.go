@@ -7,6 +7,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // refModel is a second, deliberately plain implementation of the forward
@@ -324,13 +325,17 @@ func (r *refModel) gdn(p string, a [][]float64) [][]float64 {
 func TestAgainstReference(t *testing.T) {
 	for _, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
+			cfg := synth.Config(arch, false)
 			if arch == model.Llama {
-				// Frequency factors exist only with llama3 scaling.
+				// Frequency factors exist only with llama3 scaling: 1, 2, 4
+				// and 8, each for a quarter of the rotated pairs.
 				cfg.RopeScaling = model.RopeScaling{Type: model.RopeLlama3, Factor: 8}
-				cfg.RopeFreqFactors = []float32{1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8}
+				cfg.RopeFreqFactors = make([]float32, cfg.RopeDim/2)
+				for i := range cfg.RopeFreqFactors {
+					cfg.RopeFreqFactors[i] = float32(int(1) << (4 * i / len(cfg.RopeFreqFactors)))
+				}
 			}
-			m := randomModel(t, cfg, gguf.F32, 21)
+			m := tinyModel(t, cfg, gguf.F32, 21)
 			toks := randomTokens(12, cfg.VocabSize, 22)
 			want := newRefModel(t, m).logits(toks)
 			got, err := newEngine(t, m, Options{}).NewState().ForwardAll(toks)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 var archs = []model.Arch{model.Llama, model.Qwen2, model.Qwen3, model.Qwen3Next, model.Qwen35}
@@ -21,8 +22,8 @@ func TestBatchedEqualsPerToken(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%s", arch, typ), func(t *testing.T) {
-				cfg := tinyConfig(arch)
-				m := randomModel(t, cfg, typ, 1)
+				cfg := synth.Config(arch, true)
+				m := tinyModel(t, cfg, typ, 1)
 				toks := randomTokens(13, cfg.VocabSize, 2)
 
 				for _, kv := range []bool{false, true} {
@@ -71,8 +72,8 @@ func stepByStep(t *testing.T, st *State, toks []int32) [][]float32 {
 // bits as single-token steps, which take the row-by-row dot products.
 func TestQ8Panels(t *testing.T) {
 	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
-		cfg := tinyConfig(arch)
-		m := randomModel(t, cfg, gguf.Q8_0, 1)
+		cfg := synth.Config(arch, true)
+		m := tinyModel(t, cfg, gguf.Q8_0, 1)
 		toks := randomTokens(19, cfg.VocabSize, 2)
 		want := stepByStep(t, newEngine(t, m, Options{Threads: 1, Batch: 1}).NewState(), toks)
 		for _, batch := range []int{panelTokens - 1, panelTokens, 5, 19} {
@@ -98,8 +99,8 @@ func TestQ8Panels(t *testing.T) {
 func TestStateCloneTruncate(t *testing.T) {
 	for _, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
-			e := newEngine(t, randomModel(t, cfg, gguf.F32, 3), Options{})
+			cfg := synth.Config(arch, false)
+			e := newEngine(t, tinyModel(t, cfg, gguf.F32, 3), Options{})
 			toks := randomTokens(10, cfg.VocabSize, 4)
 			st := e.NewState()
 			st.SetRollback(4)
@@ -161,8 +162,8 @@ func TestStateCloneTruncate(t *testing.T) {
 func TestRunLayersStages(t *testing.T) {
 	for _, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
-			e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 5), Options{})
+			cfg := synth.Config(arch, false)
+			e := newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 5), Options{})
 			toks := randomTokens(9, cfg.VocabSize, 6)
 			want, err := e.NewState().ForwardAll(toks)
 			if err != nil {
@@ -208,8 +209,8 @@ func TestRunLayersStages(t *testing.T) {
 // unaffected by what the slot holds. Two sibling drafts verified in one
 // call give the same logits as each verified alone.
 func TestTreeMask(t *testing.T) {
-	cfg := tinyConfig(model.Qwen3)
-	e := newEngine(t, randomModel(t, cfg, gguf.F32, 8), Options{})
+	cfg := synth.Config(model.Qwen3, false)
+	e := newEngine(t, tinyModel(t, cfg, gguf.F32, 8), Options{})
 	prompt := randomTokens(5, cfg.VocabSize, 9)
 	base := e.NewState()
 	if _, err := base.Forward(prompt); err != nil {
@@ -286,8 +287,8 @@ func TestTreeMask(t *testing.T) {
 func TestGreedyConsistent(t *testing.T) {
 	for _, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
-			e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 10), Options{})
+			cfg := synth.Config(arch, false)
+			e := newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 10), Options{})
 			prompt := randomTokens(4, cfg.VocabSize, 12)
 			ids, err := e.Greedy(context.Background(), prompt, 12)
 			if err != nil {
@@ -307,8 +308,8 @@ func TestGreedyConsistent(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	cfg := tinyConfig(model.Llama)
-	e := newEngine(t, randomModel(t, cfg, gguf.F32, 13), Options{Context: 8})
+	cfg := synth.Config(model.Llama, false)
+	e := newEngine(t, tinyModel(t, cfg, gguf.F32, 13), Options{Context: 8})
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -335,7 +336,7 @@ func TestErrors(t *testing.T) {
 	}
 
 	// A missing tensor is named.
-	m := randomModel(t, cfg, gguf.F32, 14)
+	m := tinyModel(t, cfg, gguf.F32, 14)
 	var kept []*model.Tensor
 	for _, tt := range m.Tensors {
 		if tt.Name != "blk.1.ffn_up.weight" {
@@ -357,8 +358,8 @@ func TestErrors(t *testing.T) {
 func TestSpeculativeEqualsGreedy(t *testing.T) {
 	for _, arch := range archs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
-			e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 30), Options{})
+			cfg := synth.Config(arch, false)
+			e := newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 30), Options{})
 			prompt := randomTokens(5, cfg.VocabSize, 31)
 			const n = 24
 			want, err := e.Greedy(context.Background(), prompt, n)
@@ -414,8 +415,8 @@ func TestSpeculativeEqualsGreedy(t *testing.T) {
 // TestStateAccessors: KV grows by one row per token in attention layers;
 // a DeltaNet conv state holds exactly the last K−1 raw qkv rows.
 func TestStateAccessors(t *testing.T) {
-	cfg := tinyConfig(model.Qwen35)
-	e := newEngine(t, randomModel(t, cfg, gguf.F32, 50), Options{})
+	cfg := synth.Config(model.Qwen35, false)
+	e := newEngine(t, tinyModel(t, cfg, gguf.F32, 50), Options{})
 	st := e.NewState()
 	toks := randomTokens(6, cfg.VocabSize, 51)
 	if _, err := st.Forward(toks); err != nil {
@@ -457,8 +458,8 @@ func TestStateAccessors(t *testing.T) {
 
 // TestCompactHybrid: a hybrid State compacts only to a chain of slots.
 func TestCompactHybrid(t *testing.T) {
-	cfg := tinyConfig(model.Qwen35)
-	e := newEngine(t, randomModel(t, cfg, gguf.F32, 60), Options{})
+	cfg := synth.Config(model.Qwen35, false)
+	e := newEngine(t, tinyModel(t, cfg, gguf.F32, 60), Options{})
 	st := e.NewState()
 	st.SetRollback(2)
 	if _, err := st.Forward(randomTokens(5, cfg.VocabSize, 61)); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/quantize"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit/quantized"
 )
 
 func TestFakeQuant(t *testing.T) {
@@ -69,12 +68,7 @@ func simModel(t *testing.T, arch model.Arch) (*model.Model, *shard.Plan, map[str
 	t.Helper()
 	src, err := synth.Model(synth.Config(arch, false), 4)
 	require.NoError(t, err)
-	out := filepath.Join(t.TempDir(), "q.gguf")
-	_, err = quantize.Run(context.Background(), src, out, quantize.Options{Recipe: quantize.Recipes["int8"], Workers: 1})
-	require.NoError(t, err)
-	qm, err := model.Open(out)
-	require.NoError(t, err)
-	t.Cleanup(func() { qm.Close() })
+	qm := quantized.Model(t, src, "int8")
 	p, err := shard.PlanModel(qm, shard.Options{Stages: 2, AR: []int{4, 1}, CL: []int{64}})
 	require.NoError(t, err)
 	enc16 := func(lo, hi float32) Encoding {

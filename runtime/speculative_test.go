@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 var specArchs = []model.Arch{model.Llama, model.Qwen3, model.Qwen35}
@@ -33,10 +34,10 @@ func specSize(short int) (n, prompts int) {
 // specTarget is a tiny target of arch with room for 8 prompts of up to 16
 // tokens and 128 generated ones.
 func specTarget(t testing.TB, arch model.Arch, ctx int) (model.Config, *Engine) {
-	cfg := tinyConfig(arch)
+	cfg := synth.Config(arch, false)
 	cfg.ContextLength = ctx
 	cfg.TiedEmbeddings = false
-	return cfg, newEngine(t, randomModel(t, cfg, gguf.Q8_0, 40), Options{})
+	return cfg, newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 40), Options{})
 }
 
 // smallDraft is a smaller model of the same architecture and vocabulary:
@@ -50,7 +51,7 @@ func smallDraft(t testing.TB, cfg model.Config) *Engine {
 		d.Layers = 2
 		d.LayerKinds = []model.LayerKind{model.DeltaNet, model.Attention}
 	}
-	return newEngine(t, randomModel(t, d, gguf.F32, 41), Options{})
+	return newEngine(t, tinyModel(t, d, gguf.F32, 41), Options{})
 }
 
 // truncatedDraft is the target's first layers with its embeddings and
@@ -205,10 +206,10 @@ func TestSpeculativeDrafters(t *testing.T) {
 	n, prompts := specSize(48)
 	for _, arch := range specArchs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
+			cfg := synth.Config(arch, false)
 			cfg.ContextLength = 160
 			cfg.TiedEmbeddings = false // tied random models just repeat the last token
-			tm := randomModel(t, cfg, gguf.Q8_0, 40)
+			tm := tinyModel(t, cfg, gguf.Q8_0, 40)
 			target := newEngine(t, tm, Options{})
 			prompts := specPrompts(cfg.VocabSize)[:prompts]
 			small := smallDraft(t, cfg)
@@ -313,10 +314,10 @@ func TestEagle3Features(t *testing.T) {
 
 // TestLongPromptSpeculative: a 2048-token prompt, speculative equals greedy.
 func TestLongPromptSpeculative(t *testing.T) {
-	cfg := tinyConfig(model.Qwen35)
+	cfg := synth.Config(model.Qwen35, false)
 	cfg.ContextLength = 2048 + 32
 	cfg.TiedEmbeddings = false
-	tm := randomModel(t, cfg, gguf.Q8_0, 40)
+	tm := tinyModel(t, cfg, gguf.Q8_0, 40)
 	target := newEngine(t, tm, Options{})
 	prompt := randomTokens(2048, cfg.VocabSize, 77)
 	want, err := target.Greedy(context.Background(), prompt, 24)
@@ -417,9 +418,9 @@ func TestEagle3Errors(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	small := tinyConfig(model.Llama)
+	small := synth.Config(model.Llama, false)
 	small.VocabSize = 64
-	if _, err := NewDraftModel(target, newEngine(t, randomModel(t, small, gguf.F32, 1), Options{})); err == nil {
+	if _, err := NewDraftModel(target, newEngine(t, tinyModel(t, small, gguf.F32, 1), Options{})); err == nil {
 		t.Errorf("a draft with another vocabulary was accepted")
 	}
 }
@@ -437,7 +438,7 @@ func contains(s, sub string) bool {
 // stream (attention, DeltaNet and MLP output projections zero), so its
 // next token is a function of the current token's embedding alone.
 func bigramTarget(t testing.TB, cfg model.Config) *model.Model {
-	src := randomModel(t, cfg, gguf.F32, 50)
+	src := tinyModel(t, cfg, gguf.F32, 50)
 	var ts []*model.Tensor
 	for _, tt := range src.Tensors {
 		for _, suf := range []string{"attn_output.weight", "ffn_down.weight", "ssm_out.weight"} {
@@ -527,7 +528,7 @@ func distilledEagle3Parts(t testing.TB, target *Engine, tm *model.Model) (Eagle3
 func TestEagle3SelfDistilled(t *testing.T) {
 	for _, arch := range specArchs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
+			cfg := synth.Config(arch, false)
 			cfg.ContextLength = 160
 			cfg.TiedEmbeddings = false
 			tm := bigramTarget(t, cfg)
@@ -552,10 +553,10 @@ func TestSpeculativeStaged(t *testing.T) {
 	n, prompts := specSize(32)
 	for _, arch := range specArchs {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg := tinyConfig(arch)
+			cfg := synth.Config(arch, false)
 			cfg.ContextLength = 160
 			cfg.TiedEmbeddings = false
-			tm := randomModel(t, cfg, gguf.Q8_0, 40)
+			tm := tinyModel(t, cfg, gguf.Q8_0, 40)
 			target := newEngine(t, tm, Options{})
 			p, err := shard.PlanModel(tm, shard.Options{Stages: 2, AR: []int{8, 1}, CL: []int{160}})
 			if err != nil {

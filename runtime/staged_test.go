@@ -649,7 +649,7 @@ func TestStagedARc(t *testing.T) {
 func TestStagedQuantizedKVF16(t *testing.T) {
 	ctx := context.Background()
 	for _, arch := range []model.Arch{model.Qwen3, model.Qwen35} {
-		m := randomModel(t, tinyConfig(arch), gguf.Q8_0, 3)
+		m := tinyModel(t, synth.Config(arch, false), gguf.Q8_0, 3)
 		for _, kvf16 := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/kvf16=%v", arch, kvf16), func(t *testing.T) {
 				e := newEngine(t, m, Options{Threads: 2, KVF16: kvf16})
