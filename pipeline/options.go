@@ -23,7 +23,7 @@ const (
 	StepCheck    = "check"
 	StepExport   = "export"
 	StepSimulate = "simulate"
-	StepDraft    = "draft" // only with Options.Draft
+	StepDraft    = "draft" // only with Options.Draft or Options.Eagle3
 	StepSDK      = "sdk"
 	StepBundle   = "bundle"
 	StepVerify   = "verify"
@@ -141,6 +141,11 @@ type Options struct {
 
 	// Draft is the spd dialog's draft model.
 	Draft *Draft
+	// Eagle3 is the eaglet dialog's EAGLE-3 head: a GGUF in llama.cpp's
+	// eagle3 layout or a Hugging Face head directory (runtime.OpenEagle3).
+	// Its draft graphs, the target's taps and the head's fc in the last
+	// stage are exported, compiled and bundled (shard/EAGLET.md).
+	Eagle3 string
 	// ForecastEmbeddings is the ssd-q1 dialog's trained forecast-token
 	// embeddings (model.ReadForecastEmbeddings: safetensors or GGUF,
 	// forecast-token-count rows of the hidden size). They join the first

@@ -57,6 +57,7 @@ import (
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/quantize"
+	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
@@ -79,6 +80,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, &StepError{StepPlan, fmt.Errorf("a draft model is only used by dialog spd, not %q", o.Plan.Dialog.Type)}
 	}
+	if eaglet := o.Plan.Dialog.Type == shard.Eaglet; eaglet != (o.Eagle3 != "") {
+		if eaglet {
+			return nil, &StepError{StepPlan, errors.New("dialog eaglet needs an EAGLE-3 head (--eagle3 HEAD)")}
+		}
+		return nil, &StepError{StepPlan, fmt.Errorf("an EAGLE-3 head is only used by dialog eaglet, not %q", o.Plan.Dialog.Type)}
+	}
 	// OutDir is qnnprep's: refused if it (or its bundle) holds anything
 	// else, claimed before anything is written into it.
 	if err := atomicfile.CheckOwned(filepath.Join(o.OutDir, BundleDir)); err != nil {
@@ -90,7 +97,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	b := &builder{o: o, ctx: ctx, work: filepath.Join(o.OutDir, WorkDir)}
 	b.res = &Result{Source: o.Source, OutDir: o.OutDir, Recipe: o.Recipe.Name, SoC: o.SoC, DryRun: o.DryRun || o.SDK == nil}
 	for _, s := range Steps {
-		if s == StepSDK && o.Draft != nil {
+		if s == StepSDK && (o.Draft != nil || o.Eagle3 != "") {
 			b.res.Steps = append(b.res.Steps, StepResult{Name: StepDraft, Status: StatusNotRun})
 		}
 		b.res.Steps = append(b.res.Steps, StepResult{Name: s, Status: StatusNotRun})
@@ -124,7 +131,8 @@ type builder struct {
 	forecastRaw []float32 // ssd-q1 forecast rows as given
 	forecast    []float32 // as the first stage's table holds them
 
-	draft       *qnnpack.DraftModel // compiled draft (spd, with an SDK)
+	draft       *qnnpack.DraftModel // compiled draft (spd, eaglet)
+	head        *runtime.Eagle3     // eaglet's EAGLE-3 head, bound to the qmodel
 	draftQM     *model.Model
 	draftJobs   []qnnpack.Job // dry run
 	draftStages []qnnpack.StagePaths
@@ -314,6 +322,11 @@ func (b *builder) plan() error {
 		if name == "" {
 			name = b.srcName
 		}
+		if b.o.Eagle3 != "" {
+			if opts.EagletHead, err = b.eagletHead(); err != nil {
+				return err
+			}
+		}
 		p, err := shard.NewPlan(b.qm.Config, sizes, name, opts)
 		if err != nil {
 			return err
@@ -398,6 +411,9 @@ func (b *builder) exportGraphs(m *model.Model, p *shard.Plan, dir, step string) 
 	opts := b.o.Export
 	if m == b.qm {
 		opts.Forecast = b.forecast
+		if b.head != nil {
+			opts.Eagle3 = b.onnxHead()
+		}
 	}
 	if b.o.Calibration != nil {
 		r, err := b.calibrate(m, p, filepath.Join(filepath.Dir(dir), RangesName))
@@ -445,6 +461,9 @@ const DraftDir = "draft"
 // with an SDK, compiles it (into work/draft/bundle, whose context binaries
 // the target's bundle takes).
 func (b *builder) buildDraft() error {
+	if b.head != nil {
+		return b.step(StepDraft, b.buildEagletDraft)
+	}
 	d := b.o.Draft
 	if d == nil {
 		return nil

@@ -24,6 +24,13 @@ func (b *builder) sdkAndBundle() error {
 	var cmds bytes.Buffer
 	var res *qnnpack.Result
 	recipe, _ := json.Marshal(map[string]any{"name": b.o.Recipe.Name, "description": b.o.Recipe.Description, "source_sha256": b.res.Quant.SourceSHA256})
+	var lut *qnnpack.EagletLUT
+	if b.head != nil {
+		var err error
+		if lut, err = b.eagletLUT(); err != nil {
+			return &StepError{StepSDK, err}
+		}
+	}
 	err := b.step(StepSDK, func(s *StepResult) error {
 		log := b.o.Log
 		var jobs []qnnpack.Job // dry run: the draft's, then the target's
@@ -46,7 +53,7 @@ func (b *builder) sdkAndBundle() error {
 			OutDir: filepath.Join(b.o.OutDir, BundleDir), WorkDir: filepath.Join(b.work, SDKDir), SoC: b.o.SoC,
 			ConverterArgs: b.o.ConverterArgs, Tokenizer: b.tok.Copy, TokenizerJSON: b.tok.JSON, EOG: b.tok.EOG, Recipe: recipe,
 			QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck, Draft: b.draft,
-			ForecastPrefix: b.o.ForecastPrefix, ForecastEmbeddings: b.forecast,
+			ForecastPrefix: b.o.ForecastPrefix, ForecastEmbeddings: b.forecast, EagletLUT: lut,
 			AllowRecurrentState: b.o.AllowRecurrentState,
 			Incomplete:          incompleteVerify,
 			DryRun:              dry, Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: log, Cache: b.o.Cache,

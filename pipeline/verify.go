@@ -114,7 +114,13 @@ func (b *builder) verify() error {
 			return fmt.Errorf("qmodel: %w", err)
 		}
 		staged := b.o.Staged
-		if staged == nil {
+		switch {
+		case staged == nil && b.head != nil:
+			staged = func(e *runtime.Engine, p *shard.Plan) (golden.Decoder, error) {
+				st, _, err := b.eagletStaged(e, p)
+				return st, err
+			}
+		case staged == nil:
 			staged = runtimeStaged
 		}
 		d, err := staged(sEngine, b.res.Plan)
@@ -134,6 +140,13 @@ func (b *builder) verify() error {
 		}
 		if b.forecast != nil {
 			note, err := b.verifySSD(v, sEngine, d, f)
+			if err != nil {
+				return err
+			}
+			s.Note += "; " + note
+		}
+		if b.head != nil {
+			note, err := b.verifyEaglet(v, sEngine, d, f)
 			if err != nil {
 				return err
 			}

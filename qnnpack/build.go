@@ -1,6 +1,7 @@
 package qnnpack
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -31,12 +32,31 @@ const (
 	BundleDraftPlanName = BundleDraftSubdir + "/plan.json"
 )
 
-// DraftModel is an already built draft model for the spd dialog: its plan,
-// hyper-parameters and context binaries in stage order.
+// DraftModel is an already built draft model for the spd dialog, or the
+// eaglet draft engine (shard.Plan.DraftEngine): its plan, hyper-parameters
+// and context binaries in stage order.
 type DraftModel struct {
 	Plan            *shard.Plan
 	Config          model.Config
 	ContextBinaries []string
+	// TokenMap is the eaglet draft-token-map: the target id of each draft
+	// id, written to the bundle as EagletTokenMapName.
+	TokenMap []int32
+}
+
+// Eaglet bundle files.
+const (
+	// EagletLUTName is the embedding LUT: float32 rows [vocab][hidden].
+	EagletLUTName = "embedding_lut.bin"
+	// EagletTokenMapName is the draft-token-map, a JSON list of target ids.
+	EagletTokenMapName = BundleDraftSubdir + "/draft_token_map.json"
+)
+
+// EagletLUT writes the eaglet embedding LUT (Genie's embedding.lut-path):
+// Rows float32 rows of Size values.
+type EagletLUT struct {
+	Rows, Size int
+	Write      func(w io.Writer) error
 }
 
 // BuildOptions say what to build and where.
@@ -72,7 +92,8 @@ type BuildOptions struct {
 	// stage's embedding table holds them (onnx.ForecastRows), written to
 	// the bundle as ForecastEmbeddingsName.
 	ForecastEmbeddings []float32
-	Draft              *DraftModel // spd only
+	Draft              *DraftModel // spd and eaglet
+	EagletLUT          *EagletLUT  // eaglet only
 	// Incomplete, when set, writes the manifest marked incomplete with this
 	// reason (MarkComplete clears it): a caller that checks the bundle
 	// further (qnnprep build's verify step) completes it only when that
@@ -367,6 +388,13 @@ func writeBundle(ctx context.Context, o BuildOptions, sdk *SDK, soc SoC, stages 
 			return nil, err
 		}
 		gopts.Draft = dm
+		if p.Dialog.Type == shard.Eaglet {
+			if err := writeEagletFiles(o, d.Path); err != nil {
+				return nil, err
+			}
+			dm.TokenMap = EagletTokenMapName
+			gopts.Eaglet = &EagletGenie{LUT: EagletLUTName, LUTSize: o.EagletLUT.Size, DraftLen: p.Dialog.DraftLen}
+		}
 	}
 	genie, err := GenieConfig(gopts)
 	if err != nil {
@@ -485,6 +513,49 @@ func writeForecastPrefix(o BuildOptions, bundle string) (string, error) {
 	}
 	return fmt.Sprintf("%s/%s is a zero placeholder with the right shape (%d positions), not a computed forecast prefix: SSD drafts will be poor until a real prefix is supplied",
 		name, ForecastPrefixFile, spec.UpdateSize), nil
+}
+
+// writeEagletFiles writes the eaglet embedding LUT and draft-token-map.
+func writeEagletFiles(o BuildOptions, bundle string) error {
+	lut, tm := o.EagletLUT, o.Draft.TokenMap
+	switch {
+	case lut == nil || lut.Write == nil:
+		return fmt.Errorf("qnnpack: eaglet bundle: no embedding LUT")
+	case lut.Rows != o.Plan.Model.Vocab || lut.Size != o.Plan.Model.Hidden:
+		return fmt.Errorf("qnnpack: eaglet bundle: embedding LUT of %d × %d, the plan needs %d × %d", lut.Rows, lut.Size, o.Plan.Model.Vocab, o.Plan.Model.Hidden)
+	case len(tm) != o.Draft.Plan.Model.Vocab:
+		return fmt.Errorf("qnnpack: eaglet bundle: draft-token-map of %d ids for a draft vocabulary of %d", len(tm), o.Draft.Plan.Model.Vocab)
+	}
+	for i, id := range tm {
+		if id < 0 || int(id) >= o.Plan.Model.Vocab {
+			return fmt.Errorf("qnnpack: eaglet bundle: draft id %d maps to %d, outside the target vocabulary %d", i, id, o.Plan.Model.Vocab)
+		}
+	}
+	data, err := json.Marshal(tm)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, filepath.FromSlash(EagletTokenMapName)), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(bundle, EagletLUTName))
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := lut.Write(bw); err != nil {
+		f.Close()
+		return fmt.Errorf("qnnpack: eaglet embedding LUT: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() != int64(lut.Rows)*int64(lut.Size)*4 {
+		f.Close()
+		return fmt.Errorf("qnnpack: eaglet embedding LUT: %d bytes written, want %d", fi.Size(), int64(lut.Rows)*int64(lut.Size)*4)
+	}
+	return f.Close()
 }
 
 // ForecastEmbeddingsName is the bundle file holding the ssd-q1 forecast

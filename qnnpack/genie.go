@@ -47,12 +47,23 @@ type EngineModel struct {
 	Plan    *shard.Plan
 	Config  model.Config
 	CtxBins []string
+	// TokenMap is the eaglet draft's draft-token-map file (bundle-relative).
+	TokenMap string
+}
+
+// EagletGenie is what an eaglet genie_config.json names beyond the engines:
+// the embedding LUT (eaglet runs on embeddings) and its row size.
+type EagletGenie struct {
+	LUT      string // bundle-relative float32 [vocab][size] file
+	LUTSize  int    // embedding row length (the target's hidden size)
+	DraftLen int
 }
 
 // GenieOptions are the bundle-level settings of genie_config.json.
 type GenieOptions struct {
 	Target    EngineModel
-	Draft     *EngineModel // the draft engine, for spd
+	Draft     *EngineModel // the draft engine, for spd and eaglet
+	Eaglet    *EagletGenie // eaglet only
 	Tokenizer string       // bundle-relative path; "tokenizer.json" if empty
 	// EOG are further ids that end generation (Target.Config.EOS always
 	// does); with any, eos-token is the list, EOS first, as Genie stops at
@@ -121,7 +132,18 @@ func GenieConfig(o GenieOptions) ([]byte, error) {
 		target = append(target, field{"role", "target"})
 		engines = []ordered{draft, target}
 	case shard.Eaglet:
-		return nil, fmt.Errorf("qnnpack: genie config: eaglet bundles need an embedding LUT, draft-n-vocab and a draft-token-map, which qnnprep does not produce yet")
+		switch {
+		case o.Draft == nil || o.Draft.Plan == nil:
+			return nil, fmt.Errorf("qnnpack: genie config: dialog eaglet needs the EAGLE-3 draft engine (its plan and context binaries)")
+		case o.Eaglet == nil || o.Eaglet.LUT == "" || o.Draft.TokenMap == "":
+			return nil, fmt.Errorf("qnnpack: genie config: dialog eaglet needs an embedding LUT and a draft-token-map")
+		}
+		draft, err := engine(o.Draft, o, "draft")
+		if err != nil {
+			return nil, err
+		}
+		target = append(target, field{"role", "target"})
+		engines = []ordered{target, draft}
 	default:
 		if o.Draft != nil {
 			return nil, fmt.Errorf("qnnpack: genie config: a draft model was given but dialog %s does not use one", d.Type)
@@ -134,8 +156,13 @@ func GenieConfig(o GenieOptions) ([]byte, error) {
 		{"context", context},
 		{"sampler", ordered{{"version", 1}, {"seed", 42}, {"greedy", true}}},
 		{"tokenizer", ordered{{"version", 1}, {"path", o.Tokenizer}}},
-		{"engine", engines},
 	}
+	if d.Type == shard.Eaglet {
+		// Eaglet takes embeddings: Genie turns tokens into rows with the LUT.
+		dialog = append(dialog, field{"embedding", ordered{{"version", 1}, {"type", "lut"}, {"lut-path", o.Eaglet.LUT},
+			{"size", o.Eaglet.LUTSize}, {"datatype", "float32"}}})
+	}
+	dialog = append(dialog, field{"engine", engines})
 	switch d.Type {
 	case shard.SSD:
 		dialog = append(dialog, field{"ssd-q1", ordered{
@@ -148,6 +175,10 @@ func GenieConfig(o GenieOptions) ([]byte, error) {
 		}})
 	case shard.SPD:
 		dialog = append(dialog, field{"spd", ordered{{"version", 1}, {"draft-len", d.DraftLen}}})
+	case shard.Eaglet:
+		// qnnprep's draft graphs keep their KV across tree levels.
+		dialog = append(dialog, field{"eaglet", ordered{{"version", 1}, {"eaglet-version", 1}, {"draft-len", d.DraftLen},
+			{"n-branches", d.NBranches}, {"max-tokens-target-can-evaluate", d.MaxTargetTokens}, {"draft-kv-cache", true}}})
 	case shard.LADE:
 		mode := o.LadeUpdateMode
 		if mode == "" {
@@ -206,6 +237,15 @@ func engine(m *EngineModel, o GenieOptions, role string) (ordered, error) {
 	if role == "draft" {
 		e = append(e, field{"role", role})
 	}
+	mod := ordered{
+		{"version", 1},
+		{"type", "binary"},
+		{"binary", ordered{{"version", 1}, {"ctx-bins", m.CtxBins}}},
+		{"positional-encoding", pos},
+	}
+	if m.TokenMap != "" {
+		mod = append(mod, field{"draft-token-map", m.TokenMap})
+	}
 	e = append(e,
 		field{"backend", ordered{
 			{"version", 1},
@@ -213,12 +253,7 @@ func engine(m *EngineModel, o GenieOptions, role string) (ordered, error) {
 			{"QnnHtp", htp},
 			{"extensions", o.Extensions},
 		}},
-		field{"model", ordered{
-			{"version", 1},
-			{"type", "binary"},
-			{"binary", ordered{{"version", 1}, {"ctx-bins", m.CtxBins}}},
-			{"positional-encoding", pos},
-		}},
+		field{"model", mod},
 	)
 	return e, nil
 }

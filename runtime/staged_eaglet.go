@@ -889,3 +889,19 @@ func (h *Eagle3) DraftGraph(p *shard.Plan, name string, in map[string][]float32)
 	}
 	return nil, fmt.Errorf("runtime: eaglet: plan %s has no draft graph %s", p.Model.Name, name)
 }
+
+// EagletSpeculator decodes with Staged.SpeculateEaglet (for
+// golden.SpeculativeThrough); the drafter and k it is given are unused.
+type EagletSpeculator struct {
+	Staged *Staged
+	Head   *Eagle3
+}
+
+// Speculate is Staged.SpeculateEaglet.
+func (x EagletSpeculator) Speculate(ctx context.Context, _ Drafter, prompt []int32, n, _ int) ([]int32, SpecStats, error) {
+	return x.Staged.SpeculateEaglet(ctx, x.Head, prompt, n)
+}
+
+// DraftTokenMap is the head's d2t: the target id of each draft id
+// (Genie's draft-token-map).
+func (h *Eagle3) DraftTokenMap() []int32 { return slices.Clone(h.d2t) }

@@ -346,3 +346,36 @@ func (c *checker) eagletRules() {
 			c.env.ProbePromptTokens, drafted, d.EagletAcceptTokens(), need, maxCL)
 	}
 }
+
+// DraftEngine is the eaglet draft as a plan of its own: one stage whose
+// graphs are p.Draft.Graphs, over the target's variants, so the SDK jobs,
+// the bundle and Genie's draft engine treat it like any plan. The model
+// summary is the head's (vocabulary: the draft vocabulary).
+func (p *Plan) DraftEngine() (*Plan, error) {
+	d := p.Draft
+	if d == nil {
+		return nil, fmt.Errorf("shard: plan %s has no eaglet draft", p.Model.Name)
+	}
+	h := d.Head
+	q := &Plan{
+		Version: Version,
+		Model: ModelInfo{Name: d.Name, Arch: "eagle3", Layers: 1, Hidden: h.Hidden, FFN: h.FFN, Vocab: h.DraftVocab,
+			Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim, RotaryDim: h.HeadDim, ContextLength: p.Model.ContextLength,
+			LayerKinds: []string{"attention"}},
+		Split: "stages", MaxStageBytes: p.MaxStageBytes, Container: p.Container, Positional: p.Positional,
+		RopeDim: d.RopeDim, VTCMMB: p.VTCMMB, ContextSize: p.ContextSize,
+		Dialog:   DialogPlan{Dialog: Dialog{Type: Basic}, StepTokens: 1, ProbePromptTokens: 1},
+		Variants: slices.Clone(p.Variants),
+		Graphs:   slices.Clone(d.Graphs),
+	}
+	st := Stage{Index: 0, FirstLayer: 0, LastLayer: 0, Head: true}
+	for _, g := range d.Graphs {
+		st.Graphs = append(st.Graphs, g.Name)
+	}
+	q.Stages = []Stage{st}
+	q.fillSteps()
+	if err := q.validate(); err != nil {
+		return nil, fmt.Errorf("shard: eaglet draft of %s: %w", p.Model.Name, err)
+	}
+	return q, nil
+}

@@ -185,3 +185,26 @@ func TestEagletHeadRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestEagletDraftEngine: the draft as a plan of its own passes the plan
+// file's validation and round trip, with the draft graphs as its stage.
+func TestEagletDraftEngine(t *testing.T) {
+	p := eagletPlan(t)
+	q, err := p.DraftEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Stages) != 1 || len(q.Graphs) != 2 || q.Model.Vocab != 32000 || q.Graphs[0].Name != p.Draft.Graphs[0].Name {
+		t.Fatalf("draft engine plan %+v", q)
+	}
+	b, err := Encode(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(b, "draft/plan.json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mustPlan(t, llamaConfig(), uniform(32, mib), 0, 0, Options{Dialog: eagletDialog}).DraftEngine(); err == nil {
+		t.Error("a plan without a draft gave a draft engine")
+	}
+}
