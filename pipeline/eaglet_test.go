@@ -2,67 +2,23 @@ package pipeline
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/qnnpack"
-	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
-// writeEagle3 writes an EAGLE-3 head for target config tc in llama.cpp's
-// eagle3 GGUF layout: random F32 weights, 40 draft tokens.
+// writeEagle3 writes synth's EAGLE-3 head (40 draft ids) for target tc.
 func writeEagle3(t *testing.T, tc model.Config) string {
 	t.Helper()
-	H := tc.Hidden
-	cfg := runtime.Eagle3Config{Hidden: H, FFN: 2 * H, Heads: 4, KVHeads: 2, HeadDim: H / 4, DraftVocab: 40,
-		TargetHidden: H, ExtractLayers: runtime.DefaultExtractLayers(tc.Layers), RMSEps: 1e-5, RopeTheta: 10000}
-	rng := rand.New(rand.NewPCG(5, 5))
-	w := &gguf.Writer{Metadata: runtime.Eagle3Metadata(cfg)}
-	add := func(name string, dims ...int64) {
-		n := int64(1)
-		for _, d := range dims {
-			n *= d
-		}
-		b := make([]byte, 4*n)
-		for i := int64(0); i < n; i++ {
-			v := float32(rng.NormFloat64() / math.Sqrt(float64(dims[0])))
-			if len(dims) == 1 {
-				v = 1
-			}
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: name, Dims: dims, Type: gguf.F32, Data: gguf.Bytes(b)})
-	}
-	h, f, qd, kvd := int64(H), int64(cfg.FFN), int64(cfg.Heads*cfg.HeadDim), int64(cfg.KVHeads*cfg.HeadDim)
-	add("fc.weight", 3*h, h)
-	add("blk.0.attn_norm.weight", h)
-	add("blk.0.attn_norm_2.weight", h)
-	add("blk.0.attn_q.weight", 2*h, qd)
-	add("blk.0.attn_k.weight", 2*h, kvd)
-	add("blk.0.attn_v.weight", 2*h, kvd)
-	add("blk.0.attn_output.weight", qd, h)
-	add("blk.0.ffn_norm.weight", h)
-	add("blk.0.ffn_gate.weight", h, f)
-	add("blk.0.ffn_up.weight", h, f)
-	add("blk.0.ffn_down.weight", f, h)
-	add("output_norm.weight", h)
-	add("output.weight", h, 40)
-	d2t := make([]byte, 8*40)
-	for i := range 40 {
-		binary.LittleEndian.PutUint64(d2t[8*i:], uint64(i*3))
-	}
-	w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: "d2t", Dims: []int64{40}, Type: gguf.I64, Data: gguf.Bytes(d2t)})
 	path := filepath.Join(t.TempDir(), "eagle3.gguf")
-	if err := gguf.WriteFile(path, w); err != nil {
+	if err := synth.WriteEagle3(path, tc, 40, 5); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -93,7 +49,7 @@ func checkEagletBundle(t *testing.T, res *Result, vocab, hidden int) {
 	}
 	var tm []int32
 	data, err := os.ReadFile(filepath.Join(b, filepath.FromSlash(qnnpack.EagletTokenMapName)))
-	if err != nil || json.Unmarshal(data, &tm) != nil || len(tm) != 40 || tm[39] != 117 {
+	if err != nil || json.Unmarshal(data, &tm) != nil || len(tm) != 40 || tm[39] != int32(39*vocab/40) {
 		t.Errorf("draft-token-map %s: %v", data, err)
 	}
 	if len(dp.Graphs) != len(res.Plan.Variants) || dp.Graphs[0].Input(shard.DraftHiddenIn) == nil {

@@ -25,7 +25,7 @@ import (
 
 var buildCmd = &command{
 	Name:    "build",
-	Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd ...] [--draft MODEL] [--qnn-sdk DIR] [--dry-run] [--cache DIR|oci://HOST/REPO] [--shard I/N | --shard-count N] [--calib-text FILE ... | --calibrate N] [--simulate=false] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
+	Usage:   "qnnprep build MODEL OUTDIR --recipe q1|int8 [--stages N] [--ar 128,1] [--cl 4096] [--soc 8elite | --soc-model N --dsp-arch vNN] [--dialog basic|ssd-q1|spd|eaglet ...] [--draft MODEL] [--eagle3 HEAD] [--qnn-sdk DIR] [--dry-run] [--cache DIR|oci://HOST/REPO] [--shard I/N | --shard-count N] [--calib-text FILE ... | --calibrate N] [--simulate=false] [-n TOKENS] [--min-match F] [--min-top1 F] [--min-cosine F] [--fail-on-degeneration=false] [--json]",
 	Summary: "end to end: quantize, plan, check, export ONNX, SDK → Genie bundle, verify staged == whole decode",
 	Run:     runBuild,
 }
@@ -36,6 +36,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	planOpts := addPlanFlags(fs)
 	draft := fs.String("draft", "", "spd: the draft model (same vocabulary), built with the same recipe into the bundle's draft/")
 	draftStages := fs.Int("draft-stages", 1, "spd: stages of the draft model")
+	eagle3 := fs.String("eagle3", "", "eaglet: the EAGLE-3 head (llama.cpp eagle3 GGUF, as convert writes it, or a Hugging Face head directory), exported as the draft engine's graphs; the target's taps and the head's fc go into the target's graphs")
 	forecastEmb := fs.String("forecast-embeddings", "", "ssd-q1: the trained forecast-token embeddings (safetensors or GGUF: forecast-token-count rows of the hidden size), added to the first stage's embedding table and the bundle")
 	prefixFile := fs.String("forecast-prefix-file", "", "ssd-q1: the forecast prefix for the bundle (a Genie KV cache file); default a zero placeholder")
 	name := fs.String("name", "", "model name used in graph names (default: general.name or the file name)")
@@ -113,6 +114,9 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if *draft != "" {
 		draftIn = modelInput(*draft)
 	}
+	if *eagle3 != "" {
+		draftIn = append(draftIn, modelInput(*eagle3)...)
+	}
 	if err := checkPaths(ins(modelInput(src), draftIn, []string{*promptsPath, *tok, *forecastEmb, *prefixFile, co.Text}), nil, []string{out, filepath.Join(out, pipeline.BundleDir)}); err != nil {
 		return err
 	}
@@ -139,6 +143,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	if *tok != "" {
 		o.Tokenizer = *tok
 	}
+	o.Eagle3 = *eagle3
 	if *draft != "" {
 		o.Draft = &pipeline.Draft{Source: *draft, Plan: shard.Options{Stages: *draftStages}}
 	}

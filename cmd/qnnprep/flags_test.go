@@ -93,6 +93,7 @@ var flagTests = map[string]string{
 	"build --probe-prompt":                   "TestBuildPlanFlags",
 	"build --draft":                          "TestBuildSPDFakeSDK",
 	"build --draft-stages":                   "TestBuildFlags",
+	"build --eagle3":                         "TestBuildPlanFlags",
 	"build --name":                           "TestBuildFlags",
 	"build --skip-check":                     "TestBuildFlags",
 	"build --allow-recurrent-state":          "TestBuildDryRun",

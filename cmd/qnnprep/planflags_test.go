@@ -7,7 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // planFlagCases give each flag of addPlanFlags (shared by plan and build)
@@ -94,7 +96,8 @@ func TestPlanFlags(t *testing.T) {
 
 // TestBuildPlanFlags: build passes every plan flag to the plan it writes.
 // Some settings cannot build to the end on this model (absolute positions
-// are not exported, eaglet a draft LUT; ssd-q1 is given forecast rows);
+// are not exported; ssd-q1 is given forecast rows, eaglet an EAGLE-3 head,
+// whose draft graphs the plan must then hold);
 // build then fails at that step with its message, after writing the plan.
 func TestBuildPlanFlags(t *testing.T) {
 	src := synthLlamaGGUF(t)
@@ -109,6 +112,12 @@ func TestBuildPlanFlags(t *testing.T) {
 				args = append(args, "--draft", src)
 			case "ssd-q1":
 				args = append(args, "--forecast-embeddings", writeForecastFile(t, 2, 256))
+			case "eaglet":
+				head := filepath.Join(t.TempDir(), "eagle3.gguf")
+				if err := synth.WriteEagle3(head, synth.Config(model.Llama, true), 40, 1); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--eagle3", head)
 			}
 			var code int
 			stdout := captureStdout(t, func() { code = run(args) })
@@ -118,6 +127,9 @@ func TestBuildPlanFlags(t *testing.T) {
 			}
 			if msg := tt.check(p); msg != "" {
 				t.Errorf("%v: %s", tt.args, msg)
+			}
+			if tt.name == "eaglet" && (p.Draft == nil || p.Draft.Head.DraftVocab != 40) {
+				t.Errorf("build --eagle3: plan draft %+v, want the head's graphs", p.Draft)
 			}
 		})
 	}
