@@ -160,3 +160,43 @@ func TestBenchSpecText(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildEagletConverted: build accepts an EAGLE-3 head converted from
+// its released Hugging Face form: --dialog eaglet --eagle3 HEAD builds
+// (dry run) a bundle with the eaglet Genie config and the draft engine,
+// and verify's eaglet decode through the plan equals the whole model's.
+func TestBuildEagletConverted(t *testing.T) {
+	needStories(t)
+	head := t.TempDir()
+	writeHFEagle3(t, head)
+	conv := filepath.Join(t.TempDir(), "head.gguf")
+	if code := run([]string{"convert", head, conv, "--target", storiesGGUF, "-q"}); code != 0 {
+		t.Fatalf("convert: exit %d", code)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	var code int
+	stdout := captureStdout(t, func() {
+		code = run([]string{"build", storiesGGUF, out, "--recipe", "q8_0", "--stages", "2", "--ar", "16,1", "--cl", "128", "--calibrate", "0",
+			"--dialog", "eaglet", "--draft-len", "3", "--n-branches", "2", "--max-tokens-target-can-evaluate", "8", "--eagle3", conv, "--dry-run", "-q", "--json"})
+	})
+	var sum struct {
+		Verify struct {
+			SpeculativeEqualsWhole *bool `json:"speculative_equals_whole"`
+		} `json:"verify"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || code != 0 {
+		t.Fatalf("build: exit %d, %v: %s", code, err, stdout)
+	}
+	if s := sum.Verify.SpeculativeEqualsWhole; s == nil || !*s {
+		t.Errorf("eaglet verify: %s", stdout)
+	}
+	genie, err := os.ReadFile(filepath.Join(out, "bundle", "genie_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"type": "eaglet"`, `"draft-n-vocab": 100`, `"draft-token-map"`, `"lut-path"`} {
+		if !strings.Contains(string(genie), want) {
+			t.Errorf("genie_config.json lacks %s", want)
+		}
+	}
+}
