@@ -28,7 +28,7 @@ func eagle3Config(cfg Eagle3Config) string {
 // GGUF carries llama.cpp's keys and names.
 func TestConvertEagle3(t *testing.T) {
 	cfg, target := specTarget(t, model.Llama, 160)
-	tm := bigramTarget(t, cfg)
+	tm := synthBigram(t, cfg, 50)
 	bigram := newEngine(t, tm, Options{})
 	for _, tc := range []struct {
 		name   string

@@ -91,7 +91,7 @@ func TestMTP(t *testing.T) {
 	}{
 		{"random", func() *model.Model { return tinyModel(t, cfg, gguf.Q8_0, 40) },
 			func(*model.Model) func(string, []int64) []float32 { return random }, 0},
-		{"distilled", func() *model.Model { return bigramTarget(t, cfg) },
+		{"distilled", func() *model.Model { return synthBigram(t, cfg, 50) },
 			func(tm *model.Model) func(string, []int64) []float32 {
 				outNorm, _ := tm.Tensor("output_norm.weight").Float32()
 				return func(name string, dims []int64) []float32 {

@@ -434,28 +434,7 @@ func contains(s, sub string) bool {
 	return false
 }
 
-// bigramTarget is a target whose layers add nothing to the residual
-// stream (attention, DeltaNet and MLP output projections zero), so its
-// next token is a function of the current token's embedding alone.
-func bigramTarget(t testing.TB, cfg model.Config) *model.Model {
-	src := tinyModel(t, cfg, gguf.F32, 50)
-	var ts []*model.Tensor
-	for _, tt := range src.Tensors {
-		for _, suf := range []string{"attn_output.weight", "ffn_down.weight", "ssm_out.weight"} {
-			if len(tt.Name) > len(suf) && tt.Name[len(tt.Name)-len(suf):] == suf {
-				tt = model.NewTensor(tt.Name, tt.Dims, gguf.F32, make([]byte, 4*tt.Elements()))
-			}
-		}
-		ts = append(ts, tt)
-	}
-	m, err := model.New(cfg, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// distilledEagle3 is an EAGLE-3 head that reproduces bigramTarget: fc and
+// distilledEagle3 is an EAGLE-3 head that reproduces synthBigram: fc and
 // hidden_norm are zero and the residual is normed first, so g drops out;
 // q = k = 5·norm(embedding) makes every head attend to its own token;
 // v and o copy the normed embedding into the residual; the MLP adds zero;
@@ -531,7 +510,7 @@ func TestEagle3SelfDistilled(t *testing.T) {
 			cfg := synth.Config(arch, false)
 			cfg.ContextLength = 160
 			cfg.TiedEmbeddings = false
-			tm := bigramTarget(t, cfg)
+			tm := synthBigram(t, cfg, 50)
 			target := newEngine(t, tm, Options{})
 			head := distilledEagle3(t, target, tm)
 			all := checkSpec(t, target, specPrompts(cfg.VocabSize)[:4], 128, func() Drafter { return head.Drafter() })
