@@ -5,74 +5,37 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
-// tinyConfig is a small model of arch whose widths suit Q1_0 (multiples
-// of 128), with untied head so that random weights do not merely echo
+// tinyConfig is synth's small model of arch with Q1_0 widths, context
+// ctx and an untied head, so that its random weights do not merely echo
 // the last token.
 func tinyConfig(arch model.Arch, ctx int) model.Config {
-	c := model.Config{
-		Arch: arch, VocabSize: 128, Hidden: 128, Layers: 2, FFN: 256,
-		Heads: 4, KVHeads: 2, HeadDim: 32, ContextLength: ctx,
-		RMSEps: 1e-6, RopeTheta: 10000, RopeDim: 32, RopeNeox: true,
-		BOS: 1, EOS: 2,
-	}
-	c.LayerKinds = make([]model.LayerKind, c.Layers)
-	f := arch.Features()
-	c.RopeNeox, c.QKVBias, c.QKNorm = !f.NormRope, f.QKVBias, f.QKNorm
-	if f.NormRope {
-		c.RMSEps = 1e-5 // as llama's
-	}
+	c := synth.Config(arch, true)
+	c.ContextLength, c.TiedEmbeddings = ctx, false
 	return c
 }
 
-// randomModel builds an F32 model with random weights.
+// randomModel is synth's model of cfg and seed (F32).
 func randomModel(t testing.TB, cfg model.Config, seed uint64) *model.Model {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, 1))
-	var ts []*model.Tensor
-	for _, s := range model.ExpectedTensors(cfg) {
-		if s.Optional {
-			continue
-		}
-		n := 1
-		for _, d := range s.Dims {
-			n *= int(d)
-		}
-		sc, off := float32(1/math.Sqrt(float64(s.Dims[0]))), float32(0)
-		switch {
-		case strings.HasSuffix(s.Name, "norm.weight"):
-			sc, off = 0.1, 1
-		case strings.HasSuffix(s.Name, ".bias"):
-			sc = 0.5
-		case s.Name == "token_embd.weight":
-			sc = 1
-		}
-		b := make([]byte, 4*n)
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(off+sc*float32(rng.NormFloat64())))
-		}
-		ts = append(ts, model.NewTensor(s.Name, s.Dims, gguf.F32, b))
-	}
-	m, err := model.New(cfg, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, err := synth.Model(cfg, seed)
+	require.NoError(t, err)
 	return m
 }
 
 func engine(t testing.TB, m *model.Model) *runtime.Engine {
 	t.Helper()
 	e, err := runtime.New(m, runtime.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return e
 }
 
@@ -99,13 +62,9 @@ func rewrite(t testing.TB, m *model.Model, name string, data []float32) *model.M
 		t.Fatalf("no tensor %s", name)
 	}
 	path := filepath.Join(t.TempDir(), "corrupt.gguf")
-	if err := gguf.WriteFile(path, w); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, gguf.WriteFile(path, w))
 	c, err := model.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -171,7 +171,8 @@ func TestVerifyCorrupted(t *testing.T) {
 	// Q1_0 alone makes some tiny random models loop (a real finding, but
 	// not this test's); with this seed neither the source nor its Q1_0
 	// artifact does, so the loop below is the corruption's.
-	src := randomModel(t, tinyConfig(model.Qwen2, 128), 24)
+	cfg := tinyConfig(model.Qwen2, 128)
+	src := randomModel(t, cfg, 24)
 	f := record(t, src, prompts(4, 128, 22), 64, 5)
 	for _, p := range f.Prompts {
 		if d := DetectRepetition(p.Expected, DefaultThresholds); d != nil {
@@ -179,7 +180,7 @@ func TestVerifyCorrupted(t *testing.T) {
 		}
 	}
 	q := quantized.Model(t, src, "q1")
-	bias := make([]float32, 2*32)
+	bias := make([]float32, cfg.KVHeads*cfg.HeadDim)
 	for i := range bias {
 		bias[i] = 200 * float32(1+i%3)
 	}
