@@ -25,8 +25,6 @@ func testPlan(t testing.TB, m *model.Model, stages int, ars []int, cl int) *shar
 	t.Helper()
 	p, err := shard.NewPlan(m.Config, shard.Sizes{Layers: make([]int64, m.Config.Layers)}, "tiny_"+string(m.Config.Arch),
 		shard.Options{Stages: stages, AR: ars, CL: []int{cl}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }

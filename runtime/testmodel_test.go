@@ -60,9 +60,7 @@ func randomTokens(n, vocab int, seed uint64) []int32 {
 func newEngine(t testing.TB, m *model.Model, opt Options) *Engine {
 	t.Helper()
 	e, err := New(m, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return e
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
@@ -32,9 +34,7 @@ func testPlan(t testing.TB) *shard.Plan {
 	}
 	p, err := shard.NewPlan(cfg, shard.Sizes{Layers: sizes, Head: 1 << 20, Embed: 1 << 20}, "tiny",
 		shard.Options{Stages: 4, AR: []int{16, 1}, CL: []int{128}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
@@ -63,14 +63,10 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	sdk, err := qnnpack.FindSDK(fakesdk.Root(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &env{sdk: sdk, plan: testPlan(t), in: t.TempDir()}
 	e.files = writeGraphs(t, e.plan, e.in)
-	if err := os.WriteFile(filepath.Join(e.in, "tokenizer.json"), []byte(`{"model":{"type":"BPE"}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(e.in, "tokenizer.json"), []byte(`{"model":{"type":"BPE"}}`), 0o644))
 	return e
 }
 
@@ -95,8 +91,6 @@ func readTree(t *testing.T, dir string) map[string]string {
 		files[filepath.ToSlash(rel)] = string(b)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return files
 }
