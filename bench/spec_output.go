@@ -38,16 +38,14 @@ func dialogLabel(x SpecResult) string {
 	return fmt.Sprintf("%s (%s)", x.Dialog, filepath.Base(x.Plan))
 }
 
-// specDraftLabel describes the draft model of draft rows, and what drafts
-// the others (the forecast embeddings of ssd-q1).
+// specDraftLabel describes the draft model of draft-model rows, and by
+// file name what drafts the others (an EAGLE-3 head, ssd-q1's forecast
+// embeddings).
 func specDraftLabel(r *Report, x SpecResult) string {
-	if x.Dialog == "" || x.Dialog == "spd" || x.Drafter == "" {
-		return draftLabel(r.Draft)
-	}
-	if kind, path, ok := strings.Cut(x.Drafter, " "); ok {
+	if kind, path, ok := strings.Cut(x.Drafter, " "); ok && (kind == "eagle3" || kind == "forecast") {
 		return kind + " " + filepath.Base(path)
 	}
-	return x.Drafter
+	return draftLabel(r.Draft)
 }
 
 // deviceLabel is the estimated device tokens/s and plain decoding's.

@@ -312,9 +312,18 @@ func TestSpecEaglet(t *testing.T) {
 	if x.Device == nil || x.Device.Positions != 8 || x.Device.TokensPerSec != w.TokensPerSec {
 		t.Errorf("eaglet device %+v, want %+v", x.Device, w)
 	}
-	if err := validate(t, compileSchema(t), suiteJSON(t, NewSuite([]*Report{rep}, nil))); err != nil {
+	s := NewSuite([]*Report{rep}, nil)
+	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
 		t.Fatalf("JSON does not validate: %v", err)
 	}
+	var tb bytes.Buffer
+	if err := s.WriteTable(&tb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tb.String(), "| eaglet (eaglet.json) |") {
+		t.Errorf("table:\n%s", tb.String())
+	}
+	t.Logf("\n%s", tb.String())
 }
 
 // TestSpecDialogsFault: a kernel fault on the timed engines shows in the
