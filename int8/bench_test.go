@@ -86,3 +86,35 @@ func benchStream(b *testing.B, dot func(w, x []byte, nb int) float32) {
 	})
 	_ = s
 }
+
+// BenchmarkDotQ8_0Rows compares the row kernels this CPU runs (the
+// decoding kernel: many weight rows against one activation row), with
+// the rows in cache ("2048", 48 rows of 2048 elements) and streaming
+// from memory ("stream", 96 MiB of such rows).
+func BenchmarkDotQ8_0Rows(b *testing.B) {
+	const n = 2048
+	rowBytes := n / BlockQ8_0 * BlockBytesQ8_0
+	w0, x := benchRows(n)
+	for _, c := range []struct {
+		name string
+		rows int
+	}{{"2048", 48}, {"stream", 96 << 20 / rowBytes}} {
+		w := make([]byte, c.rows*rowBytes)
+		for r := range c.rows {
+			copy(w[r*rowBytes:], w0)
+		}
+		cpubench.HugePages(w)
+		out := make([]float32, c.rows)
+		impls := rowsImpls()
+		for _, set := range []string{"go", "avx2", "avx512"} {
+			f := impls[set]
+			if f == nil || set == "go" && c.name == "stream" {
+				continue
+			}
+			b.Run(c.name+"/"+set, func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				cpubench.Run(b, n*c.rows, func() { f(w, rowBytes, x, n/BlockQ8_0, out) })
+			})
+		}
+	}
+}

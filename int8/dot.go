@@ -83,6 +83,13 @@ var dotQ8_0SymRows = func(w []byte, rowBytes int, x []byte, nb int, out []float3
 	}
 }
 
+// rowsGo is dotQ8_0SymRows in Go: the twin of the row kernels.
+func rowsGo(w []byte, rowBytes int, x []byte, nb int, out []float32) {
+	for r := range out {
+		out[r] = dotQ8_0Go(w[r*rowBytes:], x, nb)
+	}
+}
+
 // SymmetricQ8_0 reports whether no code of the Q8_0 row x (whole blocks)
 // is −128, so that DotQ8_0Sym may take it.
 func SymmetricQ8_0(x []byte) bool {

@@ -8,13 +8,19 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+
 func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+	if hasAVX2 {
 		dotQ8_0 = dotQ8_0AVX2
 		dotQ8_0Sym = dotQ8_0SymAVX2
 		dotQ8_0SymRows = dotQ8_0SymRowsAVX2
 		quantizeQ8_0 = quantizeQ8_0AVX2
 		kernelSet = "avx2"
+	}
+	if hasAVX512 {
+		dotQ8_0SymRows = dotQ8_0RowsAVX512
+		kernelSet = "avx512"
 	}
 }
 

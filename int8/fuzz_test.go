@@ -36,8 +36,8 @@ func FuzzDotQ8_0(f *testing.F) {
 
 // FuzzMulQ8_0 cuts arbitrary bytes into weight rows and activation rows
 // (the shape from the first bytes, so that panels, pieces and token
-// groups come out short) and checks every product of the selected
-// implementation against dotQ8_0Go.
+// groups come out short) and checks every product of each implementation
+// this CPU runs against dotQ8_0Go.
 func FuzzMulQ8_0(f *testing.F) {
 	f.Add([]byte{17, 5, 2}, bytes.Repeat([]byte{0x80, 0x7b, 0x01}, 2000))
 	f.Add([]byte{3, 1, 18}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 1000))
@@ -53,13 +53,48 @@ func FuzzMulQ8_0(f *testing.F) {
 		w, x := data[:rows*rb], data[rows*rb:(rows+tokens)*rb]
 		var b Q8_0Batch
 		b.Set(x, rb, tokens, nb*BlockQ8_0)
-		out := make([]float32, rows*tokens)
-		MulQ8_0(w, rb, rows, &b, out, rows)
-		for ti := range tokens {
-			for r := range rows {
-				want := dotQ8_0Go(w[r*rb:], x[ti*rb:], nb)
-				if got := out[ti*rows+r]; !sameFloat(got, want) {
-					t.Fatalf("%dx%dx%d: row %d token %d: %v (%#08x), Go %v (%#08x)", rows, tokens, nb, r, ti, got, math.Float32bits(got), want, math.Float32bits(want))
+		for set, mul := range mulImpls() {
+			out := make([]float32, rows*tokens)
+			mul(w, rb, rows, &b, out, rows)
+			for ti := range tokens {
+				for r := range rows {
+					want := dotQ8_0Go(w[r*rb:], x[ti*rb:], nb)
+					if got := out[ti*rows+r]; !sameFloat(got, want) {
+						t.Fatalf("%s: %dx%dx%d: row %d token %d: %v (%#08x), Go %v (%#08x)", set, rows, tokens, nb, r, ti, got, math.Float32bits(got), want, math.Float32bits(want))
+					}
+				}
+			}
+		}
+	})
+}
+
+// FuzzDotQ8_0Rows cuts arbitrary bytes into weight rows (padded to a
+// stride or not) and one activation row, and checks every row kernel
+// this CPU runs against dotQ8_0Go, for any codes (−128 included). The
+// shape bytes make row counts odd and even and rows of whole groups of
+// eight blocks and tails.
+func FuzzDotQ8_0Rows(f *testing.F) {
+	f.Add([]byte{5, 17, 3}, bytes.Repeat([]byte{0x80, 0x7b, 0x01}, 2000))
+	f.Add([]byte{2, 8, 0}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 1000))
+	f.Fuzz(func(t *testing.T, shape []byte, data []byte) {
+		if len(shape) < 3 {
+			return
+		}
+		rows, nb, pad := 1+int(shape[0])%7, 1+int(shape[1])%26, int(shape[2])%5
+		rb := nb*BlockBytesQ8_0 + pad
+		if len(data) < rows*rb+nb*BlockBytesQ8_0 {
+			return
+		}
+		w, x := data[:rows*rb], data[rows*rb:rows*rb+nb*BlockBytesQ8_0]
+		for set, f := range rowsImpls() {
+			if set == "avx2" && !SymmetricQ8_0(x) {
+				continue // the AVX2 row kernel takes symmetric activations only
+			}
+			out := make([]float32, rows)
+			f(w, rb, x, nb, out)
+			for r, got := range out {
+				if want := dotQ8_0Go(w[r*rb:], x, nb); !sameFloat(got, want) {
+					t.Fatalf("%s: %d rows of %d blocks (+%d): row %d: %v (%#08x), Go %v (%#08x)", set, rows, nb, pad, r, got, math.Float32bits(got), want, math.Float32bits(want))
 				}
 			}
 		}

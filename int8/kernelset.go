@@ -3,7 +3,9 @@ package int8
 // kernelSet is what KernelSet reports; the assembly init sets it.
 var kernelSet = "go"
 
-// KernelSet names the instruction set this package's dot-product kernels
-// use on this CPU: "avx2", or "go" for the Go reference versions (no
-// AVX2 and F16C, another architecture, or the purego build tag).
+// KernelSet names the instruction set of this package's decoding
+// kernels on this CPU: "avx512" (AVX-512 F, BW, VL and VNNI, with AVX2
+// and F16C; the other kernels stay AVX2), "avx2" (AVX2 and F16C), or
+// "go" for the Go reference versions (neither, another architecture, or
+// the purego build tag).
 func KernelSet() string { return kernelSet }

@@ -14,6 +14,19 @@ func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		mulQ8_0 = mulQ8_0AVX2
 	}
+	if hasAVX512 {
+		mulQ8_0 = mulQ8_0AVX512
+	}
+}
+
+type panelKernel func(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
+
+func mulQ8_0AVX2(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
+	mulQ8_0Panels(mulQ8_0KernelAsm, w, rowBytes, rows, x, out, outStride)
+}
+
+func mulQ8_0AVX512(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
+	mulQ8_0Panels(mulQ8_0KernelAVX512Asm, w, rowBytes, rows, x, out, outStride)
 }
 
 // panelScratch is one worker's panel piece, scales, staging rows for a
@@ -33,10 +46,10 @@ var panelPool = sync.Pool{New: func() any {
 	}
 }}
 
-// mulQ8_0AVX2 is mulQ8_0 in panels: each panel piece is laid out once
-// (mulQ8_0RepackAsm) and then meets every token group (mulQ8_0KernelAsm),
-// while the next piece is fetched from memory.
-func mulQ8_0AVX2(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
+// mulQ8_0Panels is mulQ8_0 in panels: each panel piece is laid out once
+// (mulQ8_0RepackAsm) and then meets every token group (kernel), while the
+// next piece is fetched from memory.
+func mulQ8_0Panels(kernel panelKernel, w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
 	s := panelPool.Get().(*panelScratch)
 	defer panelPool.Put(s)
 	groups := (x.t + 3) / 4
@@ -67,7 +80,7 @@ func mulQ8_0AVX2(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outS
 				}
 				prefetchRowsAsm(unsafe.Pointer(&w[nr0*rowBytes+nk*bb]), rowBytes, min(panelRows, rows-nr0), min(panelBlocks, nb-nk)*bb)
 			}
-			mulQ8_0KernelAsm(unsafe.Pointer(&s.codes[0]), unsafe.Pointer(&s.d[0]), unsafe.Pointer(&x.x[k0*BlockQ8_0]), 2*x.stride,
+			kernel(unsafe.Pointer(&s.codes[0]), unsafe.Pointer(&s.d[0]), unsafe.Pointer(&x.x[k0*BlockQ8_0]), 2*x.stride,
 				unsafe.Pointer(&x.d[k0*4]), nb, k1-k0, groups, unsafe.Pointer(&s.sums[0]))
 		}
 		for t := range x.t {
@@ -78,6 +91,9 @@ func mulQ8_0AVX2(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outS
 
 //go:noescape
 func mulQ8_0KernelAsm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
+
+//go:noescape
+func mulQ8_0KernelAVX512Asm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
 
 //go:noescape
 func mulQ8_0RepackAsm(w unsafe.Pointer, rowBytes, nb int, codes, d unsafe.Pointer)

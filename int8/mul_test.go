@@ -41,20 +41,19 @@ func TestMulQ8_0MatchesDot(t *testing.T) {
 			var b Q8_0Batch
 			b.Set(x, xstride, c.tokens, n)
 			outStride := c.rows + r.IntN(3)
-			for _, impl := range []struct {
-				name string
-				mul  func([]byte, int, int, *Q8_0Batch, []float32, int)
-			}{{"chosen", MulQ8_0}, {"go", mulQ8_0Go}} {
+			impls := mulImpls()
+			impls["chosen"] = MulQ8_0
+			for name, mul := range impls {
 				out := make([]float32, (c.tokens-1)*outStride+c.rows)
 				for i := range out {
 					out[i] = float32(math.NaN())
 				}
-				impl.mul(w, wstride, c.rows, &b, out, outStride)
+				mul(w, wstride, c.rows, &b, out, outStride)
 				for ti := range c.tokens {
 					for ri := range c.rows {
 						got := out[ti*outStride+ri]
 						if want := dotQ8_0Go(ws[ri], xs[ti], c.nb); !sameFloat(got, want) {
-							t.Fatalf("%s: row %d token %d: %v (%#08x), DotQ8_0 %v (%#08x)", impl.name, ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
+							t.Fatalf("%s: row %d token %d: %v (%#08x), DotQ8_0 %v (%#08x)", name, ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
 						}
 					}
 				}
@@ -124,8 +123,9 @@ func TestMulQ8_0BadShapes(t *testing.T) {
 }
 
 // BenchmarkMulQ8_0 runs products of the 700M llama's shapes (weights per
-// second counts every row·token pair) in panels, against DotQ8_0Sym row by
-// row (the dot-product form, lanes over a block's codes).
+// second counts every row·token pair) in panels, with each panel kernel
+// this CPU runs, against DotQ8_0Sym row by row (the dot-product form,
+// lanes over a block's codes).
 func BenchmarkMulQ8_0(b *testing.B) {
 	for _, shape := range []struct{ rows, n, tokens int }{{256, 2048, 32}, {256, 5632, 32}, {256, 2048, 64}, {2048, 5632, 32}, {5632, 2048, 32}} {
 		nb := shape.n / BlockQ8_0
@@ -145,9 +145,14 @@ func BenchmarkMulQ8_0(b *testing.B) {
 		out := make([]float32, shape.tokens*shape.rows)
 		macs := shape.rows * shape.n * shape.tokens
 		name := fmt.Sprintf("%dx%dx%d", shape.rows, shape.n, shape.tokens)
-		b.Run(name+"/panel", func(b *testing.B) {
-			cpubench.Run(b, macs, func() { MulQ8_0(w, rb, shape.rows, &q, out, shape.rows) })
-		})
+		impls := mulImpls()
+		for _, set := range []string{"avx2", "avx512"} {
+			if mul := impls[set]; mul != nil {
+				b.Run(name+"/panel-"+set, func(b *testing.B) {
+					cpubench.Run(b, macs, func() { mul(w, rb, shape.rows, &q, out, shape.rows) })
+				})
+			}
+		}
 		b.Run(name+"/rows", func(b *testing.B) {
 			cpubench.Run(b, macs, func() {
 				for r := range shape.rows {

@@ -1,0 +1,5 @@
+//go:build !purego
+
+package int8
+
+const puregoBuild = false

@@ -1,0 +1,130 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX-512 (F, BW, VNNI) panel kernel for MulQ8_0: the panel layout and
+// the float32 operations of mulQ8_0KernelAsm (mul_amd64.s), with the
+// sixteen rows of a code pair in one register and VPDPWSSD forming the
+// pair products and their sum in one instruction. The block sums are
+// exact int32 whatever their order, so each token's sum is split over
+// four accumulators (pairs p mod 4) to keep several multiply-add chains
+// in flight, and added up at the end of the block.
+
+// KPAIR5 multiplies code pair p (panel bytes OW, activation bytes OX)
+// into partial sums Q+0..Q+3 (tokens 0-3, sixteen rows each).
+#define KPAIR5(OW, OX, Q0, Q1, Q2, Q3) \
+	VMOVDQU64     OW(SI), Z20             \
+	VPDPWSSD.BCST OX(DI), Z20, Q0         \
+	VPDPWSSD.BCST OX(DI)(R10*1), Z20, Q1  \
+	VPDPWSSD.BCST OX(DI)(R10*2), Z20, Q2  \
+	VPDPWSSD.BCST OX(DI)(R11*1), Z20, Q3
+
+// FLUSH5 adds token T's block sums S to its running sums SUM:
+// sum = sum + float32(s)·(dw·dx), in DotQ8_0's operand order (dw in
+// Z21).
+#define FLUSH5(T, S, SUM) \
+	VBROADCASTSS (T*4)(R9), Z22  \
+	VMULPS       Z22, Z21, Z23   \
+	VCVTDQ2PS    S, S            \
+	VMULPS       Z23, S, S       \
+	VADDPS       S, SUM, SUM
+
+// func mulQ8_0KernelAVX512Asm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
+//
+// mulQ8_0KernelAsm's contract.
+TEXT ·mulQ8_0KernelAVX512Asm(SB), NOSPLIT, $0-72
+	MOVQ x+16(FP), DI
+	MOVQ xstride+24(FP), R10
+	MOVQ xd+32(FP), R9
+	MOVQ nb+48(FP), BX
+	MOVQ groups+56(FP), DX
+	MOVQ sums+64(FP), AX
+	LEAQ (R10)(R10*2), R11
+	MOVQ BX, R12
+	SHLQ $6, R12
+	LEAQ (R10*4), R13
+	SUBQ R12, R13
+	MOVQ xdBlocks+40(FP), R12
+	SUBQ BX, R12
+	SHLQ $4, R12
+
+k5group:
+	MOVQ      codes+0(FP), SI
+	MOVQ      d+8(FP), R8
+	MOVQ      BX, CX
+	VMOVUPS   0(AX), Z16
+	VMOVUPS   64(AX), Z17
+	VMOVUPS   128(AX), Z18
+	VMOVUPS   192(AX), Z19
+
+k5block:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	KPAIR5(0, 0, Z0, Z1, Z2, Z3)
+	KPAIR5(64, 4, Z4, Z5, Z6, Z7)
+	KPAIR5(128, 8, Z8, Z9, Z10, Z11)
+	KPAIR5(192, 12, Z12, Z13, Z14, Z15)
+	KPAIR5(256, 16, Z0, Z1, Z2, Z3)
+	KPAIR5(320, 20, Z4, Z5, Z6, Z7)
+	KPAIR5(384, 24, Z8, Z9, Z10, Z11)
+	KPAIR5(448, 28, Z12, Z13, Z14, Z15)
+	KPAIR5(512, 32, Z0, Z1, Z2, Z3)
+	KPAIR5(576, 36, Z4, Z5, Z6, Z7)
+	KPAIR5(640, 40, Z8, Z9, Z10, Z11)
+	KPAIR5(704, 44, Z12, Z13, Z14, Z15)
+	KPAIR5(768, 48, Z0, Z1, Z2, Z3)
+	KPAIR5(832, 52, Z4, Z5, Z6, Z7)
+	KPAIR5(896, 56, Z8, Z9, Z10, Z11)
+	KPAIR5(960, 60, Z12, Z13, Z14, Z15)
+	VPADDD Z4, Z0, Z0
+	VPADDD Z12, Z8, Z8
+	VPADDD Z8, Z0, Z0
+	VPADDD Z5, Z1, Z1
+	VPADDD Z13, Z9, Z9
+	VPADDD Z9, Z1, Z1
+	VPADDD Z6, Z2, Z2
+	VPADDD Z14, Z10, Z10
+	VPADDD Z10, Z2, Z2
+	VPADDD Z7, Z3, Z3
+	VPADDD Z15, Z11, Z11
+	VPADDD Z11, Z3, Z3
+
+	VMOVUPS (R8), Z21
+	FLUSH5(0, Z0, Z16)
+	FLUSH5(1, Z1, Z17)
+	FLUSH5(2, Z2, Z18)
+	FLUSH5(3, Z3, Z19)
+
+	ADDQ $1024, SI
+	ADDQ $64, R8
+	ADDQ $64, DI
+	ADDQ $16, R9
+	DECQ CX
+	JNZ  k5block
+
+	VMOVUPS Z16, 0(AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ R13, DI
+	ADDQ R12, R9
+	ADDQ $256, AX
+	DECQ DX
+	JNZ  k5group
+
+	VZEROUPPER
+	RET
