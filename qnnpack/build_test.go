@@ -15,6 +15,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
 type buildEnv struct {
@@ -40,7 +41,7 @@ func newBuildEnvFor(t *testing.T, opts shard.Options, h Host) *buildEnv {
 		t.Fatal(err)
 	}
 	e := &buildEnv{sdk: sdk, in: t.TempDir(), out: filepath.Join(t.TempDir(), "bundle")}
-	e.plan = testPlan(t, testConfig(4), "tiny", opts)
+	e.plan = testPlan(t, fakesdk.ModelConfig(4), "tiny", opts)
 	e.files = writeGraphs(t, e.plan, e.in)
 	e.calls = filepath.Join(t.TempDir(), "calls.jsonl")
 	t.Setenv("FAKESDK_CALLS", e.calls)
@@ -53,7 +54,7 @@ func newBuildEnvFor(t *testing.T, opts shard.Options, h Host) *buildEnv {
 
 func (e *buildEnv) options() BuildOptions {
 	return BuildOptions{
-		SDK: e.sdk, Plan: e.plan, Config: testConfig(4), Graphs: e.files, OutDir: e.out,
+		SDK: e.sdk, Plan: e.plan, Config: fakesdk.ModelConfig(4), Graphs: e.files, OutDir: e.out,
 		SoC: "8elite", QnnprepVersion: "test", Recipe: json.RawMessage(`{"weights":"Q1_0"}`),
 		Tokenizer: filepath.Join(e.in, "tokenizer.json"),
 	}
@@ -265,7 +266,7 @@ func TestBuildToolFailure(t *testing.T) {
 	// After the tool is fixed, exactly the jobs without outputs run: what
 	// finished before the failure is cached (after a failure no new job
 	// starts, so how far the other stage got depends on scheduling).
-	res, _ := Build(context.Background(), BuildOptions{SDK: e.sdk, Plan: e.plan, Config: testConfig(4), Graphs: e.files, OutDir: e.out, SoC: "8elite", DryRun: true})
+	res, _ := Build(context.Background(), BuildOptions{SDK: e.sdk, Plan: e.plan, Config: fakesdk.ModelConfig(4), Graphs: e.files, OutDir: e.out, SoC: "8elite", DryRun: true})
 	var want []string
 	for _, j := range res.Jobs {
 		if _, err := os.Stat(j.Outputs[0]); err != nil {
@@ -418,7 +419,7 @@ func TestBuildCancelKillsToolsAndLeavesNothing(t *testing.T) {
 
 func TestBuildSPDBundle(t *testing.T) {
 	e := newBuildEnv(t, shard.Options{Dialog: shard.Dialog{Type: shard.SPD, DraftLen: 3}})
-	draftCfg := testConfig(1)
+	draftCfg := fakesdk.ModelConfig(1)
 	draftPlan := testPlan(t, draftCfg, "draft", shard.Options{Stages: 1})
 	bin := filepath.Join(t.TempDir(), "draft_01_of_01.bin")
 	os.WriteFile(bin, []byte("draft context"), 0o644)
@@ -460,13 +461,13 @@ func TestBuildTimeout(t *testing.T) {
 }
 
 func TestDryRunWithoutSDK(t *testing.T) {
-	p := testPlan(t, testConfig(4), "tiny", shard.Options{})
+	p := testPlan(t, fakesdk.ModelConfig(4), "tiny", shard.Options{})
 	in := t.TempDir()
 	files := writeGraphs(t, p, in)
 	out := filepath.Join(t.TempDir(), "bundle")
 	var log bytes.Buffer
 	res, err := Build(context.Background(), BuildOptions{
-		Plan: p, Config: testConfig(4), Graphs: files, OutDir: out, SoC: "sm8650", DryRun: true, Log: &log,
+		Plan: p, Config: fakesdk.ModelConfig(4), Graphs: files, OutDir: out, SoC: "sm8650", DryRun: true, Log: &log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -507,7 +508,7 @@ func TestDryRunWithoutSDK(t *testing.T) {
 
 func TestBuildRefusesSmallVTCMForOneBit(t *testing.T) {
 	e := newBuildEnv(t, shard.Options{})
-	e.plan = testPlan(t, testConfig(4), "tiny", shard.Options{LayerTypes: oneBitTypes(), VTCMMB: 4})
+	e.plan = testPlan(t, fakesdk.ModelConfig(4), "tiny", shard.Options{LayerTypes: oneBitTypes(), VTCMMB: 4})
 	_, err := Build(context.Background(), e.options())
 	if err == nil || !strings.Contains(err.Error(), shard.RuleVTCMOneBit) {
 		t.Fatalf("error %v", err)
@@ -538,7 +539,7 @@ func TestBuildMissingGraphFiles(t *testing.T) {
 // layout, commands with that layout's folder and names: the converter
 // through python and .exe/.dll on Windows.
 func TestDryRunCommandLinesPerHost(t *testing.T) {
-	p := testPlan(t, testConfig(4), "tiny", shard.Options{})
+	p := testPlan(t, fakesdk.ModelConfig(4), "tiny", shard.Options{})
 	graphs := map[string]GraphFiles{}
 	for _, g := range p.Graphs {
 		graphs[g.Name] = GraphFiles{ONNX: "/in/" + g.Name + ".onnx", Encodings: "/in/" + g.Name + ".encodings"}
@@ -576,7 +577,7 @@ func TestDryRunCommandLinesPerHost(t *testing.T) {
 // TestPlanJobsCommandLines pins the exact command lines of a two-stage,
 // two-variant plan to the flags documented on PlanJobs (qnn-genie.md §2).
 func TestPlanJobsCommandLines(t *testing.T) {
-	p := testPlan(t, testConfig(4), "tiny", shard.Options{})
+	p := testPlan(t, fakesdk.ModelConfig(4), "tiny", shard.Options{})
 	sdk := &SDK{
 		Converter:     "/sdk/bin/x86_64-linux-clang/qairt-converter",
 		CtxGen:        "/sdk/bin/x86_64-linux-clang/qnn-context-binary-generator",

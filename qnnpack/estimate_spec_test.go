@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
 // DialogSpec prices each dialog's window as its steps run on the device:
@@ -12,7 +13,7 @@ import (
 // without draft steps, spd chains draft-len drafts, eaglet's target
 // evaluates up to max-tokens-target-can-evaluate positions.
 func TestDialogSpec(t *testing.T) {
-	cfg := testConfig(4)
+	cfg := fakesdk.ModelConfig(4)
 	for _, tc := range []struct {
 		name   string
 		dialog shard.Dialog
@@ -53,7 +54,7 @@ func TestDialogSpec(t *testing.T) {
 // PlanWeightBytes is what estimate --plan streams: every stage's device
 // bytes (testPlan: 4 layers, embedding and head of 1 MiB each).
 func TestPlanWeightBytes(t *testing.T) {
-	p := testPlan(t, testConfig(4), "m", shard.Options{})
+	p := testPlan(t, fakesdk.ModelConfig(4), "m", shard.Options{})
 	if got, want := PlanWeightBytes(p), float64(6<<20); got != want {
 		t.Errorf("%g bytes, want %g", got, want)
 	}

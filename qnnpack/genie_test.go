@@ -10,6 +10,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
 // genieDoc mirrors the parts of genie_config.json the tests compare.
@@ -71,10 +72,10 @@ type genieDoc struct {
 }
 
 func TestGenieConfigMatchesPlan(t *testing.T) {
-	cfg := testConfig(6)
+	cfg := fakesdk.ModelConfig(6)
 	cfg.RopeDim = 12 // partial rotary: rope-dim is rotated dims / 2
 	cfg.BOS, cfg.EOS = 7, 9
-	draftCfg := testConfig(2)
+	draftCfg := fakesdk.ModelConfig(2)
 	draftCfg.HeadDim, draftCfg.RopeDim = 8, 8
 	draft := testPlan(t, draftCfg, "draft", shard.Options{Stages: 1})
 
@@ -155,7 +156,7 @@ func TestGenieConfigMatchesPlan(t *testing.T) {
 }
 
 func TestGenieConfigErrors(t *testing.T) {
-	cfg := testConfig(4)
+	cfg := fakesdk.ModelConfig(4)
 	p := testPlan(t, cfg, "m", shard.Options{})
 	bins := []string{"a.bin", "b.bin"}
 	for _, tc := range []struct {
@@ -258,7 +259,7 @@ func FuzzValidateGenieConfig(f *testing.F) {
 // A chat model's end-of-turn tokens join EOS in eos-token, where Genie
 // stops at each; without them eos-token stays EOS alone.
 func TestGenieConfigEOG(t *testing.T) {
-	cfg := testConfig(2)
+	cfg := fakesdk.ModelConfig(2)
 	cfg.BOS, cfg.EOS = 1, 9
 	p := testPlan(t, cfg, "m", shard.Options{Stages: 1})
 	for _, c := range []struct {
@@ -295,7 +296,7 @@ func TestGenieConfigEOG(t *testing.T) {
 // encoding, whichever file they came from (config.json's values, or
 // recovered from a GGUF's rope_freqs.weight), and pass Genie's schema.
 func TestGenieConfigLlama3RopeScaling(t *testing.T) {
-	cfg := testConfig(4)
+	cfg := fakesdk.ModelConfig(4)
 	s := model.RopeScaling{Type: model.RopeLlama3, Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 8192}
 	cfg.RopeScaling = s
 	cfg.RopeFreqFactors = model.Llama3FreqFactors(cfg.RopeTheta, cfg.RopeDim, s)

@@ -28,17 +28,6 @@ func fakeSDKFor(t *testing.T, h Host) string {
 	return fakesdk.RootFor(t, fakesdk.Host{Dir: h.Dir, Windows: h.Windows})
 }
 
-// testConfig is a small llama-like model.
-func testConfig(layers int) model.Config {
-	c := model.Config{
-		Arch: model.Llama, VocabSize: 320, Hidden: 64, Layers: layers, FFN: 128,
-		Heads: 4, KVHeads: 2, HeadDim: 16, ContextLength: 256,
-		RMSEps: 1e-5, RopeTheta: 500000, RopeDim: 16, BOS: 1, EOS: 2,
-	}
-	c.LayerKinds = make([]model.LayerKind, layers)
-	return c
-}
-
 func testPlan(t *testing.T, cfg model.Config, name string, opts shard.Options) *shard.Plan {
 	t.Helper()
 	sizes := make([]int64, cfg.Layers)

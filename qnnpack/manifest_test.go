@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
 // TestVerifyBundleDetectsEveryFlippedByte builds an ssd-q1 bundle (so it
@@ -86,7 +87,7 @@ func TestVerifyBundleDetectsEveryFlippedByte(t *testing.T) {
 
 func TestForecastPrefixFile(t *testing.T) {
 	ssd := shard.Dialog{Type: shard.SSD, ForecastTokenCount: 2, Branches: []int{2}, ForecastPrefix: 4, ForecastPrefixName: "kv"}
-	cfg := testConfig(4)
+	cfg := fakesdk.ModelConfig(4)
 	p := testPlan(t, cfg, "m", shard.Options{Dialog: ssd})
 	spec, err := ForecastPrefixSpec(p, 8)
 	if err != nil {

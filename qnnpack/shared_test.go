@@ -10,6 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
 // TestBuildSharedStageData builds (fake SDK) the export of a two-stage
@@ -20,7 +21,7 @@ import (
 // context job only.
 func TestBuildSharedStageData(t *testing.T) {
 	e := newBuildEnv(t, shard.Options{}) // AR 16 and 1
-	cfg := testConfig(4)
+	cfg := fakesdk.ModelConfig(4)
 	m, err := synth.Model(cfg, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -1,33 +1,21 @@
 package scaleout
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
-func testConfig(layers int) model.Config {
-	c := model.Config{
-		Arch: model.Llama, VocabSize: 320, Hidden: 64, Layers: layers, FFN: 128,
-		Heads: 4, KVHeads: 2, HeadDim: 16, ContextLength: 256,
-		RMSEps: 1e-5, RopeTheta: 500000, RopeDim: 16, BOS: 1, EOS: 2,
-	}
-	c.LayerKinds = make([]model.LayerKind, layers)
-	return c
-}
-
 // testPlan plans 8 layers of growing size into 4 stages.
 func testPlan(t testing.TB) *shard.Plan {
 	t.Helper()
-	cfg := testConfig(8)
+	cfg := fakesdk.ModelConfig(8)
 	sizes := make([]int64, cfg.Layers)
 	for i := range sizes {
 		sizes[i] = int64(i+1) << 20
@@ -72,25 +60,7 @@ func newEnv(t testing.TB) *env {
 
 func (e *env) options(out, work string) qnnpack.BuildOptions {
 	return qnnpack.BuildOptions{
-		SDK: e.sdk, Plan: e.plan, Config: testConfig(8), Graphs: e.files, OutDir: out, WorkDir: work,
+		SDK: e.sdk, Plan: e.plan, Config: fakesdk.ModelConfig(8), Graphs: e.files, OutDir: out, WorkDir: work,
 		SoC: "8elite", QnnprepVersion: "test", Tokenizer: filepath.Join(e.in, "tokenizer.json"),
 	}
-}
-
-// readTree returns every file under dir but qnnprep's output marker, by
-// slash path.
-func readTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		b, err := os.ReadFile(p)
-		files[filepath.ToSlash(rel)] = string(b)
-		return err
-	})
-	require.NoError(t, err)
-	return files
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // Environment for the registry tests: .ci/run starts Debian's
@@ -202,7 +203,7 @@ func TestBundlePushPull(t *testing.T) {
 	pm, err := PullBundle(ctx, ref, out)
 	require.NoError(t, err)
 	assert.Equal(t, m.Self, pm.Self)
-	assert.Equal(t, readTree(t, dir), readTree(t, out))
+	assert.Equal(t, testkit.ReadTree(t, dir), testkit.ReadTree(t, out))
 
 	// A blob changed in the registry: refused, nothing written.
 	tamperBlob(t, sha(t, filepath.Join(dir, qnnpack.TokenizerName)))
@@ -239,5 +240,5 @@ func TestShardsThroughRegistry(t *testing.T) {
 	for _, r := range res.Runs {
 		assert.True(t, r.Fetched, r.Job.Name())
 	}
-	assert.Equal(t, readTree(t, one), readTree(t, out))
+	assert.Equal(t, testkit.ReadTree(t, one), testkit.ReadTree(t, out))
 }

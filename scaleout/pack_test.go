@@ -18,6 +18,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/testkit"
 )
 
 // testBundle builds a bundle with the fake SDK into a new directory.
@@ -35,7 +36,7 @@ func testBundle(t testing.TB) string {
 func copyTree(t *testing.T, dir string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "copy")
-	for name, b := range readTree(t, dir) {
+	for name, b := range testkit.ReadTree(t, dir) {
 		p := filepath.Join(dst, filepath.FromSlash(name))
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
 		require.NoError(t, os.WriteFile(p, []byte(b), 0o600))
@@ -78,7 +79,7 @@ func TestPackIsDeterministicAndUnpacks(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "unpacked")
 	_, err = Unpack(ctx, bytes.NewReader(a.Bytes()), out)
 	require.NoError(t, err)
-	assert.Equal(t, readTree(t, dir), readTree(t, out))
+	assert.Equal(t, testkit.ReadTree(t, dir), testkit.ReadTree(t, out))
 }
 
 func TestPackRefusesChangedBundle(t *testing.T) {
@@ -125,7 +126,7 @@ func archive(t testing.TB, entries []entry) []byte {
 // one bad entry.
 func bundleEntries(t *testing.T, dir string) []entry {
 	var es []entry
-	tree := readTree(t, dir)
+	tree := testkit.ReadTree(t, dir)
 	names := make([]string, 0, len(tree))
 	for n := range tree {
 		if n != atomicfile.MarkerName {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit"
 	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
@@ -53,7 +54,7 @@ func shardMain(spec string) error {
 		return err
 	}
 	_, _, err = BuildShard(context.Background(), qnnpack.BuildOptions{
-		SDK: sdk, Plan: p, Config: testConfig(8), Graphs: files, WorkDir: os.Getenv("SCALEOUT_TEST_WORK"),
+		SDK: sdk, Plan: p, Config: fakesdk.ModelConfig(8), Graphs: files, WorkDir: os.Getenv("SCALEOUT_TEST_WORK"),
 		SoC: "8elite", Cache: &DirCache{Dir: os.Getenv("SCALEOUT_TEST_CACHE")},
 	}, s)
 	return err
@@ -217,7 +218,7 @@ func TestShardsThenAssembleEqualsOneBuild(t *testing.T) {
 		assert.True(t, r.Cached, r.Job.Name())
 	}
 	assert.NoFileExists(t, calls, "assemble ran an SDK tool")
-	want, got := readTree(t, one), readTree(t, assembled)
+	want, got := testkit.ReadTree(t, one), testkit.ReadTree(t, assembled)
 	require.Equal(t, len(want), len(got))
 	for name, b := range want {
 		assert.True(t, got[name] == b, "%s differs from the one-process build's", name)

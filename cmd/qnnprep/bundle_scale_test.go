@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,24 +17,9 @@ import (
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit"
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
-
-// treeOf returns every file under dir by slash path.
-func treeOf(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		b, err := os.ReadFile(p)
-		files[filepath.ToSlash(rel)] = string(b)
-		return err
-	}))
-	return files
-}
 
 // TestBundleShardsAndAssemble: two shards (one by --shard, one by
 // --shard-count and $JOB_COMPLETION_INDEX) fill a cache directory;
@@ -120,7 +104,7 @@ func TestBundleShardsAndAssemble(t *testing.T) {
 
 	require.Equal(t, 0, run(slices.Concat(assemble, []string{"--shard-count", "2"})))
 	assert.NoFileExists(t, calls, "assemble ran an SDK tool")
-	assert.Equal(t, treeOf(t, one), treeOf(t, out))
+	assert.Equal(t, testkit.ReadTree(t, one), testkit.ReadTree(t, out))
 	assert.DirExists(t, filepath.Join(work, "stage_01"))
 	got, _ := os.ReadFile(filepath.Join(out, qnnpack.TokenizerName))
 	assert.Equal(t, string(custom), string(got))
@@ -174,7 +158,7 @@ func TestBundlePackUnpackCommands(t *testing.T) {
 	assert.Equal(t, a1, a2)
 	out := filepath.Join(dir, "out")
 	require.Equal(t, 0, run([]string{"bundle", "unpack", p1, out}))
-	assert.Equal(t, treeOf(t, b), treeOf(t, out))
+	assert.Equal(t, testkit.ReadTree(t, b), testkit.ReadTree(t, out))
 	assert.Equal(t, 0, run([]string{"bundle", "verify", out}))
 	// Truncated archive: refused, nothing written.
 	require.NoError(t, os.WriteFile(p2, a1[:len(a1)/2], 0o644))
@@ -202,7 +186,7 @@ func TestBundlePushPullCommands(t *testing.T) {
 	require.Equal(t, 0, run([]string{"bundle", "push", b, ref}))
 	out := filepath.Join(dir, "pulled")
 	require.Equal(t, 0, run([]string{"bundle", "pull", ref, out}))
-	assert.Equal(t, treeOf(t, b), treeOf(t, out))
+	assert.Equal(t, testkit.ReadTree(t, b), testkit.ReadTree(t, out))
 	assert.Equal(t, 1, run([]string{"bundle", "pull", ref + "-nope", filepath.Join(dir, "none")}))
 }
 

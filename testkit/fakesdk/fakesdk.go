@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/testkit"
@@ -125,6 +126,18 @@ func build(tb testing.TB) string {
 		tb.Fatal(built.err)
 	}
 	return built.path
+}
+
+// ModelConfig is the small llama-like model whose plans the tests build
+// with the fake SDK.
+func ModelConfig(layers int) model.Config {
+	c := model.Config{
+		Arch: model.Llama, VocabSize: 320, Hidden: 64, Layers: layers, FFN: 128,
+		Heads: 4, KVHeads: 2, HeadDim: 16, ContextLength: 256,
+		RMSEps: 1e-5, RopeTheta: 500000, RopeDim: 16, BOS: 1, EOS: 2,
+	}
+	c.LayerKinds = make([]model.LayerKind, layers)
+	return c
 }
 
 // WriteGraph writes stand-in inputs for the fake tools for graph g into
