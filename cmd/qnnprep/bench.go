@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/qnnprep/qnnprep/bench"
@@ -110,16 +109,11 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	if !*quiet {
 		opt.Log = os.Stderr
 	}
-	var reports []*bench.Report
-	for _, path := range fs.Args() {
-		r, err := bench.Run(ctx, path, opt)
-		if err != nil {
-			return err
-		}
-		reports = append(reports, r)
+	s, err := bench.RunAll(ctx, fs.Args(), opt)
+	if err != nil {
+		return err
 	}
-	s := bench.NewSuite(reports, nil)
-	if err := writeSuite(os.Stdout, s, *format); err != nil {
+	if err := s.Write(os.Stdout, *format); err != nil {
 		return err
 	}
 	if *plotPath != "" {
@@ -127,31 +121,19 @@ func runBench(ctx context.Context, c *command, args []string) error {
 			return err
 		}
 	}
-	for _, r := range reports {
-		if !r.Sane {
-			fmt.Fprintf(os.Stderr, "qnnprep bench: %s: a timed run disagreed with its reference (sanity column)\n", r.Model.Path)
-			return exitError{1}
-		}
+	if bad := s.Insane(); len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "qnnprep bench: %s: a timed run disagreed with its reference (sanity column)\n", bad[0].Model.Path)
+		return exitError{1}
 	}
 	return nil
 }
 
 func checkFormat(f string) error {
 	switch f {
-	case "table", "json", "csv":
+	case bench.FormatTable, bench.FormatJSON, bench.FormatCSV:
 		return nil
 	}
 	return usageError("-o %q: want table, json or csv", f)
-}
-
-func writeSuite(w io.Writer, s *bench.Suite, format string) error {
-	switch format {
-	case "json":
-		return s.WriteJSON(w)
-	case "csv":
-		return s.WriteCSV(w)
-	}
-	return s.WriteTable(w)
 }
 
 func benchConvert(ctx context.Context, c *command, args []string) error {
@@ -174,21 +156,15 @@ func benchConvert(ctx context.Context, c *command, args []string) error {
 	if err := checkFormat(*format); err != nil {
 		return err
 	}
-	var convs []*bench.ConvertReport
-	for _, src := range fs.Args() {
-		for _, r := range *recipes {
-			o := bench.ConvertOptions{Recipe: r, Workers: *workers, Dir: *dir, Scratch: *scratch}
-			if !*quiet {
-				o.Log = os.Stderr
-			}
-			cr, err := bench.Convert(ctx, src, o)
-			if err != nil {
-				return err
-			}
-			convs = append(convs, cr)
-		}
+	o := bench.ConvertOptions{Workers: *workers, Dir: *dir, Scratch: *scratch}
+	if !*quiet {
+		o.Log = os.Stderr
 	}
-	return writeSuite(os.Stdout, bench.NewSuite(nil, convs), *format)
+	s, err := bench.ConvertAll(ctx, fs.Args(), *recipes, o)
+	if err != nil {
+		return err
+	}
+	return s.Write(os.Stdout, *format)
 }
 
 // benchReport merges saved -o json outputs and prints or plots them.
@@ -212,7 +188,7 @@ func benchReport(c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeSuite(os.Stdout, s, *format); err != nil {
+	if err := s.Write(os.Stdout, *format); err != nil {
 		return err
 	}
 	if *plotPath != "" {
