@@ -23,6 +23,10 @@
 //
 // Suite (schema.json, embedded as Schema) is the JSON form of both, and
 // WriteTable, WriteCSV and WritePlot (SVG or PNG, gonum/plot) the others.
+// The qnnprep bench commands are RunAll (Run over several models),
+// ConvertAll (Convert over sources and recipes) and ReadSuites (merging
+// saved results), each printed by Suite.Write; Suite.Insane lists the
+// reports whose sanity check failed.
 package bench
 
 import _ "embed"
