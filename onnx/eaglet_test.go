@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -100,17 +99,7 @@ func TestExportEagletChecker(t *testing.T) {
 		t.Run(string(arch), func(t *testing.T) {
 			m := tinyModel(t, synth.Config(arch, false), 5)
 			p, _, _, paths := eagletExport(t, m, t.TempDir(), i == 0)
-			n := 0
-			for _, path := range paths {
-				if filepath.Ext(path) != ".onnx" {
-					continue
-				}
-				n++
-				if err := peers.ONNXCheck(path); err != nil {
-					t.Error(err)
-				}
-			}
-			if want := len(p.Graphs) + len(p.Draft.Graphs); n != want {
+			if n, want := checkONNX(t, paths), len(p.Graphs)+len(p.Draft.Graphs); n != want {
 				t.Fatalf("%d models, want %d", n, want)
 			}
 			if _, err := Export(m, p, t.TempDir(), ExportOptions{}, nil); err == nil {

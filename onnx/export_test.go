@@ -35,21 +35,28 @@ func TestExportChecker(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := 0
-			for _, path := range paths {
-				if filepath.Ext(path) != ".onnx" {
-					continue
-				}
-				n++
-				if err := peers.ONNXCheck(path); err != nil {
-					t.Error(err)
-				}
-			}
-			if n != len(p.Graphs) {
+			if n := checkONNX(t, paths); n != len(p.Graphs) {
 				t.Fatalf("%d models for %d graphs", n, len(p.Graphs))
 			}
 		})
 	}
+}
+
+// checkONNX runs the ONNX checker (full_check) on every .onnx file of
+// paths, reporting each failure, and returns how many it checked.
+func checkONNX(t *testing.T, paths []string) int {
+	t.Helper()
+	n := 0
+	for _, path := range paths {
+		if filepath.Ext(path) != ".onnx" {
+			continue
+		}
+		n++
+		if err := peers.ONNXCheck(path); err != nil {
+			t.Error(err)
+		}
+	}
+	return n
 }
 
 // TestExportDeterministic exports the same plan twice, inline and with
