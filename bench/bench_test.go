@@ -383,7 +383,10 @@ func fakeReport() *Report {
 }
 
 func TestPlot(t *testing.T) {
-	s := NewSuite([]*Report{fakeReport()}, nil)
+	rep := fakeReport()
+	rep.Machine.CPU, rep.Machine.Kernels = "AMD EPYC 9R14", "avx512"
+	rep.Results[1].Peer, rep.Results[1].Backend = peers.LlamaBenchBin, "CPU zen4"
+	s := NewSuite([]*Report{rep}, nil)
 	var b bytes.Buffer
 	if err := Plot(&b, "png", s); err != nil {
 		t.Fatal(err)
@@ -399,7 +402,12 @@ func TestPlot(t *testing.T) {
 	if err := Plot(&b, "svg", s); err != nil {
 		t.Fatal(err)
 	}
-	for _, label := range []string{"tokens/s", "depth (context tokens before the test)", "K (draft tokens per window)", "speed-up over greedy", "prompt processing (pp8)", "generation (tg4)", "llama.cpp"} {
+	// The header names the machine, qnnprep's kernels and llama.cpp's
+	// backend; the panels, the ratio (each bar's value written), the read
+	// share, the speculative speed-up and tokens/s by depth per model.
+	for _, label := range []string{"tokens/s", "depth (tokens before the test)", "K (draft tokens per window)", "speed-up over greedy",
+		"qnnprep ÷ llama.cpp", ">0.50<", "weights read ÷ memory-read ceiling", "pp8, 1 thread", "tg4, 1 thread", "llama.cpp",
+		"AMD EPYC 9R14 · qnnprep kernels avx512 · llama.cpp llama-bench, CPU zen4"} {
 		if !strings.Contains(b.String(), label) {
 			t.Errorf("SVG lacks %q", label)
 		}
