@@ -9,8 +9,15 @@ import (
 // batches of Options.Batch) and returns the logits after the last one.
 // The result is bit-identical to calling Forward once per token.
 func (s *State) Forward(tokens []int32) ([]float32, error) {
+	return s.ForwardContext(context.Background(), tokens)
+}
+
+// ForwardContext is Forward that stops between batches once ctx is done,
+// returning its error; the State is then partly advanced (discard it or
+// Truncate it). A long prompt can be interrupted this way.
+func (s *State) ForwardContext(ctx context.Context, tokens []int32) ([]float32, error) {
 	logits := make([]float32, s.e.cfg.VocabSize)
-	if err := s.forward(tokens, logits, false); err != nil {
+	if err := s.forward(ctx, tokens, logits, false); err != nil {
 		return nil, err
 	}
 	return logits, nil
@@ -21,7 +28,7 @@ func (s *State) Forward(tokens []int32) ([]float32, error) {
 func (s *State) ForwardAll(tokens []int32) ([][]float32, error) {
 	v := s.e.cfg.VocabSize
 	flat := make([]float32, len(tokens)*v)
-	if err := s.forward(tokens, flat, true); err != nil {
+	if err := s.forward(context.Background(), tokens, flat, true); err != nil {
 		return nil, err
 	}
 	rows := make([][]float32, len(tokens))
@@ -32,8 +39,9 @@ func (s *State) ForwardAll(tokens []int32) ([][]float32, error) {
 }
 
 // forward runs tokens through all layers in batches. logits receives the
-// last token's row, or every row when all is set.
-func (s *State) forward(tokens []int32, logits []float32, all bool) error {
+// last token's row, or every row when all is set. It checks ctx before
+// each batch.
+func (s *State) forward(ctx context.Context, tokens []int32, logits []float32, all bool) error {
 	e := s.e
 	if len(tokens) == 0 {
 		return fmt.Errorf("runtime: no tokens to process")
@@ -55,6 +63,9 @@ func (s *State) forward(tokens []int32, logits []float32, all bool) error {
 	bs := min(e.batch, len(tokens))
 	x := make([]float32, bs*h)
 	for b0 := 0; b0 < len(tokens); b0 += bs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		batch := tokens[b0:min(b0+bs, len(tokens))]
 		t := len(batch)
 		xb := x[:t*h]

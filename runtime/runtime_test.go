@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -473,5 +475,32 @@ func TestCompactHybrid(t *testing.T) {
 	}
 	if st.Len() != 4 {
 		t.Fatalf("Len %d after Compact(3, [3]), want 4", st.Len())
+	}
+}
+
+// TestForwardContext: a prompt stops at the next batch once its context
+// is done, and with a live context gives Forward's logits.
+func TestForwardContext(t *testing.T) {
+	cfg := tinyConfig(model.Llama)
+	e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 14), Options{Batch: 2})
+	prompt := randomTokens(6, cfg.VocabSize, 15)
+	want, err := e.NewState().Forward(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.NewState().ForwardContext(context.Background(), prompt)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("live context: %v, logits equal %v", err, slices.Equal(got, want))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := e.Observe(func(string, []float32, int, int) { cancel() })
+	defer stop()
+	st := e.NewState()
+	if _, err := st.ForwardContext(ctx, prompt); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled during the first batch: %v", err)
+	}
+	if st.Len() != 2 {
+		t.Errorf("state holds %d positions after the first batch of 2, want 2", st.Len())
 	}
 }
