@@ -34,6 +34,7 @@ const (
 	probeWindowRows = 4096                   // rows per timed window: 32 MiB
 	probeMaxWindows = 64                     // windows timed at most (8 passes of the default buffer)…
 	probeBudget     = 250 * time.Millisecond // …or until this much time was spent timing
+	probeCheckRows  = 256                    // untimed work between checks of the context: 2 MiB
 )
 
 // ReadCeiling measures the memory-read ceiling with each thread count:
@@ -55,16 +56,18 @@ func ReadCeiling(ctx context.Context, size int64, threads []int) ([]Ceiling, err
 	}
 	rows -= rows % window
 	buf := make([]float32, rows*probeRow)
-	for i := range buf {
-		buf[i] = float32(i%probeRow) / probeRow
+	for r := range rows {
+		if r%probeCheckRows == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		for i := range probeRow {
+			buf[r*probeRow+i] = float32(i) / probeRow
+		}
 	}
 	x := make([]float32, probeRow)
 	for i := range x {
 		x[i] = 1
 	}
-	// The buffer is returned to the system at once, so that the peak RSS
-	// of the run that follows does not include it.
-	defer debug.FreeOSMemory()
 	out := make([]Ceiling, 0, len(threads))
 	for _, th := range threads {
 		if err := ctx.Err(); err != nil {
@@ -72,8 +75,11 @@ func ReadCeiling(ctx context.Context, size int64, threads []int) ([]Ceiling, err
 		}
 		c := Ceiling{Threads: th, Bytes: int64(len(buf)) * 4, WindowBytes: int64(window) * probeRow * 4}
 		l0 := LoadAvg()[0]
-		for lo := 0; lo < rows; lo += window { // untimed: page in, warm the TLB
-			readWindow(buf, x, lo, lo+window, th)
+		for lo := 0; lo < rows; lo += probeCheckRows { // untimed: warm the TLB
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			readWindow(buf, x, lo, min(lo+probeCheckRows, rows), th)
 		}
 		var spent time.Duration
 		for lo := 0; c.Windows < probeMaxWindows && spent < probeBudget; lo = (lo + window) % rows {
@@ -90,6 +96,10 @@ func ReadCeiling(ctx context.Context, size int64, threads []int) ([]Ceiling, err
 		c.Load = (l0 + LoadAvg()[0]) / 2
 		out = append(out, c)
 	}
+	// The buffer goes back to the system at once, so that the peak RSS of
+	// the run that follows does not include it. (Not when interrupted: the
+	// collection and the returning of the pages would delay the stop.)
+	debug.FreeOSMemory()
 	return out, nil
 }
 

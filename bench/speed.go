@@ -155,7 +155,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 				return nil, ctx.Err()
 			}
 			opt.logf("reference: depth %d (%d threads, batch 16, untimed)", d, opt.RefThreads)
-			r, err := runReference(re, cfg, fill[:d], prompt[:opt.Prompt], opt.Gen)
+			r, err := runReference(ctx, re, cfg, fill[:d], prompt[:opt.Prompt], opt.Gen)
 			if err != nil {
 				return nil, err
 			}
@@ -258,40 +258,44 @@ type reference struct {
 	tgLogits []float32 // the last tg step's
 }
 
-func runReference(e *runtime.Engine, cfg model.Config, fill, prompt []int32, gen int) (*reference, error) {
-	base, last, err := prefill(e, fill)
+func runReference(ctx context.Context, e *runtime.Engine, cfg model.Config, fill, prompt []int32, gen int) (*reference, error) {
+	base, last, err := prefill(ctx, e, fill)
 	if err != nil {
 		return nil, err
 	}
 	r := &reference{}
 	if len(prompt) > 0 {
-		if r.ppLogits, err = base.Clone().Forward(prompt); err != nil {
+		if r.ppLogits, err = base.Clone().ForwardContext(ctx, prompt); err != nil {
 			return nil, err
 		}
 	}
 	if gen > 0 {
-		if r.tgTokens, r.tgLogits, err = generate(base.Clone(), firstToken(cfg, last), gen); err != nil {
+		if r.tgTokens, r.tgLogits, err = generate(ctx, base.Clone(), firstToken(cfg, last), gen); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
 }
 
-func prefill(e *runtime.Engine, fill []int32) (*runtime.State, []float32, error) {
+func prefill(ctx context.Context, e *runtime.Engine, fill []int32) (*runtime.State, []float32, error) {
 	st := e.NewState()
 	if len(fill) == 0 {
 		return st, nil, nil
 	}
-	l, err := st.Forward(fill)
+	l, err := st.ForwardContext(ctx, fill)
 	return st, l, err
 }
 
-// generate runs n single-token steps from tok: the tg test.
-func generate(st *runtime.State, tok int32, n int) ([]int32, []float32, error) {
+// generate runs n single-token steps from tok: the tg test. It stops
+// between steps once ctx is done.
+func generate(ctx context.Context, st *runtime.State, tok int32, n int) ([]int32, []float32, error) {
 	out := make([]int32, 0, n)
 	var l []float32
 	var err error
 	for range n {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
 		if l, err = st.Forward([]int32{tok}); err != nil {
 			return nil, nil, err
 		}
@@ -306,7 +310,7 @@ func generate(st *runtime.State, tok int32, n int) ([]int32, []float32, error) {
 func measure(ctx context.Context, e *runtime.Engine, opt *Options, threads, depth int, fill, prompt []int32, ref *reference) ([]Result, error) {
 	cfg := e.Config()
 	opt.logf("qnnprep: depth %d, %d threads: filling the context", depth, threads)
-	base, last, err := prefill(e, fill)
+	base, last, err := prefill(ctx, e, fill)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +325,10 @@ func measure(ctx context.Context, e *runtime.Engine, opt *Options, threads, dept
 			}
 			st := base.Clone()
 			t0 := time.Now()
-			logits, err := st.Forward(prompt)
+			// ForwardContext checks ctx between the runtime's batches (32
+			// tokens by default): a nanosecond each, and an interrupt stops
+			// a long prompt within a batch.
+			logits, err := st.ForwardContext(ctx, prompt)
 			dt := time.Since(t0).Seconds()
 			if err != nil {
 				return nil, err
@@ -348,7 +355,7 @@ func measure(ctx context.Context, e *runtime.Engine, opt *Options, threads, dept
 			}
 			st := base.Clone()
 			t0 := time.Now()
-			toks, logits, err := generate(st, first, opt.Gen)
+			toks, logits, err := generate(ctx, st, first, opt.Gen)
 			dt := time.Since(t0).Seconds()
 			if err != nil {
 				return nil, err

@@ -165,7 +165,12 @@ func TestLongCommandsInterrupted(t *testing.T) {
 			os.WriteFile(prompts, []byte("ids: 1 2 3\nids: 4 5\n"), 0o644)
 			return []string{"golden", "record", src, "--prompts", prompts, "-n", "200", out}
 		}},
+		// bench is interrupted in its memory-read probe, then (without
+		// it) in its measurements.
 		{"bench", func(string) []string { return []string{"bench", src, "-p", "256", "-n", "128", "-r", "3"} }},
+		{"bench-measuring", func(string) []string {
+			return []string{"bench", src, "-p", "256", "-n", "128", "-r", "3", "--read-probe", "0"}
+		}},
 		{"sparsify", func(out string) []string { return []string{"sparsify", src, out, "--pattern", "2:4"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
