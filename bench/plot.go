@@ -50,15 +50,21 @@ func WritePlot(path string, s *Suite) error {
 // multiples, one panel per model.
 func Plot(w io.Writer, format string, s *Suite) error {
 	f := newFigure(s)
+	read, hasRead := f.readPanel()
+	spec, hasSpec := specPanel(s)
+	f.ratioWidth = 2 * panelWidth * 3 / 4
+	if !hasRead && !hasSpec {
+		f.ratioWidth = vg.Length(max(len(f.groups), 2)) * panelWidth * 3 / 4
+	}
 	var top []*plot.Plot
 	if p, ok := f.ratioPanel(); ok {
 		top = append(top, p)
 	}
-	if p, ok := f.readPanel(); ok {
-		top = append(top, p)
+	if hasRead {
+		top = append(top, read)
 	}
-	if p, ok := specPanel(s); ok {
-		top = append(top, p)
+	if hasSpec {
+		top = append(top, spec)
 	}
 	var small []*plot.Plot
 	for _, g := range f.groups {
@@ -70,7 +76,7 @@ func Plot(w io.Writer, format string, s *Suite) error {
 		return fmt.Errorf("nothing to plot")
 	}
 	cols := max(len(top)+1, len(small), 2) // the ratio panel takes two columns' width
-	width := vg.Length(cols) * 3.6 * vg.Inch
+	width := vg.Length(cols) * panelWidth
 	header := 0.75 * vg.Inch
 	topH, smallH := vg.Length(0), vg.Length(0)
 	if len(top) > 0 {
@@ -141,7 +147,13 @@ type figure struct {
 	label  map[*Report]string // each report's group
 	series []series           // tests and thread counts, in colour order
 	depths []int              // depths with a ratio, ascending
+	// ratioWidth is about the width of the ratio panel's data area: two
+	// columns, or the whole figure when no other panel shares its row.
+	ratioWidth vg.Length
 }
+
+// panelWidth is one column of the figure.
+const panelWidth = 3.6 * vg.Inch
 
 // series is a test (pp64, tg32) with a thread count: one colour.
 type series struct {
@@ -350,9 +362,35 @@ type bars struct {
 	dots   plotter.XYs
 }
 
-func (f *figure) newBars(p *plot.Plot, n int) *bars {
-	w := vg.Points(min(22, 300/float64(max(n*len(f.groups), 1))))
+// newBars lays out n bars per group over a data area about area wide.
+func (f *figure) newBars(p *plot.Plot, n int, area vg.Length) *bars {
+	w := min(vg.Points(22), 0.8*area/vg.Length(max(n*len(f.groups), 1)))
 	return &bars{p: p, n: n, width: w}
+}
+
+// nominalX names the groups under a bar panel, the size on a second line
+// so that narrow groups do not run into each other.
+func (f *figure) nominalX(p *plot.Plot) {
+	names := make([]string, len(f.groups))
+	for i, g := range f.groups {
+		names[i] = strings.Replace(g, " (", "\n(", 1)
+	}
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(f.groups))-0.5
+}
+
+// ratioTicks labels the ratio axis in steps that keep about ten labels,
+// 1.0 among them.
+func ratioTicks(ymax float64) stepTicks {
+	switch {
+	case ymax <= 2:
+		return stepTicks{0.25, "%.2f"}
+	case ymax <= 5:
+		return stepTicks{0.5, "%.1f"}
+	case ymax <= 10:
+		return stepTicks{1, "%.0f"}
+	}
+	return stepTicks{math.Ceil(ymax / 10), "%.0f"}
 }
 
 // add draws one bar per group: vals[g] are the runs' values (none: no
@@ -469,11 +507,10 @@ func (f *figure) ratioPanel() (*plot.Plot, bool) {
 	p.Title.Text = "qnnprep ÷ llama.cpp, tokens/s (above 1: qnnprep faster)"
 	p.Y.Label.Text = "ratio (×)"
 	p.Y.Min, p.Y.Max = 0, ymax*1.15
-	p.Y.Tick.Marker = stepTicks{0.5, "%.1f"}
+	p.Y.Tick.Marker = ratioTicks(p.Y.Max)
 	p.Add(plotter.NewGrid())
-	p.NominalX(f.groups...)
-	p.X.Min, p.X.Max = -0.5, float64(len(f.groups))-0.5
-	b := f.newBars(p, len(order))
+	f.nominalX(p)
+	b := f.newBars(p, len(order), f.ratioWidth)
 	for _, o := range order {
 		col := f.colour(o.s)
 		for range indexOfInt(f.depths, o.depth) {
@@ -545,9 +582,8 @@ func (f *figure) readPanel() (*plot.Plot, bool) {
 	p.Y.Min, p.Y.Max = 0, 100*ymax*1.15
 	p.Y.Tick.Marker = stepTicks{20, "%.0f"}
 	p.Add(plotter.NewGrid())
-	p.NominalX(f.groups...)
-	p.X.Min, p.X.Max = -0.5, float64(len(f.groups))-0.5
-	b := f.newBars(p, len(order))
+	f.nominalX(p)
+	b := f.newBars(p, len(order), panelWidth*3/4)
 	for _, o := range order {
 		vs := make([][]float64, len(f.groups))
 		for g, name := range f.groups {
