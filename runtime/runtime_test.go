@@ -481,8 +481,8 @@ func TestCompactHybrid(t *testing.T) {
 // TestForwardContext: a prompt stops at the next batch once its context
 // is done, and with a live context gives Forward's logits.
 func TestForwardContext(t *testing.T) {
-	cfg := tinyConfig(model.Llama)
-	e := newEngine(t, randomModel(t, cfg, gguf.Q8_0, 14), Options{Batch: 2})
+	cfg := synth.Config(model.Llama, false)
+	e := newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 14), Options{Batch: 2})
 	prompt := randomTokens(6, cfg.VocabSize, 15)
 	want, err := e.NewState().Forward(prompt)
 	if err != nil {
