@@ -21,6 +21,7 @@ type Acts struct {
 	d     []float32 // block scales
 	sum   []int32   // Σ codes per block
 	bq    []byte    // the batch kernel's layout (see setBatch), when in use
+	bq4   []byte    // the AVX-512 batch kernel's layout (see setQuad), when in use
 }
 
 // Set unpacks the Q8_0 activation row x of n elements (n a multiple of
@@ -33,8 +34,12 @@ func (a *Acts) Set(x []byte, n int) {
 	a.n = n
 	a.raw = append(a.raw[:0], x[:nb*blockBytesQ8_0]...)
 	// Zero-padded to a whole number of 8-block groups, which the AVX2
-	// kernels read as two Q1_0 or four Q2_0 blocks at a time.
+	// kernels read as two Q1_0 or four Q2_0 blocks at a time (16-block
+	// groups, four Q1_0 blocks, for the AVX-512 kernel).
 	np := (nb + 7) &^ 7
+	if quadLayout {
+		np = (nb + 15) &^ 15
+	}
 	a.codes = grow(a.codes, np*blockQ8_0)
 	a.d = grow(a.d, np)
 	a.sum = grow(a.sum, np)
@@ -58,10 +63,14 @@ func (a *Acts) Set(x []byte, n int) {
 	if batchLayout {
 		a.setBatch(np)
 	}
+	if quadLayout {
+		a.setQuad(np)
+	}
 }
 
-// batchLayout is set at init when DotQ1_0ActsBatch's kernel reads Acts.bq.
-var batchLayout bool
+// batchLayout and quadLayout are set at init when DotQ1_0ActsBatch's
+// kernel reads Acts.bq or Acts.bq4.
+var batchLayout, quadLayout bool
 
 // setBatch fills a.bq for the np (a multiple of 8) padded blocks: per
 // pair of Q1_0 blocks (eight activation blocks D = 0..7), 320 bytes:
@@ -99,6 +108,40 @@ func packBatchGo(bq, codes []byte, d []float32, sum []int32, npairs int) {
 
 // batchPairBytes is the size of one pair's entry in Acts.bq.
 const batchPairBytes = 320
+
+// setQuad fills a.bq4 for the np (a multiple of 16) padded blocks: per
+// quad of Q1_0 blocks (sixteen activation blocks L = 0..15), 640 bytes:
+//
+//	[0, 512)   the codes transposed by 4-byte words: bytes 64r+4L ..
+//	           64r+4L+3 are codes 4r .. 4r+3 of block L (r = 0..7)
+//	[512, 576) the sixteen block scales as float32
+//	[576, 640) the sixteen code sums, negated, as int32
+//
+// so that one 64-byte load at 64r holds a piece of every block.
+func (a *Acts) setQuad(np int) {
+	a.bq4 = grow(a.bq4, np/16*quadBytes)
+	packQuad(a.bq4, a.codes, a.d, a.sum, np/16)
+}
+
+// quadBytes is the size of one quad's entry in Acts.bq4.
+const quadBytes = 640
+
+// packQuad fills bq4 for nquads quads.
+var packQuad = packQuadGo
+
+func packQuadGo(bq, codes []byte, d []float32, sum []int32, nquads int) {
+	for q := range nquads {
+		dst := bq[q*quadBytes : (q+1)*quadBytes]
+		for l := range 16 {
+			blk := codes[(16*q+l)*32:][:32]
+			for r := range 8 {
+				copy(dst[64*r+4*l:64*r+4*l+4], blk[4*r:4*r+4])
+			}
+			binary.LittleEndian.PutUint32(dst[512+4*l:], math.Float32bits(d[16*q+l]))
+			binary.LittleEndian.PutUint32(dst[576+4*l:], uint32(-sum[16*q+l]))
+		}
+	}
+}
 
 // Len is the number of elements of the row.
 func (a *Acts) Len() int { return a.n }

@@ -14,6 +14,9 @@ func init() {
 		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
 		batchLayout = true
 		packBatch = packBatchAVX2
+		if hasQuad {
+			useQuad()
+		}
 	}
 }
 

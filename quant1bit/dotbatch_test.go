@@ -64,9 +64,9 @@ func checkBatch(t *testing.T, what string, w []byte, acts []Acts, stride int) {
 	}
 	DotQ1_0ActsBatch(w, acts, out, stride)
 	for i := range acts {
-		want := DotQ1_0Acts(w, &acts[i])
+		want := dotQ1_0Go(w, acts[i].raw, acts[i].n/BlockQ1_0)
 		if got := out[i*stride]; !sameFloat(got, want) {
-			t.Fatalf("%s, token %d of %d: batch %v (%#08x), single %v (%#08x)", what, i, len(acts), got, math.Float32bits(got), want, math.Float32bits(want))
+			t.Fatalf("%s, token %d of %d: batch %v (%#08x), Go %v (%#08x)", what, i, len(acts), got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 		for j := i*stride + 1; j < (i+1)*stride; j++ {
 			if out[j] != 42 {
@@ -208,9 +208,9 @@ func TestDotQ1_0ActsRows(t *testing.T) {
 		DotQ1_0ActsRows(w, rowBytes, rows, acts, out, stride)
 		for ti := range acts {
 			for ri := range rows {
-				want := DotQ1_0Acts(w[ri*rowBytes:ri*rowBytes+nb*BlockBytesQ1_0], &acts[ti])
+				want := dotQ1_0Go(w[ri*rowBytes:ri*rowBytes+nb*BlockBytesQ1_0], acts[ti].raw, nb)
 				if got := out[ti*stride+ri]; !sameFloat(got, want) {
-					t.Fatalf("iter %d: row %d token %d: %v, single %v", iter, ri, ti, got, want)
+					t.Fatalf("iter %d: row %d token %d: %v, Go %v", iter, ri, ti, got, want)
 				}
 			}
 			for j := ti*stride + rows; j < min((ti+1)*stride, len(out)); j++ {

@@ -86,3 +86,34 @@ func FuzzDotActs(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDotQ1_0ActsBatch checks the batch kernel (AVX-512 or AVX2 where
+// the CPU has them) against the Go kernel on arbitrary bytes: the first
+// byte picks the row length in blocks, the second the number of tokens.
+func FuzzDotQ1_0ActsBatch(f *testing.F) {
+	f.Add([]byte{4, 1}, bytes.Repeat([]byte{0x80, 0x01, 0x7f, 0x3c}, 600))
+	f.Add([]byte{5, 2}, bytes.Repeat([]byte{0xff, 0x7b, 0x00, 0x81, 0x55}, 700))
+	f.Fuzz(func(t *testing.T, shape []byte, data []byte) {
+		if len(shape) < 2 {
+			return
+		}
+		nb, k := 1+int(shape[0])%9, 1+int(shape[1])%6
+		wb, xb := nb*BlockBytesQ1_0, nb*BlockQ1_0/blockQ8_0*blockBytesQ8_0
+		k = min(k, (len(data)-wb)/xb)
+		if k < 1 {
+			return
+		}
+		w := data[:wb]
+		acts := make([]Acts, k)
+		for i := range acts {
+			acts[i].Set(data[wb+i*xb:wb+(i+1)*xb], nb*BlockQ1_0)
+		}
+		out := make([]float32, k)
+		DotQ1_0ActsBatch(w, acts, out, 1)
+		for i := range acts {
+			if want := dotQ1_0Go(w, acts[i].raw, nb); !sameFloat(out[i], want) {
+				t.Fatalf("%d blocks, token %d of %d: %v (%#08x), Go %v (%#08x)", nb, i, k, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
+			}
+		}
+	})
+}

@@ -4,6 +4,9 @@ package quant1bit
 var kernelSet = "go"
 
 // KernelSet names the instruction set this package's dot-product kernels
-// use on this CPU: "avx2", or "go" for the Go reference versions (no
-// AVX2 and F16C, another architecture, or the purego build tag).
+// use on this CPU: "avx512" when the Q1_0 kernels for prepared
+// activations (DotQ1_0ActsBatch, DotQ1_0ActsRows, which decoding and
+// prompts run on) use AVX-512 (BW, VL, VBMI, VNNI, BITALG) and the others
+// AVX2, "avx2", or "go" for the Go reference versions (no AVX2 and F16C,
+// another architecture, or the purego build tag).
 func KernelSet() string { return kernelSet }

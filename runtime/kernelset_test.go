@@ -24,10 +24,11 @@ func TestKernelSet(t *testing.T) {
 		}
 		return "go"
 	}
-	// Per package: whether it has AVX-512 kernels.
+	// Per package: whether it has AVX-512 kernels for this CPU (quant1bit's
+	// also need VBMI and BITALG).
 	sets := []struct{ pkg, want string }{
 		{"int8", set(true)},
-		{"quant1bit", set(false)},
+		{"quant1bit", set(x.HasAVX512VBMI && x.HasAVX512BITALG)},
 		{"kernels", set(false)},
 	}
 	want := sets[0].want

@@ -1,0 +1,5 @@
+//go:build purego
+
+package quant1bit
+
+const puregoBuild = true
