@@ -240,3 +240,21 @@ func TestDotQ1_0ActsRows(t *testing.T) {
 		}()
 	}
 }
+
+// TestPackQuad compares the AVX-512 kernel's layout made at init's choice
+// with the Go reference.
+func TestPackQuad(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, nb := range []int{1, 3, 16, 17, 44} {
+		_, acts := batchCase(r, nb, 1, 0, nil)
+		a := &acts[0]
+		nq := len(a.d) / 16
+		want := make([]byte, nq*quadBytes)
+		packQuadGo(want, a.codes, a.d, a.sum, nq)
+		got := make([]byte, nq*quadBytes)
+		packQuad(got, a.codes, a.d, a.sum, nq)
+		if string(got) != string(want) {
+			t.Fatalf("%d blocks: packed layouts differ", nb)
+		}
+	}
+}

@@ -179,3 +179,83 @@ TEXT ·q1Quad2(SB), NOSPLIT, $0-48
 // func q1Quad1(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 TEXT ·q1Quad1(SB), NOSPLIT, $0-48
 	Q1QUAD(QPTRS_1, QZERO_1, QTOKS_1, QSUMS_1)
+
+// QPACKPAIR transposes the eight 32-byte blocks at SI by 4-byte words
+// (as q1BatchPack does) and stores vector r at off+64r(DI).
+#define QPACKPAIR(off) \
+	VMOVDQU     0(SI), Y0 \
+	VMOVDQU     32(SI), Y1 \
+	VMOVDQU     64(SI), Y2 \
+	VMOVDQU     96(SI), Y3 \
+	VMOVDQU     128(SI), Y4 \
+	VMOVDQU     160(SI), Y5 \
+	VMOVDQU     192(SI), Y6 \
+	VMOVDQU     224(SI), Y7 \
+	VPUNPCKLDQ  Y1, Y0, Y8 \
+	VPUNPCKHDQ  Y1, Y0, Y9 \
+	VPUNPCKLDQ  Y3, Y2, Y10 \
+	VPUNPCKHDQ  Y3, Y2, Y11 \
+	VPUNPCKLDQ  Y5, Y4, Y12 \
+	VPUNPCKHDQ  Y5, Y4, Y13 \
+	VPUNPCKLDQ  Y7, Y6, Y14 \
+	VPUNPCKHDQ  Y7, Y6, Y15 \
+	VPUNPCKLQDQ Y10, Y8, Y0 \
+	VPUNPCKHQDQ Y10, Y8, Y1 \
+	VPUNPCKLQDQ Y11, Y9, Y2 \
+	VPUNPCKHQDQ Y11, Y9, Y3 \
+	VPUNPCKLQDQ Y14, Y12, Y4 \
+	VPUNPCKHQDQ Y14, Y12, Y5 \
+	VPUNPCKLQDQ Y15, Y13, Y6 \
+	VPUNPCKHQDQ Y15, Y13, Y7 \
+	VPERM2I128  $0x20, Y4, Y0, Y8 \
+	VPERM2I128  $0x20, Y5, Y1, Y9 \
+	VPERM2I128  $0x20, Y6, Y2, Y10 \
+	VPERM2I128  $0x20, Y7, Y3, Y11 \
+	VPERM2I128  $0x31, Y4, Y0, Y12 \
+	VPERM2I128  $0x31, Y5, Y1, Y13 \
+	VPERM2I128  $0x31, Y6, Y2, Y14 \
+	VPERM2I128  $0x31, Y7, Y3, Y15 \
+	VMOVDQU     Y8, off+0(DI) \
+	VMOVDQU     Y9, off+64(DI) \
+	VMOVDQU     Y10, off+128(DI) \
+	VMOVDQU     Y11, off+192(DI) \
+	VMOVDQU     Y12, off+256(DI) \
+	VMOVDQU     Y13, off+320(DI) \
+	VMOVDQU     Y14, off+384(DI) \
+	VMOVDQU     Y15, off+448(DI)
+
+// func q1QuadPack(codes, d, sum unsafe.Pointer, nquads int, dst unsafe.Pointer)
+//
+// Acts.bq4 from the padded codes, scales and sums (see Acts.setQuad).
+TEXT ·q1QuadPack(SB), NOSPLIT, $0-40
+	MOVQ  codes+0(FP), SI
+	MOVQ  d+8(FP), R8
+	MOVQ  sum+16(FP), R9
+	MOVQ  nquads+24(FP), CX
+	MOVQ  dst+32(FP), DI
+	TESTQ CX, CX
+	JE    qpackdone
+
+qpackloop:
+	QPACKPAIR(0)
+	ADDQ    $256, SI
+	QPACKPAIR(32)
+	ADDQ    $256, SI
+	VMOVDQU (R8), Y0
+	VMOVDQU 32(R8), Y1
+	VMOVDQU Y0, 512(DI)
+	VMOVDQU Y1, 544(DI)
+	VPXOR   Y2, Y2, Y2
+	VPSUBD  (R9), Y2, Y0
+	VPSUBD  32(R9), Y2, Y1
+	VMOVDQU Y0, 576(DI)
+	VMOVDQU Y1, 608(DI)
+	ADDQ    $64, R8
+	ADDQ    $64, R9
+	ADDQ    $640, DI
+	DECQ    CX
+	JNZ     qpackloop
+
+qpackdone:
+	VZEROUPPER
+	RET
