@@ -73,8 +73,8 @@ func q1Quad(k int, w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]uns
 	}
 }
 
-// dotQ1_0ActsRows512 calls the kernel for each row directly when all
-// tokens fit one group and the rows need no padded last quad.
+// dotQ1_0ActsRows512 runs the rows kernel when all tokens fit one group
+// and the rows need no padded last quad.
 func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
 	if len(acts) > 4 || nb%4 != 0 {
 		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
@@ -84,8 +84,16 @@ func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32
 	for i := range acts {
 		toks[i] = unsafe.Pointer(&acts[i].bq4[0])
 	}
-	for r := range rows {
-		q1Quad(len(acts), unsafe.Pointer(&w[r*rowBytes]), nb/4, nil, &toks, unsafe.Pointer(&out[r]), 4*stride)
+	w0, o := unsafe.Pointer(&w[0]), unsafe.Pointer(&out[0])
+	switch len(acts) {
+	case 4:
+		q1QuadRows4(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+	case 3:
+		q1QuadRows3(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+	case 2:
+		q1QuadRows2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+	default:
+		q1QuadRows1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
 	}
 }
 
@@ -100,3 +108,15 @@ func q1Quad2(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Po
 
 //go:noescape
 func q1Quad1(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1QuadRows4(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1QuadRows3(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1QuadRows2(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1QuadRows1(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)

@@ -164,6 +164,68 @@ reduce: \
 	VZEROUPPER \
 	RET
 
+// Q1QUADROWS is Q1QUAD for rows consecutive weight rows of rowBytes
+// bytes, each of whole quads: row r's results go to out+4r, out+4r+stride,
+// ... The constants stay in registers across rows, which matters for
+// short rows (a 2048-column row is four quads).
+#define Q1QUADROWS(PTRS, ZERO, TOKS, SUMS) \
+	MOVQ         w+0(FP), R14 \
+	MOVQ         rows+16(FP), BX \
+	MOVQ         toks+32(FP), AX \
+	MOVQ         out+40(FP), R13 \
+	MOVQ         stride+48(FP), R12 \
+	PTRS \
+	VPBROADCASTQ qctl<>+0(SB), Z24 \
+	VPBROADCASTQ qctl<>+8(SB), Z25 \
+	VPBROADCASTQ qctl<>+16(SB), Z26 \
+	VPBROADCASTQ qctl<>+24(SB), Z27 \
+	VPBROADCASTQ qctl<>+32(SB), Z28 \
+	VPBROADCASTQ qctl<>+40(SB), Z29 \
+	VPBROADCASTQ qctl<>+48(SB), Z30 \
+	VPBROADCASTQ qctl<>+56(SB), Z31 \
+	VPBROADCASTQ qctl<>+64(SB), Z18 \
+	VMOVDQU64    qsel<>(SB), Z19 \
+	VMOVDQU64    qwsel<>(SB), Z20 \
+	TESTQ        BX, BX \
+	JE           done \
+row: \
+	MOVQ  R14, SI \
+	MOVQ  nquads+24(FP), CX \
+	ZERO \
+	XORQ  DX, DX \
+loop: \
+	PREFETCHT0 2048(SI) \
+	QUAD(TOKS) \
+	ADDQ $72, SI \
+	ADDQ $640, DX \
+	DECQ CX \
+	JNZ  loop \
+	MOVQ R13, DI \
+	SUMS \
+	ADDQ $4, R13 \
+	ADDQ rowBytes+8(FP), R14 \
+	DECQ BX \
+	JNZ  row \
+done: \
+	VZEROUPPER \
+	RET
+
+// func q1QuadRows4(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1QuadRows4(SB), NOSPLIT, $0-56
+	Q1QUADROWS(QPTRS_4, QZERO_4, QTOKS_4, QSUMS_4)
+
+// func q1QuadRows3(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1QuadRows3(SB), NOSPLIT, $0-56
+	Q1QUADROWS(QPTRS_3, QZERO_3, QTOKS_3, QSUMS_3)
+
+// func q1QuadRows2(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1QuadRows2(SB), NOSPLIT, $0-56
+	Q1QUADROWS(QPTRS_2, QZERO_2, QTOKS_2, QSUMS_2)
+
+// func q1QuadRows1(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1QuadRows1(SB), NOSPLIT, $0-56
+	Q1QUADROWS(QPTRS_1, QZERO_1, QTOKS_1, QSUMS_1)
+
 // func q1Quad4(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 TEXT ·q1Quad4(SB), NOSPLIT, $0-48
 	Q1QUAD(QPTRS_4, QZERO_4, QTOKS_4, QSUMS_4)
