@@ -35,7 +35,14 @@ func (q *q8Prep) set(x []byte, nb int) {
 }
 
 // dotQ8_0RowsAVX512 is dotQ8_0SymRows (any codes) two rows at a time;
-// an odd last row is taken as a pair with itself.
+// an odd last row is taken as a pair with itself. It is not selected:
+// with the rows in cache it does 1.9x the AVX2 kernel's work per CPU
+// second, but decoding the 700M Q8_0 llama on the loaded 2-vCPU EPYC
+// (load 33-41) took 12-15% more CPU time per token with it (two weight
+// streams per core against one prefetched stream; A/B interleaved,
+// runtime BenchmarkDecode cpu-tok/s 16.3-19.2 vs 18.9-22.8).
+// BenchmarkDotQ8_0Rows compares the two; select it once a quiet-machine
+// decode shows it ahead.
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)

@@ -19,8 +19,7 @@ func init() {
 		kernelSet = "avx2"
 	}
 	if hasAVX512 {
-		dotQ8_0SymRows = dotQ8_0RowsAVX512
-		kernelSet = "avx512"
+		kernelSet = "avx512" // MulQ8_0's panels (mul_amd64.go)
 	}
 }
 

@@ -3,9 +3,9 @@ package int8
 // kernelSet is what KernelSet reports; the assembly init sets it.
 var kernelSet = "go"
 
-// KernelSet names the instruction set of this package's decoding
-// kernels on this CPU: "avx512" (AVX-512 F, BW, VL and VNNI, with AVX2
-// and F16C; the other kernels stay AVX2), "avx2" (AVX2 and F16C), or
-// "go" for the Go reference versions (neither, another architecture, or
-// the purego build tag).
+// KernelSet names the instruction set of this package's kernels on this
+// CPU: "avx512" (AVX-512 F, BW, VL and VNNI, with AVX2 and F16C: prompt
+// products take the AVX-512 panel kernel, the others stay AVX2), "avx2"
+// (AVX2 and F16C), or "go" for the Go reference versions (neither,
+// another architecture, or the purego build tag).
 func KernelSet() string { return kernelSet }
