@@ -73,27 +73,34 @@ func q1Quad(k int, w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]uns
 	}
 }
 
-// dotQ1_0ActsRows512 runs the rows kernel when all tokens fit one group
-// and the rows need no padded last quad.
+// dotQ1_0ActsRows512 runs the rows kernel on groups of four tokens (then
+// three, two or one), all rows per group: the group's activations stay
+// in cache while the rows stream past. Rows that need a padded last
+// quad take the per-row path.
 func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	if len(acts) > 4 || nb%4 != 0 {
+	if nb%4 != 0 {
 		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
 		return
 	}
+	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer
-	for i := range acts {
-		toks[i] = unsafe.Pointer(&acts[i].bq4[0])
-	}
-	w0, o := unsafe.Pointer(&w[0]), unsafe.Pointer(&out[0])
-	switch len(acts) {
-	case 4:
-		q1QuadRows4(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-	case 3:
-		q1QuadRows3(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-	case 2:
-		q1QuadRows2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-	default:
-		q1QuadRows1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+	for t := 0; t < len(acts); {
+		k := min(4, len(acts)-t)
+		for i := range k {
+			toks[i] = unsafe.Pointer(&acts[t+i].bq4[0])
+		}
+		o := unsafe.Pointer(&out[t*stride])
+		switch k {
+		case 4:
+			q1QuadRows4(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case 3:
+			q1QuadRows3(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case 2:
+			q1QuadRows2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		default:
+			q1QuadRows1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		}
+		t += k
 	}
 }
 

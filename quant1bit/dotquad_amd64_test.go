@@ -79,7 +79,7 @@ func TestAVX2BatchKernels(t *testing.T) {
 }
 
 // BenchmarkQ1KernelsRows is BenchmarkQ1Kernels for DotQ1_0ActsRows, as
-// decoding calls it: 256 rows (in cache) against one token.
+// decoding (1 token) and prompts (16) call it: 256 rows (in cache).
 func BenchmarkQ1KernelsRows(b *testing.B) {
 	bothLayouts(b)
 	kernels := []struct {
@@ -88,23 +88,27 @@ func BenchmarkQ1KernelsRows(b *testing.B) {
 	}{{"avx2", dotQ1_0ActsRowsAVX2}, {"avx512", dotQ1_0ActsRows512}}
 	const rows = 256
 	for _, n := range []int{2048, 5632} {
-		r := rand.New(rand.NewPCG(1, 1))
-		rb := n / BlockQ1_0 * BlockBytesQ1_0
-		w := make([]byte, 0, rows*rb)
-		for range rows {
-			row, _ := realistic(r, n, QuantizeRowQ1_0, rb)
-			w = append(w, row...)
-		}
-		_, x := realistic(r, n, QuantizeRowQ1_0, rb)
-		acts := make([]Acts, 1)
-		acts[0].Set(x, n)
-		out := make([]float32, rows)
-		for _, kern := range kernels {
-			b.Run(strconv.Itoa(n)+"/"+kern.name, func(b *testing.B) {
-				b.SetBytes(int64(len(w)))
-				cpubench.Run(b, n*rows, func() { kern.f(w, rb, rows, acts, out, rows, n/BlockQ1_0) })
-				b.ReportMetric(float64(n*rows)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
-			})
+		for _, k := range []int{1, 16} {
+			r := rand.New(rand.NewPCG(1, 1))
+			rb := n / BlockQ1_0 * BlockBytesQ1_0
+			w := make([]byte, 0, rows*rb)
+			for range rows {
+				row, _ := realistic(r, n, QuantizeRowQ1_0, rb)
+				w = append(w, row...)
+			}
+			acts := make([]Acts, k)
+			for t := range acts {
+				_, x := realistic(r, n, QuantizeRowQ1_0, rb)
+				acts[t].Set(x, n)
+			}
+			out := make([]float32, rows*k)
+			for _, kern := range kernels {
+				b.Run(strconv.Itoa(n)+"/"+strconv.Itoa(k)+"/"+kern.name, func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					cpubench.Run(b, n*rows*k, func() { kern.f(w, rb, rows, acts, out, rows, n/BlockQ1_0) })
+					b.ReportMetric(float64(n*rows*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gweights/s")
+				})
+			}
 		}
 	}
 }
