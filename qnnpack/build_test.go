@@ -80,7 +80,7 @@ func testBuildRunsEveryJobThenCaches(t *testing.T, h Host) {
 	}
 
 	// Every job ran once: a converter per graph, a context job per stage.
-	got := calls(t, e.calls)
+	got := fakesdk.Calls(t, e.calls)
 	if want := len(e.plan.Graphs) + len(e.plan.Stages); len(got) != want {
 		t.Fatalf("%d tool runs, want %d", len(got), want)
 	}
@@ -101,7 +101,7 @@ func testBuildRunsEveryJobThenCaches(t *testing.T, h Host) {
 			}
 			onnxAbs, _ := filepath.Abs(f.ONNX)
 			encAbs, _ := filepath.Abs(f.Encodings)
-			if flag(c.Args, "--input_network") != onnxAbs || flag(c.Args, "--quantization_overrides") != encAbs {
+			if c.Flag("--input_network") != onnxAbs || c.Flag("--quantization_overrides") != encAbs {
 				t.Errorf("%s: converter args %q", g, c.Args)
 			}
 			// input_ids only on the first stage keeps its int32 dtype.
@@ -110,28 +110,28 @@ func testBuildRunsEveryJobThenCaches(t *testing.T, h Host) {
 				t.Errorf("%s: --preserve_io_datatype %q", g, keep)
 			}
 		case ToolCtxGen:
-			if filepath.Base(flag(c.Args, "--backend")) != h.lib("QnnHtp") || filepath.Base(flag(c.Args, "--model")) != h.lib("QnnModelDlc") {
+			if filepath.Base(c.Flag("--backend")) != h.lib("QnnHtp") || filepath.Base(c.Flag("--model")) != h.lib("QnnModelDlc") {
 				t.Errorf("ctxgen backend/model %q", c.Args)
 			}
 			// All AR variants of the stage in one context, in variant order.
 			var stage *shard.Stage
 			for i := range e.plan.Stages {
-				if ContextBinaryName(e.plan, i) == flag(c.Args, "--binary_file") {
+				if ContextBinaryName(e.plan, i) == c.Flag("--binary_file") {
 					stage = &e.plan.Stages[i]
 				}
 			}
 			if stage == nil {
-				t.Fatalf("ctxgen for unknown binary %q", flag(c.Args, "--binary_file"))
+				t.Fatalf("ctxgen for unknown binary %q", c.Flag("--binary_file"))
 			}
 			var dlcGraphs []string
-			for _, d := range strings.Split(flag(c.Args, "--dlc_path"), ",") {
+			for _, d := range strings.Split(c.Flag("--dlc_path"), ",") {
 				dlcGraphs = append(dlcGraphs, strings.TrimSuffix(filepath.Base(d), ".dlc"))
 			}
 			if !slices.Equal(dlcGraphs, stage.Graphs) {
 				t.Errorf("stage %d: --dlc_path graphs %v, want %v", stage.Index, dlcGraphs, stage.Graphs)
 			}
 			for _, f := range []string{"--output_dir", "--config_file"} {
-				if flag(c.Args, f) == "" {
+				if c.Flag(f) == "" {
 					t.Errorf("ctxgen without %s", f)
 				}
 			}
@@ -200,7 +200,7 @@ func testBuildRunsEveryJobThenCaches(t *testing.T, h Host) {
 	if _, err := Build(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	if got := calls(t, e.calls); len(got) != 0 {
+	if got := fakesdk.Calls(t, e.calls); len(got) != 0 {
 		t.Fatalf("second build ran %d tools: %v", len(got), got)
 	}
 	if manifest2, _ := os.ReadFile(filepath.Join(e.out, ManifestName)); !bytes.Equal(manifest1, manifest2) {
@@ -214,7 +214,7 @@ func testBuildRunsEveryJobThenCaches(t *testing.T, h Host) {
 	if _, err := Build(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	got = calls(t, e.calls)
+	got = fakesdk.Calls(t, e.calls)
 	var ran []string
 	for _, c := range got {
 		ran = append(ran, c.Tool+" "+graphOf(c))
@@ -233,7 +233,7 @@ func testBuildRunsEveryJobThenCaches(t *testing.T, h Host) {
 	if _, err := Build(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	if got := calls(t, e.calls); len(got) != 1 || got[0].Tool != ToolCtxGen {
+	if got := fakesdk.Calls(t, e.calls); len(got) != 1 || got[0].Tool != ToolCtxGen {
 		t.Errorf("after corrupting %s ran %v", bin, got)
 	}
 }
@@ -278,12 +278,12 @@ func TestBuildToolFailure(t *testing.T) {
 	}
 	os.RemoveAll(e.out) // the dry run wrote a bundle
 	os.Unsetenv("FAKESDK_FAIL")
-	calls(t, e.calls)
+	fakesdk.Calls(t, e.calls)
 	if _, err := Build(context.Background(), e.options()); err != nil {
 		t.Fatal(err)
 	}
 	var ran []string
-	for _, c := range calls(t, e.calls) {
+	for _, c := range fakesdk.Calls(t, e.calls) {
 		ran = append(ran, c.Tool+" "+graphOf(c))
 	}
 	slices.Sort(ran)
@@ -521,7 +521,7 @@ func TestBuildRefusesSmallVTCMForOneBit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stage 1 holds Q1_0 weights but vtcm_mb is 4") {
 		t.Fatalf("error %v", err)
 	}
-	if got := calls(t, e.calls); len(got) != 0 {
+	if got := fakesdk.Calls(t, e.calls); len(got) != 0 {
 		t.Errorf("ran %d tools", len(got))
 	}
 }
@@ -674,18 +674,18 @@ func TestBuildConverterArgs(t *testing.T) {
 	if _, err := Build(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	calls(t, e.calls)
+	fakesdk.Calls(t, e.calls)
 	// Extra converter flags reach every conversion and invalidate the cache.
 	o.ConverterArgs = []string{"--float_bitwidth", "16", "--target_backend", "HTP"}
 	if _, err := Build(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	got := calls(t, e.calls)
+	got := fakesdk.Calls(t, e.calls)
 	if len(got) != len(e.plan.Graphs)+len(e.plan.Stages) {
 		t.Fatalf("%d runs after changing converter flags", len(got))
 	}
 	for _, c := range got {
-		if c.Tool == ToolConverter && (flag(c.Args, "--float_bitwidth") != "16" || flag(c.Args, "--target_backend") != "HTP") {
+		if c.Tool == ToolConverter && (c.Flag("--float_bitwidth") != "16" || c.Flag("--target_backend") != "HTP") {
 			t.Errorf("converter args %q", c.Args)
 		}
 	}
@@ -723,7 +723,7 @@ func TestBuildRefusesInconsistentPlan(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), shard.RuleARcMask) || !strings.Contains(err.Error(), "nothing was built") {
 		t.Fatalf("error %v", err)
 	}
-	if got := calls(t, e.calls); len(got) != 0 {
+	if got := fakesdk.Calls(t, e.calls); len(got) != 0 {
 		t.Errorf("ran %d tools", len(got))
 	}
 }

@@ -1,8 +1,6 @@
 package qnnpack
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,48 +61,11 @@ func writeGraphs(t *testing.T, p *shard.Plan, dir string) map[string]GraphFiles 
 	return files
 }
 
-type call struct {
-	Exe  string   `json:"exe"` // the program run: python or the tool's file name
-	Tool string   `json:"tool"`
-	Args []string `json:"args"`
-}
-
-// calls reads the fake SDK's invocation log and truncates it.
-func calls(t *testing.T, path string) []call {
-	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	defer f.Close()
-	var out []call
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c call
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &c))
-		out = append(out, c)
-	}
-	os.Remove(path)
-	return out
-}
-
-// flag returns the value after name in args.
-func flag(args []string, name string) string {
-	for i, a := range args {
-		if a == name && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return ""
-}
-
-func graphOf(c call) string {
+func graphOf(c fakesdk.Call) string {
 	if c.Tool == ToolConverter {
-		return strings.TrimSuffix(filepath.Base(flag(c.Args, "--output_path")), ".dlc")
+		return strings.TrimSuffix(filepath.Base(c.Flag("--output_path")), ".dlc")
 	}
-	return flag(c.Args, "--binary_file")
+	return c.Flag("--binary_file")
 }
 
 func oneBitTypes() []gguf.Type { return []gguf.Type{gguf.Q1_0} }

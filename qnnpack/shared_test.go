@@ -57,7 +57,7 @@ func TestBuildSharedStageData(t *testing.T) {
 			t.Errorf("%s: inputs %v lack the stage's data file", j.Name(), j.Inputs)
 		}
 	}
-	calls(t, e.calls)
+	fakesdk.Calls(t, e.calls)
 
 	// Change a byte of stage 2's weights: both its variants convert again.
 	path := filepath.Join(graphs, onnx.StageDataName(e.plan, 1))
@@ -73,7 +73,7 @@ func TestBuildSharedStageData(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ran []string
-	for _, c := range calls(t, e.calls) {
+	for _, c := range fakesdk.Calls(t, e.calls) {
 		ran = append(ran, c.Tool+" "+graphOf(c))
 	}
 	var want []string

@@ -13,6 +13,7 @@ import (
 	"github.com/qnnprep/qnnprep/pipeline"
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
 
 // TestBuildFlags: each build flag not covered by the plan, SoC or
@@ -55,11 +56,11 @@ func TestBuildFlags(t *testing.T) {
 		t.Errorf("--prompts, -n 5: golden prompts %s", jsonString(g.Prompts))
 	}
 	conv := 0
-	for _, c := range fakeCalls(t, calls) {
-		if strings.Contains(c, `"tool":"qairt-converter"`) {
+	for _, c := range fakesdk.Calls(t, calls) {
+		if c.Tool == qnnpack.ToolConverter {
 			conv++
-			if !strings.Contains(c, `"--float_bitwidth","16"`) {
-				t.Errorf("--converter-arg missing: %s", c)
+			if c.Flag("--float_bitwidth") != "16" {
+				t.Errorf("--converter-arg missing: %v", c.Args)
 			}
 		}
 	}
@@ -70,11 +71,11 @@ func TestBuildFlags(t *testing.T) {
 	// --force runs the SDK again where the cache would answer.
 	again := []string{"--name", "mymodel", "--tokenizer", tok, "--converter-arg=--float_bitwidth", "--converter-arg=16", "--no-verify"}
 	runOK(t, build(out, again...)...)
-	if n := len(fakeCalls(t, calls)); n != 0 {
+	if n := len(fakesdk.Calls(t, calls)); n != 0 {
 		t.Errorf("unchanged rebuild ran %d tools", n)
 	}
 	runOK(t, build(out, append(again, "--force")...)...)
-	if n := len(fakeCalls(t, calls)); n != 6 {
+	if n := len(fakesdk.Calls(t, calls)); n != 6 {
 		t.Errorf("--force ran %d tools, want 6", n)
 	}
 
@@ -135,7 +136,7 @@ func TestBuildFlags(t *testing.T) {
 		t.Errorf("--timeout 300ms: exit %d\n%s", code, errOut)
 	}
 	t.Setenv("FAKESDK_SLEEP", "")
-	fakeCalls(t, calls)
+	fakesdk.Calls(t, calls)
 
 	// -t: the same bundle and qmodel with 1 and 3 threads.
 	var bundles [2]string

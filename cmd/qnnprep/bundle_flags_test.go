@@ -9,15 +9,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/qnnpack"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 )
-
-// fakeCalls reads and clears the fake SDK's call log: one line per tool run.
-func fakeCalls(t *testing.T, path string) []string {
-	t.Helper()
-	b, _ := os.ReadFile(path)
-	os.Remove(path)
-	return strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' })
-}
 
 // maxOverlap is the most fake SDK tools that ran at once (FAKESDK_RUNNING).
 func maxOverlap(t *testing.T, dir string) int {
@@ -61,28 +54,28 @@ func TestBundleBuildFlags(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(out, qnnpack.TokenizerName)); !bytes.Equal(b, []byte(`{"model":{"type":"BPE","vocab":{}}}`)) {
 		t.Errorf("--tokenizer: bundle holds %q", b)
 	}
-	if n := len(fakeCalls(t, calls)); n != 6 {
+	if n := len(fakesdk.Calls(t, calls)); n != 6 {
 		t.Fatalf("first build ran %d tools, want 6", n)
 	}
 
 	// --force rebuilds what the cache would reuse.
 	runOK(t, bundle(out, "--qnn-sdk", root, "--work", work)...)
-	if n := len(fakeCalls(t, calls)); n != 0 {
+	if n := len(fakesdk.Calls(t, calls)); n != 0 {
 		t.Errorf("unchanged rebuild ran %d tools", n)
 	}
 	runOK(t, bundle(out, "--qnn-sdk", root, "--work", work, "--force")...)
-	if n := len(fakeCalls(t, calls)); n != 6 {
+	if n := len(fakesdk.Calls(t, calls)); n != 6 {
 		t.Errorf("--force ran %d tools, want 6", n)
 	}
 
 	// --converter-arg reaches every converter run.
 	runOK(t, bundle(out, "--qnn-sdk", root, "--work", work, "--converter-arg=--float_bitwidth", "--converter-arg=16")...)
 	conv := 0
-	for _, c := range fakeCalls(t, calls) {
-		if strings.Contains(c, `"tool":"qairt-converter"`) {
+	for _, c := range fakesdk.Calls(t, calls) {
+		if c.Tool == qnnpack.ToolConverter {
 			conv++
-			if !strings.Contains(c, `"--float_bitwidth","16"`) {
-				t.Errorf("--converter-arg missing: %s", c)
+			if c.Flag("--float_bitwidth") != "16" {
+				t.Errorf("--converter-arg missing: %v", c.Args)
 			}
 		}
 	}
@@ -110,14 +103,14 @@ func TestBundleBuildFlags(t *testing.T) {
 		t.Errorf("--timeout 300ms: exit %d: %s", code, errOut)
 	}
 	t.Setenv("FAKESDK_SLEEP", "")
-	fakeCalls(t, calls)
+	fakesdk.Calls(t, calls)
 
 	// --dry-run needs no SDK and runs none: it prints the commands.
 	if code := run(bundle(filepath.Join(dir, "nosdk"))); code != 1 {
 		t.Errorf("no SDK, no --dry-run: exit %d, want 1", code)
 	}
 	stdout := runOK(t, bundle(filepath.Join(dir, "dry"), "--dry-run")...)
-	if strings.Count(stdout, qnnpack.ToolCtxGen+" ") != 2 || len(fakeCalls(t, calls)) != 0 {
+	if strings.Count(stdout, qnnpack.ToolCtxGen+" ") != 2 || len(fakesdk.Calls(t, calls)) != 0 {
 		t.Errorf("--dry-run printed:\n%s", stdout)
 	}
 	if bins, _ := filepath.Glob(filepath.Join(dir, "dry", "*.bin")); len(bins) != 0 {

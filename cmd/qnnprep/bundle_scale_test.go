@@ -18,6 +18,7 @@ import (
 	"github.com/qnnprep/qnnprep/scaleout"
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/testkit"
+	"github.com/qnnprep/qnnprep/testkit/fakesdk"
 	"github.com/qnnprep/qnnprep/tokenizer"
 )
 
@@ -62,8 +63,8 @@ func TestBundleShardsAndAssemble(t *testing.T) {
 	shard0 := filepath.Join(dir, "s0")
 	require.Equal(t, 0, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", shard0, "--shard", "0/2", "--cache", cache})))
 	assert.NoDirExists(t, shard0, "a shard wrote a bundle")
-	for _, c := range readCalls(t, calls) {
-		if bin := flagValue(c.Args, "--binary_file"); bin != "" {
+	for _, c := range fakesdk.Calls(t, calls) {
+		if bin := c.Flag("--binary_file"); bin != "" {
 			assert.Equal(t, qnnpack.ContextBinaryName(plan, slices.Index(owners, 0)), bin, "shard 0 built another shard's stage")
 		}
 	}
@@ -113,33 +114,6 @@ func TestBundleShardsAndAssemble(t *testing.T) {
 	// usage errors.
 	assert.Equal(t, 2, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", shard0, "--shard", "0/2", "--shard-count", "2", "--cache", cache})))
 	assert.Equal(t, 2, run(slices.Concat([]string{"bundle", "build"}, common, []string{"--out", shard0, "--shard", "0/2"})))
-}
-
-type fakeCall struct {
-	Tool string   `json:"tool"`
-	Args []string `json:"args"`
-}
-
-func readCalls(t *testing.T, path string) []fakeCall {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var out []fakeCall
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var c fakeCall
-		require.NoError(t, json.Unmarshal([]byte(line), &c))
-		out = append(out, c)
-	}
-	return out
-}
-
-func flagValue(args []string, name string) string {
-	for i, a := range args {
-		if a == name && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return ""
 }
 
 // TestBundlePackUnpackCommands: pack writes the same archive twice;

@@ -11,10 +11,13 @@ package fakesdk
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -126,6 +129,49 @@ func build(tb testing.TB) string {
 		tb.Fatal(built.err)
 	}
 	return built.path
+}
+
+// Call is one run of a fake tool, as it logs it to $FAKESDK_CALLS.
+type Call struct {
+	Exe  string   `json:"exe"` // the program run: python or the tool's file name
+	Tool string   `json:"tool"`
+	Args []string `json:"args"`
+}
+
+// Flag returns the argument after name, or "".
+func (c Call) Flag(name string) string {
+	for i, a := range c.Args {
+		if a == name && i+1 < len(c.Args) {
+			return c.Args[i+1]
+		}
+	}
+	return ""
+}
+
+// Calls reads the call log at path (the file $FAKESDK_CALLS names) and
+// removes it, so that the next read sees only later runs; no log is no
+// calls.
+func Calls(tb testing.TB, path string) []Call {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []Call
+	for _, line := range strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' }) {
+		var c Call
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			tb.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, c)
+	}
+	if err := os.Remove(path); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
 
 // ModelConfig is the small llama-like model whose plans the tests build
