@@ -205,18 +205,6 @@ const (
 	RuleEagletVocab   = "GENIE-EAGLET-VOCAB"    // draft logits are not draft-n-vocab wide, or wider than the target's
 )
 
-// EagletTreeTokens is the most tokens eaglet drafts in one step before
-// pruning: the root, n-branches candidates of the root, then n-branches
-// sequences × n-branches candidates on each of the draft-len − 1 later
-// levels (createDraftTokenTree keeps n-branches sequences per level).
-func (d *Dialog) EagletTreeTokens() int {
-	if d.Type != Eaglet {
-		return 0
-	}
-	n := d.NBranches
-	return 1 + n + (d.DraftLen-1)*n*n
-}
-
 // EagletDraftLevelTokens is the most tokens the draft processes in one
 // tree level (markEligibleSequences keeps at most n-branches sequences),
 // and EagletAcceptTokens the most it processes after a verification: the
