@@ -404,7 +404,7 @@ func (e *Engine) vec(m *model.Model, name string, n int) ([]float32, error) {
 }
 
 // KernelSet names the instruction sets of the kernels decoding runs on
-// here: one name ("avx2", "go") when the packages agree, else each
+// here: one name ("avx512", "avx2", "go") when the packages agree, else each
 // package's.
 func KernelSet() string {
 	sets := []struct{ pkg, set string }{{"int8", int8.KernelSet()}, {"quant1bit", quant1bit.KernelSet()}, {"kernels", kernels.KernelSet()}}

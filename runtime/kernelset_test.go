@@ -24,12 +24,17 @@ func TestKernelSet(t *testing.T) {
 		}
 		return "go"
 	}
+	// runtime/kernels' F16 kernels need AVX-512 F, BW and VL only.
+	kernelsSet := set(false)
+	if avx2 && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL {
+		kernelsSet = "avx512"
+	}
 	// Per package: whether it has AVX-512 kernels for this CPU (quant1bit's
 	// also need VBMI and BITALG).
 	sets := []struct{ pkg, want string }{
 		{"int8", set(true)},
 		{"quant1bit", set(x.HasAVX512VBMI && x.HasAVX512BITALG)},
-		{"kernels", set(false)},
+		{"kernels", kernelsSet},
 	}
 	want := sets[0].want
 	for _, s := range sets {

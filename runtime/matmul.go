@@ -355,6 +355,11 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			kernels.MulF16(w.data[r0*rb:], rb, r1-r0, &a.f16Batch, out[r0:], rows)
 			return nil
 		}
+		if a.t == 1 {
+			// Decoding: the rows one after another in one call.
+			kernels.DotF16F32Rows(w.data[r0*rb:], rb, a.f16[:n], out[r0:r1])
+			return nil
+		}
 		for r := r0; r < r1; r++ {
 			row := w.data[r*rb : (r+1)*rb]
 			t := 0

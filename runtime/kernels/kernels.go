@@ -16,7 +16,10 @@
 //     r8[j] = (l[j]+l[j+8]) + (l[j+16]+l[j+24]), r4[j] = r8[j]+r8[j+4],
 //     r2[j] = r4[j]+r4[j+2], result = r2[0]+r2[1].
 //
-// This is the order 4 AVX2 accumulators of 8 lanes produce naturally.
+// This is the order 4 AVX2 accumulators of 8 lanes produce naturally, and
+// 2 AVX-512 accumulators of 16 lanes (l[0..15], l[16..31]) too: the
+// AVX-512 kernels give the same bits as the AVX2 ones, so a model's logits
+// do not depend on which set the CPU selects.
 // Results that are NaN are NaN in both versions, possibly with different
 // payloads. The build tag purego selects the Go versions everywhere.
 //
@@ -90,6 +93,24 @@ func DotF16F32x2(w []byte, x0, x1 []float32) (float32, float32) {
 		return 0, 0
 	}
 	return dotF16F32x2(u16View(w, len(x0)), x0, x1)
+}
+
+// DotF16F32Rows sets out[r] = DotF16F32(w[r·rowBytes:], x) for r <
+// len(out), bit for bit: the rows of one decoding step in one call. It
+// panics if the rows do not fit in w.
+func DotF16F32Rows(w []byte, rowBytes int, x, out []float32) {
+	n := len(x)
+	if len(out) == 0 {
+		return
+	}
+	if rowBytes < 2*n || (len(out)-1)*rowBytes+2*n > len(w) {
+		panic(fmt.Sprintf("kernels: DotF16F32Rows: %d rows of %d elements at stride %d do not fit in %d bytes", len(out), n, rowBytes, len(w)))
+	}
+	if n == 0 {
+		clear(out)
+		return
+	}
+	dotF16F32Rows(w, rowBytes, x, out)
 }
 
 // DotBF16 is DotF16 for bfloat16 weights and activations.
@@ -198,6 +219,16 @@ var dotF16F32 = dotF16F32Go
 
 var dotF16F32x2 = func(w []uint16, x0, x1 []float32) (float32, float32) {
 	return dotF16F32(w, x0), dotF16F32(w, x1)
+}
+
+var dotF16F32Rows = dotF16F32RowsEach
+
+// dotF16F32RowsEach takes the rows one DotF16F32 at a time.
+func dotF16F32RowsEach(w []byte, rowBytes int, x, out []float32) {
+	n := len(x)
+	for r := range out {
+		out[r] = dotF16F32(u16View(w[r*rowBytes:], n), x)
+	}
 }
 
 func dotF16F32Go(w []uint16, x []float32) float32 {

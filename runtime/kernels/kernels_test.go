@@ -242,10 +242,29 @@ func checkF16F32(t *testing.T, w, x []uint16) {
 	for i := range xf {
 		xr[i], xh[i] = xf[len(xf)-1-i], x[len(x)-1-i]
 	}
+	want1 := dotF16Go(w, xh)
 	g0, g1 := dotF16F32x2(w, xf, xr)
-	if want1 := dotF16Go(w, xh); !sameFloat(g0, want) || !sameFloat(g1, want1) {
+	if !sameFloat(g0, want) || !sameFloat(g1, want1) {
 		t.Fatalf("F16F32x2 n=%d: %v, %v; dotF16Go %v, %v", len(x), g0, g1, want, want1)
 	}
+	for _, k := range f16F32Kernels {
+		if got := k.dot(w, xf); !sameFloat(got, want) {
+			t.Fatalf("F16F32 %s n=%d: %v, dotF16Go %v", k.name, len(x), got, want)
+		}
+		if g0, g1 := k.dot2(w, xf, xr); !sameFloat(g0, want) || !sameFloat(g1, want1) {
+			t.Fatalf("F16F32x2 %s n=%d: %v, %v; dotF16Go %v, %v", k.name, len(x), g0, g1, want, want1)
+		}
+	}
+}
+
+// f16F32Kernels are the DotF16F32 kernels this CPU runs besides the
+// selected ones (the AVX2 fallback where AVX-512 is selected), each held
+// to the Go twin too.
+var f16F32Kernels []struct {
+	name string
+	dot  func(w []uint16, x []float32) float32
+	dot2 func(w []uint16, x0, x1 []float32) (float32, float32)
+	rows func(w []byte, rowBytes int, x, out []float32)
 }
 
 func TestRoundF16F32(t *testing.T) {
@@ -257,6 +276,49 @@ func TestRoundF16F32(t *testing.T) {
 	for i := range src {
 		if want := half.F16ToF32(h[i]); math.Float32bits(f[i]) != math.Float32bits(want) {
 			t.Errorf("%v: got %v, want %v", src[i], f[i], want)
+		}
+	}
+}
+
+// TestDotF16F32Rows checks DotF16F32Rows, and each kernel's rows form,
+// against the Go twin row by row: strided and odd-offset rows, every
+// length class (whole groups of 32 and tails) and all binary16 patterns.
+func TestDotF16F32Rows(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	type rowsFunc = func(w []byte, rowBytes int, x, out []float32)
+	impls := []struct {
+		name string
+		rows rowsFunc
+	}{{"selected", DotF16F32Rows}}
+	for _, k := range f16F32Kernels {
+		impls = append(impls, struct {
+			name string
+			rows rowsFunc
+		}{k.name, k.rows})
+	}
+	for _, n := range []int{1, 8, 31, 32, 64, 96, 100, 2048, 5632} {
+		for _, nrows := range []int{1, 2, 7} {
+			rowBytes := 2*n + 2*r.IntN(3)
+			off := r.IntN(2) // rows need not be 2-byte aligned
+			w := make([]byte, off+(nrows-1)*rowBytes+2*n)
+			for i := range w {
+				w[i] = byte(r.Uint32())
+			}
+			xh := randomU16(r, n, half.F32ToF16)
+			x := make([]float32, n)
+			for i, h := range xh {
+				x[i] = half.F16ToF32(h)
+			}
+			for _, k := range impls {
+				out := make([]float32, nrows)
+				k.rows(w[off:], rowBytes, x, out)
+				for ri, got := range out {
+					row := w[off+ri*rowBytes : off+ri*rowBytes+2*n]
+					if want := dotF16F32Go(u16View(row, n), x); !sameFloat(got, want) {
+						t.Fatalf("%s n=%d rows=%d: row %d: %v, Go %v", k.name, n, nrows, ri, got, want)
+					}
+				}
+			}
 		}
 	}
 }

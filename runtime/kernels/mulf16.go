@@ -23,6 +23,10 @@ const (
 	f16PanelTokens = 3
 )
 
+// f16BatchTokens is the token count F16Batch rounds up to: whole token
+// groups of the AVX2 kernel (3) and of the AVX-512 one (6).
+const f16BatchTokens = 6
+
 // Set fills b from t rows of n values at x[i·xstride:], reusing b's
 // storage. It panics if the rows do not fit in x.
 func (b *F16Batch) Set(x []float32, xstride, t, n int) {
@@ -51,7 +55,7 @@ func (b *F16Batch) Set(x []float32, xstride, t, n int) {
 // padded is the number of rows b.x holds: t rounded up to whole token
 // groups, the added rows zero.
 func (b *F16Batch) padded() int {
-	return (b.t + f16PanelTokens - 1) / f16PanelTokens * f16PanelTokens
+	return (b.t + f16BatchTokens - 1) / f16BatchTokens * f16BatchTokens
 }
 
 // row returns activation row t in its given order.

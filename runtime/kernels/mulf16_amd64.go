@@ -13,6 +13,9 @@ import (
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		mulF16 = mulF16AVX2
+		if hasAVX512 {
+			mulF16 = mulF16AVX512
+		}
 	}
 }
 
@@ -71,3 +74,55 @@ func panelF16Asm(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
 //
 //go:noescape
 func mulF16PanelAsm(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, groups int, r8, out unsafe.Pointer)
+
+// mulF16AVX512 is mulF16AVX2 with sixteen rows per panel, one zmm lane
+// each, and six tokens per pass: twice the products per broadcast
+// activation and per panel load.
+func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	const panelRows, panelTokens = 16, 6
+	n := x.n
+	if n%32 != 0 || n == 0 {
+		mulF16Go(w, rowBytes, rows, x, out, outStride)
+		return
+	}
+	s := f16Pool.Get().(*f16Scratch)
+	defer f16Pool.Put(s)
+	groups := x.padded() / panelTokens
+	np, nout := panelRows*n, groups*panelTokens*panelRows
+	s.panel = slices.Grow(s.panel[:0], np)[:np]
+	s.r8 = slices.Grow(s.r8[:0], 8*nout)[:8*nout]
+	s.out = slices.Grow(s.out[:0], nout)[:nout]
+	m := n / 32
+	for r0 := 0; r0 < rows; r0 += panelRows {
+		nr := min(panelRows, rows-r0)
+		src, stride := w[r0*rowBytes:], rowBytes
+		if nr < panelRows {
+			stride = 2 * n
+			s.stage = slices.Grow(s.stage[:0], panelRows*stride)[:panelRows*stride]
+			src = s.stage
+			clear(src)
+			for r := range nr {
+				copy(src[r*stride:(r+1)*stride], w[(r0+r)*rowBytes:(r0+r)*rowBytes+2*n])
+			}
+		}
+		panelF16Half512(unsafe.Pointer(&src[0]), stride, m, unsafe.Pointer(&s.panel[0]))
+		panelF16Half512(unsafe.Pointer(&src[8*stride]), stride, m, unsafe.Pointer(&s.panel[8]))
+		mulF16PanelAsm512(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
+		for t := range x.t {
+			copy(out[t*outStride+r0:t*outStride+r0+nr], s.out[t*panelRows:t*panelRows+nr])
+		}
+	}
+}
+
+// panelF16Half512 converts eight rows of 32·m binary16 values (rowBytes
+// apart) into the lower (panel) or upper (panel+32 bytes) halves of a
+// sixteen-row panel's vectors.
+//
+//go:noescape
+func panelF16Half512(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
+
+// mulF16PanelAsm512 is mulF16PanelAsm for a sixteen-row panel and groups
+// of six tokens (r8 [8][token][16]float32, out [token][16]float32).
+//
+//go:noescape
+func mulF16PanelAsm512(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, groups int, r8, out unsafe.Pointer)

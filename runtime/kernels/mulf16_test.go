@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 // TestMulF16MatchesDot checks every output of MulF16 against DotF16F32
@@ -50,12 +51,14 @@ func TestMulF16MatchesDot(t *testing.T) {
 				}
 				var b F16Batch
 				b.Set(x, xstride, c.tokens, c.n)
-				MulF16(w, rowBytes, c.rows, &b, out, outStride)
-				for ti := range c.tokens {
-					for ri := range c.rows {
-						want := DotF16F32(w[ri*rowBytes:ri*rowBytes+2*c.n], x[ti*xstride:ti*xstride+c.n])
-						if got := out[ti*outStride+ri]; !sameFloat(got, want) {
-							t.Fatalf("row %d token %d: %v (%#08x), DotF16F32 %v (%#08x)", ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
+				for _, k := range append([]mulF16Kernel{{"selected", MulF16}}, mulF16Kernels...) {
+					k.mul(w, rowBytes, c.rows, &b, out, outStride)
+					for ti := range c.tokens {
+						for ri := range c.rows {
+							want := dotF16F32Go(u16View(w[ri*rowBytes:], c.n), x[ti*xstride:ti*xstride+c.n])
+							if got := out[ti*outStride+ri]; !sameFloat(got, want) {
+								t.Fatalf("%s: row %d token %d: %v (%#08x), Go %v (%#08x)", k.name, ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
+							}
 						}
 					}
 				}
@@ -63,6 +66,16 @@ func TestMulF16MatchesDot(t *testing.T) {
 		}
 	}
 }
+
+type mulF16Kernel struct {
+	name string
+	mul  func(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int)
+}
+
+// mulF16Kernels are the MulF16 kernels this CPU runs besides the selected
+// one (the AVX2 fallback where AVX-512 is selected), each held to the Go
+// twin too.
+var mulF16Kernels []mulF16Kernel
 
 func TestMulF16BadShapes(t *testing.T) {
 	w := make([]byte, 3*64)
@@ -90,7 +103,8 @@ func TestMulF16BadShapes(t *testing.T) {
 }
 
 // BenchmarkMulF16 runs a 700M-llama FFN product for 32 tokens in panels
-// and as DotF16F32x2 row by row (the prompt path before).
+// (the selected kernel, then each one this CPU runs: AVX2 and AVX-512 side
+// by side) and as DotF16F32x2 row by row (the prompt path before).
 func BenchmarkMulF16(b *testing.B) {
 	for _, shape := range []struct{ rows, n int }{{512, 2048}, {256, 5632}} {
 		const tokens = 32
@@ -108,12 +122,12 @@ func BenchmarkMulF16(b *testing.B) {
 		n, rb := shape.n, 2*shape.n
 		var xb F16Batch
 		xb.Set(x, n, tokens, n)
-		b.Run(fmt.Sprintf("%dx%d/panel", shape.rows, shape.n), func(b *testing.B) {
-			for b.Loop() {
-				MulF16(w, rb, shape.rows, &xb, out, shape.rows)
-			}
-			b.ReportMetric(macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
-		})
+		for _, k := range append([]mulF16Kernel{{"panel", MulF16}}, mulF16Kernels...) {
+			b.Run(fmt.Sprintf("%dx%d/%s", shape.rows, shape.n, k.name), func(b *testing.B) {
+				cpubench.Run(b, 0, func() { k.mul(w, rb, shape.rows, &xb, out, shape.rows) })
+				b.ReportMetric(macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+		}
 		b.Run(fmt.Sprintf("%dx%d/rows", shape.rows, shape.n), func(b *testing.B) {
 			for b.Loop() {
 				for r := range shape.rows {

@@ -1,0 +1,26 @@
+//go:build !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+func init() {
+	type kernel = struct {
+		name string
+		dot  func(w []uint16, x []float32) float32
+		dot2 func(w []uint16, x0, x1 []float32) (float32, float32)
+		rows func(w []byte, rowBytes int, x, out []float32)
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+		mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
+		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32x2AVX2, func(w []byte, rowBytes int, x, out []float32) {
+			for r := range out {
+				out[r] = dotF16F32AVX2(u16View(w[r*rowBytes:], len(x)), x)
+			}
+		}})
+		if hasAVX512 {
+			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx512", mulF16AVX512})
+			f16F32Kernels = append(f16F32Kernels, kernel{"avx512", dotF16F32AVX512, dotF16F32x2AVX512, dotF16F32RowsAVX512})
+		}
+	}
+}

@@ -1,0 +1,171 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "reduce_amd64.h"
+
+// AVX-512 versions of the F16 dot products, in the package's summation
+// order: the 32 partial sums live in Z0 (l[0..15]) and Z1 (l[16..31]), so
+// each product meets the same partial sum, in the same sequence, as in the
+// AVX2 kernels' Y0..Y3, and the results are the same bits.
+
+// SPLIT moves Z0, Z1 into the AVX2 layout Y0..Y3 (lane j of Yk is l[8k+j])
+// for the shared tail and REDUCE.
+#define SPLIT \
+	VEXTRACTF64X4 $1, Z1, Y3 \
+	VMOVAPS       Y1, Y2     \
+	VEXTRACTF64X4 $1, Z0, Y1
+
+// MAC32 adds the products of 32 binary16 weights at off(a) and 32 float32
+// activations at 2·off(b) to Z0, Z1, with Z4, Z5 as scratch.
+#define MAC32(off, a, b, Z4, Z5) \
+	VCVTPH2PS off(a), Z4            \
+	VCVTPH2PS (off+32)(a), Z5       \
+	VMULPS    (2*off)(b), Z4, Z4    \
+	VMULPS    (2*off+64)(b), Z5, Z5 \
+	VADDPS    Z4, Z0, Z0            \
+	VADDPS    Z5, Z1, Z1
+
+// DOT32 leaves in Z0, Z1 the partial sums over CX (a multiple of 32)
+// elements from SI (binary16) and DI (float32), advancing both; it
+// prefetches the weights at PF0 and PF1. Z0 and Z1 must start at zero.
+#define DOT32(PF0, PF1, lbl64, lbl32, done) \
+	CMPQ CX, $64          \
+	JB   lbl32            \
+lbl64:                    \
+	PREFETCHT0 PF0    \
+	PREFETCHT0 PF1    \
+	MAC32(0, SI, DI, Z4, Z5)  \
+	MAC32(64, SI, DI, Z6, Z7) \
+	ADDQ $128, SI         \
+	ADDQ $256, DI         \
+	SUBQ $64, CX          \
+	CMPQ CX, $64          \
+	JAE  lbl64            \
+lbl32:                    \
+	CMPQ CX, $32          \
+	JB   done             \
+	MAC32(0, SI, DI, Z4, Z5) \
+	ADDQ $64, SI          \
+	ADDQ $128, DI         \
+	SUBQ $32, CX          \
+done:
+
+// func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+//
+// dotF16F32Asm with the whole groups of 32 in zmm registers.
+TEXT ·dotF16F32Asm512(SB), NOSPLIT, $0-44
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n8+16(FP), CX
+	MOVQ   ta+24(FP), R8
+	MOVQ   tb+32(FP), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   CX, DX
+	ANDQ   $~31, CX
+	SUBQ   CX, DX
+	DOT32(2048(SI), 2112(SI), z1loop64, z1loop32, z1done)
+	SPLIT
+
+z1tail8:
+	CMPQ      DX, $8
+	JB        z1partial
+	VCVTPH2PS (SI), Y4
+	VMULPS    (DI), Y4, Y4
+	VADDPS    Y4, Y0, Y0
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, DX
+	JMP       z1tail8
+
+z1partial:
+	TESTQ     R8, R8
+	JE        z1reduce
+	VCVTPH2PS (R8), Y4
+	VMULPS    (R9), Y4, Y4
+	VADDPS    Y4, Y0, Y0
+
+z1reduce:
+	REDUCE
+	VZEROUPPER
+	VMOVSS X0, ret+40(FP)
+	RET
+
+// func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
+//
+// out[r] = dotF16F32Asm512 of row r (rowBytes apart) and x, n32 a multiple
+// of 32: the rows of a decoding step one after another in one call, the
+// prefetch running on into the next row.
+TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R8
+	MOVQ rowBytes+8(FP), R9
+	MOVQ rows+16(FP), R10
+	MOVQ x+24(FP), R11
+	MOVQ n32+32(FP), R12
+	MOVQ out+40(FP), AX
+
+zrow:
+	MOVQ   R8, SI
+	MOVQ   R11, DI
+	MOVQ   R12, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	DOT32(2048(SI), 2112(SI), zrloop64, zrloop32, zrdone)
+	SPLIT
+	REDUCE
+	VMOVSS X0, (AX)
+	ADDQ   $4, AX
+	ADDQ   R9, R8
+	DECQ   R10
+	JNZ    zrow
+	VZEROUPPER
+	RET
+
+// func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int, out unsafe.Pointer)
+//
+// dotF16F32x2Asm in zmm registers: row 0's partial sums in Z0, Z1, row 1's
+// in Z2, Z3.
+TEXT ·dotF16F32x2Asm512(SB), NOSPLIT, $0-40
+	MOVQ   a+0(FP), SI
+	MOVQ   b0+8(FP), DI
+	MOVQ   b1+16(FP), R10
+	MOVQ   n32+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SHRQ   $5, CX
+	JE     zx2reduce
+
+zx2loop:
+	PREFETCHT0 2048(SI)
+	VCVTPH2PS  0(SI), Z8
+	VCVTPH2PS  32(SI), Z9
+	VMULPS     0(DI), Z8, Z12
+	VADDPS     Z12, Z0, Z0
+	VMULPS     64(DI), Z9, Z13
+	VADDPS     Z13, Z1, Z1
+	VMULPS     0(R10), Z8, Z14
+	VADDPS     Z14, Z2, Z2
+	VMULPS     64(R10), Z9, Z15
+	VADDPS     Z15, Z3, Z3
+	ADDQ       $64, SI
+	ADDQ       $128, DI
+	ADDQ       $128, R10
+	DECQ       CX
+	JNZ        zx2loop
+
+zx2reduce:
+	MOVQ      out+32(FP), AX
+	VMOVAPS   Z2, Z8
+	VMOVAPS   Z3, Z9
+	SPLIT
+	REDUCE
+	VMOVSS    X0, 0(AX)
+	VMOVAPS   Z8, Z0
+	VMOVAPS   Z9, Z1
+	SPLIT
+	REDUCE
+	VMOVSS    X0, 4(AX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,232 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// MulF16's AVX-512 panel kernels: sixteen weight rows per panel, one zmm
+// lane each. Vector v of a panel (64 bytes) holds the sixteen rows' element
+// i at v = ((i%8)·m + i/32)·4 + (i%32)/8, the 8-row panel's order with
+// twice the rows, so every lane still forms DotF16F32's partial sums in
+// sequence and each output is the same bits.
+
+// F16ROWS8 converts the binary16 values at byte CO of eight rows (SI,
+// SI+rb, …, BX+3rb) into Y0-Y7.
+#define F16ROWS8(CO) \
+	VCVTPH2PS CO(SI), Y0          \
+	VCVTPH2PS CO(SI)(R10*1), Y1   \
+	VCVTPH2PS CO(SI)(R10*2), Y2   \
+	VCVTPH2PS CO(SI)(R11*1), Y3   \
+	VCVTPH2PS CO(BX), Y4          \
+	VCVTPH2PS CO(BX)(R10*1), Y5   \
+	VCVTPH2PS CO(BX)(R10*2), Y6   \
+	VCVTPH2PS CO(BX)(R11*1), Y7
+
+// TRANSPOSE8 transposes Y0-Y7 (8×8 float32, row r in Yr) and stores column
+// p at OFF(DI)+p·R12 for p < 4 and OFF(DX)+(p−4)·R12 (R13 = 3·R12).
+#define TRANSPOSE8(OFF) \
+	VPUNPCKLDQ  Y1, Y0, Y8          \
+	VPUNPCKHDQ  Y1, Y0, Y9          \
+	VPUNPCKLDQ  Y3, Y2, Y10         \
+	VPUNPCKHDQ  Y3, Y2, Y11         \
+	VPUNPCKLDQ  Y5, Y4, Y12         \
+	VPUNPCKHDQ  Y5, Y4, Y13         \
+	VPUNPCKLDQ  Y7, Y6, Y14         \
+	VPUNPCKHDQ  Y7, Y6, Y15         \
+	VPUNPCKLQDQ Y10, Y8, Y0         \
+	VPUNPCKHQDQ Y10, Y8, Y1         \
+	VPUNPCKLQDQ Y11, Y9, Y2         \
+	VPUNPCKHQDQ Y11, Y9, Y3         \
+	VPUNPCKLQDQ Y14, Y12, Y4        \
+	VPUNPCKHQDQ Y14, Y12, Y5        \
+	VPUNPCKLQDQ Y15, Y13, Y6        \
+	VPUNPCKHQDQ Y15, Y13, Y7        \
+	VPERM2I128  $0x20, Y4, Y0, Y8   \
+	VMOVDQU     Y8, OFF(DI)         \
+	VPERM2I128  $0x31, Y4, Y0, Y9   \
+	VMOVDQU     Y9, OFF(DX)         \
+	VPERM2I128  $0x20, Y5, Y1, Y10  \
+	VMOVDQU     Y10, OFF(DI)(R12*1) \
+	VPERM2I128  $0x31, Y5, Y1, Y11  \
+	VMOVDQU     Y11, OFF(DX)(R12*1) \
+	VPERM2I128  $0x20, Y6, Y2, Y12  \
+	VMOVDQU     Y12, OFF(DI)(R12*2) \
+	VPERM2I128  $0x31, Y6, Y2, Y13  \
+	VMOVDQU     Y13, OFF(DX)(R12*2) \
+	VPERM2I128  $0x20, Y7, Y3, Y14  \
+	VMOVDQU     Y14, OFF(DI)(R13*1) \
+	VPERM2I128  $0x31, Y7, Y3, Y15  \
+	VMOVDQU     Y15, OFF(DX)(R13*1)
+
+// func panelF16Half512(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
+//
+// Converts eight rows of 32·m binary16 values (rowBytes apart) into one
+// half of each 64-byte vector of a sixteen-row panel: panel points at the
+// first vector's lower half for rows 0-7, its upper half for rows 8-15.
+TEXT ·panelF16Half512(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), R10
+	MOVQ m+16(FP), CX
+	MOVQ panel+24(FP), DI
+	LEAQ (R10)(R10*2), R11
+	LEAQ (SI)(R10*4), BX
+	MOVQ CX, R12
+	SHLQ $8, R12 // one lane class: m·256 bytes
+	LEAQ (R12)(R12*2), R13
+	LEAQ (DI)(R12*4), DX
+
+hgroup:
+	F16ROWS8(0)
+	TRANSPOSE8(0)
+	F16ROWS8(16)
+	TRANSPOSE8(64)
+	F16ROWS8(32)
+	TRANSPOSE8(128)
+	F16ROWS8(48)
+	TRANSPOSE8(192)
+	ADDQ $64, SI
+	ADDQ $64, BX
+	ADDQ $256, DI
+	ADDQ $256, DX
+	DECQ CX
+	JNZ  hgroup
+	VZEROUPPER
+	RET
+
+// ZMACQ adds lane group q's products for the six tokens: the panel vector
+// at q·64(SI) times each token's element at q·4 from DI, DI+R10, DI+2·R10,
+// R8, R8+R10, R8+2·R10, broadcast (product rounded, then added, as
+// DotF16F32 does). Token k's sum for lane group q is in Z(4k+q).
+#define ZMACQ(Q, A0, A1, A2, A3, A4, A5) \
+	VMOVUPS     (Q*64)(SI), Z24               \
+	VMULPS.BCST (Q*4)(DI), Z24, Z25           \
+	VADDPS      Z25, A0, A0                   \
+	VMULPS.BCST (Q*4)(DI)(R10*1), Z24, Z26    \
+	VADDPS      Z26, A1, A1                   \
+	VMULPS.BCST (Q*4)(DI)(R10*2), Z24, Z27    \
+	VADDPS      Z27, A2, A2                   \
+	VMULPS.BCST (Q*4)(R8), Z24, Z28           \
+	VADDPS      Z28, A3, A3                   \
+	VMULPS.BCST (Q*4)(R8)(R10*1), Z24, Z29    \
+	VADDPS      Z29, A4, A4                   \
+	VMULPS.BCST (Q*4)(R8)(R10*2), Z24, Z30    \
+	VADDPS      Z30, A5, A5
+
+// ZR8STORE stores a token's r8 = (l0+l1)+(l2+l3) for the sixteen rows at
+// T·64(DX).
+#define ZR8STORE(T, L0, L1, L2, L3) \
+	VADDPS  L1, L0, L0    \
+	VADDPS  L3, L2, L2    \
+	VADDPS  L2, L0, L0    \
+	VMOVUPS L0, (T*64)(DX)
+
+// func mulF16PanelAsm512(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, groups int, r8, out unsafe.Pointer)
+//
+// mulF16PanelAsm for a sixteen-row panel and groups of six tokens: r8 is
+// [class][token][16]float32 and out [token][16]float32. Six tokens per
+// pass over a class's part of the panel (24 accumulators) halve the panel
+// loads per product against three.
+TEXT ·mulF16PanelAsm512(SB), NOSPLIT, $0-56
+	MOVQ panel+0(FP), R13
+	MOVQ m+8(FP), BX
+	SHLQ $4, BX // one class of one token: m·16 bytes
+	MOVQ BX, R14
+	SHLQ $4, R14 // one class of the panel: m·256 bytes
+	MOVQ x+16(FP), AX
+	MOVQ tokenBytes+24(FP), R10
+	MOVQ r8+40(FP), DX
+	MOVQ $8, R11
+
+zclass:
+	MOVQ groups+32(FP), R12
+	MOVQ AX, DI
+
+ztokens:
+	LEAQ   (DI)(R10*2), R8
+	ADDQ   R10, R8
+	MOVQ   R13, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   BX, CX
+
+zgroup:
+	ZMACQ(0, Z0, Z4, Z8, Z12, Z16, Z20)
+	ZMACQ(1, Z1, Z5, Z9, Z13, Z17, Z21)
+	ZMACQ(2, Z2, Z6, Z10, Z14, Z18, Z22)
+	ZMACQ(3, Z3, Z7, Z11, Z15, Z19, Z23)
+	ADDQ $256, SI
+	ADDQ $16, DI
+	ADDQ $16, R8
+	SUBQ $16, CX
+	JNZ  zgroup
+
+	ZR8STORE(0, Z0, Z1, Z2, Z3)
+	ZR8STORE(1, Z4, Z5, Z6, Z7)
+	ZR8STORE(2, Z8, Z9, Z10, Z11)
+	ZR8STORE(3, Z12, Z13, Z14, Z15)
+	ZR8STORE(4, Z16, Z17, Z18, Z19)
+	ZR8STORE(5, Z20, Z21, Z22, Z23)
+	ADDQ $384, DX
+	// The next group's first token: six tokens on from this one.
+	LEAQ (R8)(R10*2), DI
+	ADDQ R10, DI
+	SUBQ BX, DI
+	DECQ R12
+	JNZ  ztokens
+
+	ADDQ R14, R13 // the next class of the panel
+	ADDQ BX, AX
+	DECQ R11
+	JNZ  zclass
+
+	// out[t] = (r4[0]+r4[2]) + (r4[1]+r4[3]), r4[j] = r8[j]+r8[j+4].
+	MOVQ groups+32(FP), CX
+	LEAQ (CX)(CX*2), CX
+	SHLQ $1, CX
+	MOVQ CX, R10
+	SHLQ $6, R10          // one class of r8: tokens·64 bytes
+	LEAQ (R10)(R10*2), R8
+	MOVQ r8+40(FP), SI
+	LEAQ (SI)(R10*4), DI
+	MOVQ out+48(FP), AX
+
+zout:
+	VMOVUPS (SI), Z0
+	VADDPS  (DI), Z0, Z0
+	VMOVUPS (SI)(R10*1), Z1
+	VADDPS  (DI)(R10*1), Z1, Z1
+	VMOVUPS (SI)(R10*2), Z2
+	VADDPS  (DI)(R10*2), Z2, Z2
+	VMOVUPS (SI)(R8*1), Z3
+	VADDPS  (DI)(R8*1), Z3, Z3
+	VADDPS  Z2, Z0, Z0
+	VADDPS  Z3, Z1, Z1
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	ADDQ    $64, AX
+	DECQ    CX
+	JNZ     zout
+	VZEROUPPER
+	RET
