@@ -491,15 +491,15 @@ func (r *runner) exec(ctx context.Context, j *Job) error {
 	cmd := exec.CommandContext(ctx, j.Path, j.Args...)
 	cmd.Stdout = logf
 	cmd.Stderr = io.MultiWriter(logf, tail)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	ownGroup(cmd)
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		return toolErr(fmt.Errorf("start %s: %w", j.Path, err))
 	}
 	werr := cmd.Wait()
 	// Whatever the tool left running in its group goes too.
-	killGroup(cmd.Process.Pid)
+	killGroup(cmd.Process)
 	if werr != nil || ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return ctx.Err()
@@ -531,15 +531,6 @@ func (r *runner) exec(ctx context.Context, j *Job) error {
 			return toolErr(err)
 		}
 		r.forget([]string{o})
-	}
-	return nil
-}
-
-// killGroup sends SIGKILL to process group pgid; a group already gone is
-// fine.
-func killGroup(pgid int) error {
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
 	}
 	return nil
 }
