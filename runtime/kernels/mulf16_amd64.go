@@ -29,57 +29,17 @@ type f16Scratch struct {
 var f16Pool = sync.Pool{New: func() any { return new(f16Scratch) }}
 
 func mulF16AVX2(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
-	n := x.n
-	if n%32 != 0 || n == 0 {
-		mulF16Go(w, rowBytes, rows, x, out, outStride)
-		return
-	}
-	s := f16Pool.Get().(*f16Scratch)
-	defer f16Pool.Put(s)
-	groups := x.padded() / f16PanelTokens
-	np, nout := f16PanelRows*n, groups*f16PanelTokens*f16PanelRows
-	s.panel = slices.Grow(s.panel[:0], np)[:np]
-	s.r8 = slices.Grow(s.r8[:0], 8*nout)[:8*nout]
-	s.out = slices.Grow(s.out[:0], nout)[:nout]
-	m := n / 32
-	for r0 := 0; r0 < rows; r0 += f16PanelRows {
-		nr := min(f16PanelRows, rows-r0)
-		src, stride := w[r0*rowBytes:], rowBytes
-		if nr < f16PanelRows {
-			stride = 2 * n
-			s.stage = slices.Grow(s.stage[:0], f16PanelRows*stride)[:f16PanelRows*stride]
-			src = s.stage
-			clear(src)
-			for r := range nr {
-				copy(src[r*stride:(r+1)*stride], w[(r0+r)*rowBytes:(r0+r)*rowBytes+2*n])
-			}
-		}
+	mulF16Panels(w, rowBytes, rows, x, out, outStride, f16PanelRows, f16PanelTokens, func(src []byte, stride, m, groups int, s *f16Scratch) {
 		panelF16Asm(unsafe.Pointer(&src[0]), stride, m, unsafe.Pointer(&s.panel[0]))
-		mulF16PanelAsm(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
-		for t := range x.t {
-			copy(out[t*outStride+r0:t*outStride+r0+nr], s.out[t*f16PanelRows:t*f16PanelRows+nr])
-		}
-	}
+		mulF16PanelAsm(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*x.n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
+	})
 }
 
-// panelF16Asm converts eight rows of 32·m binary16 values (rowBytes apart)
-// into the panel layout.
-//
-//go:noescape
-func panelF16Asm(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
-
-// mulF16PanelAsm computes the panel's eight rows against groups·3
-// activation rows of 32·m values (F16Batch's order, tokenBytes apart) into
-// out ([token][8]float32), with r8 as scratch ([8][token][8]float32).
-//
-//go:noescape
-func mulF16PanelAsm(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, groups int, r8, out unsafe.Pointer)
-
-// mulF16AVX512 is mulF16AVX2 with sixteen rows per panel, one zmm lane
-// each, and six tokens per pass: twice the products per broadcast
-// activation and per panel load.
-func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
-	const panelRows, panelTokens = 16, 6
+// mulF16Panels runs a panel kernel over w's rows, panelRows at a time
+// (a short last panel padded with zero rows), each panel against every
+// token in groups of panelTokens; the kernel fills s.out
+// ([token][panelRows]float32) from rows src, stride bytes apart.
+func mulF16Panels(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride, panelRows, panelTokens int, kernel func(src []byte, stride, m, groups int, s *f16Scratch)) {
 	n := x.n
 	if n%32 != 0 || n == 0 {
 		mulF16Go(w, rowBytes, rows, x, out, outStride)
@@ -105,13 +65,35 @@ func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outS
 				copy(src[r*stride:(r+1)*stride], w[(r0+r)*rowBytes:(r0+r)*rowBytes+2*n])
 			}
 		}
-		panelF16Half512(unsafe.Pointer(&src[0]), stride, m, unsafe.Pointer(&s.panel[0]))
-		panelF16Half512(unsafe.Pointer(&src[8*stride]), stride, m, unsafe.Pointer(&s.panel[8]))
-		mulF16PanelAsm512(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
+		kernel(src, stride, m, groups, s)
 		for t := range x.t {
 			copy(out[t*outStride+r0:t*outStride+r0+nr], s.out[t*panelRows:t*panelRows+nr])
 		}
 	}
+}
+
+// panelF16Asm converts eight rows of 32·m binary16 values (rowBytes apart)
+// into the panel layout.
+//
+//go:noescape
+func panelF16Asm(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
+
+// mulF16PanelAsm computes the panel's eight rows against groups·3
+// activation rows of 32·m values (F16Batch's order, tokenBytes apart) into
+// out ([token][8]float32), with r8 as scratch ([8][token][8]float32).
+//
+//go:noescape
+func mulF16PanelAsm(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, groups int, r8, out unsafe.Pointer)
+
+// mulF16AVX512 is mulF16AVX2 with sixteen rows per panel, one zmm lane
+// each, and six tokens per pass: twice the products per broadcast
+// activation and per panel load.
+func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	mulF16Panels(w, rowBytes, rows, x, out, outStride, 16, 6, func(src []byte, stride, m, groups int, s *f16Scratch) {
+		panelF16Half512(unsafe.Pointer(&src[0]), stride, m, unsafe.Pointer(&s.panel[0]))
+		panelF16Half512(unsafe.Pointer(&src[8*stride]), stride, m, unsafe.Pointer(&s.panel[8]))
+		mulF16PanelAsm512(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*x.n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
+	})
 }
 
 // panelF16Half512 converts eight rows of 32·m binary16 values (rowBytes
