@@ -11,6 +11,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -662,5 +663,99 @@ func TestLlamaPeerMissing(t *testing.T) {
 	got, err := opt.llamaPeer()
 	if err != nil || got != peers.NodeLlamaCpp {
 		t.Errorf("auto without llama-bench: %q, %v", got, err)
+	}
+}
+
+// TestLlamaPeerFails: a llama-bench that fails or hangs past the timeout
+// leaves llama.cpp rows that say so, and everything qnnprep measured is
+// still reported, in every output. After a timeout the peer's remaining
+// runs are not started; after a failure they are.
+func TestLlamaPeerFails(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("the fake llama-bench is a shell script")
+	}
+	fake, err := filepath.Abs("testdata/fake-llama-bench.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(peers.EnvLlamaBench, fake)
+	p := smallModel(t, gguf.Q8_0)
+	for _, tc := range []struct {
+		mode     string
+		runs     int    // llama-bench runs started
+		speed    string // the table's t/s column of the first llama.cpp row
+		reason   string
+		timedOut bool
+	}{
+		{"hang", 1, "TIMED OUT", "timed out after 300ms", true},
+		{"fail", 4, "FAILED", "failed to load model (fake llama-bench)", false},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "runs")
+			t.Setenv("QNNPREP_FAKE_LLAMA_BENCH", tc.mode)
+			t.Setenv("QNNPREP_FAKE_LLAMA_BENCH_LOG", log)
+			opt := Options{Prompt: 4, Gen: 2, Depths: []int{0, 4}, Reps: 1, Threads: []int{1, 2}, Llama: true, LlamaPeer: LlamaPeerBench,
+				LlamaTimeout: 300 * time.Millisecond, ProbeBytes: 4 << 20}
+			rep, err := Run(context.Background(), p, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(log)
+			if n := strings.Count(string(b), "\n"); n != tc.runs {
+				t.Errorf("llama-bench started %d times, want %d", n, tc.runs)
+			}
+			var measured, failed int
+			for _, r := range rep.Results {
+				switch {
+				case r.Engine == "qnnprep" && r.TokensPerSec > 0 && r.Error == "" && r.VsLlama == 0:
+					measured++
+				case r.Engine == "llama.cpp" && r.Error != "" && len(r.Samples) == 0 && r.TokensPerSec == 0 && r.ReadFraction == 0:
+					failed++
+					// The first run (depth 0, 1 thread) gives two rows.
+					if first := r.Depth == 0 && r.Threads == 1; first && (r.TimedOut != tc.timedOut || !strings.Contains(r.Error, tc.reason)) ||
+						!first && tc.timedOut && (r.TimedOut || !strings.HasPrefix(r.Error, "not run: llama.cpp timed out at depth 0 with 1 threads")) ||
+						!first && !tc.timedOut && !strings.Contains(r.Error, tc.reason) {
+						t.Errorf("llama.cpp %s depth %d, %d threads: timed out %v, error %q", r.Test, r.Depth, r.Threads, r.TimedOut, r.Error)
+					}
+				default:
+					t.Errorf("unexpected row %+v", r)
+				}
+			}
+			if measured != 8 || failed != 8 {
+				t.Errorf("%d qnnprep rows measured, %d llama.cpp rows failed; want 8 and 8", measured, failed)
+			}
+			s := NewSuite([]*Report{rep}, nil)
+			if bad := s.PeerFailures(); len(bad) != 8 {
+				t.Errorf("PeerFailures: %d rows, want 8", len(bad))
+			}
+			js := suiteJSON(t, s)
+			if err := validate(t, compileSchema(t), js); err != nil {
+				t.Errorf("JSON does not validate: %v", err)
+			}
+			back, err := decodeSuite(js, "results.json")
+			if err != nil || back.Reports[0].Results[4].Error == "" {
+				t.Errorf("JSON does not read back with its errors: %v", err)
+			}
+			var tb, cb, pb bytes.Buffer
+			if err := s.WriteTable(&tb); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(tb.String(), "| "+tc.speed+" |") || !strings.Contains(tb.String(), tc.reason) {
+				t.Errorf("table lacks %q and the reason %q:\n%s", tc.speed, tc.reason, tb.String())
+			}
+			if err := s.WriteCSV(&cb); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := csv.NewReader(&cb).ReadAll()
+			if err != nil || len(rows) != 17 || rows[0][len(rows[0])-1] != "error" || rows[5][2] != "llama.cpp" || !strings.Contains(rows[5][len(rows[5])-1], tc.reason) {
+				t.Errorf("CSV (%v): %q", err, rows)
+			}
+			if err := Plot(&pb, "svg", s); err != nil {
+				t.Fatal(err)
+			}
+			if want := "llama-bench " + strings.ToLower(tc.speed); !strings.Contains(pb.String(), want) {
+				t.Errorf("plot header lacks %q", want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/qnnprep/qnnprep/internal/peers"
@@ -37,11 +38,21 @@ func (o *Options) llamaPeer() (string, error) {
 // Run calls it right after qnnprep's runs for the same thread count: the
 // machine's speed drifts over minutes, and a ratio is only as good as the
 // closeness in time of its two sides.
-func (o *Options) runLlama(ctx context.Context, peer, path string, th int, fill, prompt []int32) ([]Result, error) {
+//
+// A failed or timed-out peer run does not stop the benchmark: its rows
+// come back without timings and with the reason (Result.Error), and what
+// qnnprep measured is kept. After a timeout *gaveUp says where, and the
+// peer's remaining runs on this model are not started (each would wait as
+// long again); they come back as rows that say so.
+func (o *Options) runLlama(ctx context.Context, peer, path string, th int, fill, prompt []int32, gaveUp *string) []Result {
 	var rs []Result
 	for _, d := range o.Depths {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return rs
+		}
+		if *gaveUp != "" {
+			rs = append(rs, o.llamaFailed(peer, d, th, "not run: llama.cpp "+*gaveUp, false)...)
+			continue
 		}
 		o.logf("llama.cpp (%s): depth %d, %d threads", peer, d, th)
 		l0 := LoadAvg()[0]
@@ -49,15 +60,21 @@ func (o *Options) runLlama(ctx context.Context, peer, path string, th int, fill,
 		var err error
 		if peer == peers.LlamaBenchBin {
 			lb, err = peers.RunLlamaBench(path, peers.LlamaBenchArgs{
-				Threads: th, Prompt: o.Prompt, Gen: o.Gen, Depth: d, Reps: o.Reps,
+				Threads: th, Prompt: o.Prompt, Gen: o.Gen, Depth: d, Reps: o.Reps, Timeout: o.LlamaTimeout,
 			})
 		} else {
 			lb, err = peers.LlamaBench(path, peers.LlamaBenchRequest{
-				Threads: th, DepthIDs: fill[:d], PromptIDs: prompt[:o.Prompt], Gen: o.Gen, Reps: o.Reps,
+				Threads: th, DepthIDs: fill[:d], PromptIDs: prompt[:o.Prompt], Gen: o.Gen, Reps: o.Reps, Timeout: o.LlamaTimeout,
 			})
 		}
 		if err != nil {
-			return nil, err
+			timedOut := errors.Is(err, peers.ErrTimedOut)
+			o.logf("llama.cpp (%s): depth %d, %d threads: %v", peer, d, th, err)
+			rs = append(rs, o.llamaFailed(peer, d, th, err.Error(), timedOut)...)
+			if timedOut {
+				*gaveUp = fmt.Sprintf("timed out at depth %d with %d threads", d, th)
+			}
+			continue
 		}
 		load := (l0 + LoadAvg()[0]) / 2
 		if o.Prompt > 0 {
@@ -67,7 +84,23 @@ func (o *Options) runLlama(ctx context.Context, peer, path string, th int, fill,
 			rs = append(rs, llamaResult(peer, lb.Backend, "tg", o.Gen, d, th, lb.TGSeconds, load, lb.PeakRSS))
 		}
 	}
-	return rs, nil
+	return rs
+}
+
+// llamaFailed returns the rows of a llama.cpp run that gave no timings:
+// no samples, the reason in Error.
+func (o *Options) llamaFailed(peer string, depth, threads int, reason string, timedOut bool) []Result {
+	var rs []Result
+	for _, t := range []struct {
+		kind   string
+		tokens int
+	}{{"pp", o.Prompt}, {"tg", o.Gen}} {
+		if t.tokens > 0 {
+			rs = append(rs, Result{Engine: "llama.cpp", Peer: peer, Test: fmt.Sprintf("%s%d", t.kind, t.tokens), Kind: t.kind, Tokens: t.tokens,
+				Depth: depth, Threads: threads, Samples: []float64{}, Load: LoadAvg()[0], Error: reason, TimedOut: timedOut})
+		}
+	}
+	return rs
 }
 
 func llamaResult(peer, backend, kind string, tokens, depth, threads int, secs []float64, load float64, rss int64) Result {

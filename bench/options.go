@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/qnnprep/qnnprep/qnnpack"
 	"github.com/qnnprep/qnnprep/runtime"
@@ -70,6 +71,10 @@ type Options struct {
 	// JavaScript overhead), or LlamaPeerAuto ("" too): llama-bench when it
 	// is installed, else node-llama-cpp.
 	LlamaPeer string
+	// LlamaTimeout bounds each llama.cpp run (one depth and thread count;
+	// 0: peers.Timeout, 10 minutes). A run that fails or times out leaves
+	// rows that say why (Result.Error) instead of ending the benchmark.
+	LlamaTimeout time.Duration
 
 	// ProbeBytes is the buffer of the memory-read probe (ReadCeiling) run
 	// before the timings: 0 means DefaultProbeBytes, negative skips it
@@ -180,6 +185,9 @@ func (o *Options) resolve() error {
 	}
 	if o.SpecDepth < 0 {
 		return fmt.Errorf("bench: spec depth %d is negative", o.SpecDepth)
+	}
+	if o.LlamaTimeout < 0 {
+		return fmt.Errorf("bench: llama.cpp timeout %v is negative", o.LlamaTimeout)
 	}
 	switch o.LlamaPeer {
 	case "", LlamaPeerAuto, LlamaPeerBench, LlamaPeerNode:

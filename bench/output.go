@@ -90,9 +90,9 @@ func (s *Suite) WriteTable(w io.Writer) error {
 				if x.VsLlama > 0 {
 					vs = fmt.Sprintf("%.2f×", x.VsLlama)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %.2f ± %.2f | %s | %s | %s | %.1f |\n",
+				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s | %.1f |\n",
 					modelLabel(r.Model), sizeLabel(r.Model.Bytes), engineLabel(x), x.Threads, x.Test, x.Depth,
-					x.TokensPerSec, x.Stddev, vs, readLabel(x), saneLabel(x.Sane, x.SanityNote), x.Load)
+					speedLabel(x), vs, readLabel(x), saneLabel(x.Sane, x.SanityNote), x.Load)
 			}
 		}
 		writeSpecTable(&b, s.Reports)
@@ -108,6 +108,11 @@ func (s *Suite) WriteTable(w io.Writer) error {
 				fmt.Fprintf(&b, "; FAULT INJECTED %s", r.Settings.Fault)
 			}
 			b.WriteString("\n")
+			for _, x := range r.Results {
+				if x.Error != "" {
+					fmt.Fprintf(&b, "%s: %s %s, depth %d, %d threads: %s\n", r.Model.Path, engineLabel(x), x.Test, x.Depth, x.Threads, errorLine(x.Error))
+				}
+			}
 		}
 	}
 	if len(s.Conversions) > 0 {
@@ -133,6 +138,36 @@ func engineLabel(x Result) string {
 		return x.Engine + " (" + strings.Join(what, ", ") + ")"
 	}
 	return x.Engine
+}
+
+// speedLabel is the t/s column: "12.30 ± 0.40", or why there is none.
+func speedLabel(x Result) string {
+	switch {
+	case x.TimedOut:
+		return "TIMED OUT"
+	case strings.HasPrefix(x.Error, "not run"):
+		return "NOT RUN"
+	case x.Error != "":
+		return "FAILED"
+	}
+	return fmt.Sprintf("%.2f ± %.2f", x.TokensPerSec, x.Stddev)
+}
+
+// ErrorLine is the row's Error on one line (errorLine).
+func (x Result) ErrorLine() string { return errorLine(x.Error) }
+
+// errorLine is a row's error on one line: its first line, plus the last
+// line of the peer's stderr when the error carries it ("…: exit status 3
+// (stderr: error: failed to load model)").
+func errorLine(s string) string {
+	line, rest, _ := strings.Cut(s, "\n")
+	if _, stderr, ok := strings.Cut(rest, "stderr:\n"); ok {
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+			line += " (stderr: " + last + ")"
+		}
+	}
+	return line
 }
 
 // readLabel is the weights-read column of a tg row: "21.0 GB/s (73%)".
@@ -190,7 +225,7 @@ func draftLabel(d *ModelInfo) string {
 var csvHeader = []string{"model", "type", "engine", "kind", "test", "tokens", "depth", "threads", "k",
 	"tokens_per_s", "stddev", "speedup", "acceptance_length", "window_s", "gb_per_s", "seconds",
 	"vs_llama_cpp", "sane", "max_abs_diff", "load", "peak_rss_bytes", "peer", "backend", "cpu", "kernels",
-	"read_gb_per_s", "read_fraction", "target_calls_per_token", "device_tokens_per_s"}
+	"read_gb_per_s", "read_fraction", "target_calls_per_token", "device_tokens_per_s", "error"}
 
 // WriteCSV writes every result as one CSV row (columns: csvHeader).
 func (s *Suite) WriteCSV(w io.Writer) error {
@@ -208,14 +243,14 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 			}
 			row := []string{r.Model.Path, r.Model.Type, x.Engine, x.Kind, x.Test, i(x.Tokens), i(x.Depth), i(x.Threads), "",
 				f(x.TokensPerSec), f(x.Stddev), "", "", "", "", "", f(x.VsLlama), sane, f(x.MaxAbsDiff), f(x.Load), strconv.FormatInt(x.PeakRSS, 10), x.Peer, x.Backend, r.Machine.CPU, kernels(x, r.Machine),
-				f(x.ReadGBPerSec), f(x.ReadFraction), "", ""}
+				f(x.ReadGBPerSec), f(x.ReadFraction), "", "", errorLine(x.Error)}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}
 		for _, x := range r.Speculative {
 			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", specTest(x), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
-				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels, "", "", f(x.TargetCallsPerToken), deviceCSV(x.Device)}
+				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels, "", "", f(x.TargetCallsPerToken), deviceCSV(x.Device), ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -224,7 +259,7 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 	for _, c := range s.Conversions {
 		for _, st := range c.Stages {
 			row := []string{c.Source, c.Recipe, "qnnprep", "convert", st.Name, "", "", "", "",
-				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), "", "", "", "", "", "", "", ""}
+				"", "", "", "", "", f(st.GBPerSec), f(st.Seconds), "", "", "", f(c.Load), strconv.FormatInt(st.PeakRSS, 10), "", "", "", "", "", "", "", "", ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}

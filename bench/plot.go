@@ -323,7 +323,11 @@ func (f *figure) machines() []string {
 	for _, r := range f.s.Reports {
 		var backends []string
 		for _, x := range r.Results {
-			if b := strings.Trim(x.Peer+", "+x.Backend, ", "); x.Engine == "llama.cpp" && indexOf(backends, b) < 0 {
+			b := strings.Trim(x.Peer+", "+x.Backend, ", ")
+			if x.Error != "" {
+				b = x.Peer + " " + strings.ToLower(speedLabel(x))
+			}
+			if x.Engine == "llama.cpp" && indexOf(backends, b) < 0 {
 				backends = append(backends, b)
 			}
 		}
@@ -615,6 +619,9 @@ func (f *figure) depthPanel(group string) (*plot.Plot, bool) {
 			continue
 		}
 		for _, x := range r.Results {
+			if x.Error != "" { // no timings: the header says why
+				continue
+			}
 			k := key{x.Engine, series{x.Test, x.Kind, x.Threads}}
 			if pts[k] == nil {
 				pts[k] = map[int][]float64{}

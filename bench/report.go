@@ -122,6 +122,11 @@ type Result struct {
 	ReadGBPerSec float64 `json:"read_gb_per_s,omitempty"`
 	ReadFraction float64 `json:"read_fraction,omitempty"`
 	PeakRSS      int64   `json:"peak_rss_bytes"` // peak resident set of the process measuring it (so far)
+	// Error says why a llama.cpp row has no timings (its peer failed,
+	// timed out, or was not run after an earlier timeout); TimedOut is
+	// set when this run itself hit Options.LlamaTimeout.
+	Error    string `json:"error,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
 }
 
 // SpecResult is speculative decoding with one window size against plain

@@ -169,6 +169,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		}
 	}
 
+	var llamaGaveUp string // where the llama.cpp peer timed out (runLlama)
 	for _, th := range opt.Threads {
 		e, err := runtime.New(m, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
 		if err != nil {
@@ -196,11 +197,10 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		}
 		stop()
 		if opt.Llama {
-			res, err := opt.runLlama(ctx, llamaPeer, path, th, fill, prompt)
-			if err != nil {
+			rep.Results = append(rep.Results, opt.runLlama(ctx, llamaPeer, path, th, fill, prompt, &llamaGaveUp)...)
+			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			rep.Results = append(rep.Results, res...)
 		}
 	}
 

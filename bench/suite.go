@@ -67,3 +67,17 @@ func (s *Suite) Insane() []*Report {
 	}
 	return bad
 }
+
+// PeerFailures returns the llama.cpp rows without timings: their peer
+// failed, timed out or was not run after a timeout (Result.Error).
+func (s *Suite) PeerFailures() []Result {
+	var bad []Result
+	for _, r := range s.Reports {
+		for _, x := range r.Results {
+			if x.Error != "" {
+				bad = append(bad, x)
+			}
+		}
+	}
+	return bad
+}

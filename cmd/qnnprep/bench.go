@@ -6,12 +6,13 @@ import (
 	"os"
 
 	"github.com/qnnprep/qnnprep/bench"
+	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/qnnpack"
 )
 
 var benchCmd = &command{
 	Name:    "bench",
-	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--plan P.json,... [--forecast-embeddings F]] [--device DEV.json] [--llama [--llama-peer auto|llama-bench|node]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--plan P.json,... [--forecast-embeddings F]] [--device DEV.json] [--llama [--llama-peer auto|llama-bench|node] [--llama-timeout 10m]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
 	Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
 	Run:     runBench,
 }
@@ -41,6 +42,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	device := fs.String("device", "", "device profile JSON (as estimate takes it): every speculative row gets the device tokens/s estimate predicts from its acceptance")
 	llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
 	llamaPeer := fs.String("llama-peer", "auto", "with --llama: auto (llama-bench if built, else node-llama-cpp), llama-bench or node")
+	llamaTimeout := fs.Duration("llama-timeout", peers.Timeout, "with --llama: longest llama.cpp run (one depth and thread count); a run that fails or times out is reported as such and the rest still written")
 	format := fs.StringP("output", "o", "table", "output format: table, json or csv")
 	plotPath := fs.String("plot", "", "write a plot: FILE.svg or FILE.png")
 	noSanity := fs.Bool("no-sanity", false, "skip the untimed reference runs")
@@ -88,6 +90,10 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	default:
 		return usageError("--llama-peer %q: want auto, llama-bench or node", *llamaPeer)
 	}
+	if *llamaTimeout <= 0 {
+		return usageError("--llama-timeout %v: want a positive duration", *llamaTimeout)
+	}
+	opt.LlamaTimeout = *llamaTimeout
 	if *reps < 1 || *refThreads < 1 {
 		return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
 	}
@@ -121,9 +127,18 @@ func runBench(ctx context.Context, c *command, args []string) error {
 			return err
 		}
 	}
+	code := 0
 	if bad := s.Insane(); len(bad) > 0 {
 		fmt.Fprintf(os.Stderr, "qnnprep bench: %s: a timed run disagreed with its reference (sanity column)\n", bad[0].Model.Path)
-		return exitError{1}
+		code = 1
+	}
+	if bad := s.PeerFailures(); len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "qnnprep bench: llama.cpp gave no timings for %d rows (first: %s depth %d, %d threads: %s)\n",
+			len(bad), bad[0].Test, bad[0].Depth, bad[0].Threads, bad[0].ErrorLine())
+		code = 1
+	}
+	if code != 0 {
+		return exitError{code}
 	}
 	return nil
 }

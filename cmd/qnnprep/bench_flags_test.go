@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/qnnprep/qnnprep/bench"
 	"github.com/qnnprep/qnnprep/internal/peers"
@@ -103,6 +106,47 @@ func TestBenchLlamaFlags(t *testing.T) {
 				t.Errorf("--llama --llama-peer %s: %d llama.cpp rows timed by %s, want 2 (pp and tg)", tt.flag, n, tt.peer)
 			}
 		})
+	}
+}
+
+// TestBenchLlamaTimeout: with --llama-timeout, a llama-bench that hangs
+// is stopped at the timeout; bench still prints what qnnprep measured,
+// marks the llama.cpp rows as timed out and exits 1.
+func TestBenchLlamaTimeout(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("the fake llama-bench is a shell script")
+	}
+	fake, err := filepath.Abs("../../bench/testdata/fake-llama-bench.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(peers.EnvLlamaBench, fake)
+	t.Setenv("QNNPREP_FAKE_LLAMA_BENCH", "hang")
+	src := synthLlamaGGUF(t)
+	var code int
+	var stderr string
+	start := time.Now()
+	out := captureStdout(t, func() {
+		stderr = captureStderr(t, func() {
+			code = run([]string{"bench", src, "-p", "8", "-n", "4", "-r", "1", "-t", "1", "-q", "-o", "json", "--read-probe", "0",
+				"--llama", "--llama-peer", "llama-bench", "--llama-timeout", "500ms"})
+		})
+	})
+	var s bench.Suite
+	if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Reports) != 1 {
+		t.Fatalf("exit %d, %v:\n%s\n%s", code, err, out, stderr)
+	}
+	var timedOut, measured int
+	for _, x := range s.Reports[0].Results {
+		switch {
+		case x.Engine == "llama.cpp" && x.TimedOut && strings.Contains(x.Error, "timed out after 500ms"):
+			timedOut++
+		case x.Engine == "qnnprep" && x.TokensPerSec > 0:
+			measured++
+		}
+	}
+	if code != 1 || timedOut != 2 || measured != 2 || !strings.Contains(stderr, "llama.cpp gave no timings for 2 rows") || time.Since(start) > 60*time.Second {
+		t.Errorf("exit %d after %v, %d rows timed out, %d measured; stderr:\n%s", code, time.Since(start), timedOut, measured, stderr)
 	}
 }
 

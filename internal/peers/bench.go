@@ -1,6 +1,9 @@
 package peers
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // LlamaBenchRequest describes one llama.cpp timing run (see LlamaBench).
 type LlamaBenchRequest struct {
@@ -9,6 +12,9 @@ type LlamaBenchRequest struct {
 	PromptIDs []int32 // pp: processed in one evaluation; empty skips pp
 	Gen       int     // tg: tokens generated one decode at a time; 0 skips tg
 	Reps      int     // timed repetitions after one untimed warm-up; ≤ 0 means 1
+	// Timeout kills the node process when it runs longer (≤ 0: Timeout);
+	// the error then wraps ErrTimedOut.
+	Timeout time.Duration
 }
 
 // LlamaBenchResult holds the wall time of each timed repetition.
@@ -37,7 +43,7 @@ func LlamaBench(ggufPath string, req LlamaBenchRequest) (*LlamaBenchResult, erro
 	}
 	reps := max(req.Reps, 1)
 	var r LlamaBenchResult
-	err := runNode(NodeLlamaCpp, "bench.mjs", map[string]any{
+	err := runNodeFor(req.Timeout, NodeLlamaCpp, "bench.mjs", map[string]any{
 		"model": ggufPath, "threads": max(req.Threads, 1), "depth_ids": nonNil(req.DepthIDs),
 		"prompt_ids": nonNil(req.PromptIDs), "n": max(req.Gen, 0), "reps": reps,
 	}, &r)

@@ -70,6 +70,9 @@ type LlamaBenchArgs struct {
 	Gen     int // -n: tg test of this many tokens; 0 skips tg
 	Depth   int // -d: context tokens processed (untimed) before each test
 	Reps    int // -r: timed repetitions; ≤ 0 means 1
+	// Timeout kills llama-bench when it runs longer (≤ 0: Timeout); the
+	// error then wraps ErrTimedOut.
+	Timeout time.Duration
 }
 
 // lbEntry is the part of one element of llama-bench's -o json output that
@@ -112,7 +115,11 @@ func RunLlamaBench(ggufPath string, a LlamaBenchArgs) (*LlamaBenchResult, error)
 		return nil, err
 	}
 	threads, reps := max(a.Threads, 1), max(a.Reps, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	timeout := a.Timeout
+	if timeout <= 0 {
+		timeout = Timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	itoa := strconv.Itoa
 	cmd := exec.CommandContext(ctx, bin, "-m", ggufPath, "-t", itoa(threads), "-p", itoa(a.Prompt), "-n", itoa(a.Gen),
@@ -123,9 +130,9 @@ func RunLlamaBench(ggufPath string, a LlamaBenchArgs) (*LlamaBenchResult, error)
 	dieWithParent(cmd)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("timed out after %v", Timeout)
+			err = fmt.Errorf("%w after %v", ErrTimedOut, timeout)
 		}
-		return nil, fail("%v%s", err, tail(stderr.Bytes()))
+		return nil, fmt.Errorf("peers: llama-bench on %s: %w%s", ggufPath, err, tail(stderr.Bytes()))
 	}
 	r, err := parseLlamaBench(stdout.Bytes(), a.Prompt, a.Gen, a.Depth, threads, reps)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -11,14 +12,27 @@ import (
 	"time"
 )
 
-// Timeout bounds one helper-script run.
+// Timeout bounds one helper-script or llama-bench run unless the request
+// names its own.
 var Timeout = 10 * time.Minute
+
+// ErrTimedOut is wrapped by the error of a peer run that was killed at
+// its timeout.
+var ErrTimedOut = errors.New("timed out")
 
 const resultPrefix = "QNNPREP-RESULT "
 
 // runNode runs js/<script> with req (plus node_modules) as JSON on stdin and
 // decodes the reply line into out.
 func runNode(what, script string, req map[string]any, out any) error {
+	return runNodeFor(Timeout, what, script, req, out)
+}
+
+// runNodeFor is runNode with its own timeout (≤ 0: Timeout).
+func runNodeFor(timeout time.Duration, what, script string, req map[string]any, out any) error {
+	if timeout <= 0 {
+		timeout = Timeout
+	}
 	if err := Check(what); err != nil {
 		return err
 	}
@@ -35,7 +49,7 @@ func runNode(what, script string, req map[string]any, out any) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(src, "js", script))
 	cmd.Stdin = bytes.NewReader(in)
@@ -45,7 +59,7 @@ func runNode(what, script string, req map[string]any, out any) error {
 	dieWithParent(cmd)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("timed out after %v", Timeout)
+			err = fmt.Errorf("%w after %v", ErrTimedOut, timeout)
 		}
 		return fmt.Errorf("node js/%s: %w%s", script, err, tail(stderr.Bytes()))
 	}
