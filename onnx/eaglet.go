@@ -129,19 +129,11 @@ func (b *builder) buildDraft(h *Eagle3Head) error {
 	if h.NormBeforeResidual {
 		res = gn
 	}
-	q, err := b.linear(x, "blk.0.attn_q.weight")
+	qkv, err := b.linears(x, "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight")
 	if err != nil {
 		return err
 	}
-	k, err := b.linear(x, "blk.0.attn_k.weight")
-	if err != nil {
-		return err
-	}
-	v, err := b.linear(x, "blk.0.attn_v.weight")
-	if err != nil {
-		return err
-	}
-	o := b.attend(0, b.reshape(q, 1, ar, nh, d), b.reshape(k, 1, ar, nkv, d), b.reshape(v, 1, ar, nkv, d))
+	o := b.attend(0, b.reshape(qkv[0], 1, ar, nh, d), b.reshape(qkv[1], 1, ar, nkv, d), b.reshape(qkv[2], 1, ar, nkv, d))
 	out, err := b.linear(o, "blk.0.attn_output.weight")
 	if err != nil {
 		return err

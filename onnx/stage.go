@@ -479,6 +479,19 @@ func (b *builder) linear(x, weight string) (string, error) {
 	return y, nil
 }
 
+// linears applies linear to x once per weight, in order.
+func (b *builder) linears(x string, weights ...string) ([]string, error) {
+	ys := make([]string, len(weights))
+	for i, w := range weights {
+		y, err := b.linear(x, w)
+		if err != nil {
+			return nil, err
+		}
+		ys[i] = y
+	}
+	return ys, nil
+}
+
 // --- blocks ---
 
 // ropeTables expands the [1,1,AR,R/2] cos/sin inputs to the R rotated
@@ -558,18 +571,11 @@ func (b *builder) attention(l int) error {
 	p := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
 
 	xn := b.rmsNorm(b.x, p("attn_norm.weight"))
-	q, err := b.linear(xn, p("attn_q.weight"))
+	qkv, err := b.linears(xn, p("attn_q.weight"), p("attn_k.weight"), p("attn_v.weight"))
 	if err != nil {
 		return err
 	}
-	k, err := b.linear(xn, p("attn_k.weight"))
-	if err != nil {
-		return err
-	}
-	v, err := b.linear(xn, p("attn_v.weight"))
-	if err != nil {
-		return err
-	}
+	q, k, v := qkv[0], qkv[1], qkv[2]
 	var gate string
 	if c.AttnOutputGate {
 		// attn_q rows are [q_h | gate_h] per head.
@@ -631,15 +637,11 @@ func (b *builder) ffn(l int) error {
 		norm = p("post_attention_norm.weight")
 	}
 	xn := b.rmsNorm(b.x, norm)
-	g, err := b.linear(xn, p("ffn_gate.weight"))
+	gu, err := b.linears(xn, p("ffn_gate.weight"), p("ffn_up.weight"))
 	if err != nil {
 		return err
 	}
-	u, err := b.linear(xn, p("ffn_up.weight"))
-	if err != nil {
-		return err
-	}
-	down, err := b.linear(b.op("Mul", b.silu(g), u), p("ffn_down.weight"))
+	down, err := b.linear(b.op("Mul", b.silu(gu[0]), gu[1]), p("ffn_down.weight"))
 	if err != nil {
 		return err
 	}
@@ -658,22 +660,11 @@ func (b *builder) deltaNet(l int) error {
 	keyDim, valueDim, convDim := hk*dk, hv*dv, int64(c.ConvDim())
 
 	xn := b.rmsNorm(b.x, p("attn_norm.weight"))
-	qkv, err := b.linear(xn, p("attn_qkv.weight"))
+	ys, err := b.linears(xn, p("attn_qkv.weight"), p("attn_gate.weight"), p("ssm_beta.weight"), p("ssm_alpha.weight"))
 	if err != nil {
 		return err
 	}
-	z, err := b.linear(xn, p("attn_gate.weight"))
-	if err != nil {
-		return err
-	}
-	beta, err := b.linear(xn, p("ssm_beta.weight"))
-	if err != nil {
-		return err
-	}
-	alpha, err := b.linear(xn, p("ssm_alpha.weight"))
-	if err != nil {
-		return err
-	}
+	qkv, z, beta, alpha := ys[0], ys[1], ys[2], ys[3]
 
 	// Conv over [state (K−1 raw rows) | this call's rows], channel-major.
 	convIn, ssmIn := b.zeros(convDim, kc-1), b.zeros(hv, dk, dv) // AR-c: no carried state
