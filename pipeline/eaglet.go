@@ -87,36 +87,9 @@ func (b *builder) buildEagletDraft(s *StepResult) error {
 	dm := &qnnpack.DraftModel{Plan: dp, Config: cfg, TokenMap: b.head.DraftTokenMap()}
 	s.Outputs = []string{b.rel(dir) + "/"}
 	s.Note = fmt.Sprintf("EAGLE-3 head: %d draft graphs, draft vocabulary %d, taps %v", len(dp.Graphs), hc.DraftVocab, hc.ExtractLayers)
-	if b.dryRun() {
-		jobs, stages, err := dryRunJobs(dp, files, filepath.Join(dir, SDKDir))
-		if err != nil {
-			return err
-		}
-		b.draftJobs, b.draftStages = jobs, stages
-		for _, st := range stages {
-			dm.ContextBinaries = append(dm.ContextBinaries, st.Binary)
-		}
-		b.draft = dm
-		s.Status = StatusDryRun
-		s.Note += fmt.Sprintf("; %d SDK commands not run", len(jobs))
-		return nil
-	}
 	// The eaglet rules checked the draft graphs; as a plan of its own the
 	// draft (embeddings in, basic dialog) is not a Genie model alone.
-	res, err := qnnpack.Build(b.ctx, qnnpack.BuildOptions{
-		SDK: b.o.SDK, Plan: dp, Config: cfg, Graphs: files,
-		OutDir: filepath.Join(dir, BundleDir), WorkDir: filepath.Join(dir, SDKDir), SoC: b.o.SoC,
-		ConverterArgs: b.o.ConverterArgs, QnnprepVersion: b.o.QnnprepVersion, SkipCheck: true,
-		Parallel: b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: b.o.Log,
-	})
-	if err != nil {
-		return err
-	}
-	for _, st := range res.Stages {
-		dm.ContextBinaries = append(dm.ContextBinaries, st.Binary)
-	}
-	b.draft = dm
-	return nil
+	return b.compileDraft(s, dir, dm, files, true, false)
 }
 
 // eagletLUT is the bundle's embedding LUT: the qmodel's token embedding
@@ -184,12 +157,7 @@ func (b *builder) verifyEaglet(v *Verification, e *runtime.Engine, tf golden.Dec
 		return "", fmt.Errorf("eaglet decode through the plan: %w", err)
 	}
 	v.Speculative.Decoder = "eaglet through plan " + b.rel(b.res.PlanPath)
-	same := sameOutputs(v.Whole, v.Speculative)
-	v.SpeculativeEqualsWhole = &same
-	note := "eaglet == whole"
-	if !same {
-		note = "eaglet decode DIFFERS from whole"
-	}
+	note := v.compareSpeculative("eaglet")
 	if sr := v.Speculative.Speculative; sr != nil {
 		note += fmt.Sprintf(" (%.2f drafts accepted per target call, draft-len %d, %.2f target calls per token)", sr.AcceptanceLength, d.DraftLen, sr.TargetCallsPerToken)
 	}

@@ -525,39 +525,43 @@ func (b *builder) buildDraft() error {
 		}
 		s.Outputs = []string{b.rel(dir) + "/"}
 		s.Note = fmt.Sprintf("%d layers in %d stages, %d graphs", qm.Config.Layers, len(p.Stages), len(p.Graphs))
-		if b.dryRun() {
-			jobs, stages, err := dryRunJobs(p, files, filepath.Join(dir, SDKDir))
-			if err != nil {
-				return err
-			}
-			b.draftJobs, b.draftStages = jobs, stages
-			// The bundle names the binaries the commands would make.
-			dm := &qnnpack.DraftModel{Plan: p, Config: qm.Config}
-			for _, st := range stages {
-				dm.ContextBinaries = append(dm.ContextBinaries, st.Binary)
-			}
-			b.draft = dm
-			s.Status = StatusDryRun
-			s.Note += fmt.Sprintf("; %d SDK commands not run", len(jobs))
-			return nil
-		}
-		res, err := qnnpack.Build(b.ctx, qnnpack.BuildOptions{
-			SDK: b.o.SDK, Plan: p, Config: qm.Config, Graphs: files,
-			OutDir: filepath.Join(dir, BundleDir), WorkDir: filepath.Join(dir, SDKDir), SoC: b.o.SoC,
-			ConverterArgs: b.o.ConverterArgs, QnnprepVersion: b.o.QnnprepVersion, SkipCheck: b.o.SkipCheck,
-			AllowRecurrentState: b.o.AllowRecurrentState,
-			Parallel:            b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: b.o.Log,
-		})
+		return b.compileDraft(s, dir, &qnnpack.DraftModel{Plan: p, Config: qm.Config}, files, b.o.SkipCheck, b.o.AllowRecurrentState)
+	})
+}
+
+// compileDraft compiles the draft engine's graphs in dir with the SDK into
+// dm's context binaries, or in a dry run lists the commands and names the
+// binaries they would make; dm becomes the bundle's draft.
+func (b *builder) compileDraft(s *StepResult, dir string, dm *qnnpack.DraftModel, files map[string]qnnpack.GraphFiles, skipCheck, allowRecurrentState bool) error {
+	if b.dryRun() {
+		jobs, stages, err := dryRunJobs(dm.Plan, files, filepath.Join(dir, SDKDir))
 		if err != nil {
 			return err
 		}
-		dm := &qnnpack.DraftModel{Plan: p, Config: qm.Config}
-		for _, st := range res.Stages {
+		b.draftJobs, b.draftStages = jobs, stages
+		for _, st := range stages {
 			dm.ContextBinaries = append(dm.ContextBinaries, st.Binary)
 		}
 		b.draft = dm
+		s.Status = StatusDryRun
+		s.Note += fmt.Sprintf("; %d SDK commands not run", len(jobs))
 		return nil
+	}
+	res, err := qnnpack.Build(b.ctx, qnnpack.BuildOptions{
+		SDK: b.o.SDK, Plan: dm.Plan, Config: dm.Config, Graphs: files,
+		OutDir: filepath.Join(dir, BundleDir), WorkDir: filepath.Join(dir, SDKDir), SoC: b.o.SoC,
+		ConverterArgs: b.o.ConverterArgs, QnnprepVersion: b.o.QnnprepVersion, SkipCheck: skipCheck,
+		AllowRecurrentState: allowRecurrentState,
+		Parallel:            b.o.Parallel, Timeout: b.o.Timeout, Force: b.o.Force, Log: b.o.Log,
 	})
+	if err != nil {
+		return err
+	}
+	for _, st := range res.Stages {
+		dm.ContextBinaries = append(dm.ContextBinaries, st.Binary)
+	}
+	b.draft = dm
+	return nil
 }
 
 func (b *builder) dryRun() bool { return b.o.DryRun || b.o.SDK == nil }

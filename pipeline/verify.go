@@ -86,12 +86,7 @@ func (b *builder) verify() error {
 			if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
 				return fmt.Errorf("speculative decode: %w", err)
 			}
-			same := sameOutputs(v.Whole, v.Speculative)
-			v.SpeculativeEqualsWhole = &same
-			spec := "speculative == whole"
-			if !same {
-				spec = "speculative decode DIFFERS from whole"
-			}
+			spec := v.compareSpeculative("speculative")
 			if sr := v.Speculative.Speculative; sr != nil {
 				spec += fmt.Sprintf(" (acceptance %.2f of %d)", sr.AcceptanceLength, sr.K)
 			}
@@ -177,16 +172,22 @@ func (b *builder) verifySSD(v *Verification, e *runtime.Engine, tf golden.Decode
 		return "", fmt.Errorf("ssd-q1 decode through the plan: %w", err)
 	}
 	v.Speculative.Decoder = "ssd-q1 through plan " + b.rel(b.res.PlanPath)
-	same := sameOutputs(v.Whole, v.Speculative)
-	v.SpeculativeEqualsWhole = &same
-	note := "ssd-q1 == whole"
-	if !same {
-		note = "ssd-q1 decode DIFFERS from whole"
-	}
+	note := v.compareSpeculative("ssd-q1")
 	if sr := v.Speculative.Speculative; sr != nil {
 		note += fmt.Sprintf(" (%.2f drafts accepted per call of %d draft nodes, %.2f target calls per token)", sr.AcceptanceLength, sr.K, sr.TargetCallsPerToken)
 	}
 	return note, nil
+}
+
+// compareSpeculative records whether the speculative decode gave the
+// whole model's tokens and says so in a note naming the decoder.
+func (v *Verification) compareSpeculative(name string) string {
+	same := sameOutputs(v.Whole, v.Speculative)
+	v.SpeculativeEqualsWhole = &same
+	if !same {
+		return name + " decode DIFFERS from whole"
+	}
+	return name + " == whole"
 }
 
 // sameOutputs reports whether two reports over one golden file decoded
