@@ -145,8 +145,9 @@ func TestRunSmall(t *testing.T) {
 	if m.Tensor("output.weight") == nil || rep.Model.DecodeBytes != all-embd {
 		t.Errorf("decode bytes %d, want %d (all %d − embedding %d)", rep.Model.DecodeBytes, all-embd, all, embd)
 	}
-	if c := rep.Machine.ReadCeiling; len(c) != 2 || c[0].Threads != 1 || c[1].Threads != 2 || c[0].Bytes != 4<<20 || c[0].WindowBytes != 4<<20 {
-		t.Fatalf("read ceiling %+v, want 1 and 2 threads over 4 MiB", c)
+	if c := rep.Machine.ReadCeiling; len(c) != 2 || c[0].Threads != 1 || c[1].Threads != 2 || c[0].Bytes != 4<<20 || c[0].WindowBytes != 4<<20 ||
+		!(c[0].Before > 0 && c[0].After > 0) || c[0].Statistic != StatUpperQuartile {
+		t.Fatalf("read ceiling %+v, want 1 and 2 threads over 4 MiB, probed before and after", c)
 	}
 	for _, r := range rep.Results {
 		c := ceilingFor(rep.Machine.ReadCeiling, r.Threads)
@@ -339,8 +340,8 @@ func TestReadCeiling(t *testing.T) {
 		size        int64
 		bytes, wind int64
 	}{
-		{3<<20 + 5, 3 << 20, 3 << 20},                        // smaller than a window: one window of all rows
-		{80 << 20, 64 << 20, probeWindowRows * probeRow * 4}, // whole windows only
+		{3<<20 + 5, 3 << 20, 3 << 20},     // smaller than a window: one window of all of it
+		{80 << 20, 64 << 20, probeWindow}, // whole windows only
 	} {
 		cs, err := ReadCeiling(context.Background(), tc.size, []int{1, 3})
 		if err != nil {
@@ -350,7 +351,9 @@ func TestReadCeiling(t *testing.T) {
 			t.Fatalf("size %d: ceilings %+v", tc.size, cs)
 		}
 		for _, c := range cs {
-			if c.Bytes != tc.bytes || c.WindowBytes != tc.wind || c.Windows < 1 || c.Windows > probeMaxWindows || !(c.GBPerSec > 0) {
+			if c.Bytes != tc.bytes || c.WindowBytes != tc.wind || c.Windows < 1 || c.Windows > probeMaxWindows || !(c.GBPerSec > 0) ||
+				c.Statistic != StatUpperQuartile || !(c.Median <= c.GBPerSec && c.GBPerSec <= c.Best) || c.Before != c.GBPerSec || c.After != 0 ||
+				!strings.HasPrefix(c.Loop, probeSet+", 4 streams") {
 				t.Errorf("size %d: ceiling %+v, want %d bytes in windows of %d", tc.size, c, tc.bytes, tc.wind)
 			}
 		}
@@ -359,6 +362,39 @@ func TestReadCeiling(t *testing.T) {
 	cancel()
 	if _, err := ReadCeiling(ctx, 1<<20, []int{1}); err == nil {
 		t.Error("cancelled context: no error")
+	}
+}
+
+// TestCeilingStatistics: the ceiling is the upper quartile of every
+// window timed, before and after the timings; each probe's own upper
+// quartile is kept beside it.
+func TestCeilingStatistics(t *testing.T) {
+	before := []Ceiling{{Threads: 1, Load: 1, samples: []float64{4, 1, 3, 2}}, {Threads: 2, Load: 2, samples: []float64{10}}}
+	after := []Ceiling{{Threads: 1, Load: 3, samples: []float64{8, 5, 7, 6}}}
+	for i := range before {
+		before[i].summarise()
+		before[i].Before = before[i].GBPerSec
+	}
+	for i := range after {
+		after[i].summarise()
+	}
+	got := mergeCeilings(before, after)
+	for _, tc := range []struct {
+		c                                       Ceiling
+		windows                                 int
+		gbps, median, best, before, after, load float64
+	}{
+		{got[0], 8, 6, 4.5, 8, 3, 7, 2},
+		{got[1], 1, 10, 10, 10, 10, 0, 2},
+	} {
+		c := tc.c
+		if c.Windows != tc.windows || c.GBPerSec != tc.gbps || c.Median != tc.median || c.Best != tc.best || c.Before != tc.before || c.After != tc.after || c.Load != tc.load {
+			t.Errorf("%d threads: %+v, want %d windows, %g GB/s (median %g, best %g, before %g, after %g), load %g",
+				c.Threads, c, tc.windows, tc.gbps, tc.median, tc.best, tc.before, tc.after, tc.load)
+		}
+	}
+	if before[0].Windows != 4 || len(before[0].samples) != 4 {
+		t.Errorf("merging changed the probe before: %+v", before[0])
 	}
 }
 

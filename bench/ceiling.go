@@ -2,29 +2,51 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/qnnprep/qnnprep/internal/mmapfile"
-	rtkernels "github.com/qnnprep/qnnprep/runtime/kernels"
 )
 
 // Ceiling is the machine's memory-read ceiling with a number of threads:
-// the best rate at which that many threads streamed a window of a buffer
-// far larger than any last-level cache through the runtime's float32 dot
-// kernel (kernels.Dot, rows of probeRow floats against one vector held in
-// L1), as decoding streams weight rows. Decode rows report their weight
-// stream as a fraction of it (Result.ReadFraction).
+// how fast that many threads read windows of a buffer far larger than
+// any last-level cache, each thread its contiguous share of a window as
+// four streams side by side with the widest loads the CPU has (Loop).
+// Decode rows report their weight stream as a fraction of GBPerSec
+// (Result.ReadFraction).
 type Ceiling struct {
-	Threads     int     `json:"threads"`
-	GBPerSec    float64 `json:"gb_per_s"`     // best window, 1e9 bytes/s
-	Bytes       int64   `json:"bytes"`        // the buffer, read window after window
-	WindowBytes int64   `json:"window_bytes"` // bytes of each timed window
-	Windows     int     `json:"windows"`      // windows timed, after one untimed pass
-	Load        float64 `json:"load"`         // 1-minute load average
+	Threads int `json:"threads"`
+	// GBPerSec is the ceiling, in 1e9 bytes/s: Statistic over every
+	// window timed, before and after the model's timings.
+	GBPerSec float64 `json:"gb_per_s"`
+	// Statistic is what GBPerSec is: "upper quartile" (StatUpperQuartile);
+	// absent in reports written before it was recorded, whose ceiling is
+	// the best window.
+	Statistic string  `json:"statistic,omitempty"`
+	Median    float64 `json:"median_gb_per_s,omitempty"`
+	Best      float64 `json:"best_gb_per_s,omitempty"`
+	// Before and After are the upper quartiles of the probe run before
+	// the model's timings and of the one after them (0: not run).
+	Before      float64 `json:"before_gb_per_s,omitempty"`
+	After       float64 `json:"after_gb_per_s,omitempty"`
+	Loop        string  `json:"loop,omitempty"` // the read loop: "avx512, 4 streams per thread"
+	Bytes       int64   `json:"bytes"`          // the buffer, read window after window
+	WindowBytes int64   `json:"window_bytes"`   // bytes of each timed window
+	Windows     int     `json:"windows"`        // windows timed, after one untimed pass
+	Load        float64 `json:"load"`           // 1-minute load average
+
+	samples []float64 // GB/s of each window, for merging a later probe
 }
+
+// StatUpperQuartile is Ceiling.Statistic: the upper quartile of the
+// windows' GB/s. Not the best window: on a shared machine a single window
+// can run while a neighbour is idle and read more than the machine
+// sustains. Not the median: under load a quarter and more of the windows
+// lose their core for part of the window and read slower.
+const StatUpperQuartile = "upper quartile"
 
 // DefaultProbeBytes is the probe's buffer: 256 MiB, several times the
 // largest last-level cache a core reaches today (96 MiB per CCD on
@@ -32,80 +54,74 @@ type Ceiling struct {
 const DefaultProbeBytes = 256 << 20
 
 const (
-	probeRow        = 2048                   // floats per row: 8 KiB, like a hidden-2048 F32 weight row
-	probeWindowRows = 4096                   // rows per timed window: 32 MiB
-	probeMaxWindows = 64                     // windows timed at most (8 passes of the default buffer)…
-	probeBudget     = 250 * time.Millisecond // …or until this much time was spent timing
-	probeCheckRows  = 256                    // untimed work between checks of the context: 2 MiB
+	probeWindow     = 32 << 20               // bytes of each timed window
+	probeUnit       = 1024                   // a thread's share is whole units: probeStreams × 256 bytes
+	probeStreams    = 4                      // streams per thread
+	probeMaxWindows = 128                    // windows timed at most (16 passes of the default buffer)…
+	probeBudget     = 400 * time.Millisecond // …or until this much time was spent timing
+	probeCheck      = 2 << 20                // untimed work between checks of the context
 )
 
 // ReadCeiling measures the memory-read ceiling with each thread count:
-// it fills a buffer of size bytes (whole rows, at least one window) with
+// it fills a buffer of size bytes (whole windows, at least one unit) with
 // a fixed pattern and reads it once untimed; then it times windows of
-// probeWindowRows rows in turn, wrapping around the buffer, each read by
-// all the threads together (each its contiguous share), until
-// probeMaxWindows were timed or probeBudget spent, and keeps the best.
-// The best, not the mean: the ceiling is what the machine can do, and on
-// a shared machine a window during which a thread lost its core only
-// reads slower. Windows are short (about a millisecond) so that some of
-// them run undisturbed even under load. Each thread count costs at most
-// about a third of a second, plus filling the buffer once.
+// probeWindow bytes in turn, wrapping around the buffer, each read by
+// all the threads together (each its contiguous share, as probeStreams
+// streams), until probeMaxWindows were timed or probeBudget spent, and
+// keeps the upper quartile, the median and the best. Windows are short
+// (about a millisecond) so that many of them run undisturbed even under
+// load. Each thread count costs at most about half a second, plus filling
+// the buffer once.
 func ReadCeiling(ctx context.Context, size int64, threads []int) ([]Ceiling, error) {
-	window := probeWindowRows
-	rows := int(size / (4 * probeRow))
-	if rows < window {
-		window = max(rows, 1)
-	}
-	rows -= rows % window
+	window := min(int64(probeWindow), size-size%probeUnit)
+	window = max(window, probeUnit)
+	size = max(size-size%window, window)
 	// Outside the Go heap and on huge pages, like the runtime's mapped
 	// weights: on 4 KiB heap pages two threads read about a quarter
-	// slower here (TLB walks), and the ceiling fell below what decoding
-	// itself reached.
-	var buf []float32
-	if raw, err := mmapfile.MapAnon(rows * probeRow * 4); err == nil {
-		defer mmapfile.Unmap(raw)
-		buf = unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), rows*probeRow)
+	// slower here (TLB walks).
+	buf, err := mmapfile.MapAnon(int(size))
+	if err == nil {
+		defer mmapfile.Unmap(buf)
 	} else {
-		buf = make([]float32, rows*probeRow)
+		buf = make([]byte, size)
 	}
-	for r := range rows {
-		if r%probeCheckRows == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		for i := range probeRow {
-			buf[r*probeRow+i] = float32(i) / probeRow
-		}
+	for i := range min(len(buf), probeCheck) {
+		buf[i] = byte(i*7 + i>>9)
 	}
-	x := make([]float32, probeRow)
-	for i := range x {
-		x[i] = 1
+	for off := probeCheck; off < len(buf); off += probeCheck {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		copy(buf[off:], buf[:probeCheck])
 	}
 	out := make([]Ceiling, 0, len(threads))
 	for _, th := range threads {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		c := Ceiling{Threads: th, Bytes: int64(len(buf)) * 4, WindowBytes: int64(window) * probeRow * 4}
+		c := Ceiling{Threads: th, Statistic: StatUpperQuartile, Loop: fmt.Sprintf("%s, %d streams per thread", probeSet, probeStreams),
+			Bytes: size, WindowBytes: window}
 		l0 := LoadAvg()[0]
-		for lo := 0; lo < rows; lo += probeCheckRows { // untimed: warm the TLB
+		for lo := int64(0); lo < size; lo += probeCheck { // untimed: warm the TLB
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			readWindow(buf, x, lo, min(lo+probeCheckRows, rows), th)
+			readWindow(buf[lo:min(lo+probeCheck, size)], th)
 		}
 		var spent time.Duration
-		for lo := 0; c.Windows < probeMaxWindows && spent < probeBudget; lo = (lo + window) % rows {
+		for lo := int64(0); len(c.samples) < probeMaxWindows && spent < probeBudget; lo = (lo + window) % size {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			t0 := time.Now()
-			readWindow(buf, x, lo, lo+window, th)
+			readWindow(buf[lo:lo+window], th)
 			dt := time.Since(t0)
 			spent += dt
-			c.Windows++
-			c.GBPerSec = max(c.GBPerSec, float64(c.WindowBytes)/dt.Seconds()/1e9)
+			c.samples = append(c.samples, float64(window)/dt.Seconds()/1e9)
 		}
 		c.Load = (l0 + LoadAvg()[0]) / 2
+		c.summarise()
+		c.Before = c.GBPerSec
 		out = append(out, c)
 	}
 	// The buffer goes back to the system at once, so that the peak RSS of
@@ -116,30 +132,63 @@ func ReadCeiling(ctx context.Context, size int64, threads []int) ([]Ceiling, err
 	return out, nil
 }
 
-// probeSink keeps the sums live so the reads cannot be optimised away.
-var probeSink float32
+// summarise sets the statistics from the samples.
+func (c *Ceiling) summarise() {
+	s := slices.Sorted(slices.Values(c.samples))
+	n := len(s)
+	c.Windows = n
+	if n == 0 {
+		return
+	}
+	c.Median = (s[(n-1)/2] + s[n/2]) / 2
+	c.GBPerSec = s[(3*n+3)/4-1] // nearest rank: ⌈0.75 n⌉
+	c.Best = s[n-1]
+}
 
-// readWindow reads rows [lo, hi) of buf with th goroutines, each a
-// contiguous share, as the runtime's workers split a matrix's rows.
-func readWindow(buf, x []float32, lo, hi, th int) {
+// mergeCeilings adds the probe after the timings (after) to the one
+// before them (before): the statistics are over both probes' windows,
+// Before and After each probe's own upper quartile.
+func mergeCeilings(before, after []Ceiling) []Ceiling {
+	out := slices.Clone(before)
+	for i := range out {
+		for _, a := range after {
+			if a.Threads != out[i].Threads {
+				continue
+			}
+			c := &out[i]
+			c.samples = append(slices.Clone(c.samples), a.samples...)
+			c.Load = (c.Load + a.Load) / 2
+			c.summarise()
+			c.After = a.GBPerSec
+		}
+	}
+	return out
+}
+
+// probeSink keeps the sums live so the reads cannot be optimised away.
+var probeSink uint64
+
+// readWindow reads w (whole probeUnits) with th goroutines, each a
+// contiguous share of whole units, as the runtime's workers split a
+// matrix's rows.
+func readWindow(w []byte, th int) {
 	var wg sync.WaitGroup
-	sums := make([]float32, th)
-	n := hi - lo
+	sums := make([]uint64, th)
+	units := len(w) / probeUnit
 	for t := range th {
-		a, b := lo+n*t/th, lo+n*(t+1)/th
+		a, b := units*t/th*probeUnit, units*(t+1)/th*probeUnit
+		if a == b {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var s float32
-			for r := a; r < b; r++ {
-				s += rtkernels.Dot(buf[r*probeRow:(r+1)*probeRow], x)
-			}
-			sums[t] = s
+			sums[t] = xorStreams(w[a:b], probeStreams, 0)
 		}()
 	}
 	wg.Wait()
 	for _, s := range sums {
-		probeSink += s
+		probeSink ^= s
 	}
 }
 

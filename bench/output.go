@@ -181,9 +181,11 @@ func readLabel(x Result) string {
 	return fmt.Sprintf("%.1f GB/s (%.0f%%)", x.ReadGBPerSec, 100*x.ReadFraction)
 }
 
-// ceilingLabel is "28.7 GB/s with 1 thread, 53.7 GB/s with 2".
+// ceilingLabel is "33.1 GB/s with 1 thread, 60.2 GB/s with 2 (upper
+// quartile of 256 windows …; median …)": the ceilings the read
+// fractions use, and which statistic they are.
 func ceilingLabel(cs []Ceiling) string {
-	var parts []string
+	var parts, detail []string
 	for i, c := range cs {
 		unit := ""
 		switch {
@@ -193,8 +195,28 @@ func ceilingLabel(cs []Ceiling) string {
 			unit = " threads"
 		}
 		parts = append(parts, fmt.Sprintf("%.1f GB/s with %d%s", c.GBPerSec, c.Threads, unit))
+		if c.Statistic != "" {
+			d := fmt.Sprintf("%d: median %.1f, best %.1f", c.Threads, c.Median, c.Best)
+			if c.After > 0 {
+				d += fmt.Sprintf(", before %.1f, after %.1f", c.Before, c.After)
+			}
+			detail = append(detail, d)
+		}
 	}
-	return strings.Join(parts, ", ")
+	s := strings.Join(parts, ", ")
+	switch {
+	case len(cs) == 0:
+	case cs[0].Statistic == "":
+		s += " (best window)"
+	default:
+		c := cs[0]
+		s += fmt.Sprintf(" (%s of %d windows of %s read by %s", c.Statistic, c.Windows, sizeLabel(c.WindowBytes), c.Loop)
+		if c.After > 0 {
+			s += ", before and after the timings"
+		}
+		s += "; " + strings.Join(detail, "; ") + ")"
+	}
+	return s
 }
 
 // cpuLabel is ", <model name>" or nothing when the CPU was not recorded.

@@ -582,7 +582,7 @@ func (f *figure) readPanel() (*plot.Plot, bool) {
 	}
 	p := plot.New()
 	p.Title.Text = "decoding: weights read ÷ memory-read ceiling"
-	p.Y.Label.Text = "% of the probe's GB/s"
+	p.Y.Label.Text = "% of the probe's GB/s (" + f.ceilingStat() + ")"
 	p.Y.Min, p.Y.Max = 0, 100*ymax*1.15
 	p.Y.Tick.Marker = stepTicks{20, "%.0f"}
 	p.Add(plotter.NewGrid())
@@ -771,4 +771,23 @@ func indexOfInt(s []int, v int) int {
 		}
 	}
 	return 0
+}
+
+// ceilingStat names the statistic the read fractions divide by: the
+// probe's upper quartile, or its best window in older reports.
+func (f *figure) ceilingStat() string {
+	stat := ""
+	for _, r := range f.s.Reports {
+		for _, c := range r.Machine.ReadCeiling {
+			st := c.Statistic
+			if st == "" {
+				st = "best window"
+			}
+			if stat != "" && stat != st {
+				return "upper quartile or best window"
+			}
+			stat = st
+		}
+	}
+	return stat
 }

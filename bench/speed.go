@@ -34,21 +34,11 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	}
 	start := time.Now()
 	// The probe runs first, on an otherwise idle process, and gives its
-	// buffer back before the peak RSS count starts.
-	var ceiling []Ceiling
-	if opt.ProbeBytes >= 0 {
-		size := opt.ProbeBytes
-		if size == 0 {
-			size = DefaultProbeBytes
-		}
-		opt.logf("memory-read probe: %d MiB with %v threads", size>>20, opt.Threads)
-		var err error
-		if ceiling, err = ReadCeiling(ctx, size, opt.Threads); err != nil {
-			return nil, err
-		}
-		for _, c := range ceiling {
-			opt.logf("memory-read probe: %d threads: %.1f GB/s", c.Threads, c.GBPerSec)
-		}
+	// buffer back before the peak RSS count starts; it runs again after
+	// the timings (probe), since the machine's bandwidth drifts.
+	ceiling, err := opt.probe(ctx, "before")
+	if err != nil {
+		return nil, err
 	}
 	ResetPeakRSS()
 	m, err := model.Open(path)
@@ -204,6 +194,20 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		}
 	}
 
+	rep.PeakRSS = PeakRSS()
+	if len(ceiling) > 0 {
+		after, err := opt.probe(ctx, "after")
+		if err != nil {
+			return nil, err
+		}
+		ceiling = mergeCeilings(ceiling, after)
+		rep.Machine.ReadCeiling = ceiling
+		for _, c := range ceiling {
+			opt.logf("memory-read ceiling: %d threads: %.1f GB/s (%s of %d windows; median %.1f, best %.1f; before %.1f, after %.1f)",
+				c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Median, c.Best, c.Before, c.After)
+		}
+	}
+
 	if opt.Llama {
 		ratios(rep.Results)
 	}
@@ -218,9 +222,30 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		rep.Sane = rep.Sane && s.Sane
 	}
 	rep.Machine.LoadEnd = LoadAvg()
-	rep.PeakRSS = PeakRSS()
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// probe measures the memory-read ceiling with Options.ProbeBytes (none
+// when negative) at every thread count; when says where in the run.
+func (o *Options) probe(ctx context.Context, when string) ([]Ceiling, error) {
+	if o.ProbeBytes < 0 {
+		return nil, nil
+	}
+	size := o.ProbeBytes
+	if size == 0 {
+		size = DefaultProbeBytes
+	}
+	o.logf("memory-read probe %s the timings: %d MiB with %v threads", when, size>>20, o.Threads)
+	cs, err := ReadCeiling(ctx, size, o.Threads)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		o.logf("memory-read probe %s: %d threads: %.1f GB/s (%s of %d windows; median %.1f, best %.1f)",
+			when, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Median, c.Best)
+	}
+	return cs, nil
 }
 
 // tokens returns n deterministic ids: with bos, the model's BOS first;

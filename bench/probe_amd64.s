@@ -1,0 +1,167 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The memory-read probe's loops: XOR every 64-bit word of `streams`
+// adjacent regions of n bytes each (n a multiple of 256), reading the
+// regions side by side so that several hardware prefetch streams run at
+// once. With pf > 0 each line is also prefetched pf bytes ahead
+// (PREFETCHT0). The XOR keeps the loads live and lets the test compare
+// the result with the Go loop; its order does not matter.
+
+// 256 bytes of the stream at R into four accumulators.
+#define X512(R) \
+	VPXORQ 0(R), Z0, Z0; VPXORQ 64(R), Z1, Z1; VPXORQ 128(R), Z2, Z2; VPXORQ 192(R), Z3, Z3; \
+	ADDQ $256, R
+#define P512(R) \
+	PREFETCHT0 0(R)(R10*1); PREFETCHT0 64(R)(R10*1); PREFETCHT0 128(R)(R10*1); PREFETCHT0 192(R)(R10*1)
+
+#define X256(R) \
+	VPXOR 0(R), Y0, Y0; VPXOR 32(R), Y1, Y1; VPXOR 64(R), Y2, Y2; VPXOR 96(R), Y3, Y3; \
+	VPXOR 128(R), Y0, Y0; VPXOR 160(R), Y1, Y1; VPXOR 192(R), Y2, Y2; VPXOR 224(R), Y3, Y3; \
+	ADDQ $256, R
+
+// func xorStreamsAVX512(p *byte, n, streams, pf int) uint64
+TEXT ·xorStreamsAVX512(SB), NOSPLIT, $0-40
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), BX
+	MOVQ streams+16(FP), DX
+	MOVQ pf+24(FP), R10
+	MOVQ BX, CX
+	SHRQ $8, CX
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	TESTQ CX, CX
+	JZ   done512
+	LEAQ (SI)(BX*1), DI
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	CMPQ DX, $4
+	JEQ  four512
+	CMPQ DX, $2
+	JEQ  two512
+
+one512:
+	TESTQ R10, R10
+	JNZ   one512pf
+one512loop:
+	X512(SI)
+	DECQ CX
+	JNZ  one512loop
+	JMP  done512
+one512pf:
+	P512(SI)
+	X512(SI)
+	DECQ CX
+	JNZ  one512pf
+	JMP  done512
+
+two512:
+	TESTQ R10, R10
+	JNZ   two512pf
+two512loop:
+	X512(SI)
+	X512(DI)
+	DECQ CX
+	JNZ  two512loop
+	JMP  done512
+two512pf:
+	P512(SI)
+	P512(DI)
+	X512(SI)
+	X512(DI)
+	DECQ CX
+	JNZ  two512pf
+	JMP  done512
+
+four512:
+	TESTQ R10, R10
+	JNZ   four512pf
+four512loop:
+	X512(SI)
+	X512(DI)
+	X512(R8)
+	X512(R9)
+	DECQ CX
+	JNZ  four512loop
+	JMP  done512
+four512pf:
+	P512(SI)
+	P512(DI)
+	P512(R8)
+	P512(R9)
+	X512(SI)
+	X512(DI)
+	X512(R8)
+	X512(R9)
+	DECQ CX
+	JNZ  four512pf
+
+done512:
+	VPXORQ Z1, Z0, Z0
+	VPXORQ Z3, Z2, Z2
+	VPXORQ Z2, Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPXOR Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPXOR X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPXOR X1, X0, X0
+	VMOVQ X0, AX
+	VZEROUPPER
+	MOVQ AX, ret+32(FP)
+	RET
+
+// func xorStreamsAVX2(p *byte, n, streams int) uint64
+TEXT ·xorStreamsAVX2(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), BX
+	MOVQ streams+16(FP), DX
+	MOVQ BX, CX
+	SHRQ $8, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	TESTQ CX, CX
+	JZ   done256
+	LEAQ (SI)(BX*1), DI
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	CMPQ DX, $4
+	JEQ  four256
+	CMPQ DX, $2
+	JEQ  two256
+one256:
+	X256(SI)
+	DECQ CX
+	JNZ  one256
+	JMP  done256
+two256:
+	X256(SI)
+	X256(DI)
+	DECQ CX
+	JNZ  two256
+	JMP  done256
+four256:
+	X256(SI)
+	X256(DI)
+	X256(R8)
+	X256(R9)
+	DECQ CX
+	JNZ  four256
+
+done256:
+	VPXOR Y1, Y0, Y0
+	VPXOR Y3, Y2, Y2
+	VPXOR Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPXOR X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPXOR X1, X0, X0
+	VMOVQ X0, AX
+	VZEROUPPER
+	MOVQ AX, ret+24(FP)
+	RET

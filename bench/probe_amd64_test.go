@@ -1,0 +1,29 @@
+//go:build !purego
+
+package bench
+
+import (
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// TestXorStreamsAVX2: the AVX2 loop, which a machine with AVX-512 does
+// not select, agrees with the Go loop too.
+func TestXorStreamsAVX2(t *testing.T) {
+	if !cpu.X86.HasAVX2 {
+		t.Skip("no AVX2")
+	}
+	b := make([]byte, 16<<10)
+	for i := range b {
+		b[i] = byte(i*131 + i>>8)
+	}
+	for _, streams := range []int{1, 2, 4} {
+		for _, n := range []int{0, 256 * streams, len(b)} {
+			if got, want := xorStreamsAVX2(unsafe.SliceData(b[:n]), n/streams, streams), xorStreamsGo(b[:n], streams, 0); got != want {
+				t.Errorf("%d bytes, %d streams: %#x, want %#x", n, streams, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,35 @@
+package bench
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestXorStreams: the probe's read loop (assembly where the CPU has it)
+// reads every word: its XOR equals the Go loop's for every stream count
+// and prefetch distance.
+func TestXorStreams(t *testing.T) {
+	b := make([]byte, 64<<10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	for _, streams := range []int{1, 2, 4} {
+		for _, pf := range []int{0, 1024} {
+			for _, n := range []int{0, 256 * streams, 1024 * streams, len(b)} {
+				want := xorStreamsGo(b[:n], streams, pf)
+				if got := xorStreams(b[:n], streams, pf); got != want {
+					t.Errorf("%s: %d bytes, %d streams, prefetch %d: %#x, want %#x", probeSet, n, streams, pf, got, want)
+				}
+			}
+		}
+	}
+	// A flipped bit anywhere shows.
+	for _, i := range []int{0, 255, len(b) / 2, len(b) - 1} {
+		c := append([]byte(nil), b...)
+		c[i] ^= 4
+		if xorStreams(c, 4, 0) == xorStreams(b, 4, 0) {
+			t.Errorf("%s: byte %d changed, same XOR", probeSet, i)
+		}
+	}
+}
