@@ -84,26 +84,7 @@ var batchLayout, quadLayout bool
 // kernel adds the products of different r vertically.
 func (a *Acts) setBatch(np int) {
 	a.bq = grow(a.bq, np/8*batchPairBytes)
-	packBatch(a.bq, a.codes, a.d, a.sum, np/8)
-}
-
-// packBatch fills bq for npairs pairs; an assembly version replaces it
-// where the batch kernel is assembly.
-var packBatch = packBatchGo
-
-func packBatchGo(bq, codes []byte, d []float32, sum []int32, npairs int) {
-	for p := range npairs {
-		dst := bq[p*batchPairBytes : (p+1)*batchPairBytes]
-		src := codes[p*256 : (p+1)*256]
-		for b := range 8 {
-			blk := src[b*32 : b*32+32]
-			for r := range 8 {
-				copy(dst[32*r+4*b:32*r+4*b+4], blk[4*r:4*r+4])
-			}
-			binary.LittleEndian.PutUint32(dst[256+4*b:], math.Float32bits(d[8*p+b]))
-			binary.LittleEndian.PutUint32(dst[288+4*b:], uint32(sum[8*p+b]))
-		}
-	}
+	packWords(a.bq, a.codes, a.d, a.sum, np/8, 8, 1)
 }
 
 // batchPairBytes is the size of one pair's entry in Acts.bq.
@@ -120,25 +101,29 @@ const batchPairBytes = 320
 // so that one 64-byte load at 64r holds a piece of every block.
 func (a *Acts) setQuad(np int) {
 	a.bq4 = grow(a.bq4, np/16*quadBytes)
-	packQuad(a.bq4, a.codes, a.d, a.sum, np/16)
+	packWords(a.bq4, a.codes, a.d, a.sum, np/16, 16, -1)
 }
 
 // quadBytes is the size of one quad's entry in Acts.bq4.
 const quadBytes = 640
 
-// packQuad fills bq4 for nquads quads.
-var packQuad = packQuadGo
+// packWords fills dst with groups groups of n activation blocks (n a
+// multiple of 8), 40n bytes each: the codes transposed by 4-byte words
+// (bytes 4nr+4b .. 4nr+4b+3 are codes 4r .. 4r+3 of block b), the n
+// scales, and the n code sums times sign. An assembly version replaces
+// it where the batch kernels are assembly.
+var packWords = packWordsGo
 
-func packQuadGo(bq, codes []byte, d []float32, sum []int32, nquads int) {
-	for q := range nquads {
-		dst := bq[q*quadBytes : (q+1)*quadBytes]
-		for l := range 16 {
-			blk := codes[(16*q+l)*32:][:32]
+func packWordsGo(dst, codes []byte, d []float32, sum []int32, groups, n int, sign int32) {
+	for g := range groups {
+		out := dst[g*40*n : (g+1)*40*n]
+		for b := range n {
+			blk := codes[(g*n+b)*32:][:32]
 			for r := range 8 {
-				copy(dst[64*r+4*l:64*r+4*l+4], blk[4*r:4*r+4])
+				copy(out[4*(n*r+b):][:4], blk[4*r:])
 			}
-			binary.LittleEndian.PutUint32(dst[512+4*l:], math.Float32bits(d[16*q+l]))
-			binary.LittleEndian.PutUint32(dst[576+4*l:], uint32(-sum[16*q+l]))
+			binary.LittleEndian.PutUint32(out[32*n+4*b:], math.Float32bits(d[g*n+b]))
+			binary.LittleEndian.PutUint32(out[36*n+4*b:], uint32(sign*sum[g*n+b]))
 		}
 	}
 }

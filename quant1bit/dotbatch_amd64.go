@@ -13,20 +13,23 @@ func init() {
 		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
 		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
 		batchLayout = true
-		packBatch = packBatchAVX2
+		packWords = packWordsAVX2
 		if hasQuad {
 			useQuad()
 		}
 	}
 }
 
-func packBatchAVX2(bq, codes []byte, d []float32, sum []int32, npairs int) {
-	if npairs == 0 {
+func packWordsAVX2(dst, codes []byte, d []float32, sum []int32, groups, n int, sign int32) {
+	if groups == 0 {
 		return
 	}
-	_, _, _, _ = bq[npairs*batchPairBytes-1], codes[npairs*256-1], d[npairs*8-1], sum[npairs*8-1]
-	q1BatchPack(unsafe.Pointer(&codes[0]), unsafe.Pointer(&d[0]), unsafe.Pointer(&sum[0]), npairs, unsafe.Pointer(&bq[0]))
+	_, _, _, _ = dst[groups*40*n-1], codes[groups*32*n-1], d[groups*n-1], sum[groups*n-1]
+	q1PackWords(unsafe.Pointer(&codes[0]), unsafe.Pointer(&d[0]), unsafe.Pointer(&sum[0]), groups, n, sign, unsafe.Pointer(&dst[0]))
 }
+
+//go:noescape
+func q1PackWords(codes, d, sum unsafe.Pointer, groups, n int, sign int32, dst unsafe.Pointer)
 
 //go:noescape
 func q1BatchPack(codes, d, sum unsafe.Pointer, npairs int, dst unsafe.Pointer)

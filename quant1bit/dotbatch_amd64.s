@@ -207,71 +207,69 @@ TEXT ·q1Batch2(SB), NOSPLIT, $0-48
 TEXT ·q1Batch1(SB), NOSPLIT, $0-48
 	Q1BATCH(TOKS_1, ZERO_1, BM0_1, BM_1, BFIN_1, SUMS_1)
 
-// func q1BatchPack(codes, d, sum unsafe.Pointer, npairs int, dst unsafe.Pointer)
-//
-// Acts.bq from the padded codes, scales and sums (see Acts.setBatch):
-// per pair an 8×8 transpose of the codes' 4-byte words, then the scales
-// and sums copied.
-TEXT ·q1BatchPack(SB), NOSPLIT, $0-40
-	MOVQ  codes+0(FP), SI
-	MOVQ  d+8(FP), R8
-	MOVQ  sum+16(FP), R9
-	MOVQ  npairs+24(FP), CX
-	MOVQ  dst+32(FP), DI
-	TESTQ CX, CX
-	JE    packdone
+// Dword indexes of word 0 of eight consecutive 32-byte blocks.
+DATA packidx<>+0(SB)/8, $0x0000000800000000
+DATA packidx<>+8(SB)/8, $0x0000001800000010
+DATA packidx<>+16(SB)/8, $0x0000002800000020
+DATA packidx<>+24(SB)/8, $0x0000003800000030
+GLOBL packidx<>(SB), RODATA|NOPTR, $32
 
-packloop:
-	VMOVDQU     0(SI), Y0
-	VMOVDQU     32(SI), Y1
-	VMOVDQU     64(SI), Y2
-	VMOVDQU     96(SI), Y3
-	VMOVDQU     128(SI), Y4
-	VMOVDQU     160(SI), Y5
-	VMOVDQU     192(SI), Y6
-	VMOVDQU     224(SI), Y7
-	VPUNPCKLDQ  Y1, Y0, Y8
-	VPUNPCKHDQ  Y1, Y0, Y9
-	VPUNPCKLDQ  Y3, Y2, Y10
-	VPUNPCKHDQ  Y3, Y2, Y11
-	VPUNPCKLDQ  Y5, Y4, Y12
-	VPUNPCKHDQ  Y5, Y4, Y13
-	VPUNPCKLDQ  Y7, Y6, Y14
-	VPUNPCKHDQ  Y7, Y6, Y15
-	VPUNPCKLQDQ Y10, Y8, Y0
-	VPUNPCKHQDQ Y10, Y8, Y1
-	VPUNPCKLQDQ Y11, Y9, Y2
-	VPUNPCKHQDQ Y11, Y9, Y3
-	VPUNPCKLQDQ Y14, Y12, Y4
-	VPUNPCKHQDQ Y14, Y12, Y5
-	VPUNPCKLQDQ Y15, Y13, Y6
-	VPUNPCKHQDQ Y15, Y13, Y7
-	VPERM2I128  $0x20, Y4, Y0, Y8
-	VPERM2I128  $0x20, Y5, Y1, Y9
-	VPERM2I128  $0x20, Y6, Y2, Y10
-	VPERM2I128  $0x20, Y7, Y3, Y11
-	VPERM2I128  $0x31, Y4, Y0, Y12
-	VPERM2I128  $0x31, Y5, Y1, Y13
-	VPERM2I128  $0x31, Y6, Y2, Y14
-	VPERM2I128  $0x31, Y7, Y3, Y15
-	VMOVDQU     Y8, 0(DI)
-	VMOVDQU     Y9, 32(DI)
-	VMOVDQU     Y10, 64(DI)
-	VMOVDQU     Y11, 96(DI)
-	VMOVDQU     Y12, 128(DI)
-	VMOVDQU     Y13, 160(DI)
-	VMOVDQU     Y14, 192(DI)
-	VMOVDQU     Y15, 224(DI)
-	VMOVDQU     (R8), Y0
-	VMOVDQU     Y0, 256(DI)
-	VMOVDQU     (R9), Y1
-	VMOVDQU     Y1, 288(DI)
-	ADDQ        $256, SI
-	ADDQ        $32, R8
-	ADDQ        $32, R9
-	ADDQ        $320, DI
-	DECQ        CX
-	JNZ         packloop
+// func q1PackWords(codes, d, sum unsafe.Pointer, groups, n int, sign int32, dst unsafe.Pointer)
+//
+// packWordsGo (n a multiple of 8): for each eight blocks of a group, word
+// r of the eight is one gather, stored at row r; then their scales and
+// their sums (VPSIGND by sign = ±1).
+TEXT ·q1PackWords(SB), NOSPLIT, $0-56
+	MOVQ         codes+0(FP), SI
+	MOVQ         d+8(FP), R8
+	MOVQ         sum+16(FP), R9
+	MOVQ         groups+24(FP), CX
+	MOVQ         n+32(FP), R10
+	MOVL         sign+40(FP), AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVQ         dst+48(FP), DI
+	VMOVDQU      packidx<>(SB), Y15
+	MOVQ         R10, R11
+	SHLQ         $2, R11     // a row: 4n bytes
+	SHRQ         $3, R10     // eights per group
+	TESTQ        CX, CX
+	JE           packdone
+
+packgroup:
+	MOVQ R10, DX
+	MOVQ DI, R13
+
+packeight:
+	MOVQ SI, AX
+	MOVQ R13, R12
+	MOVQ $8, BX
+
+packword:
+	VPCMPEQD   Y2, Y2, Y2
+	VPGATHERDD Y2, (AX)(Y15*4), Y0
+	VMOVDQU    Y0, (R12)
+	ADDQ       $4, AX
+	ADDQ       R11, R12
+	DECQ       BX
+	JNZ        packword
+
+	VMOVDQU (R8), Y0          // R12 is now at the scales
+	VMOVDQU Y0, (R12)
+	VMOVDQU (R9), Y1
+	VPSIGND Y14, Y1, Y1
+	VMOVDQU Y1, (R12)(R11*1)
+	ADDQ    $256, SI
+	ADDQ    $32, R8
+	ADDQ    $32, R9
+	ADDQ    $32, R13
+	DECQ    DX
+	JNZ     packeight
+
+	LEAQ (R11)(R11*4), AX     // to the next group: 40n bytes
+	LEAQ (DI)(AX*2), DI
+	DECQ CX
+	JNZ  packgroup
 
 packdone:
 	VZEROUPPER

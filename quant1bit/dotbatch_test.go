@@ -162,20 +162,26 @@ func TestDotQ1_0ActsBatchChecks(t *testing.T) {
 	DotQ1_0ActsBatch(w, acts, make([]float32, 5), 2) // exactly fits
 }
 
-// TestPackBatch compares the batch layout made at init's choice with the
-// Go reference.
-func TestPackBatch(t *testing.T) {
+// TestPackWords compares the batch kernels' layouts (pairs of Q1_0
+// blocks for AVX2, quads for AVX-512) made at init's choice with the Go
+// reference, for block counts that fill groups exactly and that pad them.
+func TestPackWords(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, nb := range []int{1, 2, 3, 8, 44} {
-		_, acts := batchCase(r, nb, 1, 0, nil)
-		a := &acts[0]
-		np := len(a.d) / 8
-		want := make([]byte, np*batchPairBytes)
-		packBatchGo(want, a.codes, a.d, a.sum, np)
-		got := make([]byte, np*batchPairBytes)
-		packBatch(got, a.codes, a.d, a.sum, np)
-		if string(got) != string(want) {
-			t.Fatalf("%d blocks: packed layouts differ", nb)
+	for _, c := range []struct {
+		n    int
+		sign int32
+	}{{8, 1}, {16, -1}} {
+		for _, nb := range []int{1, 2, 3, 8, 16, 17, 44} {
+			_, acts := batchCase(r, nb, 1, 0, nil)
+			a := &acts[0]
+			groups := len(a.d) / c.n
+			want := make([]byte, groups*40*c.n)
+			packWordsGo(want, a.codes, a.d, a.sum, groups, c.n, c.sign)
+			got := make([]byte, len(want))
+			packWords(got, a.codes, a.d, a.sum, groups, c.n, c.sign)
+			if string(got) != string(want) {
+				t.Fatalf("groups of %d, %d blocks: packed layouts differ", c.n, nb)
+			}
 		}
 	}
 }
@@ -238,23 +244,5 @@ func TestDotQ1_0ActsRows(t *testing.T) {
 			}()
 			f()
 		}()
-	}
-}
-
-// TestPackQuad compares the AVX-512 kernel's layout made at init's choice
-// with the Go reference.
-func TestPackQuad(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
-	for _, nb := range []int{1, 3, 16, 17, 44} {
-		_, acts := batchCase(r, nb, 1, 0, nil)
-		a := &acts[0]
-		nq := len(a.d) / 16
-		want := make([]byte, nq*quadBytes)
-		packQuadGo(want, a.codes, a.d, a.sum, nq)
-		got := make([]byte, nq*quadBytes)
-		packQuad(got, a.codes, a.d, a.sum, nq)
-		if string(got) != string(want) {
-			t.Fatalf("%d blocks: packed layouts differ", nb)
-		}
 	}
 }

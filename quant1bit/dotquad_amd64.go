@@ -22,20 +22,8 @@ func useQuad() {
 	dotQ1_0ActsBatch = dotQ1_0ActsBatch512
 	dotQ1_0ActsRows = dotQ1_0ActsRows512
 	batchLayout, quadLayout = false, true
-	packQuad = packQuadAVX2
 	kernelSet = "avx512"
 }
-
-func packQuadAVX2(bq, codes []byte, d []float32, sum []int32, nquads int) {
-	if nquads == 0 {
-		return
-	}
-	_, _, _, _ = bq[nquads*quadBytes-1], codes[nquads*512-1], d[nquads*16-1], sum[nquads*16-1]
-	q1QuadPack(unsafe.Pointer(&codes[0]), unsafe.Pointer(&d[0]), unsafe.Pointer(&sum[0]), nquads, unsafe.Pointer(&bq[0]))
-}
-
-//go:noescape
-func q1QuadPack(codes, d, sum unsafe.Pointer, nquads int, dst unsafe.Pointer)
 
 // dotQ1_0ActsBatch512 runs the kernel on groups of four tokens (then
 // three, two or one), expanding the weight bits once per group.

@@ -74,7 +74,6 @@ func TestAVX2BatchKernels(t *testing.T) {
 		TestDotQ1_0ActsBatch(t)
 		TestDotQ1_0ActsBatchSpecial(t)
 		TestDotQ1_0ActsRows(t)
-		TestPackBatch(t)
 	})
 }
 
