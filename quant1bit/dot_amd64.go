@@ -57,7 +57,7 @@ func dotQ2_0ActsAVX2(w []byte, a *Acts, nb int) float32 {
 }
 
 //go:noescape
-func dotQ2_0ActsAsm(w, codes, d, sum unsafe.Pointer, ngroups int, tw unsafe.Pointer) float32
+func dotQ2_0ActsAsm(w, codes, d, sum unsafe.Pointer, steps int, tw unsafe.Pointer) float32
 
 func dotQ1_0ActsAVX2(w []byte, a *Acts, nb int) float32 {
 	var tw [2 * BlockBytesQ1_0]byte
@@ -70,10 +70,10 @@ func dotQ1_0ActsAVX2(w []byte, a *Acts, nb int) float32 {
 }
 
 //go:noescape
-func dotQ1_0ActsAsm(w, codes, d, sum unsafe.Pointer, npairs int, tw unsafe.Pointer) float32
+func dotQ1_0ActsAsm(w, codes, d, sum unsafe.Pointer, steps int, tw unsafe.Pointer) float32
 
 //go:noescape
-func dotQ1_0Asm(w, x unsafe.Pointer, npairs int, tw, tx unsafe.Pointer) float32
+func dotQ1_0Asm(w, x unsafe.Pointer, steps int, tw, tx unsafe.Pointer) float32
 
 //go:noescape
-func dotQ2_0Asm(w, x unsafe.Pointer, ngroups int, tw, tx unsafe.Pointer) float32
+func dotQ2_0Asm(w, x unsafe.Pointer, steps int, tw, tx unsafe.Pointer) float32

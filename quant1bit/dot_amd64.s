@@ -56,26 +56,38 @@ DATA q2xshuf<>+16(SB)/8, $0x0d0905010c080400
 DATA q2xshuf<>+24(SB)/8, $0x0f0b07030e0a0602
 GLOBL q2xshuf<>(SB), RODATA|NOPTR, $32
 
+// VPERMPS indexes repeating each weight block's scale for its activation
+// blocks: two Q1_0 blocks of four, four Q2_0 blocks of two.
+DATA q1perm<>+0(SB)/8, $0x0000000000000000
+DATA q1perm<>+8(SB)/8, $0x0000000000000000
+DATA q1perm<>+16(SB)/8, $0x0000000100000001
+DATA q1perm<>+24(SB)/8, $0x0000000100000001
+GLOBL q1perm<>(SB), RODATA|NOPTR, $32
+
+DATA q2perm<>+0(SB)/8, $0x0000000000000000
+DATA q2perm<>+8(SB)/8, $0x0000000100000001
+DATA q2perm<>+16(SB)/8, $0x0000000200000002
+DATA q2perm<>+24(SB)/8, $0x0000000300000003
+GLOBL q2perm<>(SB), RODATA|NOPTR, $32
+
+// Q1BITS expands the 32 sign bits at bits to 0/1 bytes in Y0.
+#define Q1BITS(bits) \
+	VPBROADCASTD bits, Y0     \
+	VPSHUFB      Y12, Y0, Y0  \
+	VPAND        Y13, Y0, Y0  \
+	VPMINUB      Y14, Y0, Y0
+
 // Q1SUB computes the int32 partial sums of Σ±x for sub-block k:
 // 2·Σ_{bit set} x − Σ x, pairs summed in int16 (|value| ≤ 512) and then
 // to eight int32 lanes in dst.
 #define Q1SUB(bits, xq, dst) \
-	VPBROADCASTD bits, Y0     \
-	VPSHUFB      Y12, Y0, Y0  \
-	VPAND        Y13, Y0, Y0  \
-	VPMINUB      Y14, Y0, Y0  \
+	Q1BITS(bits)              \
 	VMOVDQU      xq, Y1       \
 	VPMADDUBSW   Y1, Y0, Y0   \
 	VPMADDUBSW   Y1, Y14, Y1  \
 	VPADDW       Y0, Y0, Y0   \
 	VPSUBW       Y1, Y0, Y0   \
 	VPMADDWD     Y15, Y0, dst
-
-DATA q1perm<>+0(SB)/8, $0x0000000000000000
-DATA q1perm<>+8(SB)/8, $0x0000000000000000
-DATA q1perm<>+16(SB)/8, $0x0000000100000001
-DATA q1perm<>+24(SB)/8, $0x0000000100000001
-GLOBL q1perm<>(SB), RODATA|NOPTR, $32
 
 // Q1SUMS4 reduces the four sub-block vectors Y8..Y11 to [s0 s1 s2 s3] in dst.
 #define Q1SUMS4(dst) \
@@ -85,20 +97,26 @@ GLOBL q1perm<>(SB), RODATA|NOPTR, $32
 	VEXTRACTI128 $1, Y8, X9   \
 	VPADDD       X9, X8, dst
 
+// Q1SUMS8 reduces the eight sub-blocks of the Q1_0 blocks at SI and
+// SI+18 (activation codes at DI+xo, spaced by step) to [s0 .. s7] in Y3,
+// computing each sub-block with SUB.
+#define Q1SUMS8(SUB, xo, step) \
+	SUB(2(SI), xo(DI), Y8)            \
+	SUB(6(SI), xo+step(DI), Y9)       \
+	SUB(10(SI), xo+2*step(DI), Y10)   \
+	SUB(14(SI), xo+3*step(DI), Y11)   \
+	Q1SUMS4(X3)                       \
+	SUB(20(SI), xo+4*step(DI), Y8)    \
+	SUB(24(SI), xo+5*step(DI), Y9)    \
+	SUB(28(SI), xo+6*step(DI), Y10)   \
+	SUB(32(SI), xo+7*step(DI), Y11)   \
+	Q1SUMS4(X8)                       \
+	VINSERTI128 $1, X8, Y3, Y3
+
 // Q1PAIR adds the eight activation blocks of the Q1_0 blocks at SI, SI+18
 // (activations at DI) to the lanes in Y7: l[i] += s_i · (d0·d1_i).
 #define Q1PAIR \
-	Q1SUB(2(SI), 2(DI), Y8)      \
-	Q1SUB(6(SI), 36(DI), Y9)     \
-	Q1SUB(10(SI), 70(DI), Y10)   \
-	Q1SUB(14(SI), 104(DI), Y11)  \
-	Q1SUMS4(X3)                  \
-	Q1SUB(20(SI), 138(DI), Y8)   \
-	Q1SUB(24(SI), 172(DI), Y9)   \
-	Q1SUB(28(SI), 206(DI), Y10)  \
-	Q1SUB(32(SI), 240(DI), Y11)  \
-	Q1SUMS4(X8)                  \
-	VINSERTI128 $1, X8, Y3, Y3   \
+	Q1SUMS8(Q1SUB, 2, 34)        \
 	VCVTDQ2PS   Y3, Y3           \
 	Q8SCALES8                    \
 	Q1SCALES2(X5)                \
@@ -107,72 +125,92 @@ GLOBL q1perm<>(SB), RODATA|NOPTR, $32
 	VMULPS      Y4, Y3, Y3       \
 	VADDPS      Y3, Y7, Y7
 
-// SUM8 combines the lanes of Y7 as sum8 does, into X0.
-#define SUM8 HSUM8(Y7, X7, X1, X0)
+// RETSUM8 returns the lanes of Y7 combined as sum8 does (at ret).
+#define RETSUM8(ret) HSUM8(Y7, X7, X1, X0) ; VZEROUPPER ; VMOVSS X0, ret ; RET
 
-// func dotQ1_0Asm(w, x unsafe.Pointer, npairs int, tw, tx unsafe.Pointer) float32
+// DOTX is the body of dotQ1_0Asm and dotQ2_0Asm,
 //
-// Same float32 operations, in the same order, as dotQ1_0Go: pairs of
-// Q1_0 blocks in place, then an odd last block from the zero-padded
-// copies tw (36 bytes) and tx (272 bytes), whose padding adds +0 to lanes
-// that can never be −0.
-TEXT ·dotQ1_0Asm(SB), NOSPLIT, $0-44
-	MOVQ    w+0(FP), SI
-	MOVQ    x+8(FP), DI
-	MOVQ    npairs+16(FP), CX
-	VMOVDQU q1shuf<>(SB), Y12
-	VMOVDQU q1bit<>(SB), Y13
-	VMOVDQU ones8<>(SB), Y14
-	VMOVDQU ones16<>(SB), Y15
-	VMOVDQU q1perm<>(SB), Y6
+//	func(w, x unsafe.Pointer, steps int, tw, tx unsafe.Pointer) float32
+//
+// CONSTS loads the constants and clears the lanes Y7, STEP adds WBYTES
+// of weights at SI and eight Q8_0 activation blocks at DI to them. After
+// steps steps comes the zero-padded last one at tw and tx, if tw is not
+// nil: its padding adds +0 to lanes that can never be −0.
+#define DOTX(CONSTS, STEP, WBYTES) \
+	MOVQ  w+0(FP), SI     \
+	MOVQ  x+8(FP), DI     \
+	MOVQ  steps+16(FP), CX \
+	CONSTS                \
+	TESTQ CX, CX          \
+	JE    tail            \
+loop:                         \
+	STEP                  \
+	ADDQ  $WBYTES, SI     \
+	ADDQ  $272, DI        \
+	DECQ  CX              \
+	JNZ   loop            \
+tail:                         \
+	MOVQ  tw+24(FP), SI   \
+	TESTQ SI, SI          \
+	JE    reduce          \
+	MOVQ  tx+32(FP), DI   \
+	STEP                  \
+reduce:                       \
+	RETSUM8(ret+40(FP))
+
+// DOTACTS is DOTX for prepared activations (dotQ1_0ActsAsm,
+// dotQ2_0ActsAsm),
+//
+//	func(w, codes, d, sum unsafe.Pointer, steps int, tw unsafe.Pointer) float32
+//
+// with the codes at DI (32 per block), the scales as float32 at R8 and
+// the code sums at R9, the arrays zero-padded to whole steps. Weight rows
+// stream from memory when decoding: it fetches 2 KiB ahead.
+#define DOTACTS(CONSTS, STEP, WBYTES) \
+	MOVQ  w+0(FP), SI      \
+	MOVQ  codes+8(FP), DI  \
+	MOVQ  d+16(FP), R8     \
+	MOVQ  sum+24(FP), R9   \
+	MOVQ  steps+32(FP), CX \
+	CONSTS                 \
+	TESTQ CX, CX           \
+	JE    tail             \
+loop:                          \
+	PREFETCHT0 2048(SI)    \
+	STEP                   \
+	ADDQ  $WBYTES, SI      \
+	ADDQ  $256, DI         \
+	ADDQ  $32, R8          \
+	ADDQ  $32, R9          \
+	DECQ  CX               \
+	JNZ   loop             \
+tail:                          \
+	MOVQ  tw+40(FP), SI    \
+	TESTQ SI, SI           \
+	JE    reduce           \
+	STEP                   \
+reduce:                        \
+	RETSUM8(ret+48(FP))
+
+#define Q1CONSTS \
+	VMOVDQU q1shuf<>(SB), Y12 \
+	VMOVDQU q1bit<>(SB), Y13  \
+	VMOVDQU ones8<>(SB), Y14  \
+	VMOVDQU ones16<>(SB), Y15 \
+	VMOVDQU q1perm<>(SB), Y6  \
 	VXORPS  Y7, Y7, Y7
-	TESTQ   CX, CX
-	JE      tail
-
-loop:
-	Q1PAIR
-	ADDQ $36, SI
-	ADDQ $272, DI
-	DECQ CX
-	JNZ  loop
-
-tail:
-	MOVQ  tw+24(FP), SI
-	TESTQ SI, SI
-	JE    reduce
-	MOVQ  tx+32(FP), DI
-	Q1PAIR
-
-reduce:
-	SUM8
-	VZEROUPPER
-	VMOVSS X0, ret+40(FP)
-	RET
 
 // Q1SUBACTS computes the int32 partial sums of Σ_{bit set} x for one
 // sub-block whose codes are in memory at xq.
 #define Q1SUBACTS(bits, xq, dst) \
-	VPBROADCASTD bits, Y0     \
-	VPSHUFB      Y12, Y0, Y0  \
-	VPAND        Y13, Y0, Y0  \
-	VPMINUB      Y14, Y0, Y0  \
+	Q1BITS(bits)              \
 	VPMADDUBSW   xq, Y0, Y0   \
 	VPMADDWD     Y15, Y0, dst
 
 // Q1PAIRACTS is Q1PAIR with the codes at DI (32 per block), the scales as
 // float32 at R8 and the code sums at R9.
 #define Q1PAIRACTS \
-	Q1SUBACTS(2(SI), 0(DI), Y8)      \
-	Q1SUBACTS(6(SI), 32(DI), Y9)     \
-	Q1SUBACTS(10(SI), 64(DI), Y10)   \
-	Q1SUBACTS(14(SI), 96(DI), Y11)   \
-	Q1SUMS4(X3)                      \
-	Q1SUBACTS(20(SI), 128(DI), Y8)   \
-	Q1SUBACTS(24(SI), 160(DI), Y9)   \
-	Q1SUBACTS(28(SI), 192(DI), Y10)  \
-	Q1SUBACTS(32(SI), 224(DI), Y11)  \
-	Q1SUMS4(X8)                      \
-	VINSERTI128 $1, X8, Y3, Y3       \
+	Q1SUMS8(Q1SUBACTS, 0, 32)        \
 	VPSLLD      $1, Y3, Y3           \
 	VPSUBD      0(R9), Y3, Y3        \
 	VCVTDQ2PS   Y3, Y3               \
@@ -182,67 +220,24 @@ reduce:
 	VMULPS      Y4, Y3, Y3           \
 	VADDPS      Y3, Y7, Y7
 
-// func dotQ1_0ActsAsm(w, codes, d, sum unsafe.Pointer, npairs int, tw unsafe.Pointer) float32
-//
-// dotQ1_0Asm with the activation scales and code sums precomputed (the
-// arrays are zero-padded to whole pairs): the same float32 operations.
-TEXT ·dotQ1_0ActsAsm(SB), NOSPLIT, $0-52
-	MOVQ    w+0(FP), SI
-	MOVQ    codes+8(FP), DI
-	MOVQ    d+16(FP), R8
-	MOVQ    sum+24(FP), R9
-	MOVQ    npairs+32(FP), CX
-	VMOVDQU q1shuf<>(SB), Y12
-	VMOVDQU q1bit<>(SB), Y13
-	VMOVDQU ones8<>(SB), Y14
-	VMOVDQU ones16<>(SB), Y15
-	VMOVDQU q1perm<>(SB), Y6
-	VXORPS  Y7, Y7, Y7
-	TESTQ   CX, CX
-	JE      actstail
-
-actsloop:
-	// Weight rows stream from memory when decoding: fetch 2 KiB ahead.
-	PREFETCHT0 2048(SI)
-	Q1PAIRACTS
-	ADDQ $36, SI
-	ADDQ $256, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
-	DECQ CX
-	JNZ  actsloop
-
-actstail:
-	MOVQ  tw+40(FP), SI
-	TESTQ SI, SI
-	JE    actsreduce
-	Q1PAIRACTS
-
-actsreduce:
-	SUM8
-	VZEROUPPER
-	VMOVSS X0, ret+48(FP)
-	RET
-
-// Q2SUB computes the int32 partial sums of Σ(q−1)·x for one sub-block:
-// Σ q·x − Σ x, pairs in int16 (|value| ≤ 1024), then eight int32 lanes.
-#define Q2SUB(codes, xq, dst) \
+// Q2PROD puts the int16 pair sums of Σ q·x for one sub-block in Y0
+// (the activations in Y1).
+#define Q2PROD(codes, xq) \
 	VPBROADCASTQ codes, Y0    \
 	VPSHUFB      Y10, Y0, Y0  \
 	VPSRLVD      Y11, Y0, Y0  \
 	VPAND        Y12, Y0, Y0  \
 	VMOVDQU      xq, Y1       \
 	VPSHUFB      Y13, Y1, Y2  \
-	VPMADDUBSW   Y2, Y0, Y0   \
+	VPMADDUBSW   Y2, Y0, Y0
+
+// Q2SUB computes the int32 partial sums of Σ(q−1)·x for one sub-block:
+// Σ q·x − Σ x, pairs in int16 (|value| ≤ 1024), then eight int32 lanes.
+#define Q2SUB(codes, xq, dst) \
+	Q2PROD(codes, xq)         \
 	VPMADDUBSW   Y1, Y14, Y1  \
 	VPSUBW       Y1, Y0, Y0   \
 	VPMADDWD     Y15, Y0, dst
-
-DATA q2perm<>+0(SB)/8, $0x0000000000000000
-DATA q2perm<>+8(SB)/8, $0x0000000100000001
-DATA q2perm<>+16(SB)/8, $0x0000000200000002
-DATA q2perm<>+24(SB)/8, $0x0000000300000003
-GLOBL q2perm<>(SB), RODATA|NOPTR, $32
 
 // Q2SUMS reduces the sub-blocks of the Q2_0 blocks at SI+bo and SI+bo+18
 // (activation codes at DI+xo, spaced by step) to [s0 s1 s2 s3] in dst,
@@ -261,16 +256,7 @@ GLOBL q2perm<>(SB), RODATA|NOPTR, $32
 // Q2D0 loads the scales of the four Q2_0 blocks at SI, each repeated for
 // its two activation blocks, into Y5.
 #define Q2D0 \
-	MOVWQZX   0(SI), AX    \
-	MOVWQZX   18(SI), BX   \
-	SHLQ      $16, BX      \
-	ORQ       BX, AX       \
-	MOVWQZX   36(SI), BX   \
-	SHLQ      $32, BX      \
-	ORQ       BX, AX       \
-	MOVWQZX   54(SI), BX   \
-	SHLQ      $48, BX      \
-	ORQ       BX, AX       \
+	F16X4(0(SI), 18(SI), 36(SI), 54(SI), AX, BX) \
 	VMOVQ     AX, X5       \
 	VCVTPH2PS X5, X5       \
 	VPERMPS   Y5, Y6, Y5
@@ -298,49 +284,10 @@ GLOBL q2perm<>(SB), RODATA|NOPTR, $32
 	VMOVDQU q2perm<>(SB), Y6    \
 	VXORPS  Y7, Y7, Y7
 
-// func dotQ2_0Asm(w, x unsafe.Pointer, ngroups int, tw, tx unsafe.Pointer) float32
-//
-// Same float32 operations, in the same order, as dotQ2_0Go: groups of
-// four Q2_0 blocks in place, then the last 1–3 blocks from the zero-padded
-// copies tw (72 bytes) and tx (272 bytes).
-TEXT ·dotQ2_0Asm(SB), NOSPLIT, $0-44
-	MOVQ  w+0(FP), SI
-	MOVQ  x+8(FP), DI
-	MOVQ  ngroups+16(FP), CX
-	Q2CONSTS
-	TESTQ CX, CX
-	JE    tail
-
-loop:
-	Q2GROUP
-	ADDQ $72, SI
-	ADDQ $272, DI
-	DECQ CX
-	JNZ  loop
-
-tail:
-	MOVQ  tw+24(FP), SI
-	TESTQ SI, SI
-	JE    reduce
-	MOVQ  tx+32(FP), DI
-	Q2GROUP
-
-reduce:
-	SUM8
-	VZEROUPPER
-	VMOVSS X0, ret+40(FP)
-	RET
-
 // Q2SUBACTS computes the int32 partial sums of Σ q·x for one sub-block
 // whose codes are in memory at xq.
 #define Q2SUBACTS(codes, xq, dst) \
-	VPBROADCASTQ codes, Y0    \
-	VPSHUFB      Y10, Y0, Y0  \
-	VPSRLVD      Y11, Y0, Y0  \
-	VPAND        Y12, Y0, Y0  \
-	VMOVDQU      xq, Y1       \
-	VPSHUFB      Y13, Y1, Y2  \
-	VPMADDUBSW   Y2, Y0, Y0   \
+	Q2PROD(codes, xq)         \
 	VPMADDWD     Y15, Y0, dst
 
 // Q2GROUPACTS is Q2GROUP with the codes at DI (32 per block), the scales
@@ -356,34 +303,10 @@ reduce:
 	VMULPS      Y4, Y3, Y3             \
 	VADDPS      Y3, Y7, Y7
 
-// func dotQ2_0ActsAsm(w, codes, d, sum unsafe.Pointer, ngroups int, tw unsafe.Pointer) float32
-TEXT ·dotQ2_0ActsAsm(SB), NOSPLIT, $0-52
-	MOVQ  w+0(FP), SI
-	MOVQ  codes+8(FP), DI
-	MOVQ  d+16(FP), R8
-	MOVQ  sum+24(FP), R9
-	MOVQ  ngroups+32(FP), CX
-	Q2CONSTS
-	TESTQ CX, CX
-	JE    actstail
-
-actsloop:
-	Q2GROUPACTS
-	ADDQ $72, SI
-	ADDQ $256, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
-	DECQ CX
-	JNZ  actsloop
-
-actstail:
-	MOVQ  tw+40(FP), SI
-	TESTQ SI, SI
-	JE    actsreduce
-	Q2GROUPACTS
-
-actsreduce:
-	SUM8
-	VZEROUPPER
-	VMOVSS X0, ret+48(FP)
-	RET
+// The kernels make the same float32 operations, in the same order, as
+// dotQ1_0Go and dotQ2_0Go: pairs of Q1_0 blocks (36 bytes) or groups of
+// four Q2_0 blocks (72 bytes) per step, each step eight activation blocks.
+TEXT ·dotQ1_0Asm(SB), NOSPLIT, $0-44; DOTX(Q1CONSTS, Q1PAIR, 36)
+TEXT ·dotQ1_0ActsAsm(SB), NOSPLIT, $0-52; DOTACTS(Q1CONSTS, Q1PAIRACTS, 36)
+TEXT ·dotQ2_0Asm(SB), NOSPLIT, $0-44; DOTX(Q2CONSTS, Q2GROUP, 72)
+TEXT ·dotQ2_0ActsAsm(SB), NOSPLIT, $0-52; DOTACTS(Q2CONSTS, Q2GROUPACTS, 72)

@@ -31,9 +31,6 @@ func packWordsAVX2(dst, codes []byte, d []float32, sum []int32, groups, n int, s
 //go:noescape
 func q1PackWords(codes, d, sum unsafe.Pointer, groups, n int, sign int32, dst unsafe.Pointer)
 
-//go:noescape
-func q1BatchPack(codes, d, sum unsafe.Pointer, npairs int, dst unsafe.Pointer)
-
 // dotQ1_0ActsBatchAVX2 runs the kernel on groups of four tokens (then
 // three, two or one), expanding the weight bits once per group.
 func dotQ1_0ActsBatchAVX2(w []byte, acts []Acts, out []float32, stride, nb int) {
@@ -84,13 +81,13 @@ func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float3
 }
 
 //go:noescape
-func q1Batch4(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Batch4(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 
 //go:noescape
-func q1Batch3(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Batch3(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 
 //go:noescape
-func q1Batch2(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Batch2(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 
 //go:noescape
-func q1Batch1(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Batch1(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)

@@ -118,11 +118,6 @@ GLOBL bperm<>(SB), RODATA|NOPTR, $32
 	VPERMPS     Y10, Y8, Y10            \
 	FINS
 
-// BSUM8 reduces the lanes of F as sum8 does and stores the result at DI.
-#define BSUM8(F, X) \
-	HSUM8(F, X, X12, X13) \
-	VMOVSS X13, (DI)
-
 #define BM0_4 BMADD0(R8, Y4) ; BMADD0(R9, Y5) ; BMADD0(R10, Y6) ; BMADD0(R11, Y7)
 #define BM_4(off) BMADD(off, R8, Y4) ; BMADD(off, R9, Y5) ; BMADD(off, R10, Y6) ; BMADD(off, R11, Y7)
 #define BFIN_4 BFIN(R8, Y4, Y0) ; BFIN(R9, Y5, Y1) ; BFIN(R10, Y6, Y2) ; BFIN(R11, Y7, Y3)
@@ -139,73 +134,23 @@ GLOBL bperm<>(SB), RODATA|NOPTR, $32
 #define BM_1(off) BMADD(off, R8, Y4)
 #define BFIN_1 BFIN(R8, Y4, Y0)
 
-// Q1BATCH is the body of q1BatchK, K = 1..4 tokens: for tokens toks[0..K−1]
-// (each &Acts.bq[0]), the pairs of Q1_0 blocks at w, then (if tw != nil)
-// the zero-padded odd last block at tw; the results go to out,
-// out+stride, ... (stride in bytes). TOKS loads the token pointers, ZERO
-// clears the lanes, M0/M/FIN are BPAIR's per-token steps and SUMS stores
-// the results.
-#define Q1BATCH(TOKS, ZERO, M0, M, FIN, SUMS) \
-	MOVQ    w+0(FP), SI            \
-	MOVQ    npairs+8(FP), CX       \
-	MOVQ    toks+24(FP), AX        \
-	TOKS                           \
-	VMOVDQU bmlo<>(SB), Y9         \
-	VMOVDQU bmhi<>(SB), Y11        \
-	VMOVDQU bones8<>(SB), Y15      \
-	ZERO                           \
-	XORQ    DX, DX                 \
-	TESTQ   CX, CX                 \
-	JE      tail                   \
-loop:                                  \
-	PREFETCHT0 2048(SI)            \
-	BPAIR(M0, M, FIN)              \
-	ADDQ    $36, SI                \
-	ADDQ    $320, DX               \
-	DECQ    CX                     \
-	JNZ     loop                   \
-tail:                                  \
-	MOVQ    tw+16(FP), SI          \
-	TESTQ   SI, SI                 \
-	JE      reduce                 \
-	BPAIR(M0, M, FIN)              \
-reduce:                                \
-	MOVQ    out+32(FP), DI         \
-	MOVQ    stride+40(FP), R12     \
-	SUMS                           \
-	VZEROUPPER                     \
-	RET
+#define BCONSTS \
+	VMOVDQU bmlo<>(SB), Y9  \
+	VMOVDQU bmhi<>(SB), Y11 \
+	VMOVDQU bones8<>(SB), Y15
 
-#define TOKS_1 MOVQ 0(AX), R8
-#define TOKS_2 TOKS_1 ; MOVQ 8(AX), R9
-#define TOKS_3 TOKS_2 ; MOVQ 16(AX), R10
-#define TOKS_4 TOKS_3 ; MOVQ 24(AX), R11
+// q1BatchK is BATCH for K tokens (each &Acts.bq[0]), a step a pair of
+// Q1_0 blocks.
+#define BSTEP_4 BPAIR(BM0_4, BM_4, BFIN_4)
+#define BSTEP_3 BPAIR(BM0_3, BM_3, BFIN_3)
+#define BSTEP_2 BPAIR(BM0_2, BM_2, BFIN_2)
+#define BSTEP_1 BPAIR(BM0_1, BM_1, BFIN_1)
 
-#define ZERO_1 VXORPS Y0, Y0, Y0
-#define ZERO_2 ZERO_1 ; VXORPS Y1, Y1, Y1
-#define ZERO_3 ZERO_2 ; VXORPS Y2, Y2, Y2
-#define ZERO_4 ZERO_3 ; VXORPS Y3, Y3, Y3
-
-#define SUMS_1 BSUM8(Y0, X0)
-#define SUMS_2 SUMS_1 ; ADDQ R12, DI ; BSUM8(Y1, X1)
-#define SUMS_3 SUMS_2 ; ADDQ R12, DI ; BSUM8(Y2, X2)
-#define SUMS_4 SUMS_3 ; ADDQ R12, DI ; BSUM8(Y3, X3)
-
-// func q1Batch4(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Batch4(SB), NOSPLIT, $0-48
-	Q1BATCH(TOKS_4, ZERO_4, BM0_4, BM_4, BFIN_4, SUMS_4)
-
-// func q1Batch3(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Batch3(SB), NOSPLIT, $0-48
-	Q1BATCH(TOKS_3, ZERO_3, BM0_3, BM_3, BFIN_3, SUMS_3)
-
-// func q1Batch2(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Batch2(SB), NOSPLIT, $0-48
-	Q1BATCH(TOKS_2, ZERO_2, BM0_2, BM_2, BFIN_2, SUMS_2)
-
-// func q1Batch1(w unsafe.Pointer, npairs int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Batch1(SB), NOSPLIT, $0-48
-	Q1BATCH(TOKS_1, ZERO_1, BM0_1, BM_1, BFIN_1, SUMS_1)
+// func q1Batch1..4(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1Batch4(SB), NOSPLIT, $0-48; BATCH(TOKS_4, BCONSTS, ZERO_4, BSTEP_4, 36, 320, SUMS_4)
+TEXT ·q1Batch3(SB), NOSPLIT, $0-48; BATCH(TOKS_3, BCONSTS, ZERO_3, BSTEP_3, 36, 320, SUMS_3)
+TEXT ·q1Batch2(SB), NOSPLIT, $0-48; BATCH(TOKS_2, BCONSTS, ZERO_2, BSTEP_2, 36, 320, SUMS_2)
+TEXT ·q1Batch1(SB), NOSPLIT, $0-48; BATCH(TOKS_1, BCONSTS, ZERO_1, BSTEP_1, 36, 320, SUMS_1)
 
 // Dword indexes of word 0 of eight consecutive 32-byte blocks.
 DATA packidx<>+0(SB)/8, $0x0000000800000000

@@ -93,16 +93,16 @@ func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32
 }
 
 //go:noescape
-func q1Quad4(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Quad4(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 
 //go:noescape
-func q1Quad3(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Quad3(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 
 //go:noescape
-func q1Quad2(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Quad2(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 
 //go:noescape
-func q1Quad1(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+func q1Quad1(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 
 //go:noescape
 func q1QuadRows4(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "q_amd64.h"
 
 // The AVX-512 batch kernel (DotQ1_0ActsBatch on CPUs with AVX-512 BW,
 // VL, VBMI, VNNI and BITALG). It takes a quad of Q1_0 blocks (512
@@ -96,42 +97,14 @@ GLOBL qwsel<>(SB), RODATA|NOPTR, $64
 #define QTOKS_3 QTOKS_2 ; QTOK(R10, Z6, Y6, Y2)
 #define QTOKS_4 QTOKS_3 ; QTOK(R11, Z7, Y7, Y3)
 
-#define QPTRS_1 MOVQ 0(AX), R8
-#define QPTRS_2 QPTRS_1 ; MOVQ 8(AX), R9
-#define QPTRS_3 QPTRS_2 ; MOVQ 16(AX), R10
-#define QPTRS_4 QPTRS_3 ; MOVQ 24(AX), R11
+#define QSTEP_4 QUAD(QTOKS_4)
+#define QSTEP_3 QUAD(QTOKS_3)
+#define QSTEP_2 QUAD(QTOKS_2)
+#define QSTEP_1 QUAD(QTOKS_1)
 
-#define QZERO_1 VXORPS Y0, Y0, Y0
-#define QZERO_2 QZERO_1 ; VXORPS Y1, Y1, Y1
-#define QZERO_3 QZERO_2 ; VXORPS Y2, Y2, Y2
-#define QZERO_4 QZERO_3 ; VXORPS Y3, Y3, Y3
-
-// QSUM8 reduces the lanes of F as sum8 does and stores the result at DI.
-#define QSUM8(F, X) \
-	VEXTRACTF128 $1, F, X12 \
-	VADDPS       X12, X, X13 \
-	VMOVHLPS     X13, X13, X12 \
-	VADDPS       X12, X13, X13 \
-	VMOVSHDUP    X13, X12 \
-	VADDSS       X12, X13, X13 \
-	VMOVSS       X13, (DI)
-
-#define QSUMS_1 QSUM8(Y0, X0)
-#define QSUMS_2 QSUMS_1 ; ADDQ R12, DI ; QSUM8(Y1, X1)
-#define QSUMS_3 QSUMS_2 ; ADDQ R12, DI ; QSUM8(Y2, X2)
-#define QSUMS_4 QSUMS_3 ; ADDQ R12, DI ; QSUM8(Y3, X3)
-
-// Q1QUAD is the body of q1QuadK, K = 1..4 tokens: for tokens
-// toks[0..K−1] (each &Acts.bq4[0]), the quads of Q1_0 blocks at w, then
-// (if tw != nil) the zero-padded last quad at tw; the results go to
-// out, out+stride, ... (stride in bytes).
-#define Q1QUAD(PTRS, ZERO, TOKS, SUMS) \
-	MOVQ         w+0(FP), SI \
-	MOVQ         nquads+8(FP), CX \
-	MOVQ         toks+24(FP), AX \
-	PTRS \
-	VPBROADCASTQ qctl<>+0(SB), Z24 \
-	VPBROADCASTQ qctl<>+8(SB), Z25 \
+#define QCONSTS \
+	VPBROADCASTQ qctl<>+0(SB), Z24  \
+	VPBROADCASTQ qctl<>+8(SB), Z25  \
 	VPBROADCASTQ qctl<>+16(SB), Z26 \
 	VPBROADCASTQ qctl<>+24(SB), Z27 \
 	VPBROADCASTQ qctl<>+32(SB), Z28 \
@@ -139,105 +112,48 @@ GLOBL qwsel<>(SB), RODATA|NOPTR, $64
 	VPBROADCASTQ qctl<>+48(SB), Z30 \
 	VPBROADCASTQ qctl<>+56(SB), Z31 \
 	VPBROADCASTQ qctl<>+64(SB), Z18 \
-	VMOVDQU64    qsel<>(SB), Z19 \
-	VMOVDQU64    qwsel<>(SB), Z20 \
-	ZERO \
-	XORQ         DX, DX \
-	TESTQ        CX, CX \
-	JE           tail \
-loop: \
-	PREFETCHT0 2048(SI) \
-	QUAD(TOKS) \
-	ADDQ $72, SI \
-	ADDQ $640, DX \
-	DECQ CX \
-	JNZ  loop \
-tail: \
-	MOVQ  tw+16(FP), SI \
-	TESTQ SI, SI \
-	JE    reduce \
-	QUAD(TOKS) \
-reduce: \
-	MOVQ out+32(FP), DI \
-	MOVQ stride+40(FP), R12 \
-	SUMS \
-	VZEROUPPER \
-	RET
+	VMOVDQU64    qsel<>(SB), Z19    \
+	VMOVDQU64    qwsel<>(SB), Z20
 
-// Q1QUADROWS is Q1QUAD for rows consecutive weight rows of rowBytes
+// q1QuadK is BATCH for K tokens (each &Acts.bq4[0]), a step a quad of
+// Q1_0 blocks. Q1QUADROWS is q1QuadK for rows consecutive weight rows of rowBytes
 // bytes, each of whole quads: row r's results go to out+4r, out+4r+stride,
 // ... The constants stay in registers across rows, which matters for
 // short rows (a 2048-column row is four quads).
-#define Q1QUADROWS(PTRS, ZERO, TOKS, SUMS) \
-	MOVQ         w+0(FP), R14 \
-	MOVQ         rows+16(FP), BX \
-	MOVQ         toks+32(FP), AX \
-	MOVQ         out+40(FP), R13 \
-	MOVQ         stride+48(FP), R12 \
-	PTRS \
-	VPBROADCASTQ qctl<>+0(SB), Z24 \
-	VPBROADCASTQ qctl<>+8(SB), Z25 \
-	VPBROADCASTQ qctl<>+16(SB), Z26 \
-	VPBROADCASTQ qctl<>+24(SB), Z27 \
-	VPBROADCASTQ qctl<>+32(SB), Z28 \
-	VPBROADCASTQ qctl<>+40(SB), Z29 \
-	VPBROADCASTQ qctl<>+48(SB), Z30 \
-	VPBROADCASTQ qctl<>+56(SB), Z31 \
-	VPBROADCASTQ qctl<>+64(SB), Z18 \
-	VMOVDQU64    qsel<>(SB), Z19 \
-	VMOVDQU64    qwsel<>(SB), Z20 \
-	TESTQ        BX, BX \
-	JE           done \
-row: \
-	MOVQ  R14, SI \
-	MOVQ  nquads+24(FP), CX \
-	ZERO \
-	XORQ  DX, DX \
-loop: \
-	PREFETCHT0 2048(SI) \
-	QUAD(TOKS) \
-	ADDQ $72, SI \
-	ADDQ $640, DX \
-	DECQ CX \
-	JNZ  loop \
-	MOVQ R13, DI \
-	SUMS \
-	ADDQ $4, R13 \
-	ADDQ rowBytes+8(FP), R14 \
-	DECQ BX \
-	JNZ  row \
-done: \
-	VZEROUPPER \
+#define Q1QUADROWS(TOKS, ZERO, STEP, SUMS) \
+	MOVQ  w+0(FP), R14       \
+	MOVQ  rows+16(FP), BX    \
+	MOVQ  toks+32(FP), AX    \
+	MOVQ  out+40(FP), R13    \
+	MOVQ  stride+48(FP), R12 \
+	TOKS                     \
+	QCONSTS                  \
+	TESTQ BX, BX             \
+	JE    done               \
+row:                             \
+	MOVQ  R14, SI            \
+	MOVQ  nquads+24(FP), CX  \
+	ZERO                     \
+	XORQ  DX, DX             \
+	STEPS(STEP, 72, 640)     \
+	MOVQ  R13, DI            \
+	SUMS                     \
+	ADDQ  $4, R13            \
+	ADDQ  rowBytes+8(FP), R14 \
+	DECQ  BX                 \
+	JNZ   row                \
+done:                            \
+	VZEROUPPER               \
 	RET
 
-// func q1QuadRows4(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1QuadRows4(SB), NOSPLIT, $0-56
-	Q1QUADROWS(QPTRS_4, QZERO_4, QTOKS_4, QSUMS_4)
+// func q1QuadRows1..4(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1QuadRows4(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_4, ZERO_4, QSTEP_4, SUMS_4)
+TEXT ·q1QuadRows3(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_3, ZERO_3, QSTEP_3, SUMS_3)
+TEXT ·q1QuadRows2(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_2, ZERO_2, QSTEP_2, SUMS_2)
+TEXT ·q1QuadRows1(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_1, ZERO_1, QSTEP_1, SUMS_1)
 
-// func q1QuadRows3(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1QuadRows3(SB), NOSPLIT, $0-56
-	Q1QUADROWS(QPTRS_3, QZERO_3, QTOKS_3, QSUMS_3)
-
-// func q1QuadRows2(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1QuadRows2(SB), NOSPLIT, $0-56
-	Q1QUADROWS(QPTRS_2, QZERO_2, QTOKS_2, QSUMS_2)
-
-// func q1QuadRows1(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1QuadRows1(SB), NOSPLIT, $0-56
-	Q1QUADROWS(QPTRS_1, QZERO_1, QTOKS_1, QSUMS_1)
-
-// func q1Quad4(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Quad4(SB), NOSPLIT, $0-48
-	Q1QUAD(QPTRS_4, QZERO_4, QTOKS_4, QSUMS_4)
-
-// func q1Quad3(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Quad3(SB), NOSPLIT, $0-48
-	Q1QUAD(QPTRS_3, QZERO_3, QTOKS_3, QSUMS_3)
-
-// func q1Quad2(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Quad2(SB), NOSPLIT, $0-48
-	Q1QUAD(QPTRS_2, QZERO_2, QTOKS_2, QSUMS_2)
-
-// func q1Quad1(w unsafe.Pointer, nquads int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1Quad1(SB), NOSPLIT, $0-48
-	Q1QUAD(QPTRS_1, QZERO_1, QTOKS_1, QSUMS_1)
+// func q1Quad1..4(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1Quad4(SB), NOSPLIT, $0-48; BATCH(TOKS_4, QCONSTS, ZERO_4, QSTEP_4, 72, 640, SUMS_4)
+TEXT ·q1Quad3(SB), NOSPLIT, $0-48; BATCH(TOKS_3, QCONSTS, ZERO_3, QSTEP_3, 72, 640, SUMS_3)
+TEXT ·q1Quad2(SB), NOSPLIT, $0-48; BATCH(TOKS_2, QCONSTS, ZERO_2, QSTEP_2, 72, 640, SUMS_2)
+TEXT ·q1Quad1(SB), NOSPLIT, $0-48; BATCH(TOKS_1, QCONSTS, ZERO_1, QSTEP_1, 72, 640, SUMS_1)
