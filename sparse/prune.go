@@ -246,15 +246,7 @@ func (v *Variant) pruneHeads(cfg *model.Config) ([]*model.Tensor, error) {
 			continue
 		}
 		heads := keep(nh, v.removed.Heads[i])
-		var qRows, oCols []int
-		for _, h := range heads {
-			for j := 0; j < rph; j++ {
-				qRows = append(qRows, h*rph+j)
-			}
-			for j := 0; j < d; j++ {
-				oCols = append(oCols, h*d+j)
-			}
-		}
+		qRows, oCols := headRows(heads, rph, d)
 		switch base {
 		case "attn_q.weight":
 			out = append(out, sub(t, t.Name, qRows, nil, nil))

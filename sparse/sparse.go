@@ -513,15 +513,7 @@ func (v *Variant) planHeads(opt Options) error {
 			}
 		}
 		v.removed.Heads[i] = heads
-		var qRows, oCols []int
-		for _, h := range heads {
-			for j := 0; j < rph; j++ {
-				qRows = append(qRows, h*rph+j)
-			}
-			for j := 0; j < d; j++ {
-				oCols = append(oCols, h*d+j)
-			}
-		}
+		qRows, oCols := headRows(heads, rph, d)
 		v.edits[q.Name] = &edit{rows: qRows}
 		if qb != nil {
 			v.edits[qb.Name] = &edit{cols: qRows}
@@ -733,3 +725,17 @@ func encode(typ gguf.Type, w []float32) []byte {
 
 // Removed returns the structures the variant zeroed.
 func (v *Variant) Removed() Removed { return v.removed }
+
+// headRows lists the attn_q rows (rph per head) and attn_output columns
+// (d per head) of the given heads, in order.
+func headRows(heads []int, rph, d int) (qRows, oCols []int) {
+	for _, h := range heads {
+		for j := 0; j < rph; j++ {
+			qRows = append(qRows, h*rph+j)
+		}
+		for j := 0; j < d; j++ {
+			oCols = append(oCols, h*d+j)
+		}
+	}
+	return qRows, oCols
+}
