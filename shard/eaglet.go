@@ -180,15 +180,8 @@ func (p *Plan) validateDraft() error {
 		if g.AR != p.Variants[i].AR || g.CL != p.Variants[i].CL || g.Stage != 0 {
 			return fmt.Errorf("draft graph %s: stage %d, AR %d, CL %d, want stage 0 of variant AR %d, CL %d", g.Name, g.Stage, g.AR, g.CL, p.Variants[i].AR, p.Variants[i].CL)
 		}
-		for _, t := range append(g.Inputs[:len(g.Inputs):len(g.Inputs)], g.Outputs...) {
-			if len(t.Shape) == 0 || len(t.Shape) > 8 {
-				return fmt.Errorf("draft graph %s: tensor %q has rank %d", g.Name, t.Name, len(t.Shape))
-			}
-			for _, n := range t.Shape {
-				if n <= 0 || n > 1<<40 {
-					return fmt.Errorf("draft graph %s: tensor %q has dimension %d", g.Name, t.Name, n)
-				}
-			}
+		if err := g.validShapes(); err != nil {
+			return fmt.Errorf("draft %w", err)
 		}
 	}
 	return nil

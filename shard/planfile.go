@@ -317,14 +317,23 @@ func (p *Plan) validate() error {
 		return err
 	}
 	for _, g := range p.Graphs {
-		for _, t := range append(g.Inputs[:len(g.Inputs):len(g.Inputs)], g.Outputs...) {
-			if len(t.Shape) == 0 || len(t.Shape) > 8 {
-				return fmt.Errorf("graph %s: tensor %q has rank %d", g.Name, t.Name, len(t.Shape))
-			}
-			for _, d := range t.Shape {
-				if d <= 0 || d > 1<<40 {
-					return fmt.Errorf("graph %s: tensor %q has dimension %d", g.Name, t.Name, d)
-				}
+		if err := g.validShapes(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validShapes checks that every input and output of g has rank 1…8 and
+// dimensions 1…2⁴⁰.
+func (g *Graph) validShapes() error {
+	for _, t := range append(g.Inputs[:len(g.Inputs):len(g.Inputs)], g.Outputs...) {
+		if len(t.Shape) == 0 || len(t.Shape) > 8 {
+			return fmt.Errorf("graph %s: tensor %q has rank %d", g.Name, t.Name, len(t.Shape))
+		}
+		for _, d := range t.Shape {
+			if d <= 0 || d > 1<<40 {
+				return fmt.Errorf("graph %s: tensor %q has dimension %d", g.Name, t.Name, d)
 			}
 		}
 	}
