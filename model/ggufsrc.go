@@ -18,12 +18,18 @@ type mdReader struct {
 	errs []string
 }
 
-func (r *mdReader) int(key string, def int, required bool) int {
+// get returns key's value; a required key that is absent is an error.
+func (r *mdReader) get(key string, required bool) (any, bool) {
 	v, ok := r.md.Get(key)
+	if !ok && required {
+		r.errs = append(r.errs, "missing key "+key)
+	}
+	return v, ok
+}
+
+func (r *mdReader) int(key string, def int, required bool) int {
+	v, ok := r.get(key, required)
 	if !ok {
-		if required {
-			r.errs = append(r.errs, "missing key "+key)
-		}
 		return def
 	}
 	n, ok := r.md.Int(key)
@@ -43,11 +49,8 @@ func (r *mdReader) int(key string, def int, required bool) int {
 }
 
 func (r *mdReader) float(key string, def float64, required bool) float64 {
-	v, ok := r.md.Get(key)
+	v, ok := r.get(key, required)
 	if !ok {
-		if required {
-			r.errs = append(r.errs, "missing key "+key)
-		}
 		return def
 	}
 	f, ok := r.md.Float(key)

@@ -91,6 +91,12 @@ func badInt(key string, v any) string {
 
 func (j *hfJSON) float(key string, def float64) float64 {
 	v, ok := j.get(key)
+	return j.number(key, v, ok, def)
+}
+
+// number is v (key's value, present when ok) as a float64, or def when
+// absent; a value that is not a number is an error.
+func (j *hfJSON) number(key string, v any, ok bool, def float64) float64 {
 	if !ok {
 		return def
 	}
@@ -162,15 +168,7 @@ func (j *hfJSON) rope(key string) (any, bool) {
 
 func (j *hfJSON) ropeFloat(key string, def float64) float64 {
 	v, ok := j.rope(key)
-	if !ok {
-		return def
-	}
-	f, ok := asFloat(v)
-	if !ok {
-		j.fail("%s: want a number, got %s", key, show(v))
-		return def
-	}
-	return f
+	return j.number(key, v, ok, def)
 }
 
 func show(v any) string {
