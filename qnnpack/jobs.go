@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/qnnprep/qnnprep/internal/shellword"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -67,20 +68,7 @@ func shellQuote(s string) string {
 		}
 		return `"` + sdkVar + `"` + shellQuote(rest)
 	}
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./,:=@+%", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return shellword.Quote(s)
 }
 
 // StagePaths are the work-directory files of one stage.

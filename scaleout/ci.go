@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/qnnprep/qnnprep/internal/shellword"
 	"github.com/qnnprep/qnnprep/shard"
 )
 
@@ -88,21 +89,13 @@ func shellJoin(args []string) string {
 	return strings.Join(q, " ")
 }
 
+// shellWord quotes s for the shell, leaving a GitHub Actions expression
+// (${{ ... }}) for the runner to expand.
 func shellWord(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./,:=@+%", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe || strings.HasPrefix(s, "${{") && strings.HasSuffix(s, "}}") {
+	if strings.HasPrefix(s, "${{") && strings.HasSuffix(s, "}}") {
 		return s
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return shellword.Quote(s)
 }
 
 func encodeYAML(docs ...any) ([]byte, error) {
