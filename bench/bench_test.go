@@ -795,3 +795,29 @@ func TestLlamaPeerFails(t *testing.T) {
 		})
 	}
 }
+
+// TestCPUMask: a GODEBUG that hides instruction sets from the kernels is
+// recorded beside the kernel set it chose.
+func TestCPUMask(t *testing.T) {
+	for _, tc := range []struct{ godebug, mask, label string }{
+		{"", "", "avx2"},
+		{"madvdontneed=1", "", "avx2"},
+		{"cpu.avx512f=off", "cpu.avx512f=off", "avx2 (GODEBUG cpu.avx512f=off)"},
+		{"gctrace=1, cpu.avx512f=off,cpu.avx2=on", "cpu.avx512f=off,cpu.avx2=on", "avx2 (GODEBUG cpu.avx512f=off,cpu.avx2=on)"},
+	} {
+		m := Machine{Kernels: "avx2", CPUMask: cpuMask(tc.godebug)}
+		if m.CPUMask != tc.mask || kernelsLabel(m) != tc.label {
+			t.Errorf("GODEBUG %q: mask %q, label %q; want %q, %q", tc.godebug, m.CPUMask, kernelsLabel(m), tc.mask, tc.label)
+		}
+	}
+	opt := Options{Prompt: 4, LlamaCPU: "../haswell", Llama: true}
+	if err := opt.resolve(); err == nil {
+		t.Error("CPU variant ../haswell: no error")
+	}
+	// Only llama-bench can be offered one CPU variant.
+	testkit.Need(t, peers.NodeLlamaCpp)
+	opt = Options{Prompt: 4, Reps: 1, Llama: true, LlamaPeer: LlamaPeerNode, LlamaCPU: "haswell"}
+	if _, err := opt.newLlamaRunner(t.TempDir()); err == nil || !strings.Contains(err.Error(), "only llama-bench") {
+		t.Errorf("CPU variant with node-llama-cpp: %v", err)
+	}
+}

@@ -34,6 +34,33 @@ func (o *Options) llamaPeer() (string, error) {
 	return "", fmt.Errorf("bench: llama peer %q: want auto, llama-bench or node", o.LlamaPeer)
 }
 
+// llamaRunner is how a model's llama.cpp runs are made: the peer, the
+// llama-bench binary ("": the installed one) and, once a run timed out,
+// where (runLlama).
+type llamaRunner struct {
+	peer, bin string
+	gaveUp    string
+}
+
+// newLlamaRunner resolves the peer and, with Options.LlamaCPU, prepares
+// in dir a llama-bench offered only that CPU backend variant.
+func (o *Options) newLlamaRunner(dir string) (*llamaRunner, error) {
+	peer, err := o.llamaPeer()
+	if err != nil {
+		return nil, err
+	}
+	lr := &llamaRunner{peer: peer}
+	if o.LlamaCPU != "" {
+		if peer != peers.LlamaBenchBin {
+			return nil, fmt.Errorf("bench: llama.cpp CPU variant %q: only llama-bench can be given one, not %s", o.LlamaCPU, peer)
+		}
+		if lr.bin, err = peers.LlamaBenchVariant(dir, o.LlamaCPU); err != nil {
+			return nil, err
+		}
+	}
+	return lr, nil
+}
+
 // runLlama times llama.cpp through peer at every depth with th threads.
 // Run calls it right after qnnprep's runs for the same thread count: the
 // machine's speed drifts over minutes, and a ratio is only as good as the
@@ -44,7 +71,8 @@ func (o *Options) llamaPeer() (string, error) {
 // qnnprep measured is kept. After a timeout *gaveUp says where, and the
 // peer's remaining runs on this model are not started (each would wait as
 // long again); they come back as rows that say so.
-func (o *Options) runLlama(ctx context.Context, peer, path string, th int, fill, prompt []int32, gaveUp *string) []Result {
+func (o *Options) runLlama(ctx context.Context, lr *llamaRunner, path string, th int, fill, prompt []int32) []Result {
+	peer, gaveUp := lr.peer, &lr.gaveUp
 	var rs []Result
 	for _, d := range o.Depths {
 		if ctx.Err() != nil {
@@ -60,8 +88,11 @@ func (o *Options) runLlama(ctx context.Context, peer, path string, th int, fill,
 		var err error
 		if peer == peers.LlamaBenchBin {
 			lb, err = peers.RunLlamaBench(path, peers.LlamaBenchArgs{
-				Threads: th, Prompt: o.Prompt, Gen: o.Gen, Depth: d, Reps: o.Reps, Timeout: o.LlamaTimeout,
+				Threads: th, Prompt: o.Prompt, Gen: o.Gen, Depth: d, Reps: o.Reps, Timeout: o.LlamaTimeout, Bin: lr.bin,
 			})
+			if want := "CPU " + o.LlamaCPU; err == nil && o.LlamaCPU != "" && lb.Backend != want {
+				err = fmt.Errorf("llama-bench loaded backend %q, not %q", lb.Backend, want)
+			}
 		} else {
 			lb, err = peers.LlamaBench(path, peers.LlamaBenchRequest{
 				Threads: th, DepthIDs: fill[:d], PromptIDs: prompt[:o.Prompt], Gen: o.Gen, Reps: o.Reps, Timeout: o.LlamaTimeout,

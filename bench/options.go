@@ -75,6 +75,11 @@ type Options struct {
 	// 0: peers.Timeout, 10 minutes). A run that fails or times out leaves
 	// rows that say why (Result.Error) instead of ending the benchmark.
 	LlamaTimeout time.Duration
+	// LlamaCPU, with the llama-bench peer, is the variant of ggml's CPU
+	// backend llama.cpp may load ("haswell": AVX2 without AVX-512), where
+	// llama-bench otherwise loads the best this CPU supports; a run that
+	// reports another backend fails. "" leaves the choice to llama-bench.
+	LlamaCPU string
 
 	// ProbeBytes is the buffer of the memory-read probe (ReadCeiling) run
 	// before the timings: 0 means DefaultProbeBytes, negative skips it
@@ -185,6 +190,9 @@ func (o *Options) resolve() error {
 	}
 	if o.SpecDepth < 0 {
 		return fmt.Errorf("bench: spec depth %d is negative", o.SpecDepth)
+	}
+	if o.LlamaCPU != "" && (strings.ContainsAny(o.LlamaCPU, `/\.`) || !o.Llama) {
+		return fmt.Errorf("bench: llama.cpp CPU variant %q: want a variant name (haswell, zen4, …) and llama.cpp timed", o.LlamaCPU)
 	}
 	if o.LlamaTimeout < 0 {
 		return fmt.Errorf("bench: llama.cpp timeout %v is negative", o.LlamaTimeout)

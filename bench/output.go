@@ -99,7 +99,7 @@ func (s *Suite) WriteTable(w io.Writer) error {
 		b.WriteString("\n")
 		for _, r := range s.Reports {
 			fmt.Fprintf(&b, "%s: %s, %d reps, batch %s, qnnprep kernels %s, %d CPUs%s; peak RSS %s; load %.2f → %.2f; %.0f s",
-				r.Model.Path, modelLabel(r.Model), r.Settings.Reps, batchLabel(r.Settings.Batch), r.Machine.Kernels, r.Machine.CPUs, cpuLabel(r.Machine.CPU),
+				r.Model.Path, modelLabel(r.Model), r.Settings.Reps, batchLabel(r.Settings.Batch), kernelsLabel(r.Machine), r.Machine.CPUs, cpuLabel(r.Machine.CPU),
 				sizeLabel(r.PeakRSS), r.Machine.LoadStart[0], r.Machine.LoadEnd[0], r.Seconds)
 			if len(r.Machine.ReadCeiling) > 0 {
 				fmt.Fprintf(&b, "; memory-read ceiling %s", ceilingLabel(r.Machine.ReadCeiling))
@@ -272,7 +272,7 @@ func (s *Suite) WriteCSV(w io.Writer) error {
 		}
 		for _, x := range r.Speculative {
 			row := []string{r.Model.Path, r.Model.Type, "qnnprep", "spec", specTest(x), i(x.Tokens), i(x.Depth), i(x.Threads), i(x.K),
-				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, r.Machine.Kernels, "", "", f(x.TargetCallsPerToken), deviceCSV(x.Device), ""}
+				f(x.SpecTokensPerSec), "", f(x.Speedup), f(x.AcceptanceLength), f(x.WindowSeconds), "", "", "", strconv.FormatBool(x.Sane), "", f(x.Load), "", "", "", r.Machine.CPU, kernelsLabel(r.Machine), "", "", f(x.TargetCallsPerToken), deviceCSV(x.Device), ""}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -345,5 +345,5 @@ func kernels(x Result, m Machine) string {
 	if x.Engine != "qnnprep" {
 		return ""
 	}
-	return m.Kernels
+	return kernelsLabel(m)
 }

@@ -331,7 +331,7 @@ func (f *figure) machines() []string {
 				backends = append(backends, b)
 			}
 		}
-		k := mk{r.Machine.CPU, r.Machine.Kernels, strings.Join(backends, "; ")}
+		k := mk{r.Machine.CPU, kernelsLabel(r.Machine), strings.Join(backends, "; ")}
 		l0 := min(r.Machine.LoadStart[0], r.Machine.LoadEnd[0])
 		l1 := max(r.Machine.LoadStart[0], r.Machine.LoadEnd[0])
 		if _, ok := lo[k]; !ok {

@@ -5,6 +5,7 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
@@ -59,6 +60,10 @@ type Machine struct {
 	// (runtime.KernelSet: "avx2", "go"); "asm" and "purego" in reports
 	// written before it was recorded.
 	Kernels string `json:"kernels"`
+	// CPUMask is the cpu.* part of GODEBUG the process ran with
+	// ("cpu.avx512f=off"): instruction sets hidden from the kernels, so
+	// Kernels can say avx2 on a CPU that has AVX-512. "" when none.
+	CPUMask string `json:"cpu_mask,omitempty"`
 	// ReadCeiling is the memory-read probe's result for each thread count
 	// (ReadCeiling); none when it was skipped or in older reports.
 	ReadCeiling []Ceiling  `json:"read_ceiling,omitempty"`
@@ -210,9 +215,31 @@ func readRates(rs []Result, decodeBytes int64, cs []Ceiling) {
 }
 
 func machine() Machine {
-	m := Machine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: goruntime.NumCPU(), GoVersion: goruntime.Version(), CPU: cpuModel(), Kernels: runtime.KernelSet(), LoadStart: LoadAvg()}
+	m := Machine{GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, CPUs: goruntime.NumCPU(), GoVersion: goruntime.Version(), CPU: cpuModel(),
+		Kernels: runtime.KernelSet(), CPUMask: cpuMask(os.Getenv("GODEBUG")), LoadStart: LoadAvg()}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.GoVersion != "" {
 		m.GoVersion = bi.GoVersion
 	}
 	return m
+}
+
+// cpuMask is the cpu.* settings of a GODEBUG value, which
+// golang.org/x/sys/cpu and the Go runtime honour ("cpu.avx512f=off").
+func cpuMask(godebug string) string {
+	var mask []string
+	for _, kv := range strings.Split(godebug, ",") {
+		if kv = strings.TrimSpace(kv); strings.HasPrefix(kv, "cpu.") {
+			mask = append(mask, kv)
+		}
+	}
+	return strings.Join(mask, ",")
+}
+
+// kernelsLabel is the kernel set with the mask that chose it: "avx2
+// (GODEBUG cpu.avx512f=off)".
+func kernelsLabel(m Machine) string {
+	if m.CPUMask == "" {
+		return m.Kernels
+	}
+	return m.Kernels + " (GODEBUG " + m.CPUMask + ")"
 }

@@ -25,10 +25,14 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	}
 	// The llama.cpp peer is resolved first, so that a missing one fails
 	// before the qnnprep timings rather than after.
-	var llamaPeer string
+	var llama *llamaRunner
 	if opt.Llama {
-		var err error
-		if llamaPeer, err = opt.llamaPeer(); err != nil {
+		dir, err := os.MkdirTemp("", "qnnprep-llama-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if llama, err = opt.newLlamaRunner(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -159,7 +163,6 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		}
 	}
 
-	var llamaGaveUp string // where the llama.cpp peer timed out (runLlama)
 	for _, th := range opt.Threads {
 		e, err := runtime.New(m, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
 		if err != nil {
@@ -187,7 +190,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		}
 		stop()
 		if opt.Llama {
-			rep.Results = append(rep.Results, opt.runLlama(ctx, llamaPeer, path, th, fill, prompt, &llamaGaveUp)...)
+			rep.Results = append(rep.Results, opt.runLlama(ctx, llama, path, th, fill, prompt)...)
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}

@@ -12,7 +12,7 @@ import (
 
 var benchCmd = &command{
 	Name:    "bench",
-	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--plan P.json,... [--forecast-embeddings F]] [--device DEV.json] [--llama [--llama-peer auto|llama-bench|node] [--llama-timeout 10m]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--plan P.json,... [--forecast-embeddings F]] [--device DEV.json] [--llama [--llama-peer auto|llama-bench|node] [--llama-timeout 10m] [--llama-cpu haswell]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
 	Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
 	Run:     runBench,
 }
@@ -42,6 +42,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	device := fs.String("device", "", "device profile JSON (as estimate takes it): every speculative row gets the device tokens/s estimate predicts from its acceptance")
 	llama := fs.Bool("llama", false, "also time llama.cpp on the same file (llama-bench, else node-llama-cpp)")
 	llamaPeer := fs.String("llama-peer", "auto", "with --llama: auto (llama-bench if built, else node-llama-cpp), llama-bench or node")
+	llamaCPU := fs.String("llama-cpu", "", "with --llama-peer llama-bench: the only ggml CPU backend variant llama.cpp may load (haswell: AVX2 without AVX-512; default: the best this CPU supports)")
 	llamaTimeout := fs.Duration("llama-timeout", peers.Timeout, "with --llama: longest llama.cpp run (one depth and thread count); a run that fails or times out is reported as such and the rest still written")
 	format := fs.StringP("output", "o", "table", "output format: table, json or csv")
 	plotPath := fs.String("plot", "", "write a plot: FILE.svg or FILE.png")
@@ -94,6 +95,10 @@ func runBench(ctx context.Context, c *command, args []string) error {
 		return usageError("--llama-timeout %v: want a positive duration", *llamaTimeout)
 	}
 	opt.LlamaTimeout = *llamaTimeout
+	if *llamaCPU != "" && (!*llama || *llamaPeer != bench.LlamaPeerBench) {
+		return usageError("--llama-cpu %s: needs --llama --llama-peer llama-bench", *llamaCPU)
+	}
+	opt.LlamaCPU = *llamaCPU
 	if *reps < 1 || *refThreads < 1 {
 		return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
 	}

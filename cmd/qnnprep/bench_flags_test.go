@@ -107,6 +107,24 @@ func TestBenchLlamaFlags(t *testing.T) {
 			}
 		})
 	}
+	// --llama-cpu haswell: llama-bench may load only the AVX2 variant of
+	// ggml's CPU backend, and the rows say it did.
+	t.Run("llama-cpu", func(t *testing.T) {
+		testkit.Need(t, peers.LlamaBenchBin)
+		r := benchJSON(t, src, "--llama", "--llama-peer", "llama-bench", "--llama-cpu", "haswell")
+		n := 0
+		for _, x := range r.Results {
+			if x.Engine == "llama.cpp" {
+				if x.Backend != "CPU haswell" || x.Error != "" {
+					t.Errorf("--llama-cpu haswell: %s row: backend %q, error %q", x.Test, x.Backend, x.Error)
+				}
+				n++
+			}
+		}
+		if n != 2 {
+			t.Errorf("--llama-cpu haswell: %d llama.cpp rows, want 2", n)
+		}
+	})
 }
 
 // TestBenchLlamaTimeout: with --llama-timeout, a llama-bench that hangs

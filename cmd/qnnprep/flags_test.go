@@ -43,6 +43,7 @@ var flagTests = map[string]string{
 	"bench --llama":         "TestBenchLlamaFlags",
 	"bench --llama-peer":    "TestBenchLlamaFlags",
 	"bench --llama-timeout": "TestBenchLlamaTimeout",
+	"bench --llama-cpu":     "TestBenchLlamaFlags",
 	"bench --output":        "TestBenchCommand",
 	"bench --plot":          "TestBenchCommand",
 	"bench --no-sanity":     "TestBenchFlags",

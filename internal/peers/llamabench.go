@@ -73,6 +73,50 @@ type LlamaBenchArgs struct {
 	// Timeout kills llama-bench when it runs longer (≤ 0: Timeout); the
 	// error then wraps ErrTimedOut.
 	Timeout time.Duration
+	// Bin is the llama-bench to run ("": LlamaBenchPath), e.g. one that
+	// LlamaBenchVariant prepared.
+	Bin string
+}
+
+// LlamaBenchVariant prepares in dir a llama-bench that can load only one
+// variant of ggml's CPU backend (libggml-cpu-VARIANT.so, e.g. "haswell"
+// for AVX2 without AVX-512) and returns its path. ggml loads the best
+// variant this CPU supports among those beside the executable (resolved
+// through /proc/self/exe, so the binary is copied; the libraries are
+// symbolic links); with one there, it loads that one or, when the CPU
+// lacks its instructions, none, and llama-bench fails.
+func LlamaBenchVariant(dir, variant string) (string, error) {
+	src, err := LlamaBenchPath()
+	if err != nil {
+		return "", err
+	}
+	from := filepath.Dir(src)
+	want := "libggml-cpu-" + variant + ".so"
+	if _, err := os.Stat(filepath.Join(from, want)); err != nil {
+		return "", fmt.Errorf("peers: llama-bench CPU variant %q: %w", variant, err)
+	}
+	libs, err := filepath.Glob(filepath.Join(from, "*.so*"))
+	if err != nil {
+		return "", err
+	}
+	for _, lib := range libs {
+		name := filepath.Base(lib)
+		if strings.HasPrefix(name, "libggml-cpu-") && name != want {
+			continue
+		}
+		if err := os.Symlink(lib, filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("peers: llama-bench CPU variant %q: %w", variant, err)
+		}
+	}
+	bin := filepath.Join(dir, filepath.Base(src))
+	b, err := os.ReadFile(src)
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err != nil {
+		return "", fmt.Errorf("peers: llama-bench CPU variant %q: %w", variant, err)
+	}
+	return bin, nil
 }
 
 // lbEntry is the part of one element of llama-bench's -o json output that
@@ -110,9 +154,12 @@ func RunLlamaBench(ggufPath string, a LlamaBenchArgs) (*LlamaBenchResult, error)
 	if err := Check(LlamaBenchBin); err != nil {
 		return nil, err
 	}
-	bin, err := LlamaBenchPath()
-	if err != nil {
-		return nil, err
+	bin := a.Bin
+	if bin == "" {
+		var err error
+		if bin, err = LlamaBenchPath(); err != nil {
+			return nil, err
+		}
 	}
 	threads, reps := max(a.Threads, 1), max(a.Reps, 1)
 	timeout := a.Timeout
