@@ -155,10 +155,9 @@ func RoundF16(dst []uint16, src []float32) {
 // RoundF16F32 stores src rounded to binary16 as RoundF16 does, as
 // float32 values, in dst: the activations DotF16F32 takes.
 func RoundF16F32(dst, src []float32) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = half.F16ToF32(half.F32ToF16(v))
-	}
+	// f16(1·v) = f16(v): the product with 1 is exact, and decoding then
+	// rounds each token's activations with the vector conversions.
+	scaleF16(1, src, dst[:len(src)])
 }
 
 // RoundBF16 stores src rounded to bfloat16 (nearest, ties to even) in dst.

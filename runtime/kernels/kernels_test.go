@@ -267,8 +267,19 @@ var f16F32Kernels []struct {
 	rows func(w []byte, rowBytes int, x, out []float32)
 }
 
+// TestRoundF16F32 checks RoundF16F32 against RoundF16 on every binary16
+// value, the midpoints between neighbours (ties go to even) and the
+// float32 values either side of each midpoint, over subnormals, normals
+// and overflow, in one slice and in a tail shorter than a vector.
 func TestRoundF16F32(t *testing.T) {
 	src := []float32{0, 1, 1.0001, -65504, 70000, 1e-8, float32(math.Inf(-1))}
+	for h := range uint16(0x7c00) {
+		v, next := half.F16ToF32(h), half.F16ToF32(h+1)
+		mid := float32((float64(v) + float64(next)) / 2) // exact: one more bit
+		for _, x := range []float32{v, mid, math.Nextafter32(mid, 0), math.Nextafter32(mid, 1e9)} {
+			src = append(src, x, -x)
+		}
+	}
 	h := make([]uint16, len(src))
 	f := make([]float32, len(src))
 	RoundF16(h, src)

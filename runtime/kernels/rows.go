@@ -83,7 +83,7 @@ func MadF16(a float32, x, y []float32) {
 
 // ScaleF16 sets x[i] = f16(a·x[i]), the product rounded to float32 and
 // then to the nearest binary16 value.
-func ScaleF16(a float32, x []float32) { scaleF16(a, x) }
+func ScaleF16(a float32, x []float32) { scaleF16(a, x, x) }
 
 var (
 	madF16   = madF16Go
@@ -98,8 +98,10 @@ func madF16Go(a float32, x, y []float32) {
 	}
 }
 
-func scaleF16Go(a float32, x []float32) {
+// scaleF16Go sets y[i] = f16(a·x[i]); len(y) ≥ len(x), and y may be x.
+func scaleF16Go(a float32, x, y []float32) {
+	y = y[:len(x)]
 	for i, v := range x {
-		x[i] = f16(v * a)
+		y[i] = f16(v * a)
 	}
 }

@@ -59,16 +59,16 @@ func madF16AVX2(a float32, x, y []float32) {
 	madF16Go(a, x[n4:], y[n4:])
 }
 
-func scaleF16AVX2(a float32, x []float32) {
+func scaleF16AVX2(a float32, x, y []float32) {
 	n8 := len(x) &^ 7
 	if n8 > 0 {
-		scaleF16Asm(a, unsafe.Pointer(&x[0]), n8)
+		scaleF16Asm(a, unsafe.Pointer(&x[0]), unsafe.Pointer(&y[0]), n8)
 	}
-	scaleF16Go(a, x[n8:])
+	scaleF16Go(a, x[n8:], y[n8:])
 }
 
 //go:noescape
 func madF16Asm(a float32, x, y unsafe.Pointer, n4 int)
 
 //go:noescape
-func scaleF16Asm(a float32, x unsafe.Pointer, n8 int)
+func scaleF16Asm(a float32, x, y unsafe.Pointer, n8 int)

@@ -129,18 +129,22 @@ madloop:
 	VZEROUPPER
 	RET
 
-// func scaleF16Asm(a float32, x unsafe.Pointer, n8 int)
-TEXT ·scaleF16Asm(SB), NOSPLIT, $0-24
+// func scaleF16Asm(a float32, x, y unsafe.Pointer, n8 int)
+//
+// y = f16(a·x), eight at a time (y may be x).
+TEXT ·scaleF16Asm(SB), NOSPLIT, $0-32
 	VBROADCASTSS a+0(FP), Y15
 	MOVQ         x+8(FP), SI
-	MOVQ         n8+16(FP), CX
+	MOVQ         y+16(FP), DI
+	MOVQ         n8+24(FP), CX
 
 sf16loop:
 	VMULPS    0(SI), Y15, Y0
 	VCVTPS2PH $0, Y0, X0
 	VCVTPH2PS X0, Y0
-	VMOVUPS   Y0, 0(SI)
+	VMOVUPS   Y0, 0(DI)
 	ADDQ      $32, SI
+	ADDQ      $32, DI
 	SUBQ      $8, CX
 	JNE       sf16loop
 	VZEROUPPER

@@ -63,7 +63,7 @@ func TestF16UpdatesMatchGo(t *testing.T) {
 			}
 			got, want = append([]float32(nil), y...), append([]float32(nil), y...)
 			ScaleF16(a, got)
-			scaleF16Go(a, want)
+			scaleF16Go(a, want, want)
 			for i := range got {
 				if !sameFloat(got[i], want[i]) {
 					t.Fatalf("ScaleF16(%v) n=%d [%d]: %v = %v, want %v", a, n, i, y[i], got[i], want[i])
