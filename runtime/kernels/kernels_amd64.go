@@ -31,71 +31,49 @@ func init() {
 // as the x86-64-v4 level the kernels are written for.
 var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
 
-// The assembly dot products take n8 = n &^ 7 elements in place and the
-// last n%8 (if any) copied into zero-padded 8-element arrays: a padded
-// product is +0, which leaves a partial sum unchanged, since a sum that
-// starts at +0 can never be −0.
+// tail holds the last n%8 elements of a dot product's operands, zero
+// padded to 8, for the assembly dot products.
+type tail[A, B uint16 | float32] struct {
+	a [8]A
+	b [8]B
+}
 
-func dotF32AVX2(a, b []float32) float32 {
+// args returns the assembly dot products' arguments for a and b (equal
+// lengths n): the operands, n8 = n &^ 7 elements taken in place, and the
+// last n%8 copied into t (nil when there are none). A padded product is
+// +0, which leaves a partial sum unchanged, since a sum that starts at +0
+// can never be −0.
+func (t *tail[A, B]) args(a []A, b []B) (pa, pb unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) {
 	n := len(a)
-	n8 := n &^ 7
-	var ta, tb [8]float32
-	var pa, pb unsafe.Pointer
+	n8 = n &^ 7
 	if n8 < n {
-		copy(ta[:], a[n8:])
-		copy(tb[:], b[n8:n])
-		pa, pb = unsafe.Pointer(&ta), unsafe.Pointer(&tb)
+		copy(t.a[:], a[n8:])
+		copy(t.b[:], b[n8:n])
+		ta, tb = unsafe.Pointer(&t.a), unsafe.Pointer(&t.b)
 	}
-	return dotF32Asm(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), n8, pa, pb)
+	return unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), n8, ta, tb
 }
 
-func dotF16AVX2(w, x []uint16) float32 {
-	n := len(x)
-	n8 := n &^ 7
-	var tw, tx [8]uint16
-	var pw, px unsafe.Pointer
-	if n8 < n {
-		copy(tw[:], w[n8:n])
-		copy(tx[:], x[n8:])
-		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
+// dotTwo calls an assembly two-token dot product (signature
+// dotF16F32x2Asm's) when the rows are whole groups of 32, else one, the
+// same set's single-token product, twice.
+func dotTwo(asm func(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32), one func([]uint16, []float32) float32, w []uint16, x0, x1 []float32) (float32, float32) {
+	if len(x0)%32 != 0 {
+		return one(w, x0), one(w, x1)
 	}
-	return dotF16Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
+	return asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x0[0]), unsafe.Pointer(&x1[0]), len(x0))
 }
+
+func dotF32AVX2(a, b []float32) float32 { return dotF32Asm(new(tail[float32, float32]).args(a, b)) }
+func dotF16AVX2(w, x []uint16) float32  { return dotF16Asm(new(tail[uint16, uint16]).args(w, x)) }
+func dotBF16AVX2(w, x []uint16) float32 { return dotBF16Asm(new(tail[uint16, uint16]).args(w, x)) }
 
 func dotF16F32AVX2(w []uint16, x []float32) float32 {
-	n := len(x)
-	n8 := n &^ 7
-	var tw [8]uint16
-	var tx [8]float32
-	var pw, px unsafe.Pointer
-	if n8 < n {
-		copy(tw[:], w[n8:n])
-		copy(tx[:], x[n8:])
-		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
-	}
-	return dotF16F32Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
+	return dotF16F32Asm(new(tail[uint16, float32]).args(w, x))
 }
 
 func dotF16F32x2AVX2(w []uint16, x0, x1 []float32) (float32, float32) {
-	if len(x0)%32 != 0 {
-		return dotF16F32AVX2(w, x0), dotF16F32AVX2(w, x1)
-	}
-	var out [2]float32
-	dotF16F32x2Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x0[0]), unsafe.Pointer(&x1[0]), len(x0), unsafe.Pointer(&out))
-	return out[0], out[1]
-}
-
-func dotBF16AVX2(w, x []uint16) float32 {
-	n := len(x)
-	n8 := n &^ 7
-	var tw, tx [8]uint16
-	var pw, px unsafe.Pointer
-	if n8 < n {
-		copy(tw[:], w[n8:n])
-		copy(tx[:], x[n8:])
-		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
-	}
-	return dotBF16Asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
+	return dotTwo(dotF16F32x2Asm, dotF16F32AVX2, w, x0, x1)
 }
 
 func axpyAVX2(a float32, x, y []float32) {
@@ -116,7 +94,7 @@ func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
-func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int, out unsafe.Pointer)
+func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
 func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
@@ -128,26 +106,11 @@ func axpyAsm(a float32, x, y unsafe.Pointer, n int)
 func scaleAsm(a float32, x unsafe.Pointer, n int)
 
 func dotF16F32AVX512(w []uint16, x []float32) float32 {
-	n := len(x)
-	n8 := n &^ 7
-	var tw [8]uint16
-	var tx [8]float32
-	var pw, px unsafe.Pointer
-	if n8 < n {
-		copy(tw[:], w[n8:n])
-		copy(tx[:], x[n8:])
-		pw, px = unsafe.Pointer(&tw), unsafe.Pointer(&tx)
-	}
-	return dotF16F32Asm512(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), n8, pw, px)
+	return dotF16F32Asm512(new(tail[uint16, float32]).args(w, x))
 }
 
 func dotF16F32x2AVX512(w []uint16, x0, x1 []float32) (float32, float32) {
-	if len(x0)%32 != 0 {
-		return dotF16F32AVX512(w, x0), dotF16F32AVX512(w, x1)
-	}
-	var out [2]float32
-	dotF16F32x2Asm512(unsafe.Pointer(&w[0]), unsafe.Pointer(&x0[0]), unsafe.Pointer(&x1[0]), len(x0), unsafe.Pointer(&out))
-	return out[0], out[1]
+	return dotTwo(dotF16F32x2Asm512, dotF16F32AVX512, w, x0, x1)
 }
 
 // dotF16F32RowsAVX512 takes rows of whole groups of 32 in one call; other
@@ -165,7 +128,7 @@ func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
 func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
-func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int, out unsafe.Pointer)
+func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
 func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)

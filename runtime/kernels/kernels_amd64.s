@@ -119,12 +119,12 @@ f16f32reduce:
 	VMOVSS X0, ret+40(FP)
 	RET
 
-// func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int, out unsafe.Pointer)
+// func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 //
 // dotF16F32Asm of one weight row with two activation rows, n32 a multiple
 // of 32: each weight is converted once for both. Each row's partial sums
-// (Y0..Y3 and Y4..Y7) and reduction are dotF16F32Asm's, so out[0] and
-// out[1] are bit for bit its results.
+// (Y0..Y3 and Y4..Y7) and reduction are dotF16F32Asm's, so the results
+// are bit for bit its results.
 TEXT ·dotF16F32x2Asm(SB), NOSPLIT, $0-40
 	MOVQ   a+0(FP), SI
 	MOVQ   b0+8(FP), DI
@@ -170,19 +170,18 @@ x2loop:
 	JNZ  x2loop
 
 x2reduce:
-	MOVQ out+32(FP), AX
 	VMOVAPS Y4, Y8
 	VMOVAPS Y5, Y9
 	VMOVAPS Y6, Y10
 	VMOVAPS Y7, Y11
 	REDUCE
-	VMOVSS  X0, 0(AX)
+	VMOVSS  X0, ret+32(FP)
 	VMOVAPS Y8, Y0
 	VMOVAPS Y9, Y1
 	VMOVAPS Y10, Y2
 	VMOVAPS Y11, Y3
 	REDUCE
-	VMOVSS  X0, 4(AX)
+	VMOVSS  X0, ret1+36(FP)
 	VZEROUPPER
 	RET
 

@@ -121,7 +121,7 @@ zrow:
 	VZEROUPPER
 	RET
 
-// func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int, out unsafe.Pointer)
+// func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 //
 // dotF16F32x2Asm in zmm registers: row 0's partial sums in Z0, Z1, row 1's
 // in Z2, Z3.
@@ -156,16 +156,15 @@ zx2loop:
 	JNZ        zx2loop
 
 zx2reduce:
-	MOVQ      out+32(FP), AX
 	VMOVAPS   Z2, Z8
 	VMOVAPS   Z3, Z9
 	SPLIT
 	REDUCE
-	VMOVSS    X0, 0(AX)
+	VMOVSS    X0, ret+32(FP)
 	VMOVAPS   Z8, Z0
 	VMOVAPS   Z9, Z1
 	SPLIT
 	REDUCE
-	VMOVSS    X0, 4(AX)
+	VMOVSS    X0, ret1+36(FP)
 	VZEROUPPER
 	RET
