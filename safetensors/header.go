@@ -74,6 +74,24 @@ const (
 	MaxMetadata = 4096
 )
 
+// checkHeaderBytes checks what must hold before a header is parsed: its
+// size, the data size, a leading '{' and valid UTF-8.
+func checkHeaderBytes(hdr []byte, dataSize int64) error {
+	if len(hdr) > MaxHeaderSize {
+		return errorf(ErrHeaderTooLarge, "header is %d bytes, more than the format's limit of %d", len(hdr), MaxHeaderSize)
+	}
+	if dataSize < 0 {
+		return errorf(ErrDataSize, "negative data size %d", dataSize)
+	}
+	if len(hdr) == 0 || hdr[0] != '{' {
+		return errorf(ErrHeader, "header must be a JSON object starting with '{'")
+	}
+	if !utf8.Valid(hdr) {
+		return errorf(ErrHeader, "header is not valid UTF-8")
+	}
+	return nil
+}
+
 // parseHeader does ParseHeader's work with offsets relative to the data
 // section and errors that lack the file name.
 //
@@ -84,17 +102,8 @@ const (
 // costs at most about 2.7 times the header's size (headers of many
 // tensors with 16 dimensions each; TestHeaderMemory measures it).
 func parseHeader(hdr []byte, dataSize int64) (map[string]string, []TensorInfo, error) {
-	if len(hdr) > MaxHeaderSize {
-		return nil, nil, errorf(ErrHeaderTooLarge, "header is %d bytes, more than the format's limit of %d", len(hdr), MaxHeaderSize)
-	}
-	if dataSize < 0 {
-		return nil, nil, errorf(ErrDataSize, "negative data size %d", dataSize)
-	}
-	if len(hdr) == 0 || hdr[0] != '{' {
-		return nil, nil, errorf(ErrHeader, "header must be a JSON object starting with '{'")
-	}
-	if !utf8.Valid(hdr) {
-		return nil, nil, errorf(ErrHeader, "header is not valid UTF-8")
+	if err := checkHeaderBytes(hdr, dataSize); err != nil {
+		return nil, nil, err
 	}
 	count := &scanner{b: hdr}
 	if err := count.header(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // This file keeps the encoding/json header parser that the scanner in
@@ -19,17 +18,8 @@ import (
 // parseHeader does ParseHeader's work with offsets relative to the data
 // section and errors that lack the file name.
 func parseHeaderJSON(hdr []byte, dataSize int64) (map[string]string, []TensorInfo, error) {
-	if len(hdr) > MaxHeaderSize {
-		return nil, nil, errorf(ErrHeaderTooLarge, "header is %d bytes, more than the format's limit of %d", len(hdr), MaxHeaderSize)
-	}
-	if dataSize < 0 {
-		return nil, nil, errorf(ErrDataSize, "negative data size %d", dataSize)
-	}
-	if len(hdr) == 0 || hdr[0] != '{' {
-		return nil, nil, errorf(ErrHeader, "header must be a JSON object starting with '{'")
-	}
-	if !utf8.Valid(hdr) {
-		return nil, nil, errorf(ErrHeader, "header is not valid UTF-8")
+	if err := checkHeaderBytes(hdr, dataSize); err != nil {
+		return nil, nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	dec.UseNumber()
