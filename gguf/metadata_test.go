@@ -2,8 +2,9 @@ package gguf
 
 import (
 	"math"
-	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestMetadataAccessors(t *testing.T) {
@@ -13,65 +14,40 @@ func TestMetadataAccessors(t *testing.T) {
 		{"toks", []string{"a", "b"}}, {"scores", []float32{1, 2}}, {"d", []float64{0.5}},
 		{"types", []int32{1, 6}}, {"u8s", []uint8{1, 255}}, {"u32s", []uint32{1, 1 << 31}},
 	}
-	if v, ok := m.String("s"); !ok || v != "text" {
-		t.Error("String")
-	}
-	if _, ok := m.String("u32"); ok {
-		t.Error("String of a uint32")
-	}
-	if v, ok := m.Int("u32"); !ok || v != 7 {
-		t.Error("Int of uint32")
-	}
-	if v, ok := m.Int("i8"); !ok || v != -3 {
-		t.Error("Int of int8")
-	}
-	if _, ok := m.Int("u64big"); ok {
-		t.Error("Int of a uint64 above MaxInt64")
-	}
-	if _, ok := m.Int("b"); ok {
-		t.Error("Int of a bool")
-	}
-	if _, ok := m.Int("f32"); ok {
-		t.Error("Int of a float")
-	}
-	if v, ok := m.Float("f32"); !ok || v != 0.5 {
-		t.Error("Float of float32")
-	}
-	if v, ok := m.Float("u32"); !ok || v != 7 {
-		t.Error("Float of uint32")
-	}
-	if v, ok := m.Float("u64big"); !ok || v != math.MaxUint64 {
-		t.Error("Float of big uint64")
-	}
-	if v, ok := m.Bool("b"); !ok || !v {
-		t.Error("Bool")
-	}
-	if v, ok := m.Strings("toks"); !ok || !reflect.DeepEqual(v, []string{"a", "b"}) {
-		t.Error("Strings")
-	}
-	if v, ok := m.Float32s("scores"); !ok || !reflect.DeepEqual(v, []float32{1, 2}) {
-		t.Error("Float32s")
-	}
-	if v, ok := m.Float32s("d"); !ok || !reflect.DeepEqual(v, []float32{0.5}) {
-		t.Error("Float32s of float64")
-	}
-	if v, ok := m.Float32s("u8s"); !ok || !reflect.DeepEqual(v, []float32{1, 255}) {
-		t.Error("Float32s of uint8")
-	}
-	if v, ok := m.Int32s("types"); !ok || !reflect.DeepEqual(v, []int32{1, 6}) {
-		t.Error("Int32s")
-	}
-	if v, ok := m.Int32s("u8s"); !ok || !reflect.DeepEqual(v, []int32{1, 255}) {
-		t.Error("Int32s of uint8")
-	}
-	if _, ok := m.Int32s("u32s"); ok {
-		t.Error("Int32s of a uint32 above MaxInt32")
-	}
-	if _, ok := m.Int32s("scores"); ok {
-		t.Error("Int32s of floats")
-	}
-	if _, ok := m.Get("missing"); ok {
-		t.Error("Get of a missing key")
+	for _, c := range []struct {
+		name string
+		get  func() (any, bool)
+		want any // nil: the accessor must refuse the value
+	}{
+		{"String", func() (any, bool) { return m.String("s") }, "text"},
+		{"String of a uint32", func() (any, bool) { return m.String("u32") }, nil},
+		{"Int of uint32", func() (any, bool) { return m.Int("u32") }, int64(7)},
+		{"Int of int8", func() (any, bool) { return m.Int("i8") }, int64(-3)},
+		{"Int of a uint64 above MaxInt64", func() (any, bool) { return m.Int("u64big") }, nil},
+		{"Int of a bool", func() (any, bool) { return m.Int("b") }, nil},
+		{"Int of a float", func() (any, bool) { return m.Int("f32") }, nil},
+		{"Float of float32", func() (any, bool) { return m.Float("f32") }, float64(0.5)},
+		{"Float of uint32", func() (any, bool) { return m.Float("u32") }, float64(7)},
+		{"Float of big uint64", func() (any, bool) { return m.Float("u64big") }, float64(math.MaxUint64)},
+		{"Bool", func() (any, bool) { return m.Bool("b") }, true},
+		{"Strings", func() (any, bool) { return m.Strings("toks") }, []string{"a", "b"}},
+		{"Float32s", func() (any, bool) { return m.Float32s("scores") }, []float32{1, 2}},
+		{"Float32s of float64", func() (any, bool) { return m.Float32s("d") }, []float32{0.5}},
+		{"Float32s of uint8", func() (any, bool) { return m.Float32s("u8s") }, []float32{1, 255}},
+		{"Int32s", func() (any, bool) { return m.Int32s("types") }, []int32{1, 6}},
+		{"Int32s of uint8", func() (any, bool) { return m.Int32s("u8s") }, []int32{1, 255}},
+		{"Int32s of a uint32 above MaxInt32", func() (any, bool) { return m.Int32s("u32s") }, nil},
+		{"Int32s of floats", func() (any, bool) { return m.Int32s("scores") }, nil},
+		{"Get of a missing key", func() (any, bool) { return m.Get("missing") }, nil},
+	} {
+		v, ok := c.get()
+		if c.want == nil {
+			assert.False(t, ok, c.name)
+			continue
+		}
+		if assert.True(t, ok, c.name) {
+			assert.Equal(t, c.want, v, c.name)
+		}
 	}
 
 	m.Set("u32", uint32(9))
