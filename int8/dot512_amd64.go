@@ -18,10 +18,12 @@ var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
 // each group of eight blocks as four 64-byte pairs (block p, block p+4),
 // those of the last nb%8 blocks one after another; then per block 128·Σx
 // (int32), the correction for the unsigned weights; then per block the
-// scale as float32.
+// scale as float32. t is the kernel's scratch for the terms of eight
+// rows.
 type q8Prep struct {
 	buf []byte
 	p   []byte // buf from a 64-byte boundary
+	t   []float32
 }
 
 var prepPool = sync.Pool{New: func() any { return new(q8Prep) }}
@@ -34,31 +36,20 @@ func (q *q8Prep) set(x []byte, nb int) {
 	prepQ8_0Asm(unsafe.Pointer(&x[0]), nb, unsafe.Pointer(&q.p[0]))
 }
 
-// dotQ8_0RowsAVX512 is dotQ8_0SymRows (any codes) two rows at a time;
-// an odd last row is taken as a pair with itself. It is not selected:
-// with the rows in cache it does 1.9x the AVX2 kernel's work per CPU
-// second, but decoding the 700M Q8_0 llama on the loaded 2-vCPU EPYC
-// (load 33-41) took 12-15% more CPU time per token with it (two weight
-// streams per core against one prefetched stream; A/B interleaved,
-// runtime BenchmarkDecode cpu-tok/s 16.3-19.2 vs 18.9-22.8).
-// BenchmarkDotQ8_0Rows compares the two; select it once a quiet-machine
-// decode shows it ahead.
+// dotQ8_0RowsAVX512 is dotQ8_0SymRows for any codes, eight rows per
+// kernel call.
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
 	q.set(x, nb)
-	xp := unsafe.Pointer(&q.p[0])
-	// Prefetch the next pair's rows: each row's stream runs into the
-	// next pair's rows at the same pace.
-	pf := 2 * rowBytes
-	if pairs := len(out) / 2; pairs > 0 {
-		dotRowsQ8_0Asm(unsafe.Pointer(&w[0]), rowBytes, xp, nb, unsafe.Pointer(&out[0]), pairs, pf)
+	stride := (nb + 7) &^ 7 // terms per row of t
+	q.t = slices.Grow(q.t[:0], 8*stride)[:8*stride]
+	for r := range 8 {
+		clear(q.t[r*stride+nb : (r+1)*stride]) // the padding the kernel adds
 	}
-	if len(out)%2 == 1 {
-		var two [2]float32
-		r := len(out) - 1
-		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), 0, xp, nb, unsafe.Pointer(&two[0]), 1, pf)
-		out[r] = two[0]
+	xp, t := unsafe.Pointer(&q.p[0]), unsafe.Pointer(&q.t[0])
+	for r := 0; r < len(out); r += 8 {
+		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, xp, nb, unsafe.Pointer(&out[r]), min(8, len(out)-r), t, 4*stride)
 	}
 }
 
@@ -66,4 +57,4 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 func prepQ8_0Asm(x unsafe.Pointer, nb int, xp unsafe.Pointer)
 
 //go:noescape
-func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, pairs, pf int)
+func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)

@@ -2,13 +2,13 @@
 
 #include "textflag.h"
 
-// AVX-512 (F, BW, VL, VNNI) kernels for decoding: weight rows two at a
-// time against one activation row prepared by q8Prep.set (codes packed,
-// per-block corrections and scales). VPDPBUSD multiplies unsigned by
-// signed bytes, so the weights go in as w+128 (w XOR 0x80) and each
-// block sum is then Σ(w+128)·x − 128·Σx: exact in int32, and the same
-// integer as the twin's. The float32 operations are dotQ8_0Go's, in its
-// order, for each row; the two rows' serial sums are independent chains.
+// AVX-512 (F, BW, VL, VNNI) kernels for decoding: weight rows against
+// one activation row prepared by q8Prep.set (codes packed, per-block
+// corrections and scales). VPDPBUSD multiplies unsigned by signed bytes,
+// so the weights go in as w+128 (w XOR 0x80) and each block sum is then
+// Σ(w+128)·x − 128·Σx: exact in int32, and the same integer as the
+// twin's. The float32 operations are dotQ8_0Go's, in its order, for
+// each row.
 
 // ACC adds the products of code pair P of a group (blocks P and P+4 of
 // the row at BASE, byte offsets OLO and OHI of their codes) to Z.
@@ -48,28 +48,10 @@
 	VMULPS      (BX)(R13*4), Y12, Y12 \
 	VMULPS      Y12, Y9, Y9
 
-// ADD4 adds the four terms in X to the sum S one by one, in order.
-#define ADD4(X, S) \
-	VADDSS    X, S, S      \
-	VMOVSHDUP X, X10       \
-	VADDSS    X10, S, S    \
-	VMOVHLPS  X, X, X10    \
-	VADDSS    X10, S, S    \
-	VPSHUFD   $3, X, X10   \
-	VADDSS    X10, S, S
-
-// GROUP does a group of eight blocks of the row at BASE (accumulators
-// A..D, running sum S).
-#define GROUP(BASE, A, B, C, D, S) \
-	REDUCE(A, B, C, D)          \
-	TERMS(BASE)                 \
-	ADD4(X9, S)                 \
-	VEXTRACTF128 $1, Y9, X9     \
-	ADD4(X9, S)
-
-// ONE does one block of the row at BASE into the sum S (the tail).
-#define ONE(BASE, S) \
-	VMOVDQU      2(BASE), Y8      \
+// TERM1 sets X11 to the term float32(s)·(dw·dx) of the one block at SI
+// (the tail of a row).
+#define TERM1 \
+	VMOVDQU      2(SI), Y8        \
 	VPXORD       Y31, Y8, Y8      \
 	VPXORD       Y11, Y11, Y11    \
 	VPDPBUSD     (DI), Y8, Y11    \
@@ -82,101 +64,150 @@
 	VMOVD        (BX), X9         \
 	VPSUBD       X9, X11, X11     \
 	VCVTDQ2PS    X11, X11         \
-	MOVWLZX      0(BASE), AX      \
+	MOVWLZX      0(SI), AX        \
 	VMOVD        AX, X12          \
 	VCVTPH2PS    X12, X12         \
 	VMULSS       (BX)(R13*4), X12, X12 \
-	VMULSS       X12, X11, X11    \
-	VADDSS       X11, S, S
+	VMULSS       X12, X11, X11
 
-#define PREFETCH(BASE) \
-	PREFETCHT0 0(BASE)(R9*1)   \
-	PREFETCHT0 64(BASE)(R9*1)  \
-	PREFETCHT0 128(BASE)(R9*1) \
-	PREFETCHT0 192(BASE)(R9*1) \
-	PREFETCHT0 256(BASE)(R9*1)
-
-// func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, pairs, pf int)
+// func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)
 //
-// For each of pairs pairs of rows (row 2i at w+2i·rowBytes, row 2i+1
-// rowBytes after it) stores the two dot products with the prepared
-// activation row xp at out+8i. pf is how far ahead of each row's loads
-// the rows are prefetched, in bytes.
-TEXT ·dotRowsQ8_0Asm(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), R11
-	MOVQ rowBytes+8(FP), R8
-	MOVQ nb+24(FP), R13
-	MOVQ out+32(FP), R12
-	MOVQ pairs+40(FP), R10
-	MOVQ pf+48(FP), R9
-	MOVL $0x80808080, AX
+// Stores at out the dot products of rows (1 to 8) weight rows, rowBytes
+// apart from w, with the prepared activation row xp. The rows are read
+// one after another, each from start to end: a single stream, which the
+// hardware prefetcher follows (two interleaved rows, or software
+// prefetch, read memory slower on the EPYC this was tuned on). Row r's
+// terms go to row r of t (rows tStride bytes apart, +0 from nb terms to
+// the stride); then the serial sums of all rows are formed at once, with
+// lanes over rows, adding the terms in block order: no row waits on its
+// own chain of additions. The padding adds +0, which leaves a sum that
+// starts at +0 unchanged.
+TEXT ·dotRowsQ8_0Asm(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), R11
+	MOVQ         nb+24(FP), R13
+	MOVQ         rows+40(FP), R10
+	MOVQ         t+48(FP), R9
+	MOVQ         tStride+56(FP), R12
+	MOVL         $0x80808080, AX
 	VPBROADCASTD AX, Z31
-	VMOVDQU64 q8scaleidx<>(SB), Z30
+	VMOVDQU64    q8scaleidx<>(SB), Z30
+	MOVQ         R9, DX
 
-pair:
+row:
 	MOVQ R11, SI
-	LEAQ (SI)(R8*1), DX
+	MOVQ DX, R8
 	MOVQ xp+16(FP), DI
 	MOVQ R13, BX
 	SHLQ $5, BX
 	ADDQ DI, BX
-	VPXORD X16, X16, X16
-	VPXORD X17, X17, X17
 	MOVQ R13, CX
 	SHRQ $3, CX
 	JZ   tail
 
 group:
-	PREFETCH(SI)
-	PREFETCH(DX)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
 	ACC(SI, 2, 138, 0, Z0)
-	ACC(DX, 2, 138, 0, Z4)
 	ACC(SI, 36, 172, 64, Z1)
-	ACC(DX, 36, 172, 64, Z5)
 	ACC(SI, 70, 206, 128, Z2)
-	ACC(DX, 70, 206, 128, Z6)
 	ACC(SI, 104, 240, 192, Z3)
-	ACC(DX, 104, 240, 192, Z7)
-	GROUP(SI, Z0, Z1, Z2, Z3, X16)
-	GROUP(DX, Z4, Z5, Z6, Z7, X17)
-	ADDQ $272, SI
-	ADDQ $272, DX
-	ADDQ $256, DI
-	ADDQ $32, BX
-	DECQ CX
-	JNZ  group
+	REDUCE(Z0, Z1, Z2, Z3)
+	TERMS(SI)
+	VMOVUPS Y9, (R8)
+	ADDQ    $272, SI
+	ADDQ    $256, DI
+	ADDQ    $32, BX
+	ADDQ    $32, R8
+	DECQ    CX
+	JNZ     group
 
 tail:
 	MOVQ R13, CX
 	ANDQ $7, CX
-	JZ   store
+	JZ   next
 
 one:
-	ONE(SI, X16)
-	ONE(DX, X17)
-	ADDQ $34, SI
-	ADDQ $34, DX
-	ADDQ $32, DI
-	ADDQ $4, BX
-	DECQ CX
-	JNZ  one
+	TERM1
+	VMOVSS X11, (R8)
+	ADDQ   $34, SI
+	ADDQ   $32, DI
+	ADDQ   $4, BX
+	ADDQ   $4, R8
+	DECQ   CX
+	JNZ    one
 
-store:
-	VMOVSS X16, 0(R12)
-	VMOVSS X17, 4(R12)
-	ADDQ   $8, R12
-	LEAQ   (R11)(R8*2), R11
-	DECQ   R10
-	JNZ    pair
+next:
+	ADDQ rowBytes+8(FP), R11
+	ADDQ R12, DX
+	DECQ R10
+	JNZ  row
 
+	// The serial sums, eight terms of each row at a time, transposed so
+	// that Y8..Y15 hold blocks b..b+7 of every row.
+	VPXORD Y16, Y16, Y16
+	MOVQ   R13, CX
+	ADDQ   $7, CX
+	SHRQ   $3, CX
+	MOVQ   R9, SI
+	LEAQ   (R12)(R12*2), AX
+	LEAQ   (SI)(R12*4), DX
+
+sum:
+	VMOVUPS    (SI), Y0
+	VMOVUPS    (SI)(R12*1), Y1
+	VMOVUPS    (SI)(R12*2), Y2
+	VMOVUPS    (SI)(AX*1), Y3
+	VMOVUPS    (DX), Y4
+	VMOVUPS    (DX)(R12*1), Y5
+	VMOVUPS    (DX)(R12*2), Y6
+	VMOVUPS    (DX)(AX*1), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y9
+	VUNPCKLPS  Y3, Y2, Y10
+	VUNPCKHPS  Y3, Y2, Y11
+	VUNPCKLPS  Y5, Y4, Y12
+	VUNPCKHPS  Y5, Y4, Y13
+	VUNPCKLPS  Y7, Y6, Y14
+	VUNPCKHPS  Y7, Y6, Y15
+	VSHUFPS    $0x44, Y10, Y8, Y0
+	VSHUFPS    $0xee, Y10, Y8, Y1
+	VSHUFPS    $0x44, Y11, Y9, Y2
+	VSHUFPS    $0xee, Y11, Y9, Y3
+	VSHUFPS    $0x44, Y14, Y12, Y4
+	VSHUFPS    $0xee, Y14, Y12, Y5
+	VSHUFPS    $0x44, Y15, Y13, Y6
+	VSHUFPS    $0xee, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VADDPS     Y8, Y16, Y16
+	VADDPS     Y9, Y16, Y16
+	VADDPS     Y10, Y16, Y16
+	VADDPS     Y11, Y16, Y16
+	VADDPS     Y12, Y16, Y16
+	VADDPS     Y13, Y16, Y16
+	VADDPS     Y14, Y16, Y16
+	VADDPS     Y15, Y16, Y16
+	ADDQ       $32, SI
+	ADDQ       $32, DX
+	DECQ       CX
+	JNZ        sum
+
+	// Lanes 0..rows-1 are the results.
+	MOVQ    rows+40(FP), CX
+	MOVL    $1, AX
+	SHLL    CX, AX
+	DECL    AX
+	KMOVW   AX, K1
+	MOVQ    out+32(FP), DI
+	VMOVUPS Y16, K1, (DI)
 	VZEROUPPER
 	RET
 

@@ -19,7 +19,9 @@ func init() {
 		kernelSet = "avx2"
 	}
 	if hasAVX512 {
-		kernelSet = "avx512" // MulQ8_0's panels (mul_amd64.go)
+		// Decoding's rows and MulQ8_0's panels (mul_amd64.go).
+		dotQ8_0SymRows = dotQ8_0RowsAVX512
+		kernelSet = "avx512"
 	}
 }
 

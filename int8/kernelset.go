@@ -5,7 +5,8 @@ var kernelSet = "go"
 
 // KernelSet names the instruction set of this package's kernels on this
 // CPU: "avx512" (AVX-512 F, BW, VL and VNNI, with AVX2 and F16C: prompt
-// products take the AVX-512 panel kernel, the others stay AVX2), "avx2"
+// products and decoding's many-rows kernel take AVX-512, single dot
+// products and quantization stay AVX2), "avx2"
 // (AVX2 and F16C), or "go" for the Go reference versions (neither,
 // another architecture, or the purego build tag).
 func KernelSet() string { return kernelSet }
