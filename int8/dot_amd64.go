@@ -10,17 +10,19 @@ import (
 
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 
+// init selects every kernel of the package for this CPU.
 func init() {
 	if hasAVX2 {
 		dotQ8_0 = dotQ8_0AVX2
 		dotQ8_0Sym = dotQ8_0SymAVX2
 		dotQ8_0SymRows = dotQ8_0SymRowsAVX2
 		quantizeQ8_0 = quantizeQ8_0AVX2
+		mulQ8_0 = mulQ8_0AVX2
 		kernelSet = "avx2"
 	}
 	if hasAVX512 {
-		// Decoding's rows and MulQ8_0's panels (mul_amd64.go).
 		dotQ8_0SymRows = dotQ8_0RowsAVX512
+		mulQ8_0 = mulQ8_0AVX512
 		kernelSet = "avx512"
 	}
 }

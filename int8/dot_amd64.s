@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "q8_amd64.h"
 
 // BLOCKS4 reduces the int32 partial sums of four blocks (Y8..Y11) to
 // [s0 s1 s2 s3], scales them by dw·dx of each block (exact in float32)
@@ -108,23 +109,7 @@ loop1:
 	VPMADDWD     Y2, Y0, Y0
 	VPMADDWD     Y3, Y1, Y1
 	VPADDD       Y1, Y0, Y8
-	VEXTRACTI128 $1, Y8, X9
-	VPADDD       X9, X8, X8
-	VPSHUFD      $0x4e, X8, X9
-	VPADDD       X9, X8, X8
-	VPSHUFD      $0xb1, X8, X9
-	VPADDD       X9, X8, X8
-	VCVTDQ2PS    X8, X8
-
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X12
-	MOVWLZX   0(DI), AX
-	VMOVD     AX, X13
-	VCVTPH2PS X12, X12
-	VCVTPH2PS X13, X13
-	VMULSS    X13, X12, X12
-	VMULSS    X12, X8, X8
-	VADDSS    X8, X7, X7
+	BLOCK1
 
 	ADDQ $34, SI
 	ADDQ $34, DI
@@ -200,23 +185,7 @@ symloop1:
 	VPABSB     Y0, Y0
 	VPMADDUBSW Y1, Y0, Y0
 	VPMADDWD   Y15, Y0, Y8
-	VEXTRACTI128 $1, Y8, X9
-	VPADDD       X9, X8, X8
-	VPSHUFD      $0x4e, X8, X9
-	VPADDD       X9, X8, X8
-	VPSHUFD      $0xb1, X8, X9
-	VPADDD       X9, X8, X8
-	VCVTDQ2PS    X8, X8
-
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X12
-	MOVWLZX   0(DI), AX
-	VMOVD     AX, X13
-	VCVTPH2PS X12, X12
-	VCVTPH2PS X13, X13
-	VMULSS    X13, X12, X12
-	VMULSS    X12, X8, X8
-	VADDSS    X8, X7, X7
+	BLOCK1
 
 	ADDQ $34, SI
 	ADDQ $34, DI

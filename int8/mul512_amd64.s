@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "q8_amd64.h"
 
 // AVX-512 (F, BW, VNNI) panel kernel for MulQ8_0: the panel layout and
 // the float32 operations of mulQ8_0KernelAsm (mul_amd64.s), with the
@@ -33,20 +34,7 @@
 //
 // mulQ8_0KernelAsm's contract.
 TEXT ·mulQ8_0KernelAVX512Asm(SB), NOSPLIT, $0-72
-	MOVQ x+16(FP), DI
-	MOVQ xstride+24(FP), R10
-	MOVQ xd+32(FP), R9
-	MOVQ nb+48(FP), BX
-	MOVQ groups+56(FP), DX
-	MOVQ sums+64(FP), AX
-	LEAQ (R10)(R10*2), R11
-	MOVQ BX, R12
-	SHLQ $6, R12
-	LEAQ (R10*4), R13
-	SUBQ R12, R13
-	MOVQ xdBlocks+40(FP), R12
-	SUBQ BX, R12
-	SHLQ $4, R12
+	PANELARGS
 
 k5group:
 	MOVQ      codes+0(FP), SI

@@ -6,18 +6,7 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
-
-	"golang.org/x/sys/cpu"
 )
-
-func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
-		mulQ8_0 = mulQ8_0AVX2
-	}
-	if hasAVX512 {
-		mulQ8_0 = mulQ8_0AVX512
-	}
-}
 
 type panelKernel func(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
 

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "q8_amd64.h"
 
 // Panel kernels for MulQ8_0 (mul.go). A panel piece holds sixteen weight
 // rows of nb blocks: per block, sixteen code pairs (k = 2p, 2p+1), each
@@ -58,23 +59,7 @@
 // its scales at xd+16g·xdBlocks ([block][4]; xdBlocks is the batch's
 // blocks per row) and its running sums at sums+256g ([token][16]).
 TEXT ·mulQ8_0KernelAsm(SB), NOSPLIT, $0-72
-	MOVQ d+8(FP), R8
-	MOVQ x+16(FP), DI
-	MOVQ xstride+24(FP), R10
-	MOVQ xd+32(FP), R9
-	MOVQ nb+48(FP), BX
-	MOVQ groups+56(FP), DX
-	MOVQ sums+64(FP), AX
-	LEAQ (R10)(R10*2), R11
-	// Per group, x moves on by 4·xstride and xd by 16·xdBlocks, less what
-	// the block loop advanced them.
-	MOVQ BX, R12
-	SHLQ $6, R12
-	LEAQ (R10*4), R13
-	SUBQ R12, R13
-	MOVQ xdBlocks+40(FP), R12
-	SUBQ BX, R12
-	SHLQ $4, R12
+	PANELARGS
 
 kgroup:
 	MOVQ codes+0(FP), SI
