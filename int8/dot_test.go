@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/stretchr/testify/assert"
 )
 
 // sameFloat reports bitwise equality, treating any two NaNs as equal.
@@ -125,19 +126,8 @@ func TestDotQ8_0Checks(t *testing.T) {
 	if got := DotQ8_0(nil, nil, 0); got != 0 {
 		t.Errorf("empty: %v", got)
 	}
-	for name, f := range map[string]func(){
-		"n":     func() { DotQ8_0(make([]byte, 34), make([]byte, 34), 16) },
-		"short": func() { DotQ8_0(make([]byte, 34), make([]byte, 67), 64) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
-	}
+	assert.Panics(t, func() { DotQ8_0(make([]byte, 34), make([]byte, 34), 16) }, "n not a multiple of 32")
+	assert.Panics(t, func() { DotQ8_0(make([]byte, 34), make([]byte, 67), 64) }, "x too short")
 }
 
 // symmetric replaces the −128 codes of the Q8_0 row x by −127.
@@ -239,21 +229,10 @@ func TestDotQ8_0SymRows(t *testing.T) {
 	}
 	w := randomQ8Row(r, 4) // two rows of 2 blocks
 	x := symmetric(randomQ8Row(r, 2))
-	for name, f := range map[string]func(){
-		"short w":   func() { DotQ8_0SymRows(w, 2*BlockBytesQ8_0, x, 64, make([]float32, 3)) },
-		"short row": func() { DotQ8_0SymRows(w, BlockBytesQ8_0, x, 64, make([]float32, 2)) },
-		"short x":   func() { DotQ8_0SymRows(w, 2*BlockBytesQ8_0, x[:40], 64, make([]float32, 2)) },
-		"negative":  func() { DotQ8_0SymRows(w, -1, x, 64, make([]float32, 2)) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
-	}
+	assert.Panics(t, func() { DotQ8_0SymRows(w, 2*BlockBytesQ8_0, x, 64, make([]float32, 3)) }, "short w")
+	assert.Panics(t, func() { DotQ8_0SymRows(w, BlockBytesQ8_0, x, 64, make([]float32, 2)) }, "short row")
+	assert.Panics(t, func() { DotQ8_0SymRows(w, 2*BlockBytesQ8_0, x[:40], 64, make([]float32, 2)) }, "short x")
+	assert.Panics(t, func() { DotQ8_0SymRows(w, -1, x, 64, make([]float32, 2)) }, "negative stride")
 }
 
 // TestRowKernelsMatchGo checks every row kernel this CPU runs against
@@ -272,17 +251,24 @@ func TestRowKernelsMatchGo(t *testing.T) {
 		for range rows {
 			w = append(w, randomQ8Row(r, nb)...)
 		}
-		x := randomQ8Row(r, nb)
-		for set, f := range rowsImpls() {
-			if set == "avx2" && !SymmetricQ8_0(x) {
-				continue // the AVX2 row kernel takes symmetric activations only
-			}
-			out := make([]float32, rows)
-			f(w, rb, x, nb, out)
-			for i, got := range out {
-				if want := dotQ8_0Go(w[i*rb:], x, nb); !sameFloat(got, want) {
-					t.Fatalf("%s: nb=%d row %d of %d: %v (%#08x), Go %v (%#08x)", set, nb, i, rows, got, math.Float32bits(got), want, math.Float32bits(want))
-				}
+		checkRowKernels(t, w, rb, rows, randomQ8Row(r, nb), nb)
+	}
+}
+
+// checkRowKernels checks every row kernel this CPU runs on rows weight
+// rows, rb bytes apart, against dotQ8_0Go (the AVX2 kernel only when x
+// is symmetric).
+func checkRowKernels(t *testing.T, w []byte, rb, rows int, x []byte, nb int) {
+	t.Helper()
+	for set, f := range rowsImpls() {
+		if set == "avx2" && !SymmetricQ8_0(x) {
+			continue // the AVX2 row kernel takes symmetric activations only
+		}
+		out := make([]float32, rows)
+		f(w, rb, x, nb, out)
+		for r, got := range out {
+			if want := dotQ8_0Go(w[r*rb:], x, nb); !sameFloat(got, want) {
+				t.Fatalf("%s: %d rows of %d blocks, %d bytes apart: row %d: %v (%#08x), Go %v (%#08x)", set, rows, nb, rb, r, got, math.Float32bits(got), want, math.Float32bits(want))
 			}
 		}
 	}

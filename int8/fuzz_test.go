@@ -85,18 +85,6 @@ func FuzzDotQ8_0Rows(f *testing.F) {
 		if len(data) < rows*rb+nb*BlockBytesQ8_0 {
 			return
 		}
-		w, x := data[:rows*rb], data[rows*rb:rows*rb+nb*BlockBytesQ8_0]
-		for set, f := range rowsImpls() {
-			if set == "avx2" && !SymmetricQ8_0(x) {
-				continue // the AVX2 row kernel takes symmetric activations only
-			}
-			out := make([]float32, rows)
-			f(w, rb, x, nb, out)
-			for r, got := range out {
-				if want := dotQ8_0Go(w[r*rb:], x, nb); !sameFloat(got, want) {
-					t.Fatalf("%s: %d rows of %d blocks (+%d): row %d: %v (%#08x), Go %v (%#08x)", set, rows, nb, pad, r, got, math.Float32bits(got), want, math.Float32bits(want))
-				}
-			}
-		}
+		checkRowKernels(t, data[:rows*rb], rb, rows, data[rows*rb:rows*rb+nb*BlockBytesQ8_0], nb)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestMulQ8_0MatchesDot checks every output of MulQ8_0 against DotQ8_0's
@@ -100,26 +101,12 @@ func TestMulQ8_0BadShapes(t *testing.T) {
 	x := make([]byte, 2*BlockBytesQ8_0)
 	b.Set(x, BlockBytesQ8_0, 2, BlockQ8_0)
 	w := make([]byte, 3*BlockBytesQ8_0)
-	for _, c := range []struct {
-		name string
-		f    func()
-	}{
-		{"rows beyond w", func() { MulQ8_0(w, BlockBytesQ8_0, 4, &b, make([]float32, 8), 4) }},
-		{"short row stride", func() { MulQ8_0(w, BlockBytesQ8_0-1, 2, &b, make([]float32, 8), 4) }},
-		{"out too short", func() { MulQ8_0(w, BlockBytesQ8_0, 3, &b, make([]float32, 5), 3) }},
-		{"out stride below rows", func() { MulQ8_0(w, BlockBytesQ8_0, 3, &b, make([]float32, 8), 2) }},
-		{"set beyond x", func() { b.Set(x, BlockBytesQ8_0, 3, BlockQ8_0) }},
-		{"set partial block", func() { b.Set(x, BlockBytesQ8_0, 1, 16) }},
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", c.name)
-				}
-			}()
-			c.f()
-		}()
-	}
+	assert.Panics(t, func() { MulQ8_0(w, BlockBytesQ8_0, 4, &b, make([]float32, 8), 4) }, "rows beyond w")
+	assert.Panics(t, func() { MulQ8_0(w, BlockBytesQ8_0-1, 2, &b, make([]float32, 8), 4) }, "short row stride")
+	assert.Panics(t, func() { MulQ8_0(w, BlockBytesQ8_0, 3, &b, make([]float32, 5), 3) }, "out too short")
+	assert.Panics(t, func() { MulQ8_0(w, BlockBytesQ8_0, 3, &b, make([]float32, 8), 2) }, "out stride below rows")
+	assert.Panics(t, func() { b.Set(x, BlockBytesQ8_0, 3, BlockQ8_0) }, "set beyond x")
+	assert.Panics(t, func() { b.Set(x, BlockBytesQ8_0, 1, 16) }, "set partial block")
 }
 
 // BenchmarkMulQ8_0 runs products of the 700M llama's shapes (weights per
