@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "q8_amd64.h"
 
 // AVX-512 (F, BW, VL, VNNI) kernels for decoding: weight rows against
 // one activation row prepared by q8Prep.set (codes packed, per-block
@@ -55,12 +56,7 @@
 	VPXORD       Y31, Y8, Y8      \
 	VPXORD       Y11, Y11, Y11    \
 	VPDPBUSD     (DI), Y8, Y11    \
-	VEXTRACTI128 $1, Y11, X9      \
-	VPADDD       X9, X11, X11     \
-	VPSHUFD      $0x4e, X11, X9   \
-	VPADDD       X9, X11, X11     \
-	VPSHUFD      $0xb1, X11, X9   \
-	VPADDD       X9, X11, X11     \
+	HSUM8(Y11, X11, X9)           \
 	VMOVD        (BX), X9         \
 	VPSUBD       X9, X11, X11     \
 	VCVTDQ2PS    X11, X11         \
@@ -280,12 +276,7 @@ prepone:
 	VMOVDQU      Y8, (DI)
 	VPXORD       Y11, Y11, Y11
 	VPDPBUSD     Y8, Y31, Y11
-	VEXTRACTI128 $1, Y11, X9
-	VPADDD       X9, X11, X11
-	VPSHUFD      $0x4e, X11, X9
-	VPADDD       X9, X11, X11
-	VPSHUFD      $0xb1, X11, X9
-	VPADDD       X9, X11, X11
+	HSUM8(Y11, X11, X9)
 	VMOVD        X11, (BX)
 	MOVWLZX      0(SI), AX
 	VMOVD        AX, X12

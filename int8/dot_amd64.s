@@ -35,6 +35,30 @@
 	VPSHUFD   $3, X8, X9             \
 	VADDSS    X9, X7, X7
 
+// WIDE sets D to the eight int32 partial sums of the block at byte O of
+// the rows at SI and DI: codes widened to 16 bits, pairs multiplied and
+// summed (VPMADDWD).
+#define WIDE(O, D) \
+	VPMOVSXBW O(SI), Y0       \
+	VPMOVSXBW (O+16)(SI), Y1  \
+	VPMOVSXBW O(DI), Y2       \
+	VPMOVSXBW (O+16)(DI), Y3  \
+	VPMADDWD  Y2, Y0, Y0      \
+	VPMADDWD  Y3, Y1, Y1      \
+	VPADDD    Y1, Y0, D
+
+// SYM sets D to the eight int32 partial sums of the block at byte O of
+// the rows at SI and DI for codes of x in [−127, 127]: |w|·(x·sign(w))
+// with VPMADDUBSW (byte pairs summed to int16 cannot saturate: at most
+// 2·128·127), then VPMADDWD by ones (Y15).
+#define SYM(O, D) \
+	VMOVDQU    O(SI), Y0       \
+	VMOVDQU    O(DI), Y1       \
+	VPSIGNB    Y0, Y1, Y1      \
+	VPABSB     Y0, Y0          \
+	VPMADDUBSW Y1, Y0, Y0      \
+	VPMADDWD   Y15, Y0, D
+
 // func dotQ8_0Asm(w, x unsafe.Pointer, nb int) float32
 //
 // Same float32 operations, in the same order, as dotQ8_0Go. Four blocks at
@@ -56,38 +80,10 @@ loop4:
 	// leaves the loads waiting).
 	PREFETCHT0 2048(SI)
 	PREFETCHT0 2112(SI)
-	// 16-bit products, pairs summed to int32: 8 partial sums per block.
-	VPMOVSXBW 2(SI), Y0
-	VPMOVSXBW 18(SI), Y1
-	VPMOVSXBW 2(DI), Y2
-	VPMOVSXBW 18(DI), Y3
-	VPMADDWD  Y2, Y0, Y0
-	VPMADDWD  Y3, Y1, Y1
-	VPADDD    Y1, Y0, Y8
-
-	VPMOVSXBW 36(SI), Y0
-	VPMOVSXBW 52(SI), Y1
-	VPMOVSXBW 36(DI), Y2
-	VPMOVSXBW 52(DI), Y3
-	VPMADDWD  Y2, Y0, Y0
-	VPMADDWD  Y3, Y1, Y1
-	VPADDD    Y1, Y0, Y9
-
-	VPMOVSXBW 70(SI), Y0
-	VPMOVSXBW 86(SI), Y1
-	VPMOVSXBW 70(DI), Y2
-	VPMOVSXBW 86(DI), Y3
-	VPMADDWD  Y2, Y0, Y0
-	VPMADDWD  Y3, Y1, Y1
-	VPADDD    Y1, Y0, Y10
-
-	VPMOVSXBW 104(SI), Y0
-	VPMOVSXBW 120(SI), Y1
-	VPMOVSXBW 104(DI), Y2
-	VPMOVSXBW 120(DI), Y3
-	VPMADDWD  Y2, Y0, Y0
-	VPMADDWD  Y3, Y1, Y1
-	VPADDD    Y1, Y0, Y11
+	WIDE(2, Y8)
+	WIDE(36, Y9)
+	WIDE(70, Y10)
+	WIDE(104, Y11)
 
 	BLOCKS4
 
@@ -102,13 +98,7 @@ tail:
 	JE    done
 
 loop1:
-	VPMOVSXBW    2(SI), Y0
-	VPMOVSXBW    18(SI), Y1
-	VPMOVSXBW    2(DI), Y2
-	VPMOVSXBW    18(DI), Y3
-	VPMADDWD     Y2, Y0, Y0
-	VPMADDWD     Y3, Y1, Y1
-	VPADDD       Y1, Y0, Y8
+	WIDE(2, Y8)
 	BLOCK1
 
 	ADDQ $34, SI
@@ -123,11 +113,9 @@ done:
 
 // func dotQ8_0SymAsm(w, x unsafe.Pointer, nb int) float32
 //
-// dotQ8_0Asm for activation codes in [−127, 127]: each block's products
-// are formed as |w|·(x·sign(w)) with VPMADDUBSW (byte pairs summed to
-// int16 cannot saturate: at most 2·128·127) and VPMADDWD by ones, which
-// gives the same exact int32 block sums in fewer instructions. The float32
-// operations are dotQ8_0Asm's.
+// dotQ8_0Asm for activation codes in [−127, 127]: the same exact int32
+// block sums from fewer instructions (SYM), and dotQ8_0Asm's float32
+// operations.
 TEXT ·dotQ8_0SymAsm(SB), NOSPLIT, $0-28
 	MOVQ    w+0(FP), SI
 	MOVQ    x+8(FP), DI
@@ -141,30 +129,10 @@ TEXT ·dotQ8_0SymAsm(SB), NOSPLIT, $0-28
 symloop4:
 	PREFETCHT0 2048(SI)
 	PREFETCHT0 2112(SI)
-	VMOVDQU    2(SI), Y0
-	VMOVDQU    2(DI), Y1
-	VPSIGNB    Y0, Y1, Y1
-	VPABSB     Y0, Y0
-	VPMADDUBSW Y1, Y0, Y0
-	VPMADDWD   Y15, Y0, Y8
-	VMOVDQU    36(SI), Y0
-	VMOVDQU    36(DI), Y1
-	VPSIGNB    Y0, Y1, Y1
-	VPABSB     Y0, Y0
-	VPMADDUBSW Y1, Y0, Y0
-	VPMADDWD   Y15, Y0, Y9
-	VMOVDQU    70(SI), Y0
-	VMOVDQU    70(DI), Y1
-	VPSIGNB    Y0, Y1, Y1
-	VPABSB     Y0, Y0
-	VPMADDUBSW Y1, Y0, Y0
-	VPMADDWD   Y15, Y0, Y10
-	VMOVDQU    104(SI), Y0
-	VMOVDQU    104(DI), Y1
-	VPSIGNB    Y0, Y1, Y1
-	VPABSB     Y0, Y0
-	VPMADDUBSW Y1, Y0, Y0
-	VPMADDWD   Y15, Y0, Y11
+	SYM(2, Y8)
+	SYM(36, Y9)
+	SYM(70, Y10)
+	SYM(104, Y11)
 
 	BLOCKS4
 
@@ -179,12 +147,7 @@ symtail:
 	JE    symdone
 
 symloop1:
-	VMOVDQU    2(SI), Y0
-	VMOVDQU    2(DI), Y1
-	VPSIGNB    Y0, Y1, Y1
-	VPABSB     Y0, Y0
-	VPMADDUBSW Y1, Y0, Y0
-	VPMADDWD   Y15, Y0, Y8
+	SYM(2, Y8)
 	BLOCK1
 
 	ADDQ $34, SI

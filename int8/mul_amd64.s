@@ -99,18 +99,11 @@ kblock:
 	FLUSH(2, Y2, Y6)
 	FLUSH(3, Y3, Y7)
 
-	ADDQ $1024, SI
-	ADDQ $64, R8
-	ADDQ $64, DI
-	ADDQ $16, R9
-	DECQ CX
-	JNZ  kblock
+	PANELNEXT
+	JNZ kblock
 
-	ADDQ R13, DI
-	ADDQ R12, R9
-	ADDQ $256, AX
-	DECQ DX
-	JNZ  kgroup
+	PANELNEXTGROUP
+	JNZ kgroup
 
 	VZEROUPPER
 	RET

@@ -1,25 +1,30 @@
 // Macros shared by this package's assembly files.
 
+// HSUM8 sums the eight int32 lanes of Y (X its low half) into the low
+// lane of X, using T.
+#define HSUM8(Y, X, T) \
+	VEXTRACTI128 $1, Y, T  \
+	VPADDD       T, X, X   \
+	VPSHUFD      $0x4e, X, T \
+	VPADDD       T, X, X   \
+	VPSHUFD      $0xb1, X, T \
+	VPADDD       T, X, X
+
 // BLOCK1 finishes one block of a dot product: it sums the eight int32
 // partial sums in Y8 to the block sum s, scales it by dw·dx (the fp16
 // scales at 0(SI) and 0(DI); the product is exact in float32) and adds
 // the term to the sum in X7: sum += float32(s)·(dw·dx).
 #define BLOCK1 \
-	VEXTRACTI128 $1, Y8, X9     \
-	VPADDD       X9, X8, X8     \
-	VPSHUFD      $0x4e, X8, X9  \
-	VPADDD       X9, X8, X8     \
-	VPSHUFD      $0xb1, X8, X9  \
-	VPADDD       X9, X8, X8     \
-	VCVTDQ2PS    X8, X8         \
-	MOVWLZX      0(SI), AX      \
-	VMOVD        AX, X12        \
-	MOVWLZX      0(DI), AX      \
-	VMOVD        AX, X13        \
-	VCVTPH2PS    X12, X12       \
-	VCVTPH2PS    X13, X13       \
-	VMULSS       X13, X12, X12  \
-	VMULSS       X12, X8, X8    \
+	HSUM8(Y8, X8, X9)       \
+	VCVTDQ2PS    X8, X8     \
+	MOVWLZX      0(SI), AX  \
+	VMOVD        AX, X12    \
+	MOVWLZX      0(DI), AX  \
+	VMOVD        AX, X13    \
+	VCVTPH2PS    X12, X12   \
+	VCVTPH2PS    X13, X13   \
+	VMULSS       X13, X12, X12 \
+	VMULSS       X12, X8, X8   \
 	VADDSS       X8, X7, X7
 
 // PANELARGS loads the arguments the panel kernels share (their contract
@@ -42,3 +47,21 @@
 	MOVQ xdBlocks+40(FP), R12  \
 	SUBQ BX, R12               \
 	SHLQ $4, R12
+
+// PANELNEXT moves the panel kernels on to the next block (SI: panel
+// codes, R8: panel scales, DI: activation codes, R9: activation scales)
+// and counts it down in CX.
+#define PANELNEXT \
+	ADDQ $1024, SI \
+	ADDQ $64, R8   \
+	ADDQ $64, DI   \
+	ADDQ $16, R9   \
+	DECQ CX
+
+// PANELNEXTGROUP moves the panel kernels on to the next token group and
+// counts it down in DX.
+#define PANELNEXTGROUP \
+	ADDQ R13, DI   \
+	ADDQ R12, R9   \
+	ADDQ $256, AX  \
+	DECQ DX
