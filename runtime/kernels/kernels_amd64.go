@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -121,8 +122,17 @@ func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
 		dotF16F32RowsEach(w, rowBytes, x, out)
 		return
 	}
-	dotF16F32RowsAsm512(unsafe.Pointer(&w[0]), rowBytes, len(out), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&out[0]))
+	x16 := x16Pool.Get().(*[]uint16)
+	if cap(*x16) < n {
+		*x16 = make([]uint16, n)
+	}
+	dotF16F32RowsAsm512(unsafe.Pointer(&w[0]), rowBytes, len(out), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&(*x16)[0]), unsafe.Pointer(&out[0]))
+	x16Pool.Put(x16)
 }
+
+// x16Pool holds the binary16 copies of activations dotF16F32RowsAsm512
+// reads, one per call in flight.
+var x16Pool = sync.Pool{New: func() any { return new([]uint16) }}
 
 //go:noescape
 func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
@@ -131,4 +141,4 @@ func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
-func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
+func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer)
