@@ -13,111 +13,62 @@
 	VPMOVZXWD off(src), dst \
 	VPSLLD    $16, dst, dst
 
-// MULADD adds the 8 products at a+off, b+off to acc (product rounded first).
-#define MULADD(LOAD, off, a, b, acc) \
-	LOAD(off, a, Y4)       \
-	LOAD(off, b, Y5)       \
+// MULADD adds the 8 products at off(a) and off(b) (elements loaded by
+// LOADA and LOADB) to acc, the product rounded first.
+#define MULADD(LOADA, LOADB, offa, offb, a, b, acc) \
+	LOADA(offa, a, Y4)     \
+	LOADB(offb, b, Y5)     \
 	VMULPS Y5, Y4, Y4      \
 	VADDPS Y4, acc, acc
 
-#define DOT(LOAD, size) \
+// DOT is a whole dot product of n8 elements of a (sa bytes each, LOADA)
+// and b (sb bytes, LOADB), then the padded tail at ta, tb if not nil.
+#define DOT(LOADA, LOADB, sa, sb) \
 	MOVQ   a+0(FP), SI        \
 	MOVQ   b+8(FP), DI        \
 	MOVQ   n8+16(FP), CX      \
 	MOVQ   ta+24(FP), R8      \
 	MOVQ   tb+32(FP), R9      \
-	VXORPS Y0, Y0, Y0         \
-	VXORPS Y1, Y1, Y1         \
-	VXORPS Y2, Y2, Y2         \
-	VXORPS Y3, Y3, Y3         \
+	ZEROY4(Y0, Y1, Y2, Y3)    \
 	CMPQ   CX, $32            \
 	JB     tail8              \
 loop32:                       \
 	/* weight rows (a) stream from memory: fetch 2 KiB ahead */ \
 	PREFETCHT0 2048(SI)       \
-	PREFETCHT0 (2048+32*size-64)(SI) \
-	MULADD(LOAD, 0, SI, DI, Y0)       \
-	MULADD(LOAD, 8*size, SI, DI, Y1)  \
-	MULADD(LOAD, 16*size, SI, DI, Y2) \
-	MULADD(LOAD, 24*size, SI, DI, Y3) \
-	ADDQ   $(32*size), SI     \
-	ADDQ   $(32*size), DI     \
+	PREFETCHT0 (2048+32*sa-64)(SI) \
+	MULADD(LOADA, LOADB, 0, 0, SI, DI, Y0)             \
+	MULADD(LOADA, LOADB, 8*sa, 8*sb, SI, DI, Y1)       \
+	MULADD(LOADA, LOADB, 16*sa, 16*sb, SI, DI, Y2)     \
+	MULADD(LOADA, LOADB, 24*sa, 24*sb, SI, DI, Y3)     \
+	ADDQ   $(32*sa), SI       \
+	ADDQ   $(32*sb), DI       \
 	SUBQ   $32, CX            \
 	CMPQ   CX, $32            \
 	JAE    loop32             \
 tail8:                        \
 	CMPQ   CX, $8             \
 	JB     partial            \
-	MULADD(LOAD, 0, SI, DI, Y0) \
-	ADDQ   $(8*size), SI      \
-	ADDQ   $(8*size), DI      \
+	MULADD(LOADA, LOADB, 0, 0, SI, DI, Y0) \
+	ADDQ   $(8*sa), SI        \
+	ADDQ   $(8*sb), DI        \
 	SUBQ   $8, CX             \
 	JMP    tail8              \
 partial:                      \
 	TESTQ  R8, R8             \
 	JE     reduce             \
-	MULADD(LOAD, 0, R8, R9, Y0) \
+	MULADD(LOADA, LOADB, 0, 0, R8, R9, Y0) \
 reduce:                       \
 	REDUCE                    \
 	VZEROUPPER                \
 	VMOVSS X0, ret+40(FP)     \
 	RET
 
-// MULADDAB is MULADD with a and b in different formats.
-#define MULADDAB(LOADA, LOADB, offa, offb, a, b, acc) \
-	LOADA(offa, a, Y4)     \
-	LOADB(offb, b, Y5)     \
-	VMULPS Y5, Y4, Y4      \
-	VADDPS Y4, acc, acc
-
 // func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 //
-// DOT(LOADF16) with b already float32: the same products and sums, one
+// dotF16Asm with b already float32: the same products and sums, one
 // conversion per element fewer.
 TEXT ·dotF16F32Asm(SB), NOSPLIT, $0-44
-	MOVQ   a+0(FP), SI
-	MOVQ   b+8(FP), DI
-	MOVQ   n8+16(FP), CX
-	MOVQ   ta+24(FP), R8
-	MOVQ   tb+32(FP), R9
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	CMPQ   CX, $32
-	JB     f16f32tail8
-
-f16f32loop32:
-	PREFETCHT0 2048(SI)
-	MULADDAB(LOADF16, LOADF32, 0, 0, SI, DI, Y0)
-	MULADDAB(LOADF16, LOADF32, 16, 32, SI, DI, Y1)
-	MULADDAB(LOADF16, LOADF32, 32, 64, SI, DI, Y2)
-	MULADDAB(LOADF16, LOADF32, 48, 96, SI, DI, Y3)
-	ADDQ $64, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	CMPQ CX, $32
-	JAE  f16f32loop32
-
-f16f32tail8:
-	CMPQ CX, $8
-	JB   f16f32partial
-	MULADDAB(LOADF16, LOADF32, 0, 0, SI, DI, Y0)
-	ADDQ $16, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP  f16f32tail8
-
-f16f32partial:
-	TESTQ R8, R8
-	JE    f16f32reduce
-	MULADDAB(LOADF16, LOADF32, 0, 0, R8, R9, Y0)
-
-f16f32reduce:
-	REDUCE
-	VZEROUPPER
-	VMOVSS X0, ret+40(FP)
-	RET
+	DOT(LOADF16, LOADF32, 2, 4)
 
 // func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 //
@@ -130,14 +81,8 @@ TEXT ·dotF16F32x2Asm(SB), NOSPLIT, $0-40
 	MOVQ   b0+8(FP), DI
 	MOVQ   b1+16(FP), R10
 	MOVQ   n32+24(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	ZEROY4(Y0, Y1, Y2, Y3)
+	ZEROY4(Y4, Y5, Y6, Y7)
 	SHRQ   $5, CX
 	JE     x2reduce
 
@@ -187,15 +132,15 @@ x2reduce:
 
 // func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 TEXT ·dotF32Asm(SB), NOSPLIT, $0-44
-	DOT(LOADF32, 4)
+	DOT(LOADF32, LOADF32, 4, 4)
 
 // func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 TEXT ·dotF16Asm(SB), NOSPLIT, $0-44
-	DOT(LOADF16, 2)
+	DOT(LOADF16, LOADF16, 2, 2)
 
 // func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 TEXT ·dotBF16Asm(SB), NOSPLIT, $0-44
-	DOT(LOADBF16, 2)
+	DOT(LOADBF16, LOADBF16, 2, 2)
 
 // func axpyAsm(a float32, x, y unsafe.Pointer, n int)
 TEXT ·axpyAsm(SB), NOSPLIT, $0-32

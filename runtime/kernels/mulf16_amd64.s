@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 #include "panel_amd64.h"
 
 // MulF16's panel kernels (mulf16.go). A panel holds eight weight rows of
@@ -10,34 +11,7 @@
 
 // func panelF16Asm(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
 TEXT ·panelF16Asm(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ rowBytes+8(FP), R10
-	MOVQ m+16(FP), CX
-	MOVQ panel+24(FP), DI
-	LEAQ (R10)(R10*2), R11
-	LEAQ (SI)(R10*4), BX
-	MOVQ CX, R12
-	SHLQ $7, R12 // one lane class: m·128 bytes
-	LEAQ (R12)(R12*2), R13
-	LEAQ (DI)(R12*4), DX
-
-pgroup:
-	F16ROWS(0)
-	TRANSPOSE8STORE(0)
-	F16ROWS(16)
-	TRANSPOSE8STORE(32)
-	F16ROWS(32)
-	TRANSPOSE8STORE(64)
-	F16ROWS(48)
-	TRANSPOSE8STORE(96)
-	ADDQ $64, SI
-	ADDQ $64, BX
-	ADDQ $128, DI
-	ADDQ $128, DX
-	DECQ CX
-	JNZ  pgroup
-	VZEROUPPER
-	RET
+	PANELF16(7, 32)
 
 // MACQ adds lane group q's products for the three tokens: the panel
 // vector at q·32(SI) times each token's element at q·4 from DI, R8, R9
@@ -91,18 +65,9 @@ ftokens:
 	LEAQ   (DI)(R10*1), R8
 	LEAQ   (R8)(R10*1), R9
 	MOVQ   R13, SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	ZEROY4(Y0, Y1, Y2, Y3)
+	ZEROY4(Y4, Y5, Y6, Y7)
+	ZEROY4(Y8, Y9, Y10, Y11)
 	MOVQ   BX, CX
 
 fgroup:

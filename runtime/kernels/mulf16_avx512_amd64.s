@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 #include "panel_amd64.h"
 
 // MulF16's AVX-512 panel kernels: sixteen weight rows per panel, one zmm
@@ -15,34 +16,7 @@
 // half of each 64-byte vector of a sixteen-row panel: panel points at the
 // first vector's lower half for rows 0-7, its upper half for rows 8-15.
 TEXT ·panelF16Half512(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ rowBytes+8(FP), R10
-	MOVQ m+16(FP), CX
-	MOVQ panel+24(FP), DI
-	LEAQ (R10)(R10*2), R11
-	LEAQ (SI)(R10*4), BX
-	MOVQ CX, R12
-	SHLQ $8, R12 // one lane class: m·256 bytes
-	LEAQ (R12)(R12*2), R13
-	LEAQ (DI)(R12*4), DX
-
-hgroup:
-	F16ROWS(0)
-	TRANSPOSE8STORE(0)
-	F16ROWS(16)
-	TRANSPOSE8STORE(64)
-	F16ROWS(32)
-	TRANSPOSE8STORE(128)
-	F16ROWS(48)
-	TRANSPOSE8STORE(192)
-	ADDQ $64, SI
-	ADDQ $64, BX
-	ADDQ $256, DI
-	ADDQ $256, DX
-	DECQ CX
-	JNZ  hgroup
-	VZEROUPPER
-	RET
+	PANELF16(8, 64)
 
 // ZMACQ adds lane group q's products for the six tokens: the panel vector
 // at q·64(SI) times each token's element at q·4 from DI, DI+R10, DI+2·R10,
@@ -96,30 +70,12 @@ ztokens:
 	LEAQ   (DI)(R10*2), R8
 	ADDQ   R10, R8
 	MOVQ   R13, SI
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	ZEROZ4(Z0, Z1, Z2, Z3)
+	ZEROZ4(Z4, Z5, Z6, Z7)
+	ZEROZ4(Z8, Z9, Z10, Z11)
+	ZEROZ4(Z12, Z13, Z14, Z15)
+	ZEROZ4(Z16, Z17, Z18, Z19)
+	ZEROZ4(Z20, Z21, Z22, Z23)
 	MOVQ   BX, CX
 
 zgroup:

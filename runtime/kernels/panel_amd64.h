@@ -48,3 +48,37 @@
 	VMOVDQU     Y14, OFF(DI)(R13*1) \
 	VPERM2I128  $0x31, Y7, Y3, Y15  \
 	VMOVDQU     Y15, OFF(DX)(R13*1)
+
+// PANELF16 is a whole panel conversion (func(w unsafe.Pointer, rowBytes,
+// m int, panel unsafe.Pointer)): eight rows of 32·m binary16 values
+// (rowBytes apart) into a panel whose vectors are vb bytes (32 for eight
+// rows, 64 for sixteen, this call filling one half), one lane class being
+// m·4·vb = m<<shift bytes.
+#define PANELF16(shift, vb) \
+	MOVQ w+0(FP), SI           \
+	MOVQ rowBytes+8(FP), R10   \
+	MOVQ m+16(FP), CX          \
+	MOVQ panel+24(FP), DI      \
+	LEAQ (R10)(R10*2), R11     \
+	LEAQ (SI)(R10*4), BX       \
+	MOVQ CX, R12               \
+	SHLQ $shift, R12           \
+	LEAQ (R12)(R12*2), R13     \
+	LEAQ (DI)(R12*4), DX       \
+group:                         \
+	F16ROWS(0)                 \
+	TRANSPOSE8STORE(0)         \
+	F16ROWS(16)                \
+	TRANSPOSE8STORE(vb)        \
+	F16ROWS(32)                \
+	TRANSPOSE8STORE(2*vb)      \
+	F16ROWS(48)                \
+	TRANSPOSE8STORE(3*vb)      \
+	ADDQ $64, SI               \
+	ADDQ $64, BX               \
+	ADDQ $(4*vb), DI           \
+	ADDQ $(4*vb), DX           \
+	DECQ CX                    \
+	JNZ  group                 \
+	VZEROUPPER                 \
+	RET

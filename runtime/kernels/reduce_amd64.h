@@ -11,3 +11,17 @@
 	VADDPS       X1, X0, X0 \
 	VMOVSHDUP    X0, X1     \
 	VADDSS       X1, X0, X0
+
+// ZEROY4 and ZEROZ4 clear four ymm or zmm registers (partial sums before a
+// dot product).
+#define ZEROY4(A, B, C, D) \
+	VXORPS A, A, A \
+	VXORPS B, B, B \
+	VXORPS C, C, C \
+	VXORPS D, D, D
+
+#define ZEROZ4(A, B, C, D) \
+	VPXORD A, A, A \
+	VPXORD B, B, B \
+	VPXORD C, C, C \
+	VPXORD D, D, D

@@ -19,10 +19,7 @@ rowsnext:
 	JE     rowsdone
 	MOVQ   SI, R8
 	MOVQ   DX, CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	ZEROY4(Y0, Y1, Y2, Y3)
 
 rowsloop:
 	VMOVUPS 0(R8), Y4
