@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/qnnprep/qnnprep/shard"
 	"github.com/qnnprep/qnnprep/synth"
 	"github.com/qnnprep/qnnprep/testkit"
+	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
 // lazyQ1 is a Q1_0 tensor whose bytes are generated on demand: random
@@ -213,10 +213,4 @@ func BenchmarkExportInt8(b *testing.B) {
 }
 
 // cpuSeconds is the user and system CPU time this process has used.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
+func cpuSeconds() float64 { return cpubench.Process().Seconds() }

@@ -1,3 +1,7 @@
+//go:build cgo
+
+// ONNX Runtime is loaded through cgo (github.com/yalue/onnxruntime_go).
+
 package sparse_test
 
 import (

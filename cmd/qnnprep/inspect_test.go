@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/safetensors"
 	"github.com/qnnprep/qnnprep/synth"
@@ -155,8 +155,7 @@ func BenchmarkInspect2GiB(b *testing.B) {
 		if err != nil || !strings.Contains(string(out), `"weights"`) {
 			b.Fatalf("inspect: %v\n%s", err, out)
 		}
-		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		b.ReportMetric(wall.Seconds(), "wall-s")
-		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
+		b.ReportMetric(float64(peers.MaxRSS(cmd.ProcessState))/(1<<20), "peak-RSS-MiB")
 	}
 }

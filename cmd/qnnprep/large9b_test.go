@@ -1,3 +1,7 @@
+//go:build linux
+
+// The 9B export test reads /proc and statfs; it is an opt-in Linux run.
+
 package main
 
 import (
@@ -17,6 +21,7 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
+	"github.com/qnnprep/qnnprep/internal/peers"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/pipeline"
@@ -285,9 +290,7 @@ func runMeasured(t *testing.T, args []string, onStep func(step string)) measured
 	close(done)
 	res.seconds = time.Since(start).Seconds()
 	res.code = cmd.ProcessState.ExitCode()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		res.maxRSS = ru.Maxrss << 10 // KiB on Linux
-	}
+	res.maxRSS = peers.MaxRSS(cmd.ProcessState)
 	res.stderr = text.String()
 	return res
 }

@@ -185,7 +185,7 @@ func RunLlamaBench(ggufPath string, a LlamaBenchArgs) (*LlamaBenchResult, error)
 	if err != nil {
 		return nil, fail("%v%s", err, tail(stderr.Bytes()))
 	}
-	r.PeakRSS = maxRSS(cmd.ProcessState)
+	r.PeakRSS = MaxRSS(cmd.ProcessState)
 	if v := cpuVariant(stderr.Bytes()); v != "" && r.Backend == "CPU" {
 		r.Backend += " " + v
 	}

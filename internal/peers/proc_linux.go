@@ -13,8 +13,9 @@ func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-// maxRSS is the peak resident set of an exited child, in bytes.
-func maxRSS(ps *os.ProcessState) int64 {
+// MaxRSS is the peak resident set of an exited child, in bytes (0 where
+// the system does not say).
+func MaxRSS(ps *os.ProcessState) int64 {
 	if ps == nil {
 		return 0
 	}
