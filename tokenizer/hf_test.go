@@ -140,6 +140,23 @@ func TestFromHFMatchesGGUF(t *testing.T) {
 // list of "fixture=dir" pairs, e.g. qwen2=/path/Qwen3-0.6B), must give the
 // fixture's ids for its test strings.
 func TestFromHFPublished(t *testing.T) {
+	eachHFDir(t, func(t *testing.T, name, dir string, v *Vocab, tok *Tokenizer) {
+		t.Logf("%s: %d tokens, pre %s, BOS %d EOS %d PAD %d, addBOS %v", dir, tok.Len(), v.Pre, v.BOS, v.EOS, v.PAD, v.AddBOS)
+		for i, p := range readPairs(t, name) {
+			if ids := tok.Encode(p.text, false); !slices.Equal(ids, p.ids) {
+				t.Errorf("test %d %q: got %v, want %v", i, p.text, ids, p.ids)
+			}
+			if got := tok.Decode(tok.Encode(p.text, false)); got != p.text {
+				t.Errorf("test %d: round trip %q", i, got)
+			}
+		}
+	})
+}
+
+// eachHFDir runs f in a subtest for each published tokenizer directory
+// named in QNNPREP_HF_TOKENIZERS ("fixture=dir" pairs), with its vocabulary
+// and tokenizer; it skips when the variable is not set.
+func eachHFDir(t *testing.T, f func(t *testing.T, name, dir string, v *Vocab, tok *Tokenizer)) {
 	env := os.Getenv("QNNPREP_HF_TOKENIZERS")
 	if env == "" {
 		t.Skip("QNNPREP_HF_TOKENIZERS not set")
@@ -158,15 +175,7 @@ func TestFromHFPublished(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %d tokens, pre %s, BOS %d EOS %d PAD %d, addBOS %v", dir, tok.Len(), v.Pre, v.BOS, v.EOS, v.PAD, v.AddBOS)
-			for i, p := range readPairs(t, name) {
-				if ids := tok.Encode(p.text, false); !slices.Equal(ids, p.ids) {
-					t.Errorf("test %d %q: got %v, want %v", i, p.text, ids, p.ids)
-				}
-				if got := tok.Decode(tok.Encode(p.text, false)); got != p.text {
-					t.Errorf("test %d: round trip %q", i, got)
-				}
-			}
+			f(t, name, dir, v, tok)
 		})
 	}
 }
@@ -262,49 +271,38 @@ func TestFromHFErrors(t *testing.T) {
 // directory holding @lenml/tokenizers. Non-NFC texts are included: this is
 // where HF (NFC for Qwen) and llama.cpp (no normalisation) differ.
 func TestTransformersJS(t *testing.T) {
-	nm, env := os.Getenv("QNNPREP_TRANSFORMERSJS"), os.Getenv("QNNPREP_HF_TOKENIZERS")
-	if nm == "" || env == "" {
-		t.Skip("QNNPREP_TRANSFORMERSJS or QNNPREP_HF_TOKENIZERS not set")
+	nm := os.Getenv("QNNPREP_TRANSFORMERSJS")
+	if nm == "" {
+		t.Skip("QNNPREP_TRANSFORMERSJS not set")
 	}
-	for _, kv := range strings.Fields(env) {
-		name, dir, _ := strings.Cut(kv, "=")
-		t.Run(name, func(t *testing.T) {
-			v, err := FromHF(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok, err := New(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			texts := peerTexts(t, name, []string{"<|im_start|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<think>"})
-			req, _ := json.Marshal(map[string]any{"node_modules": nm, "dir": dir, "texts": texts})
-			cmd := exec.Command("node", "testdata/transformersjs_encode.mjs")
-			cmd.Stdin = bytes.NewReader(req)
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var reply struct{ IDs [][]int32 }
-			for _, l := range strings.Split(string(out), "\n") {
-				if s, ok := strings.CutPrefix(l, "QNNPREP-RESULT "); ok {
-					if err := json.Unmarshal([]byte(s), &reply); err != nil {
-						t.Fatal(err)
-					}
+	eachHFDir(t, func(t *testing.T, name, dir string, _ *Vocab, tok *Tokenizer) {
+		texts := peerTexts(t, name, []string{"<|im_start|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<think>"})
+		req, _ := json.Marshal(map[string]any{"node_modules": nm, "dir": dir, "texts": texts})
+		cmd := exec.Command("node", "testdata/transformersjs_encode.mjs")
+		cmd.Stdin = bytes.NewReader(req)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply struct{ IDs [][]int32 }
+		for _, l := range strings.Split(string(out), "\n") {
+			if s, ok := strings.CutPrefix(l, "QNNPREP-RESULT "); ok {
+				if err := json.Unmarshal([]byte(s), &reply); err != nil {
+					t.Fatal(err)
 				}
 			}
-			if len(reply.IDs) != len(texts) {
-				t.Fatalf("%d results for %d texts", len(reply.IDs), len(texts))
-			}
-			bad := 0
-			for i, s := range texts {
-				if got := tok.Encode(s, false); !slices.Equal(got, reply.IDs[i]) {
-					if bad++; bad <= 5 {
-						t.Errorf("%q:\n ours %v %q\n HF   %v %q", s, got, pieces(tok, got), reply.IDs[i], pieces(tok, reply.IDs[i]))
-					}
+		}
+		if len(reply.IDs) != len(texts) {
+			t.Fatalf("%d results for %d texts", len(reply.IDs), len(texts))
+		}
+		bad := 0
+		for i, s := range texts {
+			if got := tok.Encode(s, false); !slices.Equal(got, reply.IDs[i]) {
+				if bad++; bad <= 5 {
+					t.Errorf("%q:\n ours %v %q\n HF   %v %q", s, got, pieces(tok, got), reply.IDs[i], pieces(tok, reply.IDs[i]))
 				}
 			}
-			t.Logf("%d of %d texts differ", bad, len(texts))
-		})
-	}
+		}
+		t.Logf("%d of %d texts differ", bad, len(texts))
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func tinySPM() *Vocab {
@@ -41,15 +43,7 @@ func TestNewErrors(t *testing.T) {
 			v := tinySPM()
 			c.edit(v)
 			_, err := New(v)
-			if c.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("error %v, want %q", err, c.err)
-			}
+			checkErr(t, err, c.err)
 		})
 	}
 	if _, err := New(nil); err == nil {
@@ -140,15 +134,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			md := append(gguf.Metadata(nil), good...)
 			c.edit(&md)
 			_, err := FromGGUF(md)
-			if c.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("error %v, want %q", err, c.err)
-			}
+			checkErr(t, err, c.err)
 		})
 	}
 }
@@ -243,4 +229,14 @@ func TestEOG(t *testing.T) {
 	if !tok.IsEOG(151645) || tok.IsEOG(151644) {
 		t.Error("IsEOG")
 	}
+}
+
+// checkErr requires err to be nil when want is empty, else to contain want.
+func checkErr(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		require.NoError(t, err)
+		return
+	}
+	assert.ErrorContains(t, err, want)
 }
