@@ -14,6 +14,17 @@ import (
 
 var archs = []model.Arch{model.Llama, model.Qwen2, model.Qwen3, model.Qwen3Next, model.Qwen35}
 
+// eachArch runs f, in a subtest per architecture, on an engine over a tiny
+// model of that architecture with weights of type typ.
+func eachArch(t *testing.T, typ gguf.Type, seed uint64, f func(t *testing.T, cfg model.Config, e *Engine)) {
+	for _, arch := range archs {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := synth.Config(arch, false)
+			f(t, cfg, newEngine(t, tinyModel(t, cfg, typ, seed), Options{}))
+		})
+	}
+}
+
 // TestBatchedEqualsPerToken: Forward on N tokens, in any batch size and on
 // any thread count, gives bit-identical logits to N single-token calls.
 func TestBatchedEqualsPerToken(t *testing.T) {
@@ -99,112 +110,104 @@ func TestQ8Panels(t *testing.T) {
 // TestStatePrefixClone: continuing a cloned state equals continuing the
 // original, and truncation rolls back exactly (with snapshots on hybrids).
 func TestStateCloneTruncate(t *testing.T) {
-	for _, arch := range archs {
-		t.Run(string(arch), func(t *testing.T) {
-			cfg := synth.Config(arch, false)
-			e := newEngine(t, tinyModel(t, cfg, gguf.F32, 3), Options{})
-			toks := randomTokens(10, cfg.VocabSize, 4)
-			st := e.NewState()
-			st.SetRollback(4)
-			if _, err := st.Forward(toks[:6]); err != nil {
-				t.Fatal(err)
+	eachArch(t, gguf.F32, 3, func(t *testing.T, cfg model.Config, e *Engine) {
+		toks := randomTokens(10, cfg.VocabSize, 4)
+		st := e.NewState()
+		st.SetRollback(4)
+		if _, err := st.Forward(toks[:6]); err != nil {
+			t.Fatal(err)
+		}
+		c := st.Clone()
+		want, err := st.ForwardAll(toks[6:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.ForwardAll(toks[6:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if err := sameBits(got[i], want[i]); err != nil {
+				t.Fatalf("clone, token %d: %v", i, err)
 			}
-			c := st.Clone()
-			want, err := st.ForwardAll(toks[6:])
-			if err != nil {
-				t.Fatal(err)
+		}
+		// Roll back three positions and replay.
+		if err := st.Truncate(7); err != nil {
+			t.Fatal(err)
+		}
+		if st.Len() != 7 {
+			t.Fatalf("Len after Truncate(7) = %d", st.Len())
+		}
+		again, err := st.ForwardAll(toks[7:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range again {
+			if err := sameBits(again[i], want[i+1]); err != nil {
+				t.Fatalf("after truncate, token %d: %v", i, err)
 			}
-			got, err := c.ForwardAll(toks[6:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if err := sameBits(got[i], want[i]); err != nil {
-					t.Fatalf("clone, token %d: %v", i, err)
-				}
-			}
-			// Roll back three positions and replay.
-			if err := st.Truncate(7); err != nil {
-				t.Fatal(err)
-			}
-			if st.Len() != 7 {
-				t.Fatalf("Len after Truncate(7) = %d", st.Len())
-			}
-			again, err := st.ForwardAll(toks[7:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range again {
-				if err := sameBits(again[i], want[i+1]); err != nil {
-					t.Fatalf("after truncate, token %d: %v", i, err)
-				}
-			}
-			// Beyond the snapshots a hybrid cannot roll back; a dense model can.
-			err = st.Truncate(2)
-			if cfg.Hybrid() != (err != nil) {
-				t.Fatalf("Truncate(2) on %s: %v", arch, err)
-			}
-			if err := st.Truncate(0); err != nil {
-				t.Fatal(err)
-			}
-			first, err := st.Forward(toks[:1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			fresh, _ := e.NewState().Forward(toks[:1])
-			if err := sameBits(first, fresh); err != nil {
-				t.Fatalf("after Truncate(0): %v", err)
-			}
-		})
-	}
+		}
+		// Beyond the snapshots a hybrid cannot roll back; a dense model can.
+		err = st.Truncate(2)
+		if cfg.Hybrid() != (err != nil) {
+			t.Fatalf("Truncate(2) on %s: %v", cfg.Arch, err)
+		}
+		if err := st.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		first, err := st.Forward(toks[:1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, _ := e.NewState().Forward(toks[:1])
+		if err := sameBits(first, fresh); err != nil {
+			t.Fatalf("after Truncate(0): %v", err)
+		}
+	})
 }
 
 // TestRunLayersStages: running the layers stage by stage with an explicit
 // causal mask and positions equals the whole-model forward.
 func TestRunLayersStages(t *testing.T) {
-	for _, arch := range archs {
-		t.Run(string(arch), func(t *testing.T) {
-			cfg := synth.Config(arch, false)
-			e := newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 5), Options{})
-			toks := randomTokens(9, cfg.VocabSize, 6)
-			want, err := e.NewState().ForwardAll(toks)
-			if err != nil {
+	eachArch(t, gguf.Q8_0, 5, func(t *testing.T, cfg model.Config, e *Engine) {
+		toks := randomTokens(9, cfg.VocabSize, 6)
+		want, err := e.NewState().ForwardAll(toks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := e.NewState()
+		h := cfg.Hidden
+		var got [][]float32
+		for _, chunk := range [][]int32{toks[:4], toks[4:]} {
+			x := make([]float32, len(chunk)*h)
+			if err := e.Embed(chunk, x); err != nil {
 				t.Fatal(err)
 			}
-			st := e.NewState()
-			h := cfg.Hidden
-			var got [][]float32
-			for _, chunk := range [][]int32{toks[:4], toks[4:]} {
-				x := make([]float32, len(chunk)*h)
-				if err := e.Embed(chunk, x); err != nil {
+			past := st.Len()
+			pos := make([]int32, len(chunk))
+			for i := range pos {
+				pos[i] = int32(past + i)
+			}
+			mask := CausalMask(past, len(chunk))
+			for l := 0; l < e.Layers(); l++ {
+				if err := st.RunLayers(l, l+1, x, pos, mask); err != nil {
 					t.Fatal(err)
 				}
-				past := st.Len()
-				pos := make([]int32, len(chunk))
-				for i := range pos {
-					pos[i] = int32(past + i)
-				}
-				mask := CausalMask(past, len(chunk))
-				for l := 0; l < e.Layers(); l++ {
-					if err := st.RunLayers(l, l+1, x, pos, mask); err != nil {
-						t.Fatal(err)
-					}
-				}
-				logits := make([]float32, len(chunk)*cfg.VocabSize)
-				if err := st.Head(x, logits); err != nil {
-					t.Fatal(err)
-				}
-				for i := range chunk {
-					got = append(got, logits[i*cfg.VocabSize:(i+1)*cfg.VocabSize])
-				}
 			}
-			for i := range want {
-				if err := sameBits(got[i], want[i]); err != nil {
-					t.Fatalf("token %d: %v", i, err)
-				}
+			logits := make([]float32, len(chunk)*cfg.VocabSize)
+			if err := st.Head(x, logits); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			for i := range chunk {
+				got = append(got, logits[i*cfg.VocabSize:(i+1)*cfg.VocabSize])
+			}
+		}
+		for i := range want {
+			if err := sameBits(got[i], want[i]); err != nil {
+				t.Fatalf("token %d: %v", i, err)
+			}
+		}
+	})
 }
 
 // TestTreeMask: with an explicit mask, a token that does not see a slot is
@@ -287,26 +290,22 @@ func TestTreeMask(t *testing.T) {
 // the teacher-forced logits of its own output (speculative acceptance of
 // a perfect draft accepts everything).
 func TestGreedyConsistent(t *testing.T) {
-	for _, arch := range archs {
-		t.Run(string(arch), func(t *testing.T) {
-			cfg := synth.Config(arch, false)
-			e := newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 10), Options{})
-			prompt := randomTokens(4, cfg.VocabSize, 12)
-			ids, err := e.Greedy(context.Background(), prompt, 12)
-			if err != nil {
-				t.Fatal(err)
+	eachArch(t, gguf.Q8_0, 10, func(t *testing.T, cfg model.Config, e *Engine) {
+		prompt := randomTokens(4, cfg.VocabSize, 12)
+		ids, err := e.Greedy(context.Background(), prompt, 12)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := e.Logits(context.Background(), append(append([]int32(nil), prompt...), ids[:len(ids)-1]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range ids {
+			if got := Argmax(rows[len(prompt)-1+i]); got != id {
+				t.Fatalf("step %d: greedy %d, teacher-forced argmax %d", i, id, got)
 			}
-			rows, err := e.Logits(context.Background(), append(append([]int32(nil), prompt...), ids[:len(ids)-1]...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, id := range ids {
-				if got := Argmax(rows[len(prompt)-1+i]); got != id {
-					t.Fatalf("step %d: greedy %d, teacher-forced argmax %d", i, id, got)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestErrors(t *testing.T) {
@@ -358,60 +357,56 @@ func TestErrors(t *testing.T) {
 // partly right gives exactly Greedy's tokens, on every architecture
 // (rollback of KV and of DeltaNet state included).
 func TestSpeculativeEqualsGreedy(t *testing.T) {
-	for _, arch := range archs {
-		t.Run(string(arch), func(t *testing.T) {
-			cfg := synth.Config(arch, false)
-			e := newEngine(t, tinyModel(t, cfg, gguf.Q8_0, 30), Options{})
-			prompt := randomTokens(5, cfg.VocabSize, 31)
-			const n = 24
-			want, err := e.Greedy(context.Background(), prompt, n)
+	eachArch(t, gguf.Q8_0, 30, func(t *testing.T, cfg model.Config, e *Engine) {
+		prompt := randomTokens(5, cfg.VocabSize, 31)
+		const n = 24
+		want, err := e.Greedy(context.Background(), prompt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := e.NewState()
+		logits, err := st.Forward(prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []int32{Argmax(logits)}
+		accepts := 0
+		for step := 0; len(got) < n; step++ {
+			// Draft K = 1 + step%4 tokens: the true continuation with the
+			// token at index step%5 (if inside the draft) replaced.
+			k := 1 + step%4
+			var draft []int32
+			for i := 0; i < k && len(got)+i < n; i++ {
+				d := want[len(got)+i]
+				if i == step%5 {
+					d = (d + 1) % int32(cfg.VocabSize)
+				}
+				draft = append(draft, d)
+			}
+			if len(draft) == 0 {
+				break
+			}
+			a, next, err := st.Verify(got[len(got)-1], draft)
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := e.NewState()
-			logits, err := st.Forward(prompt)
-			if err != nil {
-				t.Fatal(err)
+			accepts += a
+			got = append(got, draft[:a]...)
+			got = append(got, next)
+			if st.Len() != len(prompt)+len(got)-1 {
+				t.Fatalf("state holds %d positions, want %d", st.Len(), len(prompt)+len(got)-1)
 			}
-			got := []int32{Argmax(logits)}
-			accepts := 0
-			for step := 0; len(got) < n; step++ {
-				// Draft K = 1 + step%4 tokens: the true continuation with the
-				// token at index step%5 (if inside the draft) replaced.
-				k := 1 + step%4
-				var draft []int32
-				for i := 0; i < k && len(got)+i < n; i++ {
-					d := want[len(got)+i]
-					if i == step%5 {
-						d = (d + 1) % int32(cfg.VocabSize)
-					}
-					draft = append(draft, d)
-				}
-				if len(draft) == 0 {
-					break
-				}
-				a, next, err := st.Verify(got[len(got)-1], draft)
-				if err != nil {
-					t.Fatal(err)
-				}
-				accepts += a
-				got = append(got, draft[:a]...)
-				got = append(got, next)
-				if st.Len() != len(prompt)+len(got)-1 {
-					t.Fatalf("state holds %d positions, want %d", st.Len(), len(prompt)+len(got)-1)
-				}
+		}
+		got = got[:n]
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("token %d: speculative %d, greedy %d\n%v\n%v", i, got[i], want[i], got, want)
 			}
-			got = got[:n]
-			for i := range want {
-				if got[i] != want[i] {
-					t.Fatalf("token %d: speculative %d, greedy %d\n%v\n%v", i, got[i], want[i], got, want)
-				}
-			}
-			if accepts == 0 {
-				t.Fatalf("no draft token was ever accepted")
-			}
-		})
-	}
+		}
+		if accepts == 0 {
+			t.Fatalf("no draft token was ever accepted")
+		}
+	})
 }
 
 // TestStateAccessors: KV grows by one row per token in attention layers;
