@@ -125,54 +125,55 @@ func reportSpeed(b *testing.B, tokens int, cpu time.Duration, threads int) {
 // synthetic llama. QNNPREP_BENCH_700M=1 adds the 700M model (needs about
 // 3 GB for F32 and a minute to build); QNNPREP_BENCH_THREADS sets threads.
 func BenchmarkDecode(b *testing.B) {
-	sizes := []bool{false}
-	if os.Getenv("QNNPREP_BENCH_700M") != "" {
-		sizes = append(sizes, true)
-	}
-	threads := benchThreads(b)
-	for _, big := range sizes {
-		name := "small"
-		if big {
-			name = "700M"
+	benchModels(b, func(b *testing.B, e *Engine, threads int) {
+		st := e.NewState()
+		tok := []int32{1}
+		if _, err := st.Forward(tok); err != nil {
+			b.Fatal(err)
 		}
-		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q1_0} {
-			b.Run(name+"/"+typ.String(), func(b *testing.B) {
-				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512})
-				if err != nil {
-					b.Fatal(err)
-				}
-				st := e.NewState()
-				tok := []int32{1}
-				if _, err := st.Forward(tok); err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				c0 := cpubench.Process()
-				for i := 0; i < b.N; i++ {
-					if st.Len() >= 256 {
-						st.Reset()
-					}
-					l, err := st.Forward(tok)
-					if err != nil {
-						b.Fatal(err)
-					}
-					tok[0] = Argmax(l)
-				}
-				reportSpeed(b, b.N, cpubench.Process()-c0, threads)
-			})
+		b.ReportAllocs()
+		b.ResetTimer()
+		c0 := cpubench.Process()
+		for i := 0; i < b.N; i++ {
+			if st.Len() >= 256 {
+				st.Reset()
+			}
+			l, err := st.Forward(tok)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok[0] = Argmax(l)
 		}
-	}
+		reportSpeed(b, b.N, cpubench.Process()-c0, threads)
+	})
 }
 
 // BenchmarkPrefill measures prompt processing (64 tokens in batches of 32)
 // in tokens/s, on the same models as BenchmarkDecode.
 func BenchmarkPrefill(b *testing.B) {
+	prompt := randomTokens(64, 512, 3)
+	benchModels(b, func(b *testing.B, e *Engine, threads int) {
+		st := e.NewState()
+		b.ReportAllocs()
+		b.ResetTimer()
+		c0 := cpubench.Process()
+		for i := 0; i < b.N; i++ {
+			st.Reset()
+			if _, err := st.Forward(prompt); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportSpeed(b, b.N*len(prompt), cpubench.Process()-c0, threads)
+	})
+}
+
+// benchModels runs f in a sub-benchmark per model size and weight type
+// (small/F32 ... 700M/Q1_0) on an engine with benchThreads threads.
+func benchModels(b *testing.B, f func(b *testing.B, e *Engine, threads int)) {
 	sizes := []bool{false}
 	if os.Getenv("QNNPREP_BENCH_700M") != "" {
 		sizes = append(sizes, true)
 	}
-	prompt := randomTokens(64, 512, 3)
 	threads := benchThreads(b)
 	for _, big := range sizes {
 		name := "small"
@@ -185,17 +186,7 @@ func BenchmarkPrefill(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				st := e.NewState()
-				b.ReportAllocs()
-				b.ResetTimer()
-				c0 := cpubench.Process()
-				for i := 0; i < b.N; i++ {
-					st.Reset()
-					if _, err := st.Forward(prompt); err != nil {
-						b.Fatal(err)
-					}
-				}
-				reportSpeed(b, b.N*len(prompt), cpubench.Process()-c0, threads)
+				f(b, e, threads)
 			})
 		}
 	}
