@@ -116,18 +116,25 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 			}
 			scale := float32(1 / math.Sqrt(float64(tc.d)))
 			want := make([]float32, len(q))
-			scores := make([]float32, n)
-			for i := range tc.t {
-				for h := range tc.nh {
-					var row []bool
-					last := tc.past + i
-					if mask != nil {
-						row, last = mask[i*n:(i+1)*n], n-1
+			// reference runs head (one query row against the cache) for
+			// every token and head into want.
+			reference := func(head func(q []float32, kvOff int, row []bool, last int, o []float32)) {
+				for i := range tc.t {
+					for h := range tc.nh {
+						var row []bool
+						last := tc.past + i
+						if mask != nil {
+							row, last = mask[i*n:(i+1)*n], n-1
+						}
+						p := i*tc.nh + h
+						head(q[p*tc.d:(p+1)*tc.d], (h/group)*tc.d, row, last, want[p*tc.d:(p+1)*tc.d])
 					}
-					p := i*tc.nh + h
-					attend(q[p*tc.d:(p+1)*tc.d], k, v, kvDim, (h/group)*tc.d, row, last, scale, scores, want[p*tc.d:(p+1)*tc.d])
 				}
 			}
+			scores := make([]float32, n)
+			reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
+				attend(q, k, v, kvDim, kvOff, row, last, scale, scores, o)
+			})
 			check := func(name string, block func(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32)) {
 				t.Helper()
 				got := make([]float32, len(q))
@@ -150,17 +157,9 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 			roundF16(k)
 			roundF16(v)
 			clear(want)
-			for i := range tc.t {
-				for h := range tc.nh {
-					var row []bool
-					last := tc.past + i
-					if mask != nil {
-						row, last = mask[i*n:(i+1)*n], n-1
-					}
-					p := i*tc.nh + h
-					flashF16(q[p*tc.d:(p+1)*tc.d], k, v, kvDim, (h/group)*tc.d, row, last, scale, want[p*tc.d:(p+1)*tc.d])
-				}
-			}
+			reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
+				flashF16(q, k, v, kvDim, kvOff, row, last, scale, o)
+			})
 			check("flashBlock", flashBlock)
 		}
 	}
