@@ -162,11 +162,7 @@ func TestEagle3HF(t *testing.T) {
 func FuzzEagle3GGUF(f *testing.F) {
 	_, target := specTarget(f, model.Llama, 64)
 	cfg, ts := randomEagle3(f, target, 8)
-	w := &gguf.Writer{Metadata: Eagle3Metadata(cfg)}
-	for _, tt := range ts {
-		data, _ := tt.Data()
-		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: tt.Name, Dims: tt.Dims, Type: tt.Type, Data: gguf.Bytes(data)})
-	}
+	w := eagle3Writer(cfg, ts)
 	var buf bytes.Buffer
 	if _, err := w.WriteTo(&buf); err != nil {
 		f.Fatal(err)

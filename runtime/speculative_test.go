@@ -345,16 +345,22 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// TestEagle3GGUF: a head written as an eagle3 GGUF loads to the same
-// drafter (same proposals) as the in-memory tensors.
-func TestEagle3GGUF(t *testing.T) {
-	_, target := specTarget(t, model.Llama, 160)
-	cfg, ts := randomEagle3(t, target, 8)
+// eagle3Writer lays a head's config and tensors out as an eagle3 GGUF.
+func eagle3Writer(cfg Eagle3Config, ts []*model.Tensor) *gguf.Writer {
 	w := &gguf.Writer{Metadata: Eagle3Metadata(cfg)}
 	for _, tt := range ts {
 		data, _ := tt.Data()
 		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: tt.Name, Dims: tt.Dims, Type: tt.Type, Data: gguf.Bytes(data)})
 	}
+	return w
+}
+
+// TestEagle3GGUF: a head written as an eagle3 GGUF loads to the same
+// drafter (same proposals) as the in-memory tensors.
+func TestEagle3GGUF(t *testing.T) {
+	_, target := specTarget(t, model.Llama, 160)
+	cfg, ts := randomEagle3(t, target, 8)
+	w := eagle3Writer(cfg, ts)
 	path := filepath.Join(t.TempDir(), "eagle3.gguf")
 	if err := gguf.WriteFile(path, w); err != nil {
 		t.Fatal(err)

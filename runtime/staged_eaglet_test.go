@@ -84,18 +84,6 @@ func TestStagedEaglet(t *testing.T) {
 	}
 }
 
-// proposals records a drafter's proposals.
-type proposals struct {
-	Drafter
-	got [][]int32
-}
-
-func (p *proposals) Propose(last int32, k int) ([]int32, error) {
-	d, err := p.Drafter.Propose(last, k)
-	p.got = append(p.got, d)
-	return d, err
-}
-
 // TestStagedEagletChain: with one branch the eaglet tree is a chain, and
 // Genie's bookkeeping (the draft re-reads the accepted path from target
 // features through last_hidden_states = fc(taps), then chains on its own
@@ -133,7 +121,7 @@ func TestStagedEagletChain(t *testing.T) {
 					t.Fatal(err)
 				}
 				s.eaglet.onTree = nil
-				rec := &proposals{Drafter: head.Drafter()}
+				rec := &recorder{Drafter: head.Drafter()}
 				want, wst, err := s.Speculate(ctx, rec, pr, n, k)
 				if err != nil {
 					t.Fatal(err)
@@ -141,16 +129,16 @@ func TestStagedEagletChain(t *testing.T) {
 				if err := sameTokens(got, want); err != nil {
 					t.Fatalf("prompt %d: %v", pi, err)
 				}
-				if len(trees) != len(rec.got) || st.Accepted != wst.Accepted {
-					t.Fatalf("prompt %d: %d eaglet windows accepting %d, EAGLE-3 chain %d accepting %d", pi, len(trees), st.Accepted, len(rec.got), wst.Accepted)
+				if len(trees) != len(rec.props) || st.Accepted != wst.Accepted {
+					t.Fatalf("prompt %d: %d eaglet windows accepting %d, EAGLE-3 chain %d accepting %d", pi, len(trees), st.Accepted, len(rec.props), wst.Accepted)
 				}
 				for w := range trees {
-					tr, prop := trees[w], rec.got[w]
+					tr, prop := trees[w], rec.props[w]
 					if m := len(tr); m > 0 && m < len(prop) && tr[m-1] == int32(c.EOS) {
 						prop = prop[:m] // eaglet stops drafting a sequence at EOS
 					}
 					if len(prop) > len(tr) || !slices.Equal(prop, tr[:len(prop)]) {
-						t.Fatalf("prompt %d, window %d: eaglet drafted %v, the EAGLE-3 drafter %v", pi, w, trees[w], rec.got[w])
+						t.Fatalf("prompt %d, window %d: eaglet drafted %v, the EAGLE-3 drafter %v", pi, w, trees[w], rec.props[w])
 					}
 				}
 			}
