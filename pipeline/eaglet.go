@@ -153,11 +153,10 @@ func (b *builder) verifyEaglet(v *Verification, e *runtime.Engine, tf golden.Dec
 	}
 	d := &b.res.Plan.Dialog
 	sd := golden.SpeculativeThrough(runtime.EagletSpeculator{Staged: st, Head: h}, tf, func() (runtime.Drafter, error) { return nil, nil }, d.DraftLen)
-	if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
-		return "", fmt.Errorf("eaglet decode through the plan: %w", err)
+	note, err := b.verifyThroughPlan(v, sd, f, "eaglet")
+	if err != nil {
+		return "", err
 	}
-	v.Speculative.Decoder = "eaglet through plan " + b.rel(b.res.PlanPath)
-	note := v.compareSpeculative("eaglet")
 	if sr := v.Speculative.Speculative; sr != nil {
 		note += fmt.Sprintf(" (%.2f drafts accepted per target call, draft-len %d, %.2f target calls per token)", sr.AcceptanceLength, d.DraftLen, sr.TargetCallsPerToken)
 	}

@@ -5,13 +5,15 @@
 // and through the plan, against a golden recorded from the source.
 //
 // Steps: quantize, plan, check, export (with calibration), simulate, draft
-// (spd only), sdk, bundle, verify. Simulate decodes the qmodel through the
+// (spd: the draft model; eaglet: the EAGLE-3 head's draft graphs), sdk,
+// bundle, verify. Simulate decodes the qmodel through the
 // plan with the exported encodings simulated (SimulateEncodings) against
 // its float decode. Verify records a golden from the source (greedy continuations and
 // top-k logits of a few prompts), decodes the qmodel whole against it (the
 // quantization's quality: top-1 agreement, exact-match length) and through
 // the plan with the runtime's staged executor, which must give the whole
-// model's tokens exactly; for spd also speculatively with the draft.
+// model's tokens exactly; for spd also speculatively with the draft, for
+// ssd-q1 and eaglet with the dialog's own drafting through the plan.
 //
 // Everything goes under one output directory:
 //
@@ -21,7 +23,7 @@
 //	OUTDIR/work/ranges.json           the calibration's activation ranges (onnx.Calibration)
 //	OUTDIR/work/sdk/                  DLCs, compile configs, context binaries, logs, cache
 //	OUTDIR/work/sdk_commands.sh       dry run: the SDK commands as a script (set QNN_SDK_ROOT, run)
-//	OUTDIR/work/draft/                spd: the draft model's qmodel, plan, ONNX, SDK work and bundle
+//	OUTDIR/work/draft/                the draft engine: qmodel (spd only), plan, ONNX, SDK work and bundle
 //	OUTDIR/work/golden.json           the source model's greedy continuations
 //	OUTDIR/bundle/                    the Genie bundle (renamed into place when complete)
 //	OUTDIR/summary.json               the Result

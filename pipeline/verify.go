@@ -168,15 +168,25 @@ func (b *builder) verifySSD(v *Verification, e *runtime.Engine, tf golden.Decode
 	sp := runtime.SSDSpeculator{Staged: st, Options: runtime.SSDOptions{Forecast: b.forecast}}
 	d := &b.res.Plan.Dialog
 	sd := golden.SpeculativeThrough(sp, tf, func() (runtime.Drafter, error) { return nil, nil }, d.Nodes-1)
-	if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
-		return "", fmt.Errorf("ssd-q1 decode through the plan: %w", err)
+	note, err := b.verifyThroughPlan(v, sd, f, "ssd-q1")
+	if err != nil {
+		return "", err
 	}
-	v.Speculative.Decoder = "ssd-q1 through plan " + b.rel(b.res.PlanPath)
-	note := v.compareSpeculative("ssd-q1")
 	if sr := v.Speculative.Speculative; sr != nil {
 		note += fmt.Sprintf(" (%.2f drafts accepted per call of %d draft nodes, %.2f target calls per token)", sr.AcceptanceLength, sr.K, sr.TargetCallsPerToken)
 	}
 	return note, nil
+}
+
+// verifyThroughPlan verifies the golden's prompts decoded by sd, the
+// plan's dialog name, and returns the note of compareSpeculative.
+func (b *builder) verifyThroughPlan(v *Verification, sd *golden.SpecDecoder, f *golden.File, name string) (string, error) {
+	var err error
+	if v.Speculative, err = golden.Verify(b.ctx, sd, f, golden.Criteria{}); err != nil {
+		return "", fmt.Errorf("%s decode through the plan: %w", name, err)
+	}
+	v.Speculative.Decoder = name + " through plan " + b.rel(b.res.PlanPath)
+	return v.compareSpeculative(name), nil
 }
 
 // compareSpeculative records whether the speculative decode gave the
