@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/peers"
@@ -35,6 +36,20 @@ func smallModel(t testing.TB, typ gguf.Type) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// suiteCSV writes s as CSV and returns its rows and each column's index.
+func suiteCSV(t *testing.T, s *Suite) ([][]string, map[string]int) {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, s.WriteCSV(&b))
+	rows, err := csv.NewReader(&b).ReadAll()
+	require.NoError(t, err)
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	return rows, col
 }
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
@@ -173,14 +188,7 @@ func TestRunSmall(t *testing.T) {
 		!strings.Contains(tb.String(), " GB/s (") {
 		t.Errorf("table:\n%s", tb.String())
 	}
-	var cb bytes.Buffer
-	if err := s.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows, _ := suiteCSV(t, s)
 	if len(rows) != 1+8+4 {
 		t.Errorf("%d CSV rows, want 13", len(rows))
 	}
@@ -608,18 +616,7 @@ func TestSchemaPeer(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())
 		}
 	}
-	var cb bytes.Buffer
-	if err := s2.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
+	rows, col := suiteCSV(t, s2)
 	if r := rows[2]; r[col["backend"]] != "CPU zen4" || r[col["cpu"]] != "AMD EPYC" || r[col["kernels"]] != "" {
 		t.Errorf("llama.cpp CSV row %q", r)
 	}

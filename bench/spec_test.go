@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/csv"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/safetensors"
 	"github.com/qnnprep/qnnprep/shard"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // specPlanFile writes m's plan with dialog d (AR 16 and 1, CL 256).
@@ -60,51 +60,12 @@ func forecastFile(t *testing.T, rows, hidden int) string {
 	return path
 }
 
-// eagle3File writes a random EAGLE-3 head for the small model (hidden
-// 256, 2 layers, vocabulary 512) with 128 draft tokens; a random head
-// changes only what is drafted.
+// eagle3File writes a random EAGLE-3 head for smallModel's configuration
+// with 128 draft tokens; a random head changes only what is drafted.
 func eagle3File(t *testing.T) string {
 	t.Helper()
-	const h, ffn, heads, kvHeads, headDim, draftVocab = 256, 256, 4, 2, 64, 128
-	cfg := runtime.Eagle3Config{Hidden: h, FFN: ffn, Heads: heads, KVHeads: kvHeads, HeadDim: headDim, DraftVocab: draftVocab,
-		TargetHidden: h, ExtractLayers: runtime.DefaultExtractLayers(2), RMSEps: 1e-5, RopeTheta: 10000}
-	rng := rand.New(rand.NewPCG(5, 6))
-	w := &gguf.Writer{Metadata: runtime.Eagle3Metadata(cfg)}
-	add := func(name string, dims ...int64) {
-		n := int64(1)
-		for _, d := range dims {
-			n *= d
-		}
-		b := make([]byte, 0, 4*n)
-		for range n {
-			v := float32(rng.NormFloat64() / math.Sqrt(float64(dims[0])))
-			if len(dims) == 1 {
-				v = 1
-			}
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		}
-		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: name, Dims: dims, Type: gguf.F32, Data: gguf.Bytes(b)})
-	}
-	add("fc.weight", 3*h, h)
-	add("blk.0.attn_norm.weight", h)
-	add("blk.0.attn_norm_2.weight", h)
-	add("blk.0.attn_q.weight", 2*h, heads*headDim)
-	add("blk.0.attn_k.weight", 2*h, kvHeads*headDim)
-	add("blk.0.attn_v.weight", 2*h, kvHeads*headDim)
-	add("blk.0.attn_output.weight", heads*headDim, h)
-	add("blk.0.ffn_norm.weight", h)
-	add("blk.0.ffn_gate.weight", h, ffn)
-	add("blk.0.ffn_up.weight", h, ffn)
-	add("blk.0.ffn_down.weight", ffn, h)
-	add("output_norm.weight", h)
-	add("output.weight", h, draftVocab)
-	d2t := make([]byte, 0, 8*draftVocab)
-	for i := range draftVocab {
-		d2t = binary.LittleEndian.AppendUint64(d2t, uint64(4*i))
-	}
-	w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: "d2t", Dims: []int64{draftVocab}, Type: gguf.I64, Data: gguf.Bytes(d2t)})
 	path := filepath.Join(t.TempDir(), "eagle3.gguf")
-	if err := gguf.WriteFile(path, w); err != nil {
+	if err := synth.WriteEagle3(path, synth.Config(model.Llama, true), 128, 5); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -244,18 +205,7 @@ func TestSpecDialogs(t *testing.T) {
 
 	// CSV: the dialog in the test column, target calls and the device
 	// estimate in their own.
-	var cb bytes.Buffer
-	if err := s.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
+	rows, col := suiteCSV(t, s)
 	tests := map[string]bool{}
 	for _, row := range rows[1:] {
 		if row[col["kind"]] != "spec" {
