@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"os"
 
 	"github.com/qnnprep/qnnprep/model"
 )
@@ -35,6 +36,15 @@ func (d *Drafts) Close() error { return d.close() }
 func OpenDrafts(target *Engine, m *model.Model, src DraftSource, opt Options) (*Drafts, error) {
 	switch {
 	case src.Model != "" && src.Eagle3 == "" && !src.MTP:
+		if sameFile(m.Path, src.Model) && target.runsWith(opt) {
+			// The target drafting for itself: its Engine serves both, so
+			// the file is mapped and held once.
+			return &Drafts{
+				Name:  "draft " + src.Model,
+				make:  func() (Drafter, error) { return NewDraftModel(target, target) },
+				close: func() error { return nil },
+			}, nil
+		}
 		dm, err := model.Open(src.Model)
 		if err != nil {
 			return nil, err
@@ -74,4 +84,17 @@ func OpenDrafts(target *Engine, m *model.Model, src DraftSource, opt Options) (*
 		}, nil
 	}
 	return nil, errors.New("runtime: give exactly one drafter: a draft model, an EAGLE-3 head or MTP")
+}
+
+// sameFile reports whether paths a and b name one existing file.
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

@@ -123,6 +123,22 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	return e, nil
 }
 
+// runsWith reports whether an Engine made with opt would decode exactly
+// as e does.
+func (e *Engine) runsWith(opt Options) bool {
+	o := Options{Threads: e.threads, Context: e.ctxLen, Batch: e.batch, KVF16: e.kvF16}
+	if opt.Threads <= 0 {
+		opt.Threads = 2
+	}
+	if opt.Context <= 0 {
+		opt.Context = e.cfg.ContextLength
+	}
+	if opt.Batch <= 0 {
+		opt.Batch = 32
+	}
+	return opt == o
+}
+
 // Config returns the model's hyper-parameters.
 func (e *Engine) Config() model.Config { return e.cfg }
 
