@@ -60,3 +60,39 @@ func dropCache(fd int, off, n int64) {
 	unix.Fdatasync(fd)
 	unix.Fadvise(fd, off, n, unix.FADV_DONTNEED)
 }
+
+// releaseExecutable drops the pages of the executable's own mappings from
+// the process: code and read-only data with MADV_DONTNEED (they come back
+// from the page cache where used again), the writable data segment with
+// MADV_PAGEOUT, which reclaims only the pages never written (the
+// embedded files initialization read) and keeps every modified one.
+func releaseExecutable() {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return
+	}
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) != 6 || string(f[5]) != exe {
+			continue
+		}
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(string(f[0]), "%x-%x", &lo, &hi); n != 2 || hi <= lo {
+			continue
+		}
+		advice := unix.MADV_DONTNEED
+		switch string(f[1]) {
+		case "r-xp", "r--p":
+		case "rw-p":
+			advice = unix.MADV_PAGEOUT
+		default:
+			continue
+		}
+		// By address: the mappings are not Go slices.
+		unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, uintptr(advice))
+	}
+}

@@ -286,3 +286,10 @@ func Release(b []byte) {
 	}
 	dontNeed(b[alo-lo : ahi-lo])
 }
+
+// ReleaseExecutable drops the pages of the running program's own code and
+// read-only data from its resident set. Package initialization touches
+// megabytes of them once (every linked package's init, whatever the
+// command); they fault back in from the page cache where used again. Call
+// it once, after initialization.
+func ReleaseExecutable() { releaseExecutable() }
