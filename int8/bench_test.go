@@ -2,9 +2,11 @@ package int8
 
 import (
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/internal/mmapfile"
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
@@ -86,32 +88,69 @@ func benchStream(b *testing.B, dot func(w, x []byte, nb int) float32) {
 
 // BenchmarkDotQ8_0Rows compares the row kernels this CPU runs (the
 // decoding kernel: many weight rows against one activation row), with
-// the rows in cache ("2048", 48 rows of 2048 elements) and streaming
-// from memory ("stream", 96 MiB of such rows).
+// the rows in cache ("2048", 48 rows of 2048 elements), streaming from
+// memory ("stream", 96 MiB of such rows) and, when QNNPREP_BENCH_Q8_FILE
+// names a file (a Q8_0 GGUF), streaming from its memory map as decoding
+// reads the weights ("file": its bytes taken as rows of 2048 elements).
 func BenchmarkDotQ8_0Rows(b *testing.B) {
 	const n = 2048
 	rowBytes := n / BlockQ8_0 * BlockBytesQ8_0
 	w0, x := benchRows(n)
-	for _, c := range []struct {
+	cases := []struct {
 		name string
-		rows int
-	}{{"2048", 48}, {"stream", 96 << 20 / rowBytes}} {
-		w := make([]byte, c.rows*rowBytes)
-		for r := range c.rows {
-			copy(w[r*rowBytes:], w0)
-		}
-		cpubench.HugePages(w)
-		out := make([]float32, c.rows)
-		impls := rowsImpls()
+		w    []byte
+	}{{"2048", rowsOf(w0, 48)}, {"stream", rowsOf(w0, 96<<20/rowBytes)}}
+	if path := os.Getenv("QNNPREP_BENCH_Q8_FILE"); path != "" {
+		cases = append(cases, struct {
+			name string
+			w    []byte
+		}{"file", mapFile(b, path)})
+	}
+	impls := rowsImpls()
+	for _, c := range cases {
+		rows := len(c.w) / rowBytes
+		out := make([]float32, rows)
 		for _, set := range []string{"go", "avx2", "avx512"} {
 			f := impls[set]
-			if f == nil || set == "go" && c.name == "stream" {
+			if f == nil || set == "go" && c.name != "2048" {
 				continue
 			}
 			b.Run(c.name+"/"+set, func(b *testing.B) {
-				b.SetBytes(int64(len(w)))
-				cpubench.Run(b, n*c.rows, func() { f(w, rowBytes, x, n/BlockQ8_0, out) })
+				b.SetBytes(int64(rows * rowBytes))
+				cpubench.Run(b, n*rows, func() { f(c.w, rowBytes, x, n/BlockQ8_0, out) })
 			})
 		}
 	}
+}
+
+// rowsOf returns rows copies of the row w on huge pages where Linux
+// gives them, as the runtime's weights are.
+func rowsOf(w []byte, rows int) []byte {
+	all := make([]byte, rows*len(w))
+	for r := range rows {
+		copy(all[r*len(w):], w)
+	}
+	cpubench.HugePages(all)
+	return all
+}
+
+// mapFile maps the file at path read-only as the runtime maps a model
+// (mmapfile.PopulateHuge).
+func mapFile(b *testing.B, path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := mmapfile.Map(f, st.Size())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { mmapfile.Unmap(data) })
+	mmapfile.PopulateHuge([][]byte{data})
+	return data
 }
