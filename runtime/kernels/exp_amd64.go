@@ -2,18 +2,7 @@
 
 package kernels
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
-
-func init() {
-	if cpu.X86.HasAVX2 {
-		expVec = expAVX2
-		siluMulVec = siluMulAVX2
-	}
-}
+import "unsafe"
 
 // The assembly takes the first n &^ 7 elements; the last few go through
 // the Go form, which gives the same bits.

@@ -2,17 +2,7 @@
 
 package kernels
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
-
-func init() {
-	if cpu.X86.HasAVX2 {
-		dotHeads = dotHeadsAVX2
-	}
-}
+import "unsafe"
 
 // dotHeadsAVX2 takes the head sizes 64 and 128 (nearly every model's);
 // others go the Go way.

@@ -9,8 +9,16 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
+// init selects every kernel of the package this CPU runs; the Go
+// versions stay where it lacks the features.
 func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+	x := cpu.X86
+	if x.HasAVX2 {
+		expVec, siluMulVec = expAVX2, siluMulAVX2
+		dotHeads = dotHeadsAVX2
+		axpySlots = axpySlotsAVX2
+	}
+	if x.HasAVX2 && x.HasF16C {
 		dotF32 = dotF32AVX2
 		dotF16 = dotF16AVX2
 		dotF16F32 = dotF16F32AVX2
@@ -18,14 +26,21 @@ func init() {
 		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
+		dotRows, axpyRows = dotRowsAVX2, axpyRowsAVX2
+		mulF16 = mulF16AVX2
 		kernelSet = "avx2"
 		if hasAVX512 {
 			dotF16F32 = dotF16F32AVX512
 			dotF16F32x2 = dotF16F32x2AVX512
 			dotF16F32Rows = dotF16F32RowsAVX512
+			mulF16 = mulF16AVX512
 			kernelSet = "avx512"
 		}
 	}
+	if x.HasAVX2 && x.HasF16C && x.HasFMA {
+		madF16, scaleF16 = madF16AVX2, scaleF16AVX2
+	}
+	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }
 }
 
 // hasAVX512 selects the zmm kernels: AVX-512 F for the arithmetic, BW and VL

@@ -6,18 +6,7 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
-
-	"golang.org/x/sys/cpu"
 )
-
-func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
-		mulF16 = mulF16AVX2
-		if hasAVX512 {
-			mulF16 = mulF16AVX512
-		}
-	}
-}
 
 type f16Scratch struct {
 	panel []float32 // [i%8][i/32][(i%32)/8][row] for element i

@@ -2,23 +2,7 @@
 
 package kernels
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
-
-func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
-		dotRows = dotRowsAVX2
-		axpyRows = axpyRowsAVX2
-	}
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA {
-		madF16 = madF16AVX2
-		scaleF16 = scaleF16AVX2
-	}
-	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }
-}
+import "unsafe"
 
 // dotRowsAVX2 handles whole groups of 32 in one call per batch of rows
 // (the common head sizes 64 and 128); other lengths go one Dot at a time.

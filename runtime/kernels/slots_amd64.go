@@ -2,17 +2,7 @@
 
 package kernels
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
-
-func init() {
-	if cpu.X86.HasAVX2 {
-		axpySlots = axpySlotsAVX2
-	}
-}
+import "unsafe"
 
 // axpySlotsAVX2 takes rows whose length is a multiple of 32 (head sizes
 // 64, 128, 256) in assembly; others stay in Go.
