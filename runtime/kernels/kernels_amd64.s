@@ -63,6 +63,52 @@ reduce:                       \
 	VMOVSS X0, ret+40(FP)     \
 	RET
 
+// STREAM walks n = CX float32 elements from SI (and DI), 32, then 8, then
+// 1 at a time, applying OP(MUL, ADD, MOV, off, A, R) to each register's
+// worth: MUL, ADD and MOV are the vector or scalar instructions, A the
+// broadcast factor (Y15 or X15), R the scratch register.
+#define STREAM(OP) \
+s32:                                       \
+	CMPQ CX, $32                           \
+	JB   s8                                \
+	OP(VMULPS, VADDPS, VMOVUPS, 0, Y15, Y0)  \
+	OP(VMULPS, VADDPS, VMOVUPS, 32, Y15, Y1) \
+	OP(VMULPS, VADDPS, VMOVUPS, 64, Y15, Y2) \
+	OP(VMULPS, VADDPS, VMOVUPS, 96, Y15, Y3) \
+	ADDQ $128, SI                          \
+	ADDQ $128, DI                          \
+	SUBQ $32, CX                           \
+	JMP  s32                               \
+s8:                                        \
+	CMPQ CX, $8                            \
+	JB   s1                                \
+	OP(VMULPS, VADDPS, VMOVUPS, 0, Y15, Y0)  \
+	ADDQ $32, SI                           \
+	ADDQ $32, DI                           \
+	SUBQ $8, CX                            \
+	JMP  s8                                \
+s1:                                        \
+	TESTQ CX, CX                           \
+	JE    sdone                            \
+	OP(VMULSS, VADDSS, VMOVSS, 0, X15, X0)   \
+	ADDQ  $4, SI                           \
+	ADDQ  $4, DI                           \
+	DECQ  CX                               \
+	JMP   s1                               \
+sdone:                                     \
+	VZEROUPPER                             \
+	RET
+
+// AXPYOP sets y = a·x + y (product rounded, then added); SCALEOP x = a·x.
+#define AXPYOP(MUL, ADD, MOV, off, A, R) \
+	MUL off(SI), A, R \
+	ADD off(DI), R, R \
+	MOV R, off(DI)
+
+#define SCALEOP(MUL, ADD, MOV, off, A, R) \
+	MUL off(SI), A, R \
+	MOV R, off(SI)
+
 // func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 //
 // dotF16Asm with b already float32: the same products and sums, one
@@ -148,92 +194,11 @@ TEXT ·axpyAsm(SB), NOSPLIT, $0-32
 	MOVQ         x+8(FP), SI
 	MOVQ         y+16(FP), DI
 	MOVQ         n+24(FP), CX
-
-axpy32:
-	CMPQ    CX, $32
-	JB      axpy8
-	VMULPS  0(SI), Y15, Y0
-	VMULPS  32(SI), Y15, Y1
-	VMULPS  64(SI), Y15, Y2
-	VMULPS  96(SI), Y15, Y3
-	VADDPS  0(DI), Y0, Y0
-	VADDPS  32(DI), Y1, Y1
-	VADDPS  64(DI), Y2, Y2
-	VADDPS  96(DI), Y3, Y3
-	VMOVUPS Y0, 0(DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ    $128, SI
-	ADDQ    $128, DI
-	SUBQ    $32, CX
-	JMP     axpy32
-
-axpy8:
-	CMPQ    CX, $8
-	JB      axpy1
-	VMULPS  0(SI), Y15, Y0
-	VADDPS  0(DI), Y0, Y0
-	VMOVUPS Y0, 0(DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	SUBQ    $8, CX
-	JMP     axpy8
-
-axpy1:
-	TESTQ  CX, CX
-	JE     axpydone
-	VMULSS 0(SI), X15, X0
-	VADDSS 0(DI), X0, X0
-	VMOVSS X0, 0(DI)
-	ADDQ   $4, SI
-	ADDQ   $4, DI
-	DECQ   CX
-	JMP    axpy1
-
-axpydone:
-	VZEROUPPER
-	RET
+	STREAM(AXPYOP)
 
 // func scaleAsm(a float32, x unsafe.Pointer, n int)
 TEXT ·scaleAsm(SB), NOSPLIT, $0-24
 	VBROADCASTSS a+0(FP), Y15
 	MOVQ         x+8(FP), SI
 	MOVQ         n+16(FP), CX
-
-scale32:
-	CMPQ    CX, $32
-	JB      scale8
-	VMULPS  0(SI), Y15, Y0
-	VMULPS  32(SI), Y15, Y1
-	VMULPS  64(SI), Y15, Y2
-	VMULPS  96(SI), Y15, Y3
-	VMOVUPS Y0, 0(SI)
-	VMOVUPS Y1, 32(SI)
-	VMOVUPS Y2, 64(SI)
-	VMOVUPS Y3, 96(SI)
-	ADDQ    $128, SI
-	SUBQ    $32, CX
-	JMP     scale32
-
-scale8:
-	CMPQ    CX, $8
-	JB      scale1
-	VMULPS  0(SI), Y15, Y0
-	VMOVUPS Y0, 0(SI)
-	ADDQ    $32, SI
-	SUBQ    $8, CX
-	JMP     scale8
-
-scale1:
-	TESTQ  CX, CX
-	JE     scaledone
-	VMULSS 0(SI), X15, X0
-	VMOVSS X0, 0(SI)
-	ADDQ   $4, SI
-	DECQ   CX
-	JMP    scale1
-
-scaledone:
-	VZEROUPPER
-	RET
+	STREAM(SCALEOP)
