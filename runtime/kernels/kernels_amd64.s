@@ -116,6 +116,14 @@ sdone:                                     \
 TEXT ·dotF16F32Asm(SB), NOSPLIT, $0-44
 	DOT(LOADF16, LOADF32, 2, 4)
 
+// X2ROW adds the products of the 32 weights in Y8..Y11 and the 32 float32
+// activations at P to one row's partial sums A0..A3.
+#define X2ROW(P, A0, A1, A2, A3) \
+	MULACC(0, P, Y8, Y12, A0)   \
+	MULACC(32, P, Y9, Y12, A1)  \
+	MULACC(64, P, Y10, Y12, A2) \
+	MULACC(96, P, Y11, Y12, A3)
+
 // func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 //
 // dotF16F32Asm of one weight row with two activation rows, n32 a multiple
@@ -138,22 +146,8 @@ x2loop:
 	VCVTPH2PS 16(SI), Y9
 	VCVTPH2PS 32(SI), Y10
 	VCVTPH2PS 48(SI), Y11
-	VMULPS  0(DI), Y8, Y12
-	VADDPS  Y12, Y0, Y0
-	VMULPS  32(DI), Y9, Y12
-	VADDPS  Y12, Y1, Y1
-	VMULPS  64(DI), Y10, Y12
-	VADDPS  Y12, Y2, Y2
-	VMULPS  96(DI), Y11, Y12
-	VADDPS  Y12, Y3, Y3
-	VMULPS  0(R10), Y8, Y12
-	VADDPS  Y12, Y4, Y4
-	VMULPS  32(R10), Y9, Y12
-	VADDPS  Y12, Y5, Y5
-	VMULPS  64(R10), Y10, Y12
-	VADDPS  Y12, Y6, Y6
-	VMULPS  96(R10), Y11, Y12
-	VADDPS  Y12, Y7, Y7
+	X2ROW(DI, Y0, Y1, Y2, Y3)
+	X2ROW(R10, Y4, Y5, Y6, Y7)
 	ADDQ $64, SI
 	ADDQ $128, DI
 	ADDQ $128, R10

@@ -25,3 +25,9 @@
 	VPXORD B, B, B \
 	VPXORD C, C, C \
 	VPXORD D, D, D
+
+// MULACC adds the product of W and the vector at off(P) to A, the product
+// rounded first (T is scratch).
+#define MULACC(off, P, W, T, A) \
+	VMULPS off(P), W, T \
+	VADDPS T, A, A
