@@ -14,7 +14,14 @@ func init() {
 		dotQ2_0 = dotQ2_0AVX2
 		dotQ1_0Acts = dotQ1_0ActsAVX2
 		dotQ2_0Acts = dotQ2_0ActsAVX2
+		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
+		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
+		batchLayout = true
+		packWords = packWordsAVX2
 		kernelSet = "avx2"
+		if hasQuad {
+			useQuad()
+		}
 	}
 }
 

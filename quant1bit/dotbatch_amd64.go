@@ -2,23 +2,7 @@
 
 package quant1bit
 
-import (
-	"unsafe"
-
-	"golang.org/x/sys/cpu"
-)
-
-func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
-		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
-		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
-		batchLayout = true
-		packWords = packWordsAVX2
-		if hasQuad {
-			useQuad()
-		}
-	}
-}
+import "unsafe"
 
 func packWordsAVX2(dst, codes []byte, d []float32, sum []int32, groups, n int, sign int32) {
 	if groups == 0 {
@@ -31,34 +15,74 @@ func packWordsAVX2(dst, codes []byte, d []float32, sum []int32, groups, n int, s
 //go:noescape
 func q1PackWords(codes, d, sum unsafe.Pointer, groups, n int, sign int32, dst unsafe.Pointer)
 
-// dotQ1_0ActsBatchAVX2 runs the kernel on groups of four tokens (then
-// three, two or one), expanding the weight bits once per group.
-func dotQ1_0ActsBatchAVX2(w []byte, acts []Acts, out []float32, stride, nb int) {
-	var tw [2 * BlockBytesQ1_0]byte
+// groupToks points toks at the activations of the first tokens of acts
+// (at most four, in the layout of the AVX-512 kernel if quad, else the
+// AVX2 one's) and returns how many.
+func groupToks(toks *[4]unsafe.Pointer, acts []Acts, quad bool) int {
+	k := min(4, len(acts))
+	for i := range k {
+		if quad {
+			toks[i] = unsafe.Pointer(&acts[i].bq4[0])
+		} else {
+			toks[i] = unsafe.Pointer(&acts[i].bq[0])
+		}
+	}
+	return k
+}
+
+// dotQ1_0ActsBatchAsm runs the AVX2 kernel (a step a pair of Q1_0
+// blocks) or, if quad, the AVX-512 one (a quad) on groups of four tokens
+// (then three, two or one), expanding the weight bits once per group.
+// A partial last step comes from a zero-padded copy.
+func dotQ1_0ActsBatchAsm(w []byte, acts []Acts, out []float32, stride, nb int, quad bool) {
+	per := 2
+	if quad {
+		per = 4
+	}
+	var tw [4 * BlockBytesQ1_0]byte
 	var pw unsafe.Pointer
-	if nb%2 == 1 {
-		copy(tw[:], w[(nb-1)*BlockBytesQ1_0:nb*BlockBytesQ1_0])
+	if r := nb % per; r != 0 {
+		copy(tw[:], w[(nb-r)*BlockBytesQ1_0:nb*BlockBytesQ1_0])
 		pw = unsafe.Pointer(&tw)
 	}
 	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer
 	for t := 0; t < len(acts); {
-		k := min(4, len(acts)-t)
-		for i := range k {
-			toks[i] = unsafe.Pointer(&acts[t+i].bq[0])
-		}
-		o := unsafe.Pointer(&out[t*stride])
-		switch k {
-		case 4:
-			q1Batch4(w0, nb/2, pw, &toks, o, 4*stride)
-		case 3:
-			q1Batch3(w0, nb/2, pw, &toks, o, 4*stride)
-		case 2:
-			q1Batch2(w0, nb/2, pw, &toks, o, 4*stride)
-		default:
-			q1Batch1(w0, nb/2, pw, &toks, o, 4*stride)
-		}
+		k := groupToks(&toks, acts[t:], quad)
+		batchKernel(quad, k, w0, nb/per, pw, &toks, unsafe.Pointer(&out[t*stride]), 4*stride)
 		t += k
+	}
+}
+
+func dotQ1_0ActsBatchAVX2(w []byte, acts []Acts, out []float32, stride, nb int) {
+	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, false)
+}
+
+func dotQ1_0ActsBatch512(w []byte, acts []Acts, out []float32, stride, nb int) {
+	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, true)
+}
+
+// batchKernel calls q1QuadK (quad) or q1BatchK for k tokens. The calls
+// are direct so that tw and toks stay on the caller's stack (through a
+// func value they escape).
+func batchKernel(quad bool, k int, w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int) {
+	switch {
+	case quad && k == 4:
+		q1Quad4(w, steps, tw, toks, out, stride)
+	case quad && k == 3:
+		q1Quad3(w, steps, tw, toks, out, stride)
+	case quad && k == 2:
+		q1Quad2(w, steps, tw, toks, out, stride)
+	case quad:
+		q1Quad1(w, steps, tw, toks, out, stride)
+	case k == 4:
+		q1Batch4(w, steps, tw, toks, out, stride)
+	case k == 3:
+		q1Batch3(w, steps, tw, toks, out, stride)
+	case k == 2:
+		q1Batch2(w, steps, tw, toks, out, stride)
+	default:
+		q1Batch1(w, steps, tw, toks, out, stride)
 	}
 }
 
@@ -70,15 +94,41 @@ func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float3
 		return
 	}
 	var toks [4]unsafe.Pointer
-	for i := range acts {
-		toks[i] = unsafe.Pointer(&acts[i].bq[0])
-	}
-	kernel := [...]func(unsafe.Pointer, int, unsafe.Pointer, *[4]unsafe.Pointer, unsafe.Pointer, int){
-		q1Batch1, q1Batch2, q1Batch3, q1Batch4}[len(acts)-1]
+	k := groupToks(&toks, acts, false)
 	for r := range rows {
-		kernel(unsafe.Pointer(&w[r*rowBytes]), nb/2, nil, &toks, unsafe.Pointer(&out[r]), 4*stride)
+		batchKernel(false, k, unsafe.Pointer(&w[r*rowBytes]), nb/2, nil, &toks, unsafe.Pointer(&out[r]), 4*stride)
 	}
 }
+
+// dotQ1_0ActsRows512 runs the rows kernel on groups of four tokens (then
+// three, two or one), all rows per group: the group's activations stay
+// in cache while the rows stream past. Rows that need a padded last
+// quad take the per-row path.
+func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	if nb%4 != 0 {
+		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
+		return
+	}
+	w0 := unsafe.Pointer(&w[0])
+	var toks [4]unsafe.Pointer
+	for t := 0; t < len(acts); {
+		k := groupToks(&toks, acts[t:], true)
+		o := unsafe.Pointer(&out[t*stride])
+		switch k {
+		case 4:
+			q1QuadRows4(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case 3:
+			q1QuadRows3(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case 2:
+			q1QuadRows2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		default:
+			q1QuadRows1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		}
+		t += k
+	}
+}
+
+// The kernels of dotbatch_amd64.s (AVX2) and dotquad_amd64.s (AVX-512).
 
 //go:noescape
 func q1Batch4(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
