@@ -83,19 +83,26 @@ func BenchmarkQuantizeRowQ2_0(b *testing.B) {
 	benchQuantize(b, QuantizeRowQ2_0, BlockQ2_0, BlockBytesQ2_0)
 }
 
+// benchBatch makes a realistic Q1_0 weight row of n columns and k
+// activation rows for it.
+func benchBatch(n, k int) (w []byte, acts []Acts) {
+	r := rand.New(rand.NewPCG(1, 1))
+	w, _ = realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
+	acts = make([]Acts, k)
+	for t := range acts {
+		_, x := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
+		acts[t].Set(x, n)
+	}
+	return w, acts
+}
+
 // BenchmarkDotQ1_0ActsBatch compares DotQ1_0ActsBatch ("batch") with a
 // loop of DotQ1_0Acts ("loop") for one weight row of n columns against
 // k activation rows; Gweights/s counts weights × tokens.
 func BenchmarkDotQ1_0ActsBatch(b *testing.B) {
 	for _, n := range []int{2048, 5632} {
 		for _, k := range []int{1, 2, 4, 8, 16, 64} {
-			r := rand.New(rand.NewPCG(1, 1))
-			w, _ := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
-			acts := make([]Acts, k)
-			for t := range acts {
-				_, x := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
-				acts[t].Set(x, n)
-			}
+			w, acts := benchBatch(n, k)
 			out := make([]float32, k)
 			for _, mode := range []string{"batch", "loop"} {
 				b.Run(strconv.Itoa(n)+"/"+strconv.Itoa(k)+"/"+mode, func(b *testing.B) {

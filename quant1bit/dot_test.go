@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
-
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/stretchr/testify/assert"
 )
 
 // sameFloat reports bitwise equality, treating any two NaNs as equal.
@@ -117,14 +117,7 @@ func TestDotChecks(t *testing.T) {
 		"Q2_0 x":   func() { DotQ2_0(make([]byte, 18), make([]byte, 67), 64) },
 		"Q2_0 n<0": func() { DotQ2_0(nil, nil, -64) },
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
+		assert.Panics(t, f, name)
 	}
 }
 

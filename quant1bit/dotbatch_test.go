@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // batchCase makes a weight row of nb Q1_0 blocks and k activation rows,
@@ -150,14 +152,7 @@ func TestDotQ1_0ActsBatchChecks(t *testing.T) {
 		"stride 0":    func() { DotQ1_0ActsBatch(w, acts, make([]float32, 3), 0) },
 		"mixed Len":   func() { DotQ1_0ActsBatch(w, append(acts[:2:2], other), make([]float32, 3), 1) },
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
+		assert.Panics(t, f, name)
 	}
 	DotQ1_0ActsBatch(w, acts, make([]float32, 5), 2) // exactly fits
 }
@@ -236,13 +231,6 @@ func TestDotQ1_0ActsRows(t *testing.T) {
 		"short row": func() { DotQ1_0ActsRows(w2, BlockBytesQ1_0, 2, acts, make([]float32, 8), 2) },
 		"negative":  func() { DotQ1_0ActsRows(w2, two, -1, acts, make([]float32, 8), 2) },
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
+		assert.Panics(t, f, name)
 	}
 }

@@ -32,13 +32,7 @@ func BenchmarkQ1Kernels(b *testing.B) {
 	}{{"avx2", dotQ1_0ActsBatchAVX2}, {"avx512", dotQ1_0ActsBatch512}}
 	for _, n := range []int{2048, 5632} {
 		for _, k := range []int{1, 4} {
-			r := rand.New(rand.NewPCG(1, 1))
-			w, _ := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
-			acts := make([]Acts, k)
-			for t := range acts {
-				_, x := realistic(r, n, QuantizeRowQ1_0, n/BlockQ1_0*BlockBytesQ1_0)
-				acts[t].Set(x, n)
-			}
+			w, acts := benchBatch(n, k)
 			out := make([]float32, k)
 			for _, kern := range kernels {
 				b.Run(strconv.Itoa(n)+"/"+strconv.Itoa(k)+"/"+kern.name, func(b *testing.B) {

@@ -7,31 +7,52 @@ import (
 	"testing"
 )
 
-// FuzzDot feeds arbitrary bytes to both dot kernels: the selected kernel
-// (assembly on AVX2 machines) must agree bit for bit with the Go one.
-// The first byte picks the row length in blocks.
+// FuzzDot feeds arbitrary bytes to the dot kernels: the selected kernel
+// (assembly on AVX2 machines) and the one for prepared activations must
+// agree bit for bit with the Go one. The first byte picks the row length
+// in blocks.
 func FuzzDot(f *testing.F) {
 	f.Add([]byte{1}, bytes.Repeat([]byte{0x80}, 200))
+	f.Add([]byte{2}, bytes.Repeat([]byte{0x80, 0x01, 0x7f}, 300))
 	f.Add([]byte{3}, bytes.Repeat([]byte{0x3c, 0x00, 0xff, 0x7f}, 300))
 	f.Fuzz(func(t *testing.T, nb []byte, data []byte) {
 		if len(nb) == 0 {
 			return
 		}
 		for _, k := range []struct {
-			asm, ref func([]byte, []byte, int) float32
+			dot, ref func([]byte, []byte, int) float32
+			acts     func([]byte, *Acts) float32
 			block    int
-		}{{dotQ1_0, dotQ1_0Go, BlockQ1_0}, {dotQ2_0, dotQ2_0Go, BlockQ2_0}} {
-			n := 1 + int(nb[0])%8
+		}{{dotQ1_0, dotQ1_0Go, DotQ1_0Acts, BlockQ1_0}, {dotQ2_0, dotQ2_0Go, DotQ2_0Acts, BlockQ2_0}} {
+			n := 1 + int(nb[0])%9
 			wb, xb := n*18, n*k.block/32*34
 			if len(data) < wb+xb {
 				continue
 			}
 			w, x := data[:wb], data[wb:wb+xb]
-			if got, want := k.asm(w, x, n), k.ref(w, x, n); !sameFloat(got, want) {
-				t.Fatalf("%d blocks of %d: %v (%#08x), Go %v (%#08x)", n, k.block, got, math.Float32bits(got), want, math.Float32bits(want))
+			var a Acts
+			a.Set(x, n*k.block)
+			want := k.ref(w, x, n)
+			for name, got := range map[string]float32{"kernel": k.dot(w, x, n), "acts": k.acts(w, &a)} {
+				if !sameFloat(got, want) {
+					t.Fatalf("%s, %d blocks of %d: %v (%#08x), Go %v (%#08x)", name, n, k.block, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
 			}
 		}
 	})
+}
+
+// fuzzBlock reads a block of Q2_0 elements from the first bytes of data,
+// or returns nil if data is too short.
+func fuzzBlock(data []byte) []float32 {
+	if len(data) < 4*BlockQ2_0 {
+		return nil
+	}
+	x := make([]float32, BlockQ2_0)
+	for i := range x {
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return x
 }
 
 // FuzzQuantizeRowQ2_0 checks that the scale search never does worse than
@@ -40,12 +61,11 @@ func FuzzQuantizeRowQ2_0(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0, 0, 0x80, 0x3f}, 64))
 	f.Add(bytes.Repeat([]byte{1, 0, 0x80, 0xbf, 0, 0, 0, 0}, 32))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 4*BlockQ2_0 {
+		x := fuzzBlock(data)
+		if x == nil {
 			return
 		}
-		x := make([]float32, BlockQ2_0)
 		for i := range x {
-			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 			if x[i]-x[i] != 0 || math.Abs(float64(x[i])) > 6e4 {
 				x[i] = 0 // the comparison below needs finite, fp16-sized values
 			}
@@ -55,34 +75,6 @@ func FuzzQuantizeRowQ2_0(f *testing.F) {
 		QuantizeRowQ2_0Ref(x, ref)
 		if a, b := rowError(t, x, got), rowError(t, x, ref); a > b*(1+1e-12) {
 			t.Fatalf("search error %g above the reference's %g for %v", a, b, x)
-		}
-	})
-}
-
-// FuzzDotActs checks the prepared-activation kernels against the Go
-// kernels on arbitrary bytes.
-func FuzzDotActs(f *testing.F) {
-	f.Add([]byte{2}, bytes.Repeat([]byte{0x80, 0x01, 0x7f}, 300))
-	f.Fuzz(func(t *testing.T, nb []byte, data []byte) {
-		if len(nb) == 0 {
-			return
-		}
-		for _, k := range []struct {
-			acts  func([]byte, *Acts) float32
-			ref   func([]byte, []byte, int) float32
-			block int
-		}{{DotQ1_0Acts, dotQ1_0Go, BlockQ1_0}, {DotQ2_0Acts, dotQ2_0Go, BlockQ2_0}} {
-			n := 1 + int(nb[0])%9
-			wb, xb := n*18, n*k.block/32*34
-			if len(data) < wb+xb {
-				continue
-			}
-			w, x := data[:wb], data[wb:wb+xb]
-			var a Acts
-			a.Set(x, n*k.block)
-			if got, want := k.acts(w, &a), k.ref(w, x, n); !sameFloat(got, want) {
-				t.Fatalf("%d blocks of %d: %v (%#08x), Go %v (%#08x)", n, k.block, got, math.Float32bits(got), want, math.Float32bits(want))
-			}
 		}
 	})
 }

@@ -4,21 +4,23 @@ import (
 	goruntime "runtime"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"golang.org/x/sys/cpu"
 )
 
 // TestKernelSet checks that KernelSet names the kernels the CPU and the
-// build select.
+// build select: AVX-512 needs BW, VL, VBMI, VNNI and BITALG besides F,
+// the AVX2 kernels F16C.
 func TestKernelSet(t *testing.T) {
-	want := "go"
-	if goruntime.GOARCH == "amd64" && !puregoBuild && cpu.X86.HasAVX2 && cpu.X86.HasF16C {
+	x := cpu.X86
+	var want string
+	switch {
+	case goruntime.GOARCH != "amd64" || puregoBuild || !x.HasAVX2 || !x.HasF16C:
+		want = "go"
+	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VBMI && x.HasAVX512VNNI && x.HasAVX512BITALG:
+		want = "avx512"
+	default:
 		want = "avx2"
-		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VBMI &&
-			cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512BITALG {
-			want = "avx512"
-		}
 	}
-	if got := KernelSet(); got != want {
-		t.Errorf("KernelSet() = %q, want %q", got, want)
-	}
+	assert.Equal(t, want, KernelSet())
 }

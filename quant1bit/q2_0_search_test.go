@@ -333,15 +333,32 @@ func FuzzQ2_0IsOptimal(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0, 0, 0x80, 0x3f}, 64))
 	f.Add(bytes.Repeat([]byte{0, 0, 0x40, 0xc0, 0, 0, 0x80, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x80}, 16))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 4*BlockQ2_0 {
-			return
+		if x := fuzzBlock(data); x != nil {
+			checkQ2Optimal(t, x)
 		}
-		x := make([]float32, BlockQ2_0)
-		for i := range x {
-			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-		}
-		checkQ2Optimal(t, x)
 	})
+}
+
+// scalesNear returns the finite fp16 scales |v|·f for the elements v of
+// x and the factors fs, with their fp16 neighbours if around: the scales
+// at which an element crosses a code boundary.
+func scalesNear(x []float32, fs []float64, around bool) []uint16 {
+	var hs []uint16
+	for _, v := range x {
+		for _, f := range fs {
+			h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
+			near := []uint16{h}
+			if around {
+				near = []uint16{h - 1, h, h + 1}
+			}
+			for _, hh := range near {
+				if hh < f16Inf {
+					hs = append(hs, hh)
+				}
+			}
+		}
+	}
+	return hs
 }
 
 // TestQ2ErrMatchesQ2Error checks the threshold-coded error against
@@ -352,19 +369,11 @@ func TestQ2ErrMatchesQ2Error(t *testing.T) {
 		x := randomBlock(r, BlockQ2_0)
 		var q q2Search
 		q.init(x)
-		for _, v := range x[:8] {
-			for _, f := range []float64{2, 2.0 / 3, 1, 0.7, 1.3} {
-				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
-				for _, hh := range []uint16{h - 1, h, h + 1} {
-					if hh >= f16Inf {
-						continue
-					}
-					for _, neg := range []bool{false, true} {
-						d := q2Candidate{h: hh, neg: neg}.d()
-						if a, b := q.err(d), q2Error(x, d); math.Float64bits(a) != math.Float64bits(b) {
-							t.Fatalf("block %d d=%v: err %v, q2Error %v", it, d, a, b)
-						}
-					}
+		for _, h := range scalesNear(x[:8], []float64{2, 2.0 / 3, 1, 0.7, 1.3}, true) {
+			for _, neg := range []bool{false, true} {
+				d := q2Candidate{h: h, neg: neg}.d()
+				if a, b := q.err(d), q2Error(x, d); math.Float64bits(a) != math.Float64bits(b) {
+					t.Fatalf("block %d d=%v: err %v, q2Error %v", it, d, a, b)
 				}
 			}
 		}
@@ -378,23 +387,15 @@ func TestQ2EncodeMatchesQ2Code(t *testing.T) {
 	got := make([]byte, BlockBytesQ2_0)
 	for it := range 300 {
 		x := randomBlock(r, BlockQ2_0)
-		for _, v := range x[:8] {
-			for _, f := range []float64{0, 2, 2.0 / 3, 1, 0.7} {
-				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
-				for _, hh := range []uint16{h - 1, h, h + 1} {
-					if hh >= f16Inf {
-						continue
-					}
-					for _, neg := range []bool{false, true} {
-						c := q2Candidate{h: hh, neg: neg}
-						q2Encode(x, c, got)
-						d := c.d()
-						for j, v := range x {
-							want := byte(q2Code(float64(v), d) + 1)
-							if g := got[2+j/4] >> (2 * (j % 4)) & 3; g != want {
-								t.Fatalf("block %d d=%v element %d (%v): code %d, q2Code gives %d", it, d, j, v, g, want)
-							}
-						}
+		for _, h := range scalesNear(x[:8], []float64{0, 2, 2.0 / 3, 1, 0.7}, true) {
+			for _, neg := range []bool{false, true} {
+				c := q2Candidate{h: h, neg: neg}
+				q2Encode(x, c, got)
+				d := c.d()
+				for j, v := range x {
+					want := byte(q2Code(float64(v), d) + 1)
+					if g := got[2+j/4] >> (2 * (j % 4)) & 3; g != want {
+						t.Fatalf("block %d d=%v element %d (%v): code %d, q2Code gives %d", it, d, j, v, g, want)
 					}
 				}
 			}
@@ -410,24 +411,21 @@ func TestQ2ErrAsmMatchesGo(t *testing.T) {
 		x := randomBlock(r, BlockQ2_0)
 		var q q2Search
 		q.init(x)
-		for _, v := range x[:4] {
-			for _, f := range []float64{2, 2.0 / 3, 1, 0.4} {
-				h := half.F32ToF16(float32(math.Abs(float64(v)) * f))
-				if h == 0 || h >= f16Inf {
-					continue
+		for _, h := range scalesNear(x[:4], []float64{2, 2.0 / 3, 1, 0.4}, false) {
+			if h == 0 {
+				continue
+			}
+			for _, neg := range []bool{false, true} {
+				d := q2Candidate{h: h, neg: neg}.d()
+				a := math.Abs(d)
+				sg := 1.0
+				if neg {
+					sg = -1
 				}
-				for _, neg := range []bool{false, true} {
-					d := q2Candidate{h: h, neg: neg}.d()
-					a := math.Abs(d)
-					sg := 1.0
-					if neg {
-						sg = -1
-					}
-					got := q2Err(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
-					want := q2ErrGo(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
-					if math.Float64bits(got) != math.Float64bits(want) {
-						t.Fatalf("block %d d=%v: %v, Go loop %v", it, d, got, want)
-					}
+				got := q2Err(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+				want := q2ErrGo(&q.x, d, sg, 0.5*a, 1.5*a, -0.5*a)
+				if math.Float64bits(got) != math.Float64bits(want) {
+					t.Fatalf("block %d d=%v: %v, Go loop %v", it, d, got, want)
 				}
 			}
 		}

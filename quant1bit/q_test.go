@@ -10,6 +10,7 @@ import (
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/testkit"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestGoldenBytes(t *testing.T) {
@@ -68,14 +69,7 @@ func TestQuantizeRowPanicsOnBadLength(t *testing.T) {
 		"Q2_0 row":  func() { QuantizeRowQ2_0(make([]float32, 32), make([]byte, 18)) },
 		"Q2_0R dst": func() { QuantizeRowQ2_0Ref(make([]float32, 64), make([]byte, 17)) },
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
+		assert.Panics(t, f, name)
 	}
 }
 
