@@ -100,7 +100,44 @@ GLOBL qwsel<>(SB), RODATA|NOPTR, $64
 #define QSTEP_4 QUAD(QTOKS_4)
 #define QSTEP_3 QUAD(QTOKS_3)
 #define QSTEP_2 QUAD(QTOKS_2)
-#define QSTEP_1 QUAD(QTOKS_1)
+#define QSTEP_1 QUAD1
+
+// QMASK adds block L's 2·Σ x over the codes r whose sign bits are set
+// (mask ctl) to lane L of A, for token R8: the codes are loaded under
+// the mask, zeroing the others, and VPDPBUSD multiplies them by 2s.
+#define QMASK(ctl, r, V, A) \
+	VPSHUFBITQMB ctl, Z8, K1 \
+	VMOVDQU8.Z   r(R8)(DX*1), K1, V \
+	VPDPBUSD     V, Z18, A
+
+// QUAD1 is QUAD(QTOKS_1) for one token (decoding): the mask applies to
+// the codes as they load, with no 0/2 vector per r, and the sums grow in
+// two int32 chains (r even, odd) added at the end, so the VPDPBUSD
+// latency chain is half as long; the same int32 sums, so the same bits.
+// In one process, interleaved, it takes 11-18% less CPU time than
+// QUAD(QTOKS_1) on 256 rows of 2048 or 5632 columns (load 28-31).
+#define QUAD1 \
+	VMOVDQU64     0(SI), Z8 \
+	VPERMW        Z8, Z20, Z9 \
+	VCVTPH2PS     Y9, Z9 \
+	VPERMT2B      8(SI), Z19, Z8 \
+	VMOVDQU32     576(R8)(DX*1), Z4 \
+	VPXORD        Z5, Z5, Z5 \
+	QMASK(Z24, 0, Z10, Z4) \
+	QMASK(Z25, 64, Z11, Z5) \
+	QMASK(Z26, 128, Z12, Z4) \
+	QMASK(Z27, 192, Z13, Z5) \
+	QMASK(Z28, 256, Z14, Z4) \
+	QMASK(Z29, 320, Z15, Z5) \
+	QMASK(Z30, 384, Z16, Z4) \
+	QMASK(Z31, 448, Z17, Z5) \
+	VPADDD        Z5, Z4, Z4 \
+	VCVTDQ2PS     Z4, Z4 \
+	VMULPS        512(R8)(DX*1), Z9, Z21 \
+	VMULPS        Z21, Z4, Z4 \
+	VADDPS        Y4, Y0, Y0 \
+	VEXTRACTF64X4 $1, Z4, Y22 \
+	VADDPS        Y22, Y0, Y0
 
 #define QCONSTS \
 	VPBROADCASTQ qctl<>+0(SB), Z24  \
