@@ -9,36 +9,13 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 	"github.com/stretchr/testify/assert"
 )
 
 // sameFloat reports bitwise equality, treating any two NaNs as equal.
 func sameFloat(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
-}
-
-var edgeScales = []uint16{0, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3c00}
-
-// randomBlocks returns nb blocks of size bytes: a random fp16 scale
-// (sometimes an edge value: ±0, subnormal, ±Inf, NaN, extremes) and
-// random payload bytes, with 0x80 (−128 as an int8) over-represented.
-func randomBlocks(r *rand.Rand, nb, size int) []byte {
-	row := make([]byte, nb*size)
-	for b := range nb {
-		blk := row[b*size : (b+1)*size]
-		h := uint16(r.Uint32())
-		if r.IntN(4) == 0 {
-			h = edgeScales[r.IntN(len(edgeScales))]
-		}
-		binary.LittleEndian.PutUint16(blk, h)
-		for j := 2; j < size; j++ {
-			blk[j] = byte(r.Uint32())
-			if r.IntN(8) == 0 {
-				blk[j] = 0x80
-			}
-		}
-	}
-	return row
 }
 
 // realistic returns a weight row of Gaussian values encoded by enc, and
@@ -92,7 +69,7 @@ func TestDotAsmMatchesGo(t *testing.T) {
 				n := nb * k.block
 				var w, x []byte
 				if iter%2 == 0 {
-					w, x = randomBlocks(r, nb, k.bytes), randomBlocks(r, n/32, 34)
+					w, x = blocks.Random(r, nb, k.bytes), blocks.Random(r, n/32, 34)
 				} else {
 					w, x = realistic(r, n, k.quantizer, nb*k.bytes)
 				}
@@ -173,7 +150,7 @@ func TestDotActsMatchesDot(t *testing.T) {
 			n := nb * k.block
 			var w, x []byte
 			if iter%2 == 0 {
-				w, x = randomBlocks(r, nb, 18), randomBlocks(r, n/32, 34)
+				w, x = blocks.Random(r, nb, 18), blocks.Random(r, n/32, 34)
 			} else {
 				w, x = realistic(r, n, k.quantizer, nb*18)
 			}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -22,11 +23,11 @@ func batchCase(r *rand.Rand, nb, k, style int, reuse []Acts) (w []byte, acts []A
 	}
 	switch style {
 	case 0:
-		w = randomBlocks(r, nb, BlockBytesQ1_0)
+		w = blocks.Random(r, nb, BlockBytesQ1_0)
 	case 1:
 		w, _ = realistic(r, n, QuantizeRowQ1_0, nb*BlockBytesQ1_0)
 	default:
-		w = randomBlocks(r, nb, BlockBytesQ1_0)
+		w = blocks.Random(r, nb, BlockBytesQ1_0)
 		for b := range nb {
 			h := [...]uint16{0x7bff, 0xfbff, 0, 0x8000, 0x3c00}[r.IntN(5)]
 			binary.LittleEndian.PutUint16(w[b*BlockBytesQ1_0:], h)
@@ -36,11 +37,11 @@ func batchCase(r *rand.Rand, nb, k, style int, reuse []Acts) (w []byte, acts []A
 		var x []byte
 		switch style {
 		case 0:
-			x = randomBlocks(r, n/blockQ8_0, blockBytesQ8_0)
+			x = blocks.Random(r, n/blockQ8_0, blockBytesQ8_0)
 		case 1:
 			_, x = realistic(r, n, QuantizeRowQ1_0, nb*BlockBytesQ1_0)
 		default:
-			x = randomBlocks(r, n/blockQ8_0, blockBytesQ8_0)
+			x = blocks.Random(r, n/blockQ8_0, blockBytesQ8_0)
 			for b := range n / blockQ8_0 {
 				blk := x[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
 				h := [...]uint16{0x7bff, 0xfbff, 0, 0x3c00, 0x0001}[r.IntN(5)]
