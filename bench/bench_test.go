@@ -38,6 +38,18 @@ func smallModel(t testing.TB, typ gguf.Type) string {
 	return p
 }
 
+// validTable checks that s's JSON validates against the schema and
+// returns its table.
+func validTable(t *testing.T, s *Suite) *bytes.Buffer {
+	t.Helper()
+	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
+		t.Fatalf("JSON does not validate: %v", err)
+	}
+	var tb bytes.Buffer
+	require.NoError(t, s.WriteTable(&tb))
+	return &tb
+}
+
 // suiteCSV writes s as CSV and returns its rows and each column's index.
 func suiteCSV(t *testing.T, s *Suite) ([][]string, map[string]int) {
 	t.Helper()
@@ -176,13 +188,7 @@ func TestRunSmall(t *testing.T) {
 	}
 
 	s := NewSuite([]*Report{rep}, nil)
-	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
-		t.Fatalf("JSON does not validate: %v", err)
-	}
-	var tb bytes.Buffer
-	if err := s.WriteTable(&tb); err != nil {
-		t.Fatal(err)
-	}
+	tb := validTable(t, s)
 	if strings.Contains(tb.String(), "NO:") || !strings.Contains(tb.String(), "| yes |") || !strings.Contains(tb.String(), "speed-up") ||
 		!strings.Contains(tb.String(), "qnnprep kernels "+runtime.KernelSet()) || !strings.Contains(tb.String(), "memory-read ceiling ") ||
 		!strings.Contains(tb.String(), " GB/s (") {
@@ -667,13 +673,7 @@ func TestRunLlamaPeers(t *testing.T) {
 				t.Errorf("%d llama.cpp rows, want 4", n)
 			}
 			s := NewSuite([]*Report{rep}, nil)
-			if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
-				t.Fatalf("JSON does not validate: %v", err)
-			}
-			var tb bytes.Buffer
-			if err := s.WriteTable(&tb); err != nil {
-				t.Fatal(err)
-			}
+			tb := validTable(t, s)
 			if !strings.Contains(tb.String(), "| llama.cpp ("+tc.peer) {
 				t.Errorf("table:\n%s", tb.String())
 			}

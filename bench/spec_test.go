@@ -186,13 +186,7 @@ func TestSpecDialogs(t *testing.T) {
 	}
 
 	s := NewSuite([]*Report{rep}, nil)
-	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
-		t.Fatalf("JSON does not validate: %v", err)
-	}
-	var tb bytes.Buffer
-	if err := s.WriteTable(&tb); err != nil {
-		t.Fatal(err)
-	}
+	tb := validTable(t, s)
 	for _, want := range []string{"| whole |", "| spd (spd.json) |", "| ssd-q1 (ssd-q1.json) |", "target calls/token", "device t/s", "(greedy "} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table has no %q:\n%s", want, tb.String())
@@ -263,13 +257,7 @@ func TestSpecEaglet(t *testing.T) {
 		t.Errorf("eaglet device %+v, want %+v", x.Device, w)
 	}
 	s := NewSuite([]*Report{rep}, nil)
-	if err := validate(t, compileSchema(t), suiteJSON(t, s)); err != nil {
-		t.Fatalf("JSON does not validate: %v", err)
-	}
-	var tb bytes.Buffer
-	if err := s.WriteTable(&tb); err != nil {
-		t.Fatal(err)
-	}
+	tb := validTable(t, s)
 	if !strings.Contains(tb.String(), "| eaglet (eaglet.json) |") {
 		t.Errorf("table:\n%s", tb.String())
 	}
