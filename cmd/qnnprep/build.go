@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -168,8 +167,7 @@ func runBuild(ctx context.Context, c *command, args []string) error {
 	prog.finish()
 	if res != nil {
 		if *asJSON {
-			b, _ := json.MarshalIndent(res, "", "  ")
-			fmt.Println(string(b))
+			printJSON(res)
 		} else {
 			printBuildSummary(os.Stdout, res)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,8 +70,7 @@ func bundleVerify(c *command, args []string) error {
 		return err
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(m, "", "  ")
-		fmt.Println(string(b))
+		printJSON(m)
 		return nil
 	}
 	var total int64

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -40,8 +39,7 @@ func runCheck(ctx context.Context, c *command, args []string) error {
 		if vs == nil {
 			vs = []shard.Violation{}
 		}
-		b, _ := json.MarshalIndent(vs, "", "  ")
-		fmt.Println(string(b))
+		printJSON(vs)
 	} else {
 		for _, v := range vs {
 			where := v.Graph

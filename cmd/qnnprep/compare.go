@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -62,8 +61,7 @@ func runCompare(ctx context.Context, c *command, args []string) error {
 		rows = append(rows, *row)
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(rows, "", "  ")
-		fmt.Println(string(b))
+		printJSON(rows)
 		return nil
 	}
 	printCompare(os.Stdout, *goldenPath, rows)

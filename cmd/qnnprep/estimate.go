@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -75,8 +74,7 @@ func runEstimate(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(w, "", "  ")
-		fmt.Println(string(b))
+		printJSON(w)
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,12 @@ func lookup(name string) *command {
 // errUsage marks an error the user fixes by reading --help; main prints
 // the usage line after it and exits 2.
 var errUsage = errors.New("usage")
+
+// printJSON prints v on stdout as indented JSON (the --json output).
+func printJSON(v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Println(string(b))
+}
 
 // usageError returns an error wrapping errUsage with a message.
 func usageError(format string, args ...any) error {

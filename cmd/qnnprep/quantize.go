@@ -63,8 +63,7 @@ func runQuantize(ctx context.Context, c *command, args []string) error {
 		}
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		fmt.Println(string(b))
+		printJSON(rep)
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

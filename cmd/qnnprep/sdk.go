@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -33,11 +32,10 @@ func runSDK(ctx context.Context, c *command, args []string) error {
 		return err
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(struct {
+		printJSON(struct {
 			*qnnpack.SDK
 			SoCs []qnnpack.SoC
-		}{sdk, qnnpack.SoCs}, "", "  ")
-		fmt.Println(string(b))
+		}{sdk, qnnpack.SoCs})
 		return nil
 	}
 	w := os.Stdout
