@@ -109,8 +109,7 @@ func TestBenchSpecPlans(t *testing.T) {
 func TestBenchSpecTable(t *testing.T) {
 	src := synthLlamaGGUF(t)
 	ssd := writePlan(t, src, "ssd.json", "--dialog", "ssd-q1", "--forecast-token-count", "1", "--branches", "3")
-	dev := filepath.Join(t.TempDir(), "npu.json")
-	os.WriteFile(dev, []byte(`{"name":"npu","bandwidth_gb_per_s":20,"position_ms":1.5,"draft_step_ms":0.8,"host_ms":2}`), 0o644)
+	dev := writeText(t, t.TempDir(), "npu.json", `{"name":"npu","bandwidth_gb_per_s":20,"position_ms":1.5,"draft_step_ms":0.8,"host_ms":2}`)
 	var code int
 	out := captureStdout(t, func() {
 		code = run([]string{"bench", src, "-p", "0", "-n", "6", "-r", "1", "-t", "1", "-q", "--read-probe", "0", "--plan", ssd, "--forecast-embeddings", writeForecastFile(t, 1, 256), "--device", dev})

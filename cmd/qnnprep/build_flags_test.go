@@ -30,10 +30,8 @@ func TestBuildFlags(t *testing.T) {
 	build := func(out string, extra ...string) []string {
 		return append([]string{"build", src, out, "--recipe", "q8_0", "--stages", "2", "--ar", "8,1", "--cl", "64", "--calibrate", "0", "-n", "4", "--qnn-sdk", root, "-q"}, extra...)
 	}
-	tok := filepath.Join(dir, "tokenizer.json")
-	os.WriteFile(tok, []byte(`{"model":{"type":"BPE","vocab":{}}}`), 0o644)
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 5 9\n"), 0o644)
+	tok := writeText(t, dir, "tokenizer.json", `{"model":{"type":"BPE","vocab":{}}}`)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 5 9\n")
 
 	// --name, --tokenizer, --converter-arg, --prompts, -n.
 	out := filepath.Join(dir, "a")
@@ -55,18 +53,7 @@ func TestBuildFlags(t *testing.T) {
 	if len(g.Prompts) != 1 || jsonString(g.Prompts[0].IDs) != "[1,5,9]" || len(g.Prompts[0].Expected) != 5 {
 		t.Errorf("--prompts, -n 5: golden prompts %s", jsonString(g.Prompts))
 	}
-	conv := 0
-	for _, c := range fakesdk.Calls(t, calls) {
-		if c.Tool == qnnpack.ToolConverter {
-			conv++
-			if c.Flag("--float_bitwidth") != "16" {
-				t.Errorf("--converter-arg missing: %v", c.Args)
-			}
-		}
-	}
-	if conv != 4 {
-		t.Errorf("%d converter runs, want 4", conv)
-	}
+	checkConverterArg(t, calls, 4)
 
 	// --force runs the SDK again where the cache would answer.
 	again := []string{"--name", "mymodel", "--tokenizer", tok, "--converter-arg=--float_bitwidth", "--converter-arg=16", "--no-verify"}

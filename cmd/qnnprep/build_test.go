@@ -377,13 +377,7 @@ func TestBuildDryRunScript(t *testing.T) {
 	}
 	src := synthLlamaGGUF(t)
 	out := filepath.Join(t.TempDir(), "out")
-	var code int
-	captureStdout(t, func() {
-		code = run([]string{"build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--dry-run", "-n", "4", "-q"})
-	})
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	runOK(t, "build", src, out, "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--dry-run", "-n", "4", "-q")
 	root := fakeSDKRoot(t)
 	cmd := exec.Command(sh, filepath.Join(out, "work", pipeline.CommandsName))
 	cmd.Env = append(os.Environ(), "QNN_SDK_ROOT="+root)

@@ -40,8 +40,7 @@ func TestBundleBuildFlags(t *testing.T) {
 	}
 	out := filepath.Join(dir, "bundle")
 	work := filepath.Join(dir, "mywork")
-	tok := filepath.Join(dir, "tokenizer.json")
-	os.WriteFile(tok, []byte(`{"model":{"type":"BPE","vocab":{}}}`), 0o644)
+	tok := writeText(t, dir, "tokenizer.json", `{"model":{"type":"BPE","vocab":{}}}`)
 
 	// --work and --tokenizer.
 	runOK(t, bundle(out, "--qnn-sdk", root, "--work", work, "--tokenizer", tok)...)
@@ -70,18 +69,7 @@ func TestBundleBuildFlags(t *testing.T) {
 
 	// --converter-arg reaches every converter run.
 	runOK(t, bundle(out, "--qnn-sdk", root, "--work", work, "--converter-arg=--float_bitwidth", "--converter-arg=16")...)
-	conv := 0
-	for _, c := range fakesdk.Calls(t, calls) {
-		if c.Tool == qnnpack.ToolConverter {
-			conv++
-			if c.Flag("--float_bitwidth") != "16" {
-				t.Errorf("--converter-arg missing: %v", c.Args)
-			}
-		}
-	}
-	if conv != 4 {
-		t.Errorf("%d converter runs after --converter-arg, want 4", conv)
-	}
+	checkConverterArg(t, calls, 4)
 
 	// -j: how many tools run at once.
 	running := t.TempDir()
@@ -144,5 +132,24 @@ func TestBundleBuildFlags(t *testing.T) {
 	runOK(t, append(ssd, "--out", filepath.Join(dir, "ssd2"), "--forecast-prefix", prefix)...)
 	if got, _ := os.ReadFile(filepath.Join(dir, "ssd2", "fp", qnnpack.ForecastPrefixFile)); !bytes.Equal(got, mine) {
 		t.Error("--forecast-prefix: the bundle does not hold the given file")
+	}
+}
+
+// checkConverterArg checks that the SDK calls logged in calls (which
+// fakesdk.Calls then empties) ran the converter want times, each with
+// --converter-arg=--float_bitwidth --converter-arg=16.
+func checkConverterArg(t *testing.T, calls string, want int) {
+	t.Helper()
+	conv := 0
+	for _, c := range fakesdk.Calls(t, calls) {
+		if c.Tool == qnnpack.ToolConverter {
+			conv++
+			if c.Flag("--float_bitwidth") != "16" {
+				t.Errorf("--converter-arg missing: %v", c.Args)
+			}
+		}
+	}
+	if conv != want {
+		t.Errorf("%d converter runs, want %d", conv, want)
 	}
 }

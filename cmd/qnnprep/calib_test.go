@@ -152,8 +152,7 @@ func TestVerifySimulateEncodings(t *testing.T) {
 	bad := filepath.Join(dir, "bad")
 	runOK(t, "export", "onnx", plan, q, bad, "-q", "--ranges", narrowFile)
 
-	prompts := filepath.Join(dir, "prompts.txt")
-	require.NoError(t, os.WriteFile(prompts, []byte(simText), 0o644))
+	prompts := writeText(t, dir, "prompts.txt", simText)
 	gold := filepath.Join(dir, "golden.json")
 	runOK(t, "golden", "record", storiesGGUF, "--prompts", prompts, "-n", "24", gold)
 

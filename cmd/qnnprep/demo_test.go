@@ -157,15 +157,9 @@ func TestDemoUserModel(t *testing.T) {
 		t.Errorf("q1's failed threshold not named:\n%s", stdout)
 	}
 
-	prompts := filepath.Join(t.TempDir(), "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1\n"), 0o644)
+	prompts := writeText(t, t.TempDir(), "prompts.txt", "ids: 1\n")
 	out := filepath.Join(t.TempDir(), "out")
-	captureStdout(t, func() {
-		code = run([]string{"build", storiesGGUF, out, "--recipe", "int8", "--stages", "5", "--ar", "32,1", "--cl", "128", "--prompts", prompts, "-n", "32", "-q"})
-	})
-	if code != 0 {
-		t.Fatalf("build exit %d", code)
-	}
+	runOK(t, "build", storiesGGUF, out, "--recipe", "int8", "--stages", "5", "--ar", "32,1", "--cl", "128", "--prompts", prompts, "-n", "32", "-q")
 	g, err := golden.Read(filepath.Join(out, "work", pipeline.GoldenName))
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,7 @@ import (
 // position, 10.6 ms per draft step, 27.9 ms host, K = 2, acceptance 0.72
 // → a 240.0 ms window and 7.18 tok/s.
 func TestEstimateCommand(t *testing.T) {
-	dev := filepath.Join(t.TempDir(), "phone.json")
-	os.WriteFile(dev, []byte(`{"name":"phone","bandwidth_gb_per_s":33.5,"position_ms":29.4,"draft_step_ms":10.6,"host_ms":27.9}`), 0o644)
+	dev := writeText(t, t.TempDir(), "phone.json", `{"name":"phone","bandwidth_gb_per_s":33.5,"position_ms":29.4,"draft_step_ms":10.6,"host_ms":27.9}`)
 	for _, args := range [][]string{
 		{"estimate", "--weights-gb", "3.80", "--device", dev, "-k", "2", "--acceptance", "0.72", "--json"},
 		{"estimate", "--weights-bytes", "3800000000", "--bandwidth", "33.5", "--position-ms", "29.4", "--draft-step-ms", "10.6", "--host-ms", "27.9", "-k", "2", "--acceptance", "0.72", "--json"},
@@ -41,19 +40,8 @@ func TestEstimateCommand(t *testing.T) {
 
 func TestEstimateFromPlan(t *testing.T) {
 	plan := filepath.Join(t.TempDir(), "plan.json")
-	var code int
-	captureStdout(t, func() {
-		code = run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan})
-	})
-	if code != 0 {
-		t.Fatalf("plan: exit %d", code)
-	}
-	out := captureStdout(t, func() {
-		code = run([]string{"estimate", "--plan", plan, "--bandwidth", "10", "--json"})
-	})
-	if code != 0 {
-		t.Fatalf("estimate: exit %d", code)
-	}
+	runOK(t, "plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan)
+	out := runOK(t, "estimate", "--plan", plan, "--bandwidth", "10", "--json")
 	var w struct {
 		WeightsMs float64 `json:"weights_ms"`
 	}
@@ -100,12 +88,7 @@ func TestEstimateFromPlanDeviceBytes(t *testing.T) {
 	if dev == qm || qm == 0 {
 		t.Fatalf("plan: %d device bytes, %d qmodel bytes; want two different sizes", dev, qm)
 	}
-	out := captureStdout(t, func() {
-		code = run([]string{"estimate", "--plan", plan, "--bandwidth", "10", "--json"})
-	})
-	if code != 0 {
-		t.Fatalf("estimate: exit %d", code)
-	}
+	out := runOK(t, "estimate", "--plan", plan, "--bandwidth", "10", "--json")
 	var w struct {
 		WeightsMs float64 `json:"weights_ms"`
 	}

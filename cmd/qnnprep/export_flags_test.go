@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,8 +35,7 @@ func TestExportFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := p.Graphs[0].Name // stage 1, AR 32: has hidden_states_0 as output
-	ranges := filepath.Join(dir, "ranges.json")
-	os.WriteFile(ranges, []byte(`{"hidden_states_0": [-3, 5]}`), 0o644)
+	ranges := writeText(t, dir, "ranges.json", `{"hidden_states_0": [-3, 5]}`)
 
 	export := func(t *testing.T, args ...string) (string, int) {
 		out := filepath.Join(t.TempDir(), "onnx")

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/onnx"
@@ -36,45 +32,10 @@ func TestExportInterrupted(t *testing.T) {
 	}
 
 	out := filepath.Join(dir, "onnx")
-	args, _ := json.Marshal([]string{"export", "onnx", plan, q, out, "-q", "--external"})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQnnprep$")
-	cmd.Env = append(os.Environ(), "QNNPREP_HELPER_ARGS="+string(args))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until a temporary data file has bytes in it: the export is
-	// writing tensors.
-	deadline := time.Now().Add(60 * time.Second)
-	for !hasGrowingTemp(out) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("export never started writing; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	sent := time.Now()
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("export did not exit after SIGINT")
-	}
-	latency := time.Since(sent)
-	t.Logf("SIGINT to exit: %v", latency)
-	if latency > time.Second {
-		t.Errorf("export took %v to stop after SIGINT, want at most 1s", latency)
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit %d, want 130; stderr:\n%s", code, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "interrupted") {
-		t.Errorf("stderr does not say interrupted:\n%s", stderr.String())
-	}
+	// Interrupted once a temporary data file has bytes in it: the export
+	// is writing tensors.
+	r := interruptWhen(t, []string{"export", "onnx", plan, q, out, "-q", "--external"}, func() bool { return findTemp(out, ".data") })
+	r.check(t, "export")
 	// Only complete graphs may remain: each .onnx parses and has its
 	// encodings, each data file is referenced by such a model.
 	ents, _ := os.ReadDir(out)
@@ -110,16 +71,4 @@ func TestExportInterrupted(t *testing.T) {
 			t.Errorf("interrupted export left %s", name)
 		}
 	}
-}
-
-func hasGrowingTemp(dir string) bool {
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if atomicfile.IsTemp(e.Name()) && strings.Contains(e.Name(), ".data") {
-			if fi, err := e.Info(); err == nil && fi.Size() > 0 {
-				return true
-			}
-		}
-	}
-	return false
 }

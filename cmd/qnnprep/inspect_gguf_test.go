@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,10 +22,7 @@ func TestInspectAnyGGUF(t *testing.T) {
 			}
 			defer f.Close()
 			var code int
-			out := captureStdout(t, func() { code = run([]string{"inspect", "--json", p}) })
-			if code != 0 {
-				t.Fatalf("inspect exited %d", code)
-			}
+			out := runOK(t, "inspect", "--json", p)
 			var info inspectInfo
 			if err := json.Unmarshal([]byte(out), &info); err != nil {
 				t.Fatalf("inspect --json: %v\n%s", err, out)
@@ -91,8 +87,7 @@ func TestInspectRefusedModel(t *testing.T) {
 		t.Errorf("quantize: exit %d, %q", code, msg)
 	}
 
-	junk := filepath.Join(t.TempDir(), "junk.gguf")
-	os.WriteFile(junk, []byte("GGUF\x03\x00\x00\x00 truncated"), 0o644)
+	junk := writeText(t, t.TempDir(), "junk.gguf", "GGUF\x03\x00\x00\x00 truncated")
 	msg = captureStderr(t, func() { code = run([]string{"inspect", junk}) })
 	if code == 0 || !strings.Contains(msg, "junk.gguf") {
 		t.Errorf("junk: exit %d, %q", code, msg)

@@ -41,11 +41,7 @@ func TestInspectListsSyntheticCheckpointsExactly(t *testing.T) {
 					t.Fatalf("no shard index: %v", err)
 				}
 			}
-			var code int
-			out := captureStdout(t, func() { code = run([]string{"inspect", "--json", dir}) })
-			if code != 0 {
-				t.Fatalf("inspect exited %d", code)
-			}
+			out := runOK(t, "inspect", "--json", dir)
 			var info inspectInfo
 			if err := json.Unmarshal([]byte(out), &info); err != nil {
 				t.Fatalf("inspect --json: %v\n%s", err, out)

@@ -161,8 +161,7 @@ func TestLongCommandsInterrupted(t *testing.T) {
 		{"convert", func(out string) []string { return []string{"convert", "--to", "gguf", src, out} }},
 		{"run", func(string) []string { return []string{"run", src, "--ids", "1,2,3", "-n", "200", "--ignore-eos"} }},
 		{"golden", func(out string) []string {
-			prompts := filepath.Join(dir, "prompts.txt")
-			os.WriteFile(prompts, []byte("ids: 1 2 3\nids: 4 5\n"), 0o644)
+			prompts := writeText(t, dir, "prompts.txt", "ids: 1 2 3\nids: 4 5\n")
 			return []string{"golden", "record", src, "--prompts", prompts, "-n", "200", out}
 		}},
 		// bench is interrupted in its memory-read probe, then (without

@@ -12,6 +12,7 @@ import (
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/stretchr/testify/require"
 )
 
 // runOK runs args with stdout captured and fails the test on a non-zero
@@ -24,6 +25,14 @@ func runOK(t *testing.T, args ...string) string {
 		t.Fatalf("%v: exit %d\n%s", args, code, out)
 	}
 	return out
+}
+
+// writeText writes text to dir/name and returns the path.
+func writeText(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	return path
 }
 
 // tensorType returns the ggml type name of tensor name in the model at path.
@@ -124,8 +133,7 @@ func TestEstimateWeightFraction(t *testing.T) {
 func TestGoldenRecordFlags(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 403 407\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 403 407\n")
 	g := filepath.Join(dir, "g.json")
 	runOK(t, "golden", "record", storiesGGUF, "--prompts", prompts, "-n", "7", "--top-k", "3", g)
 	f, err := golden.Read(g)
@@ -169,8 +177,7 @@ func TestRunKVF16(t *testing.T) {
 // --ids with its ids), --ctx bounds the context.
 func TestSpeculateFlags(t *testing.T) {
 	needStories(t)
-	file := filepath.Join(t.TempDir(), "prompt.txt")
-	os.WriteFile(file, []byte("ids: 1 403 407"), 0o644)
+	file := writeText(t, t.TempDir(), "prompt.txt", "ids: 1 403 407")
 	base := []string{"speculate", storiesGGUF, "--draft", storiesGGUF, "-k", "2", "-n", "12", "--json"}
 	var a, b runtime.Comparison
 	json.Unmarshal([]byte(runOK(t, append(base, "--ids", "1,403,407")...)), &a)
@@ -195,8 +202,7 @@ func jsonString(v any) string {
 func TestVerifyEagle3(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 403 407\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 403 407\n")
 	g := filepath.Join(dir, "g.json")
 	runOK(t, "golden", "record", storiesGGUF, "--prompts", prompts, "-n", "12", g)
 	head := filepath.Join(dir, "eagle3.gguf")
@@ -218,8 +224,7 @@ func TestCompareGolden(t *testing.T) {
 	if err := synth.WriteGGUF(src, synth.Config(model.Llama, true), 3, gguf.F32); err != nil {
 		t.Fatal(err)
 	}
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 3 5 7\nids: 2 4 6\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 3 5 7\nids: 2 4 6\n")
 	q1 := filepath.Join(dir, "q1.gguf")
 	runOK(t, "quantize", src, q1, "--recipe", "q1")
 	var rows [2][]compareRow

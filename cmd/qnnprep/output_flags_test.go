@@ -13,8 +13,7 @@ import (
 func TestJSONFlags(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 403 407\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 403 407\n")
 	g := filepath.Join(dir, "golden.json")
 	plan := filepath.Join(dir, "plan.json")
 	for _, args := range [][]string{

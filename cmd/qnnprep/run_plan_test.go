@@ -28,12 +28,7 @@ func TestRunPlan(t *testing.T) {
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "plan.json")
 	var code int
-	captureStdout(t, func() {
-		code = run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan})
-	})
-	if code != 0 {
-		t.Fatalf("plan: exit %d", code)
-	}
+	runOK(t, "plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan)
 
 	wantText, err := os.ReadFile(filepath.Join(fixtures, "greedy_t0_n64_once_upon_a_time.txt"))
 	if err != nil {
@@ -108,12 +103,7 @@ func TestRunPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	short := filepath.Join(dir, "short.json")
-	captureStdout(t, func() {
-		code = run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "4,1", "--cl", "16", "-o", short})
-	})
-	if code != 0 {
-		t.Fatalf("plan: exit %d", code)
-	}
+	runOK(t, "plan", storiesGGUF, "--stages", "2", "--ar", "4,1", "--cl", "16", "-o", short)
 	for _, c := range []struct {
 		args []string
 		want string

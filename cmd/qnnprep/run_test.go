@@ -59,12 +59,7 @@ func TestRunCommand(t *testing.T) {
 	}
 	want := strings.Fields(string(idsText))[:20]
 	logits := filepath.Join(t.TempDir(), "logits.bin")
-	out = captureStdout(t, func() {
-		code = run([]string{"run", filepath.Join(dir, "hf"), "--ids", "1", "-n", "20", "--json", "--logits", logits})
-	})
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	out = runOK(t, "run", filepath.Join(dir, "hf"), "--ids", "1", "-n", "20", "--json", "--logits", logits)
 	var res runtime.RunResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v in %q", err, out)

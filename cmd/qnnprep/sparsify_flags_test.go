@@ -64,8 +64,7 @@ func TestSparsifyFlags(t *testing.T) {
 	}
 
 	// --prompts: the golden is recorded from these prompts.
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 7 8 9\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 7 8 9\n")
 	saved := filepath.Join(dir, "saved.json")
 	sparsify("--pattern", "2:4", "--prompts", prompts, "--save-golden", saved)
 	g, err := golden.Read(saved)

@@ -19,12 +19,7 @@ func TestSpeculateEagle3Plan(t *testing.T) {
 	writeRandomEagle3(t, head)
 	plan := filepath.Join(dir, "plan.json")
 	var code int
-	captureStdout(t, func() {
-		code = run([]string{"plan", storiesGGUF, "--stages", "3", "--ar", "4,1", "--cl", "128", "-o", plan})
-	})
-	if code != 0 {
-		t.Fatalf("plan: exit %d", code)
-	}
+	runOK(t, "plan", storiesGGUF, "--stages", "3", "--ar", "4,1", "--cl", "128", "-o", plan)
 	var res [2]runtime.Comparison
 	for i, extra := range [][]string{nil, {"--plan", plan}} {
 		args := append([]string{"speculate", storiesGGUF, "--eagle3", head, "-k", "3", "--prompt", "Once upon a time", "-n", "48", "--json"}, extra...)

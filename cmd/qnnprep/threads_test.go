@@ -38,8 +38,7 @@ func stripTimings(v any) any {
 func TestThreadsDoNotChangeOutputs(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("Once upon a time\nids: 1 403 407\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "Once upon a time\nids: 1 403 407\n")
 	g := filepath.Join(dir, "golden.json")
 	if code := run([]string{"golden", "record", storiesGGUF, "--prompts", prompts, "-n", "12", g}); code != 0 {
 		t.Fatalf("golden record: exit %d", code)

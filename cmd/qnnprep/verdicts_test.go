@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,8 +95,7 @@ func verifyJSON(t *testing.T, args ...string) (int, *golden.Report, string) {
 func TestVerdicts(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("Once upon a time\nids: 1 403 407\nLily went to the park\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "Once upon a time\nids: 1 403 407\nLily went to the park\n")
 	g, gkv := filepath.Join(dir, "golden.json"), filepath.Join(dir, "golden-kv.json")
 	var code int
 	for _, args := range [][]string{

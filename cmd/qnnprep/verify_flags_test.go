@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -23,8 +22,7 @@ func TestVerifyThresholds(t *testing.T) {
 	if err := synth.WriteGGUF(src, synth.Config(model.Llama, true), 3, gguf.F32); err != nil {
 		t.Fatal(err)
 	}
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 3 5 7\nids: 2 4 6\nids: 9 8\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 3 5 7\nids: 2 4 6\nids: 9 8\n")
 	g, q1 := filepath.Join(dir, "g.json"), filepath.Join(dir, "q1.gguf")
 	runOK(t, "golden", "record", src, "--prompts", prompts, "-n", "24", g)
 	runOK(t, "quantize", src, q1, "--recipe", "q1")
@@ -55,8 +53,7 @@ func TestVerifyThresholds(t *testing.T) {
 func TestVerifyFailOnDegeneration(t *testing.T) {
 	src := synthLlamaGGUF(t)
 	dir := t.TempDir()
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("ids: 1 3 5 7\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "ids: 1 3 5 7\n")
 	g := filepath.Join(dir, "g.json")
 	runOK(t, "golden", "record", src, "--prompts", prompts, "-n", "40", g)
 	gf, err := golden.Read(g)

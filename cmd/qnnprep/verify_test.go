@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +10,9 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/golden"
+	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
+	"github.com/qnnprep/qnnprep/synth"
 )
 
 // captureStderr runs f with os.Stderr redirected and returns what it wrote.
@@ -49,8 +48,7 @@ func needStories(t *testing.T) {
 func TestGoldenVerifyCommands(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
-	prompts := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(prompts, []byte("Once upon a time\nids: 1 403 407\n# a comment\nLily went to the park\n"), 0o644)
+	prompts := writeText(t, dir, "prompts.txt", "Once upon a time\nids: 1 403 407\n# a comment\nLily went to the park\n")
 	g := filepath.Join(dir, "golden.json")
 	var code int
 	errOut := captureStderr(t, func() {
@@ -92,10 +90,7 @@ func TestGoldenVerifyCommands(t *testing.T) {
 	}
 
 	q8 := filepath.Join(dir, "q8.gguf")
-	captureStdout(t, func() { code = run([]string{"quantize", storiesGGUF, q8, "--recipe", "q8_0"}) })
-	if code != 0 {
-		t.Fatalf("quantize: exit %d", code)
-	}
+	runOK(t, "quantize", storiesGGUF, q8, "--recipe", "q8_0")
 	report := filepath.Join(dir, "report.json")
 	out = captureStdout(t, func() {
 		code = run([]string{"verify", q8, "--golden", g, "--json", "--report", report, "--min-cosine", "0.99"})
@@ -148,12 +143,7 @@ func TestGoldenVerifyCommands(t *testing.T) {
 	}
 	// --plan: the plan must describe the artifact's model.
 	plan := filepath.Join(dir, "plan.json")
-	captureStdout(t, func() {
-		code = run([]string{"plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan})
-	})
-	if code != 0 {
-		t.Fatalf("plan: exit %d", code)
-	}
+	runOK(t, "plan", storiesGGUF, "--stages", "2", "--ar", "32,1", "--cl", "128", "-o", plan)
 	out = captureStdout(t, func() {
 		code = run([]string{"verify", q8, "--golden", g, "--plan", plan, "--draft", storiesGGUF, "-k", "2", "--json"})
 	})
@@ -204,8 +194,7 @@ func TestGoldenLongPrompt(t *testing.T) {
 	for i := 1; i < 512; i++ {
 		b.WriteString(" " + itoa(int32(3+(i*7919)%500)))
 	}
-	pf := filepath.Join(dir, "long.txt")
-	os.WriteFile(pf, []byte(b.String()+"\n"), 0o644)
+	pf := writeText(t, dir, "long.txt", b.String()+"\n")
 	g := filepath.Join(dir, "g.json")
 	var code int
 	captureStderr(t, func() {
@@ -283,47 +272,16 @@ func TestSpeculateCommand(t *testing.T) {
 	}
 }
 
-// writeRandomEagle3 writes an EAGLE-3 head for stories260K (hidden 64, 5
-// layers, vocabulary 512) with random F32 weights and 100 draft tokens.
+// writeRandomEagle3 writes an EAGLE-3 head for stories260K with random
+// F32 weights and 100 draft tokens.
 func writeRandomEagle3(t *testing.T, path string) {
-	cfg := runtime.Eagle3Config{Hidden: 64, FFN: 128, Heads: 4, KVHeads: 2, HeadDim: 16, DraftVocab: 100,
-		TargetHidden: 64, ExtractLayers: runtime.DefaultExtractLayers(5), RMSEps: 1e-5, RopeTheta: 10000}
-	rng := rand.New(rand.NewPCG(1, 2))
-	w := &gguf.Writer{Metadata: runtime.Eagle3Metadata(cfg)}
-	add := func(name string, dims ...int64) {
-		n := int64(1)
-		for _, d := range dims {
-			n *= d
-		}
-		b := make([]byte, 4*n)
-		for i := int64(0); i < n; i++ {
-			v := float32(rng.NormFloat64() / math.Sqrt(float64(dims[0])))
-			if len(dims) == 1 {
-				v = 1
-			}
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: name, Dims: dims, Type: gguf.F32, Data: gguf.Bytes(b)})
+	t.Helper()
+	m, err := model.Open(storiesGGUF)
+	if err != nil {
+		t.Fatal(err)
 	}
-	add("fc.weight", 192, 64)
-	add("blk.0.attn_norm.weight", 64)
-	add("blk.0.attn_norm_2.weight", 64)
-	add("blk.0.attn_q.weight", 128, 64)
-	add("blk.0.attn_k.weight", 128, 32)
-	add("blk.0.attn_v.weight", 128, 32)
-	add("blk.0.attn_output.weight", 64, 64)
-	add("blk.0.ffn_norm.weight", 64)
-	add("blk.0.ffn_gate.weight", 64, 128)
-	add("blk.0.ffn_up.weight", 64, 128)
-	add("blk.0.ffn_down.weight", 128, 64)
-	add("output_norm.weight", 64)
-	add("output.weight", 64, 100)
-	d2t := make([]byte, 8*100)
-	for i := 0; i < 100; i++ {
-		binary.LittleEndian.PutUint64(d2t[8*i:], uint64(i*5))
-	}
-	w.Tensors = append(w.Tensors, gguf.WriterTensor{Name: "d2t", Dims: []int64{100}, Type: gguf.I64, Data: gguf.Bytes(d2t)})
-	if err := gguf.WriteFile(path, w); err != nil {
+	defer m.Close()
+	if err := synth.WriteEagle3(path, m.Config, 100, 1); err != nil {
 		t.Fatal(err)
 	}
 }
