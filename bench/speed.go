@@ -199,6 +199,12 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 
 	rep.PeakRSS = PeakRSS()
 	if len(ceiling) > 0 {
+		// Give the weights back first: the process never holds them and
+		// the probe's buffer at once.
+		m.Close()
+		if sb.draft != nil {
+			sb.draft.Close()
+		}
 		after, err := opt.probe(ctx, "after")
 		if err != nil {
 			return nil, err
