@@ -85,18 +85,28 @@ func (e *Engine) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k 
 	return e.NewState().Speculate(ctx, d, prompt, n, k)
 }
 
+// speculateArgs checks what State.Speculate and Staged.Speculate take.
+func speculateArgs(d Drafter, prompt []int32, k int) error {
+	switch {
+	case d == nil:
+		return fmt.Errorf("runtime: speculate: no drafter")
+	case k < 1:
+		return fmt.Errorf("runtime: speculate: %d draft tokens per window, want at least 1", k)
+	case len(prompt) == 0:
+		return fmt.Errorf("runtime: empty prompt")
+	}
+	return nil
+}
+
 // Speculate is Engine.Speculate on s, which must be empty. Afterwards s
 // holds the prompt and every emitted token but the last.
 func (s *State) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k int) ([]int32, SpecStats, error) {
 	var st SpecStats
 	e := s.e
+	if err := speculateArgs(d, prompt, k); err != nil {
+		return nil, st, err
+	}
 	switch {
-	case d == nil:
-		return nil, st, fmt.Errorf("runtime: speculate: no drafter")
-	case k < 1:
-		return nil, st, fmt.Errorf("runtime: speculate: %d draft tokens per window, want at least 1", k)
-	case len(prompt) == 0:
-		return nil, st, fmt.Errorf("runtime: empty prompt")
 	case s.Len() != 0:
 		return nil, st, fmt.Errorf("runtime: speculate needs an empty state, this one holds %d positions", s.Len())
 	case n <= 0:

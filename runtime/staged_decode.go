@@ -167,13 +167,10 @@ func (s *Staged) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]f
 // exactly what Engine.Speculate gives it, so the acceptance is the same.
 func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k int) ([]int32, SpecStats, error) {
 	var st SpecStats
+	if err := speculateArgs(d, prompt, k); err != nil {
+		return nil, st, err
+	}
 	switch {
-	case d == nil:
-		return nil, st, fmt.Errorf("runtime: speculate: no drafter")
-	case k < 1:
-		return nil, st, fmt.Errorf("runtime: speculate: %d draft tokens per window, want at least 1", k)
-	case len(prompt) == 0:
-		return nil, st, fmt.Errorf("runtime: empty prompt")
 	case n <= 0:
 		return nil, st, nil
 	}

@@ -730,15 +730,7 @@ func (s *Staged) eagletTree(d *eagletDraft, root int32, rootLogits, rootHidden [
 			break
 		}
 		sorted := slices.Clone(levelProbs)
-		slices.SortFunc(sorted, func(a, b float32) int {
-			switch {
-			case a > b:
-				return -1
-			case a < b:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(sorted, descending)
 		thr := sorted[min(nb, len(sorted))-1]
 		// The sequences to expand, in sequence order, at most n-branches.
 		call := &draftCall{base: committed}
@@ -810,15 +802,7 @@ func pruneEagletTree(tree []eagletNode, limit int) []eagletNode {
 	for i, nd := range tree {
 		probs[i] = nd.prob
 	}
-	slices.SortFunc(probs, func(a, b float32) int {
-		switch {
-		case a > b:
-			return -1
-		case a < b:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(probs, descending)
 	thr := probs[limit-1]
 	above := 0
 	for _, nd := range tree {
@@ -905,3 +889,14 @@ func (x EagletSpeculator) Speculate(ctx context.Context, _ Drafter, prompt []int
 // DraftTokenMap is the head's d2t: the target id of each draft id
 // (Genie's draft-token-map).
 func (h *Eagle3) DraftTokenMap() []int32 { return slices.Clone(h.d2t) }
+
+// descending orders draft probabilities from the largest.
+func descending(a, b float32) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
