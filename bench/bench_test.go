@@ -814,7 +814,7 @@ func TestCPUMask(t *testing.T) {
 	// Only llama-bench can be offered one CPU variant.
 	testkit.Need(t, peers.NodeLlamaCpp)
 	opt = Options{Prompt: 4, Reps: 1, Llama: true, LlamaPeer: LlamaPeerNode, LlamaCPU: "haswell"}
-	if _, err := opt.newLlamaRunner(t.TempDir()); err == nil || !strings.Contains(err.Error(), "only llama-bench") {
+	if _, err := opt.newLlamaRunner(); err == nil || !strings.Contains(err.Error(), "only llama-bench") {
 		t.Errorf("CPU variant with node-llama-cpp: %v", err)
 	}
 }

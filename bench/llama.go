@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/qnnprep/qnnprep/internal/peers"
 )
@@ -35,30 +36,42 @@ func (o *Options) llamaPeer() (string, error) {
 }
 
 // llamaRunner is how a model's llama.cpp runs are made: the peer, the
-// llama-bench binary ("": the installed one) and, once a run timed out,
-// where (runLlama).
+// llama-bench binary ("": the installed one) in its own directory dir
+// (removed by close), and, once a run timed out, where (runLlama).
 type llamaRunner struct {
-	peer, bin string
-	gaveUp    string
+	peer, bin, dir string
+	gaveUp         string
 }
 
 // newLlamaRunner resolves the peer and, with Options.LlamaCPU, prepares
-// in dir a llama-bench offered only that CPU backend variant.
-func (o *Options) newLlamaRunner(dir string) (*llamaRunner, error) {
+// in a temporary directory a llama-bench offered only that CPU backend
+// variant.
+func (o *Options) newLlamaRunner() (*llamaRunner, error) {
 	peer, err := o.llamaPeer()
 	if err != nil {
 		return nil, err
 	}
 	lr := &llamaRunner{peer: peer}
-	if o.LlamaCPU != "" {
-		if peer != peers.LlamaBenchBin {
-			return nil, fmt.Errorf("bench: llama.cpp CPU variant %q: only llama-bench can be given one, not %s", o.LlamaCPU, peer)
-		}
-		if lr.bin, err = peers.LlamaBenchVariant(dir, o.LlamaCPU); err != nil {
-			return nil, err
-		}
+	if o.LlamaCPU == "" {
+		return lr, nil
+	}
+	if peer != peers.LlamaBenchBin {
+		return nil, fmt.Errorf("bench: llama.cpp CPU variant %q: only llama-bench can be given one, not %s", o.LlamaCPU, peer)
+	}
+	if lr.dir, err = os.MkdirTemp("", "qnnprep-llama-bench-"); err != nil {
+		return nil, err
+	}
+	if lr.bin, err = peers.LlamaBenchVariant(lr.dir, o.LlamaCPU); err != nil {
+		lr.close()
+		return nil, err
 	}
 	return lr, nil
+}
+
+func (lr *llamaRunner) close() {
+	if lr.dir != "" {
+		os.RemoveAll(lr.dir)
+	}
 }
 
 // runLlama times llama.cpp through peer at every depth with th threads.
@@ -68,7 +81,7 @@ func (o *Options) newLlamaRunner(dir string) (*llamaRunner, error) {
 //
 // A failed or timed-out peer run does not stop the benchmark: its rows
 // come back without timings and with the reason (Result.Error), and what
-// qnnprep measured is kept. After a timeout *gaveUp says where, and the
+// qnnprep measured is kept. After a timeout lr.gaveUp says where, and the
 // peer's remaining runs on this model are not started (each would wait as
 // long again); they come back as rows that say so.
 func (o *Options) runLlama(ctx context.Context, lr *llamaRunner, path string, th int, fill, prompt []int32) []Result {

@@ -27,14 +27,11 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	// before the qnnprep timings rather than after.
 	var llama *llamaRunner
 	if opt.Llama {
-		dir, err := os.MkdirTemp("", "qnnprep-llama-bench-")
-		if err != nil {
+		var err error
+		if llama, err = opt.newLlamaRunner(); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
-		if llama, err = opt.newLlamaRunner(dir); err != nil {
-			return nil, err
-		}
+		defer llama.close()
 	}
 	start := time.Now()
 	// The probe runs first, on an otherwise idle process, and gives its
