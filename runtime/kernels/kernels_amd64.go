@@ -26,6 +26,7 @@ func init() {
 		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
+		dotF16F32Rows = dotF16F32RowsAVX2
 		dotRows, axpyRows = dotRowsAVX2, axpyRowsAVX2
 		mulF16 = mulF16AVX2
 		kernelSet = "avx2"
@@ -110,6 +111,9 @@ func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
+func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer)
+
+//go:noescape
 func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
@@ -129,9 +133,18 @@ func dotF16F32x2AVX512(w []uint16, x0, x1 []float32) (float32, float32) {
 	return dotTwo(dotF16F32x2Asm512, dotF16F32AVX512, w, x0, x1)
 }
 
-// dotF16F32RowsAVX512 takes rows of whole groups of 32 in one call; other
-// lengths go one row at a time.
+// dotF16F32RowsAVX2 and dotF16F32RowsAVX512 take rows of whole groups of
+// 32 in one call; other lengths go one row at a time.
+func dotF16F32RowsAVX2(w []byte, rowBytes int, x, out []float32) {
+	withX16(dotF16F32RowsAsm, w, rowBytes, x, out)
+}
+
 func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
+	withX16(dotF16F32RowsAsm512, w, rowBytes, x, out)
+}
+
+// withX16 calls a rows kernel with scratch for x as binary16.
+func withX16(asm func(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer), w []byte, rowBytes int, x, out []float32) {
 	n := len(x)
 	if n%32 != 0 {
 		dotF16F32RowsEach(w, rowBytes, x, out)
@@ -141,12 +154,12 @@ func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
 	if cap(*x16) < n {
 		*x16 = make([]uint16, n)
 	}
-	dotF16F32RowsAsm512(unsafe.Pointer(&w[0]), rowBytes, len(out), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&(*x16)[0]), unsafe.Pointer(&out[0]))
+	asm(unsafe.Pointer(&w[0]), rowBytes, len(out), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&(*x16)[0]), unsafe.Pointer(&out[0]))
 	x16Pool.Put(x16)
 }
 
-// x16Pool holds the binary16 copies of activations dotF16F32RowsAsm512
-// reads, one per call in flight.
+// x16Pool holds the binary16 copies of activations the rows kernels
+// read, one per call in flight.
 var x16Pool = sync.Pool{New: func() any { return new([]uint16) }}
 
 //go:noescape

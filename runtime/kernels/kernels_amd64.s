@@ -170,6 +170,29 @@ x2reduce:
 	VZEROUPPER
 	RET
 
+// ROWDOT2 is dotF16F32RowsAsm's dot product of one row: binary16 weights
+// and binary16 activations, both converted exactly, in dotF16F32Asm's
+// order.
+#define ROWDOT2 \
+	ZEROY4(Y0, Y1, Y2, Y3) \
+rowloop:                   \
+	MULADD(LOADF16, LOADF16, 0, 0, SI, DI, Y0)   \
+	MULADD(LOADF16, LOADF16, 16, 16, SI, DI, Y1) \
+	MULADD(LOADF16, LOADF16, 32, 32, SI, DI, Y2) \
+	MULADD(LOADF16, LOADF16, 48, 48, SI, DI, Y3) \
+	ADDQ $64, SI           \
+	ADDQ $64, DI           \
+	SUBQ $32, CX           \
+	JNZ  rowloop
+
+// func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer)
+//
+// dotF16F32RowsAsm512 in ymm registers: out[r] is dotF16F32Asm's result
+// for row r, the activations read as binary16 (half the bytes) and the
+// weights left to the hardware prefetcher.
+TEXT ·dotF16F32RowsAsm(SB), NOSPLIT, $0-56
+	ROWSKERNEL(ROWDOT2, Y4, X4, 32)
+
 // func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 TEXT ·dotF32Asm(SB), NOSPLIT, $0-44
 	DOT(LOADF32, LOADF32, 4, 4)

@@ -13,11 +13,7 @@ func init() {
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
 		mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
-		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32x2AVX2, func(w []byte, rowBytes int, x, out []float32) {
-			for r := range out {
-				out[r] = dotF16F32AVX2(u16View(w[r*rowBytes:], len(x)), x)
-			}
-		}})
+		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32x2AVX2, dotF16F32RowsAVX2})
 		if hasAVX512 {
 			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx512", mulF16AVX512})
 			f16F32Kernels = append(f16F32Kernels, kernel{"avx512", dotF16F32AVX512, dotF16F32x2AVX512, dotF16F32RowsAVX512})

@@ -66,6 +66,13 @@ lbl32:                    \
 	SUBQ $32, CX          \
 done:
 
+// ROWDOT512 is dotF16F32RowsAsm512's dot product of one row.
+#define ROWDOT512 \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	DOT32(MAC32H, 2, NOPF, zrloop64, zrloop32, zrdone) \
+	SPLIT
+
 // func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 //
 // dotF16F32Asm with the whole groups of 32 in zmm registers.
@@ -117,41 +124,7 @@ z1reduce:
 // float32 (22 KiB for a 5632-wide row) did not. The weights are not
 // prefetched: on AMD Zen the hardware's stream prefetch read faster.
 TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), R8
-	MOVQ rowBytes+8(FP), R9
-	MOVQ rows+16(FP), R10
-	MOVQ x+24(FP), SI
-	MOVQ n32+32(FP), R12
-	MOVQ x16+40(FP), R11
-	MOVQ out+48(FP), AX
-	MOVQ R11, DI
-	MOVQ R12, CX
-
-zhalf:
-	VMOVUPS   (SI), Z4
-	VCVTPS2PH $0, Z4, Y4
-	VMOVDQU   Y4, (DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	SUBQ      $16, CX
-	JNZ       zhalf
-
-zrow:
-	MOVQ   R8, SI
-	MOVQ   R11, DI
-	MOVQ   R12, CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	DOT32(MAC32H, 2, NOPF, zrloop64, zrloop32, zrdone)
-	SPLIT
-	REDUCE
-	VMOVSS X0, (AX)
-	ADDQ   $4, AX
-	ADDQ   R9, R8
-	DECQ   R10
-	JNZ    zrow
-	VZEROUPPER
-	RET
+	ROWSKERNEL(ROWDOT512, Z4, Y4, 64)
 
 // func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 //
