@@ -142,11 +142,7 @@ func grow[T any](s []T, n int) []T {
 // Set from, bit for bit, faster when one activation row meets many
 // weight rows.
 func DotQ1_0Acts(w []byte, a *Acts) float32 {
-	nb := checkDot("DotQ1_0Acts", w, a.raw, a.n, BlockQ1_0, BlockBytesQ1_0)
-	if nb == 0 {
-		return 0
-	}
-	return dotQ1_0Acts(w, a, nb)
+	return dotActs("DotQ1_0Acts", w, a, BlockQ1_0, BlockBytesQ1_0, dotQ1_0Acts)
 }
 
 var dotQ1_0Acts = func(w []byte, a *Acts, nb int) float32 { return dotQ1_0Go(w, a.raw, nb) }
@@ -154,11 +150,16 @@ var dotQ1_0Acts = func(w []byte, a *Acts, nb int) float32 { return dotQ1_0Go(w, 
 // DotQ2_0Acts returns DotQ2_0(w, x, a.Len()) for the row x that a was
 // Set from, bit for bit.
 func DotQ2_0Acts(w []byte, a *Acts) float32 {
-	nb := checkDot("DotQ2_0Acts", w, a.raw, a.n, BlockQ2_0, BlockBytesQ2_0)
+	return dotActs("DotQ2_0Acts", w, a, BlockQ2_0, BlockBytesQ2_0, dotQ2_0Acts)
+}
+
+// dotActs checks the arguments of the function name and runs kernel.
+func dotActs(name string, w []byte, a *Acts, block, blockBytes int, kernel func([]byte, *Acts, int) float32) float32 {
+	nb := checkDot(name, w, a.raw, a.n, block, blockBytes)
 	if nb == 0 {
 		return 0
 	}
-	return dotQ2_0Acts(w, a, nb)
+	return kernel(w, a, nb)
 }
 
 var dotQ2_0Acts = func(w []byte, a *Acts, nb int) float32 { return dotQ2_0Go(w, a.raw, nb) }

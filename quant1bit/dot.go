@@ -76,26 +76,36 @@ var (
 
 func f16At(b []byte) float32 { return half.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-func dotQ1_0Go(w, x []byte, nb int) float32 {
+// dotBlocks is the Go kernels' loop, the order DotQ1_0 documents: each
+// weight block of blockBytes bytes pairs with per activation blocks, and
+// sum gives activation block k's exact integer sum against weight block
+// wb (k = 0..per−1).
+func dotBlocks(w, x []byte, nb, blockBytes, per int, sum func(wb []byte, k int, xq []byte) int32) float32 {
 	var l [8]float32
 	for b := range nb {
-		wb := w[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
+		wb := w[b*blockBytes : (b+1)*blockBytes]
 		d0 := f16At(wb)
-		for k := range 4 {
-			i := 4*b + k
+		for k := range per {
+			i := per*b + k
 			xb := x[i*blockBytesQ8_0 : (i+1)*blockBytesQ8_0]
-			bits := wb[2+4*k : 6+4*k]
-			// Σ ±q = 2·Σ_{bit set} q − Σ q
-			var set, all int32
-			for j, v := range xb[2:] {
-				q := int32(int8(v))
-				all += q
-				set += q & -int32(bits[j/8]>>(j%8)&1)
-			}
-			l[i%8] += float32(float32(2*set-all) * (d0 * f16At(xb)))
+			l[i%8] += float32(float32(sum(wb, k, xb[2:])) * (d0 * f16At(xb)))
 		}
 	}
 	return sum8(&l)
+}
+
+func dotQ1_0Go(w, x []byte, nb int) float32 {
+	return dotBlocks(w, x, nb, BlockBytesQ1_0, 4, func(wb []byte, k int, xq []byte) int32 {
+		bits := wb[2+4*k : 6+4*k]
+		// Σ ±q = 2·Σ_{bit set} q − Σ q
+		var set, all int32
+		for j, v := range xq {
+			q := int32(int8(v))
+			all += q
+			set += q & -int32(bits[j/8]>>(j%8)&1)
+		}
+		return 2*set - all
+	})
 }
 
 // sum8 combines eight partial sums in the order the AVX2 kernels use.
@@ -105,20 +115,12 @@ func sum8(l *[8]float32) float32 {
 }
 
 func dotQ2_0Go(w, x []byte, nb int) float32 {
-	var l [8]float32
-	for b := range nb {
-		wb := w[b*BlockBytesQ2_0 : (b+1)*BlockBytesQ2_0]
-		d0 := f16At(wb)
-		for k := range 2 {
-			i := 2*b + k
-			xb := x[i*blockBytesQ8_0 : (i+1)*blockBytesQ8_0]
-			codes := wb[2+8*k : 10+8*k]
-			var s int32
-			for j, v := range xb[2:] {
-				s += (int32(codes[j/4]>>(2*(j%4))&3) - 1) * int32(int8(v))
-			}
-			l[i%8] += float32(float32(s) * (d0 * f16At(xb)))
+	return dotBlocks(w, x, nb, BlockBytesQ2_0, 2, func(wb []byte, k int, xq []byte) int32 {
+		codes := wb[2+8*k : 10+8*k]
+		var s int32
+		for j, v := range xq {
+			s += (int32(codes[j/4]>>(2*(j%4))&3) - 1) * int32(int8(v))
 		}
-	}
-	return sum8(&l)
+		return s
+	})
 }

@@ -110,12 +110,14 @@ GLOBL qwsel<>(SB), RODATA|NOPTR, $64
 	VMOVDQU8.Z   r(R8)(DX*1), K1, V \
 	VPDPBUSD     V, Z18, A
 
-// QUAD1 is QUAD(QTOKS_1) for one token (decoding): the mask applies to
-// the codes as they load, with no 0/2 vector per r, and the sums grow in
-// two int32 chains (r even, odd) added at the end, so the VPDPBUSD
-// latency chain is half as long; the same int32 sums, so the same bits.
-// In one process, interleaved, it takes 11-18% less CPU time than
-// QUAD(QTOKS_1) on 256 rows of 2048 or 5632 columns (load 28-31).
+// QUAD1 is QUAD(QTOKS_1) for one token (decoding): the codes load under
+// the sign mask (no 0/2 vector per r) and the sums grow in two int32
+// chains (r even, odd) added at the end, so the chain of dependent
+// VPDPBUSD is half as long; the same int32 sums, so the same bits.
+// Interleaved in one process it takes 11-18% less CPU time than
+// QUAD(QTOKS_1) on 256 rows of 2048 or 5632 columns (load 28-31); the
+// two chains make the gain (the masked load alone is on par with the
+// 0/2 vector, and four chains gain nothing more).
 #define QUAD1 \
 	VMOVDQU64     0(SI), Z8 \
 	VPERMW        Z8, Z20, Z9 \
