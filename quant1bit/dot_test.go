@@ -13,11 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// sameFloat reports bitwise equality, treating any two NaNs as equal.
-func sameFloat(a, b float32) bool {
-	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
-}
-
 // realistic returns a weight row of Gaussian values encoded by enc, and
 // Q8_0 activations shaped like QuantizeRowQ8_0's output: a positive fp16
 // scale and codes in [−127, 127] with one ±127 per block.
@@ -74,7 +69,7 @@ func TestDotAsmMatchesGo(t *testing.T) {
 					w, x = realistic(r, n, k.quantizer, nb*k.bytes)
 				}
 				got, want := k.asm(w, x, nb), k.ref(w, x, nb)
-				if !sameFloat(got, want) {
+				if !blocks.SameFloat(got, want) {
 					t.Fatalf("iteration %d, %d blocks: asm %v (%#08x), Go %v (%#08x)", iter, nb, got, math.Float32bits(got), want, math.Float32bits(want))
 				}
 			}
@@ -155,7 +150,7 @@ func TestDotActsMatchesDot(t *testing.T) {
 				w, x = realistic(r, n, k.quantizer, nb*18)
 			}
 			a.Set(x, n)
-			if got, want := k.acts(w, &a), k.ref(w, x, nb); !sameFloat(got, want) {
+			if got, want := k.acts(w, &a), k.ref(w, x, nb); !blocks.SameFloat(got, want) {
 				t.Fatalf("%s iteration %d: Acts %v (%#08x), Go %v (%#08x)", k.name, iter, got, math.Float32bits(got), want, math.Float32bits(want))
 			}
 		}

@@ -68,7 +68,7 @@ func checkBatch(t *testing.T, what string, w []byte, acts []Acts, stride int) {
 	DotQ1_0ActsBatch(w, acts, out, stride)
 	for i := range acts {
 		want := dotQ1_0Go(w, acts[i].raw, acts[i].n/BlockQ1_0)
-		if got := out[i*stride]; !sameFloat(got, want) {
+		if got := out[i*stride]; !blocks.SameFloat(got, want) {
 			t.Fatalf("%s, token %d of %d: batch %v (%#08x), Go %v (%#08x)", what, i, len(acts), got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 		for j := i*stride + 1; j < (i+1)*stride; j++ {
@@ -211,7 +211,7 @@ func TestDotQ1_0ActsRows(t *testing.T) {
 		for ti := range acts {
 			for ri := range rows {
 				want := dotQ1_0Go(w[ri*rowBytes:ri*rowBytes+nb*BlockBytesQ1_0], acts[ti].raw, nb)
-				if got := out[ti*stride+ri]; !sameFloat(got, want) {
+				if got := out[ti*stride+ri]; !blocks.SameFloat(got, want) {
 					t.Fatalf("iter %d: row %d token %d: %v, Go %v", iter, ri, ti, got, want)
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // FuzzDot feeds arbitrary bytes to the dot kernels: the selected kernel
@@ -34,7 +36,7 @@ func FuzzDot(f *testing.F) {
 			a.Set(x, n*k.block)
 			want := k.ref(w, x, n)
 			for name, got := range map[string]float32{"kernel": k.dot(w, x, n), "acts": k.acts(w, &a)} {
-				if !sameFloat(got, want) {
+				if !blocks.SameFloat(got, want) {
 					t.Fatalf("%s, %d blocks of %d: %v (%#08x), Go %v (%#08x)", name, n, k.block, got, math.Float32bits(got), want, math.Float32bits(want))
 				}
 			}
@@ -103,7 +105,7 @@ func FuzzDotQ1_0ActsBatch(f *testing.F) {
 		out := make([]float32, k)
 		DotQ1_0ActsBatch(w, acts, out, 1)
 		for i := range acts {
-			if want := dotQ1_0Go(w, acts[i].raw, nb); !sameFloat(out[i], want) {
+			if want := dotQ1_0Go(w, acts[i].raw, nb); !blocks.SameFloat(out[i], want) {
 				t.Fatalf("%d blocks, token %d of %d: %v (%#08x), Go %v (%#08x)", nb, i, k, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
 			}
 		}

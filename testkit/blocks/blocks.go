@@ -1,10 +1,11 @@
 // Package blocks makes random quantized blocks for the kernel tests of
-// int8 and quant1bit: the same edge cases for every block format with an
-// fp16 scale in front.
+// int8 and quant1bit (the same edge cases for every block format with an
+// fp16 scale in front) and compares kernels with their Go twins.
 package blocks
 
 import (
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 )
 
@@ -33,4 +34,10 @@ func Random(r *rand.Rand, nb, size int) []byte {
 		}
 	}
 	return row
+}
+
+// SameFloat reports whether a kernel's result a is its Go twin's b to
+// the bit, treating any two NaNs as equal.
+func SameFloat(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
 }
