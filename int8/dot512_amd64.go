@@ -36,8 +36,13 @@ func (q *q8Prep) set(x []byte, nb int) {
 	prepQ8_0Asm(unsafe.Pointer(&x[0]), nb, unsafe.Pointer(&q.p[0]))
 }
 
-// dotQ8_0RowsAVX512 is dotQ8_0SymRows for any codes, eight rows per
-// kernel call.
+// dotQ8_0RowsAVX512 is dotQ8_0SymRows for any codes. The rows are read
+// as two streams far apart, the first and the second half of the rows
+// side by side, four rows of each per kernel call (the rest one stream,
+// up to eight rows per call). Two far streams read memory faster than
+// one on the EPYC this was tuned on (a plain read of the mapped 700M
+// file: 29-31 against 25-27 GB per CPU second), while two adjacent rows
+// side by side, or software prefetch, read slower than one stream.
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
@@ -45,16 +50,23 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 	stride := (nb + 7) &^ 7 // terms per row of t
 	q.t = slices.Grow(q.t[:0], 8*stride)[:8*stride]
 	for r := range 8 {
-		clear(q.t[r*stride+nb : (r+1)*stride]) // the padding the kernel adds
+		clear(q.t[r*stride+nb : (r+1)*stride]) // the padding the kernels add
 	}
 	xp, t := unsafe.Pointer(&q.p[0]), unsafe.Pointer(&q.t[0])
-	for r := 0; r < len(out); r += 8 {
+	h := len(out) / 2 &^ 3
+	for r := 0; r < h; r += 4 {
+		dotRows2Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r]), t, 4*stride)
+	}
+	for r := 2 * h; r < len(out); r += 8 {
 		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, xp, nb, unsafe.Pointer(&out[r]), min(8, len(out)-r), t, 4*stride)
 	}
 }
 
 //go:noescape
 func prepQ8_0Asm(x unsafe.Pointer, nb int, xp unsafe.Pointer)
+
+//go:noescape
+func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride int)
 
 //go:noescape
 func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)

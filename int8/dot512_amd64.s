@@ -49,10 +49,10 @@
 	VMULPS      (BX)(R13*4), Y12, Y12 \
 	VMULPS      Y12, Y9, Y9
 
-// TERM1 sets X11 to the term float32(s)·(dw·dx) of the one block at SI
-// (the tail of a row).
-#define TERM1 \
-	VMOVDQU      2(SI), Y8        \
+// TERM1 sets X11 to the term float32(s)·(dw·dx) of the one block at
+// BASE (the tail of a row).
+#define TERM1(BASE) \
+	VMOVDQU      2(BASE), Y8      \
 	VPXORD       Y31, Y8, Y8      \
 	VPXORD       Y11, Y11, Y11    \
 	VPDPBUSD     (DI), Y8, Y11    \
@@ -60,44 +60,108 @@
 	VMOVD        (BX), X9         \
 	VPSUBD       X9, X11, X11     \
 	VCVTDQ2PS    X11, X11         \
-	MOVWLZX      0(SI), AX        \
+	MOVWLZX      0(BASE), AX      \
 	VMOVD        AX, X12          \
 	VCVTPH2PS    X12, X12         \
 	VMULSS       (BX)(R13*4), X12, X12 \
 	VMULSS       X12, X11, X11
 
+// ROWSETUP loads the kernels' constants: Z31 the bytes 0x80, Z30 the
+// scale indices.
+#define ROWSETUP \
+	MOVL         $0x80808080, AX  \
+	VPBROADCASTD AX, Z31          \
+	VMOVDQU64    q8scaleidx<>(SB), Z30
+
+// XSTART points DI at the prepared activation row XP, BX at its
+// corrections and CX at the row's count of whole groups.
+#define XSTART(XP) \
+	MOVQ XP, DI    \
+	MOVQ R13, BX   \
+	SHLQ $5, BX    \
+	ADDQ DI, BX    \
+	MOVQ R13, CX   \
+	SHRQ $3, CX
+
+// SUMTERMS forms in Y16 the serial sums of the eight rows of terms at
+// TBASE (rows R12 bytes apart, R13 terms each, padded with +0 to a
+// multiple of eight), with lanes over rows, adding the terms in block
+// order: eight terms of each row at a time, transposed so that Y8..Y15
+// hold blocks b..b+7 of every row. The padding adds +0, which leaves a
+// sum that starts at +0 unchanged.
+#define SUMTERMS(TBASE) \
+	VPXORD     Y16, Y16, Y16     \
+	MOVQ       R13, CX           \
+	ADDQ       $7, CX            \
+	SHRQ       $3, CX            \
+	MOVQ       TBASE, SI         \
+	LEAQ       (R12)(R12*2), AX  \
+	LEAQ       (SI)(R12*4), DX   \
+sum:                             \
+	VMOVUPS    (SI), Y0          \
+	VMOVUPS    (SI)(R12*1), Y1   \
+	VMOVUPS    (SI)(R12*2), Y2   \
+	VMOVUPS    (SI)(AX*1), Y3    \
+	VMOVUPS    (DX), Y4          \
+	VMOVUPS    (DX)(R12*1), Y5   \
+	VMOVUPS    (DX)(R12*2), Y6   \
+	VMOVUPS    (DX)(AX*1), Y7    \
+	VUNPCKLPS  Y1, Y0, Y8        \
+	VUNPCKHPS  Y1, Y0, Y9        \
+	VUNPCKLPS  Y3, Y2, Y10       \
+	VUNPCKHPS  Y3, Y2, Y11       \
+	VUNPCKLPS  Y5, Y4, Y12       \
+	VUNPCKHPS  Y5, Y4, Y13       \
+	VUNPCKLPS  Y7, Y6, Y14       \
+	VUNPCKHPS  Y7, Y6, Y15       \
+	VSHUFPS    $0x44, Y10, Y8, Y0 \
+	VSHUFPS    $0xee, Y10, Y8, Y1 \
+	VSHUFPS    $0x44, Y11, Y9, Y2 \
+	VSHUFPS    $0xee, Y11, Y9, Y3 \
+	VSHUFPS    $0x44, Y14, Y12, Y4 \
+	VSHUFPS    $0xee, Y14, Y12, Y5 \
+	VSHUFPS    $0x44, Y15, Y13, Y6 \
+	VSHUFPS    $0xee, Y15, Y13, Y7 \
+	VPERM2F128 $0x20, Y4, Y0, Y8 \
+	VPERM2F128 $0x20, Y5, Y1, Y9 \
+	VPERM2F128 $0x20, Y6, Y2, Y10 \
+	VPERM2F128 $0x20, Y7, Y3, Y11 \
+	VPERM2F128 $0x31, Y4, Y0, Y12 \
+	VPERM2F128 $0x31, Y5, Y1, Y13 \
+	VPERM2F128 $0x31, Y6, Y2, Y14 \
+	VPERM2F128 $0x31, Y7, Y3, Y15 \
+	VADDPS     Y8, Y16, Y16      \
+	VADDPS     Y9, Y16, Y16      \
+	VADDPS     Y10, Y16, Y16     \
+	VADDPS     Y11, Y16, Y16     \
+	VADDPS     Y12, Y16, Y16     \
+	VADDPS     Y13, Y16, Y16     \
+	VADDPS     Y14, Y16, Y16     \
+	VADDPS     Y15, Y16, Y16     \
+	ADDQ       $32, SI           \
+	ADDQ       $32, DX           \
+	DECQ       CX                \
+	JNZ        sum
+
 // func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)
 //
 // Stores at out the dot products of rows (1 to 8) weight rows, rowBytes
-// apart from w, with the prepared activation row xp. The rows are read
-// one after another, each from start to end: a single stream, which the
-// hardware prefetcher follows (two interleaved rows, or software
-// prefetch, read memory slower on the EPYC this was tuned on). Row r's
-// terms go to row r of t (rows tStride bytes apart, +0 from nb terms to
-// the stride); then the serial sums of all rows are formed at once, with
-// lanes over rows, adding the terms in block order: no row waits on its
-// own chain of additions. The padding adds +0, which leaves a sum that
-// starts at +0 unchanged.
+// apart from w, with the prepared activation row xp, each row read from
+// start to end. Row r's terms go to row r of t (rows tStride bytes
+// apart, +0 from nb terms to the stride); then SUMTERMS forms every
+// row's serial sum at once: no row waits on its own chain of additions.
 TEXT ·dotRowsQ8_0Asm(SB), NOSPLIT, $0-64
-	MOVQ         w+0(FP), R11
-	MOVQ         nb+24(FP), R13
-	MOVQ         rows+40(FP), R10
-	MOVQ         t+48(FP), R9
-	MOVQ         tStride+56(FP), R12
-	MOVL         $0x80808080, AX
-	VPBROADCASTD AX, Z31
-	VMOVDQU64    q8scaleidx<>(SB), Z30
-	MOVQ         R9, DX
+	MOVQ w+0(FP), R11
+	MOVQ nb+24(FP), R13
+	MOVQ rows+40(FP), R10
+	MOVQ t+48(FP), DX
+	MOVQ tStride+56(FP), R12
+	ROWSETUP
 
 row:
 	MOVQ R11, SI
 	MOVQ DX, R8
-	MOVQ xp+16(FP), DI
-	MOVQ R13, BX
-	SHLQ $5, BX
-	ADDQ DI, BX
-	MOVQ R13, CX
-	SHRQ $3, CX
+	XSTART(xp+16(FP))
 	JZ   tail
 
 group:
@@ -125,7 +189,7 @@ tail:
 	JZ   next
 
 one:
-	TERM1
+	TERM1(SI)
 	VMOVSS X11, (R8)
 	ADDQ   $34, SI
 	ADDQ   $32, DI
@@ -140,61 +204,7 @@ next:
 	DECQ R10
 	JNZ  row
 
-	// The serial sums, eight terms of each row at a time, transposed so
-	// that Y8..Y15 hold blocks b..b+7 of every row.
-	VPXORD Y16, Y16, Y16
-	MOVQ   R13, CX
-	ADDQ   $7, CX
-	SHRQ   $3, CX
-	MOVQ   R9, SI
-	LEAQ   (R12)(R12*2), AX
-	LEAQ   (SI)(R12*4), DX
-
-sum:
-	VMOVUPS    (SI), Y0
-	VMOVUPS    (SI)(R12*1), Y1
-	VMOVUPS    (SI)(R12*2), Y2
-	VMOVUPS    (SI)(AX*1), Y3
-	VMOVUPS    (DX), Y4
-	VMOVUPS    (DX)(R12*1), Y5
-	VMOVUPS    (DX)(R12*2), Y6
-	VMOVUPS    (DX)(AX*1), Y7
-	VUNPCKLPS  Y1, Y0, Y8
-	VUNPCKHPS  Y1, Y0, Y9
-	VUNPCKLPS  Y3, Y2, Y10
-	VUNPCKHPS  Y3, Y2, Y11
-	VUNPCKLPS  Y5, Y4, Y12
-	VUNPCKHPS  Y5, Y4, Y13
-	VUNPCKLPS  Y7, Y6, Y14
-	VUNPCKHPS  Y7, Y6, Y15
-	VSHUFPS    $0x44, Y10, Y8, Y0
-	VSHUFPS    $0xee, Y10, Y8, Y1
-	VSHUFPS    $0x44, Y11, Y9, Y2
-	VSHUFPS    $0xee, Y11, Y9, Y3
-	VSHUFPS    $0x44, Y14, Y12, Y4
-	VSHUFPS    $0xee, Y14, Y12, Y5
-	VSHUFPS    $0x44, Y15, Y13, Y6
-	VSHUFPS    $0xee, Y15, Y13, Y7
-	VPERM2F128 $0x20, Y4, Y0, Y8
-	VPERM2F128 $0x20, Y5, Y1, Y9
-	VPERM2F128 $0x20, Y6, Y2, Y10
-	VPERM2F128 $0x20, Y7, Y3, Y11
-	VPERM2F128 $0x31, Y4, Y0, Y12
-	VPERM2F128 $0x31, Y5, Y1, Y13
-	VPERM2F128 $0x31, Y6, Y2, Y14
-	VPERM2F128 $0x31, Y7, Y3, Y15
-	VADDPS     Y8, Y16, Y16
-	VADDPS     Y9, Y16, Y16
-	VADDPS     Y10, Y16, Y16
-	VADDPS     Y11, Y16, Y16
-	VADDPS     Y12, Y16, Y16
-	VADDPS     Y13, Y16, Y16
-	VADDPS     Y14, Y16, Y16
-	VADDPS     Y15, Y16, Y16
-	ADDQ       $32, SI
-	ADDQ       $32, DX
-	DECQ       CX
-	JNZ        sum
+	SUMTERMS(t+48(FP))
 
 	// Lanes 0..rows-1 are the results.
 	MOVQ    rows+40(FP), CX
@@ -204,6 +214,96 @@ sum:
 	KMOVW   AX, K1
 	MOVQ    out+32(FP), DI
 	VMOVUPS Y16, K1, (DI)
+	VZEROUPPER
+	RET
+
+// func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride int)
+//
+// dotRowsQ8_0Asm for four rows at w and four at w+far, read as two
+// streams: row i and row i of the far set go group by group side by
+// side. Their products go to out and outFar; their terms to rows i and
+// 4+i of t.
+TEXT ·dotRows2Q8_0Asm(SB), NOSPLIT, $0-72
+	MOVQ w+0(FP), R11
+	MOVQ nb+32(FP), R13
+	MOVQ t+56(FP), R8
+	MOVQ tStride+64(FP), R12
+	LEAQ (R12*4), R9 // from row i of t to row 4+i
+	MOVQ $4, R10
+	ROWSETUP
+
+row2:
+	MOVQ R11, SI
+	MOVQ R11, DX
+	ADDQ far+8(FP), DX
+	XSTART(xp+24(FP))
+	JZ   tail2
+
+group2:
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	ACC(SI, 2, 138, 0, Z0)
+	ACC(DX, 2, 138, 0, Z4)
+	ACC(SI, 36, 172, 64, Z1)
+	ACC(DX, 36, 172, 64, Z5)
+	ACC(SI, 70, 206, 128, Z2)
+	ACC(DX, 70, 206, 128, Z6)
+	ACC(SI, 104, 240, 192, Z3)
+	ACC(DX, 104, 240, 192, Z7)
+	REDUCE(Z0, Z1, Z2, Z3)
+	TERMS(SI)
+	VMOVUPS Y9, (R8)
+	REDUCE(Z4, Z5, Z6, Z7)
+	TERMS(DX)
+	VMOVUPS Y9, (R8)(R9*1)
+	ADDQ    $272, SI
+	ADDQ    $272, DX
+	ADDQ    $256, DI
+	ADDQ    $32, BX
+	ADDQ    $32, R8
+	DECQ    CX
+	JNZ     group2
+
+tail2:
+	MOVQ R13, CX
+	ANDQ $7, CX
+	JZ   next2
+
+one2:
+	TERM1(SI)
+	VMOVSS X11, (R8)
+	TERM1(DX)
+	VMOVSS X11, (R8)(R9*1)
+	ADDQ   $34, SI
+	ADDQ   $34, DX
+	ADDQ   $32, DI
+	ADDQ   $4, BX
+	ADDQ   $4, R8
+	DECQ   CX
+	JNZ    one2
+
+next2:
+	// R8 moved on by 4·nb: back, and to the next row of t.
+	ADDQ rowBytes+16(FP), R11
+	LEAQ (R13*4), AX
+	SUBQ AX, R8
+	ADDQ R12, R8
+	DECQ R10
+	JNZ  row2
+
+	SUMTERMS(t+56(FP))
+
+	MOVQ          out+40(FP), DI
+	VMOVUPS       X16, (DI)
+	MOVQ          outFar+48(FP), DI
+	VEXTRACTF32X4 $1, Y16, X0
+	VMOVUPS       X0, (DI)
 	VZEROUPPER
 	RET
 
