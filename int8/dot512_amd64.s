@@ -49,6 +49,21 @@
 	VMULPS      (BX)(R13*4), Y12, Y12 \
 	VMULPS      Y12, Y9, Y9
 
+// GROUPTERMS stores at DST the terms of the group of eight blocks of the
+// row at BASE, using the accumulators A..D.
+#define GROUPTERMS(BASE, A, B, C, D, DST) \
+	VPXORD  A, A, A              \
+	VPXORD  B, B, B              \
+	VPXORD  C, C, C              \
+	VPXORD  D, D, D              \
+	ACC(BASE, 2, 138, 0, A)      \
+	ACC(BASE, 36, 172, 64, B)    \
+	ACC(BASE, 70, 206, 128, C)   \
+	ACC(BASE, 104, 240, 192, D)  \
+	REDUCE(A, B, C, D)           \
+	TERMS(BASE)                  \
+	VMOVUPS Y9, DST
+
 // TERM1 sets X11 to the term float32(s)·(dw·dx) of the one block at
 // BASE (the tail of a row).
 #define TERM1(BASE) \
@@ -165,17 +180,7 @@ row:
 	JZ   tail
 
 group:
-	VPXORD  Z0, Z0, Z0
-	VPXORD  Z1, Z1, Z1
-	VPXORD  Z2, Z2, Z2
-	VPXORD  Z3, Z3, Z3
-	ACC(SI, 2, 138, 0, Z0)
-	ACC(SI, 36, 172, 64, Z1)
-	ACC(SI, 70, 206, 128, Z2)
-	ACC(SI, 104, 240, 192, Z3)
-	REDUCE(Z0, Z1, Z2, Z3)
-	TERMS(SI)
-	VMOVUPS Y9, (R8)
+	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
 	ADDQ    $272, SI
 	ADDQ    $256, DI
 	ADDQ    $32, BX
@@ -240,28 +245,8 @@ row2:
 	JZ   tail2
 
 group2:
-	VPXORD  Z0, Z0, Z0
-	VPXORD  Z1, Z1, Z1
-	VPXORD  Z2, Z2, Z2
-	VPXORD  Z3, Z3, Z3
-	VPXORD  Z4, Z4, Z4
-	VPXORD  Z5, Z5, Z5
-	VPXORD  Z6, Z6, Z6
-	VPXORD  Z7, Z7, Z7
-	ACC(SI, 2, 138, 0, Z0)
-	ACC(DX, 2, 138, 0, Z4)
-	ACC(SI, 36, 172, 64, Z1)
-	ACC(DX, 36, 172, 64, Z5)
-	ACC(SI, 70, 206, 128, Z2)
-	ACC(DX, 70, 206, 128, Z6)
-	ACC(SI, 104, 240, 192, Z3)
-	ACC(DX, 104, 240, 192, Z7)
-	REDUCE(Z0, Z1, Z2, Z3)
-	TERMS(SI)
-	VMOVUPS Y9, (R8)
-	REDUCE(Z4, Z5, Z6, Z7)
-	TERMS(DX)
-	VMOVUPS Y9, (R8)(R9*1)
+	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
 	ADDQ    $272, SI
 	ADDQ    $272, DX
 	ADDQ    $256, DI
