@@ -40,9 +40,10 @@ func (q *q8Prep) set(x []byte, nb int) {
 // as two streams far apart, the first and the second half of the rows
 // side by side, four rows of each per kernel call (the rest one stream,
 // up to eight rows per call). Two far streams read memory faster than
-// one on the EPYC this was tuned on (a plain read of the mapped 700M
-// file: 29-31 against 25-27 GB per CPU second), while two adjacent rows
-// side by side, or software prefetch, read slower than one stream.
+// one on the EPYC this was tuned on (plain reads of the mapped 700M
+// file, interleaved: 29-33 against 25-29 GB per CPU second), while two
+// adjacent rows side by side, or software prefetch, read slower than
+// one stream.
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
