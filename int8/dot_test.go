@@ -8,44 +8,24 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 	"github.com/stretchr/testify/assert"
 )
 
-// sameFloat reports bitwise equality, treating any two NaNs as equal.
-func sameFloat(a, b float32) bool {
-	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
-}
-
 // randomQ8Row returns a Q8_0 row of nb blocks: either the encoding of
-// random floats, or random bytes with scales drawn from a set of edge
-// values (±0, subnormals, ±Inf, NaN, the fp16 extremes) and codes that
-// include −128.
+// random floats, or random bytes with edge scales and −128 codes
+// (blocks.Random).
 func randomQ8Row(r *rand.Rand, nb int) []byte {
+	if r.IntN(2) != 0 {
+		return blocks.Random(r, nb, BlockBytesQ8_0)
+	}
 	row := make([]byte, nb*BlockBytesQ8_0)
-	if r.IntN(2) == 0 {
-		x := make([]float32, nb*BlockQ8_0)
-		s := math.Ldexp(1, r.IntN(30)-20)
-		for i := range x {
-			x[i] = float32(r.NormFloat64() * s)
-		}
-		QuantizeRowQ8_0(x, row)
-		return row
+	x := make([]float32, nb*BlockQ8_0)
+	s := math.Ldexp(1, r.IntN(30)-20)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * s)
 	}
-	edges := []uint16{0, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x3c00}
-	for b := range nb {
-		blk := row[b*BlockBytesQ8_0:]
-		h := uint16(r.Uint32())
-		if r.IntN(4) == 0 {
-			h = edges[r.IntN(len(edges))]
-		}
-		binary.LittleEndian.PutUint16(blk, h)
-		for j := 2; j < BlockBytesQ8_0; j++ {
-			blk[j] = byte(r.Uint32())
-			if r.IntN(8) == 0 {
-				blk[j] = 0x80
-			}
-		}
-	}
+	QuantizeRowQ8_0(x, row)
 	return row
 }
 
@@ -61,7 +41,7 @@ func TestDotQ8_0AsmMatchesGo(t *testing.T) {
 		}
 		w, x := randomQ8Row(r, nb), randomQ8Row(r, nb)
 		got, want := dotQ8_0(w, x, nb), dotQ8_0Go(w, x, nb)
-		if !sameFloat(got, want) {
+		if !blocks.SameFloat(got, want) {
 			t.Fatalf("nb=%d: asm %v (%#08x), Go %v (%#08x)", nb, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 	}
@@ -155,7 +135,7 @@ func TestDotQ8_0SymMatchesGo(t *testing.T) {
 			t.Fatal("SymmetricQ8_0 = false for a row without −128")
 		}
 		got, want := DotQ8_0Sym(w, x, nb*BlockQ8_0), dotQ8_0Go(w, x, nb)
-		if !sameFloat(got, want) {
+		if !blocks.SameFloat(got, want) {
 			t.Fatalf("nb=%d: sym %v (%#08x), Go %v (%#08x)", nb, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 	}
@@ -222,7 +202,7 @@ func TestDotQ8_0SymRows(t *testing.T) {
 		out := make([]float32, rows)
 		DotQ8_0SymRows(w, rowBytes, x, nb*BlockQ8_0, out)
 		for i, got := range out {
-			if want := DotQ8_0Sym(w[i*rowBytes:], x, nb*BlockQ8_0); !sameFloat(got, want) {
+			if want := DotQ8_0Sym(w[i*rowBytes:], x, nb*BlockQ8_0); !blocks.SameFloat(got, want) {
 				t.Fatalf("iter %d row %d: %v, single %v", iter, i, got, want)
 			}
 		}
@@ -267,7 +247,7 @@ func checkRowKernels(t *testing.T, w []byte, rb, rows int, x []byte, nb int) {
 		out := make([]float32, rows)
 		f(w, rb, x, nb, out)
 		for r, got := range out {
-			if want := dotQ8_0Go(w[r*rb:], x, nb); !sameFloat(got, want) {
+			if want := dotQ8_0Go(w[r*rb:], x, nb); !blocks.SameFloat(got, want) {
 				t.Fatalf("%s: %d rows of %d blocks, %d bytes apart: row %d: %v (%#08x), Go %v (%#08x)", set, rows, nb, rb, r, got, math.Float32bits(got), want, math.Float32bits(want))
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // FuzzDotQ8_0 feeds arbitrary bytes to the selected kernel (assembly on
@@ -23,11 +25,11 @@ func FuzzDotQ8_0(f *testing.F) {
 		}
 		w, x := data[:n*BlockBytesQ8_0], data[n*BlockBytesQ8_0:2*n*BlockBytesQ8_0]
 		want := dotQ8_0Go(w, x, n)
-		if got := dotQ8_0(w, x, n); !sameFloat(got, want) {
+		if got := dotQ8_0(w, x, n); !blocks.SameFloat(got, want) {
 			t.Fatalf("%d blocks: %v (%#08x), Go %v (%#08x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 		if SymmetricQ8_0(x) {
-			if got := dotQ8_0Sym(w, x, n); !sameFloat(got, want) {
+			if got := dotQ8_0Sym(w, x, n); !blocks.SameFloat(got, want) {
 				t.Fatalf("%d blocks: sym %v (%#08x), Go %v (%#08x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
 			}
 		}
@@ -59,7 +61,7 @@ func FuzzMulQ8_0(f *testing.F) {
 			for ti := range tokens {
 				for r := range rows {
 					want := dotQ8_0Go(w[r*rb:], x[ti*rb:], nb)
-					if got := out[ti*rows+r]; !sameFloat(got, want) {
+					if got := out[ti*rows+r]; !blocks.SameFloat(got, want) {
 						t.Fatalf("%s: %dx%dx%d: row %d token %d: %v (%#08x), Go %v (%#08x)", set, rows, tokens, nb, r, ti, got, math.Float32bits(got), want, math.Float32bits(want))
 					}
 				}

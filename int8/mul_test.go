@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 	"github.com/stretchr/testify/assert"
 )
@@ -53,7 +54,7 @@ func TestMulQ8_0MatchesDot(t *testing.T) {
 				for ti := range c.tokens {
 					for ri := range c.rows {
 						got := out[ti*outStride+ri]
-						if want := dotQ8_0Go(ws[ri], xs[ti], c.nb); !sameFloat(got, want) {
+						if want := dotQ8_0Go(ws[ri], xs[ti], c.nb); !blocks.SameFloat(got, want) {
 							t.Fatalf("%s: row %d token %d: %v (%#08x), DotQ8_0 %v (%#08x)", name, ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
 						}
 					}
