@@ -34,6 +34,24 @@
 	VPMADDWD     Y13, Y9, Y15         \
 	VPADDD       Y15, Y7, Y7
 
+// KPAIRFIRST is KPAIR for the first code pair of a block: its products
+// start the block sums.
+#define KPAIRFIRST(OW, OX) \
+	VMOVDQU      OW(SI), Y8           \
+	VMOVDQU      (OW+32)(SI), Y9      \
+	VPBROADCASTD OX(DI), Y10          \
+	VPMADDWD     Y10, Y8, Y0          \
+	VPMADDWD     Y10, Y9, Y4          \
+	VPBROADCASTD OX(DI)(R10*1), Y13   \
+	VPMADDWD     Y13, Y8, Y1          \
+	VPMADDWD     Y13, Y9, Y5          \
+	VPBROADCASTD OX(DI)(R10*2), Y10   \
+	VPMADDWD     Y10, Y8, Y2          \
+	VPMADDWD     Y10, Y9, Y6          \
+	VPBROADCASTD OX(DI)(R11*1), Y13   \
+	VPMADDWD     Y13, Y8, Y3          \
+	VPMADDWD     Y13, Y9, Y7
+
 // FLUSH adds token T's block sums (S0 rows 0-7, S1 rows 8-15) into the
 // running sums at AX: sum = sum + float32(s)·(dw·dx), each operation in
 // DotQ8_0's operand order (dw in Y8/Y9).
@@ -67,15 +85,7 @@ kgroup:
 	MOVQ BX, CX
 
 kblock:
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-	KPAIR(0, 0)
+	KPAIRFIRST(0, 0)
 	KPAIR(64, 4)
 	KPAIR(128, 8)
 	KPAIR(192, 12)
