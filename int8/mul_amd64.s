@@ -121,11 +121,11 @@ kblock:
 // TRANSPOSE8 transposes the 8×8 int32 matrix in Y0-Y7 (row i in Yi) and
 // stores column p at OFF+p*64(DI) for p = 0..3 and OFF+(p+4)*64 for its
 // other half: one 64-byte panel step per code pair.
-// The same transpose stands in runtime/kernels/panel_amd64.h and
-// quant1bit/dotquad_amd64.s: assembly cannot include another directory's
-// header, and the panels are repacked in every product (the weights are
-// read where the file maps them), where a repack in Go took 1.6-1.9
-// times as long as the whole AVX-512 product (700M shapes, 64 tokens).
+// The same transpose stands in runtime/kernels/panel_amd64.h
+// (TRANSPOSE8STORE): assembly cannot include another directory's header,
+// and the panels are repacked in every product (the weights are read
+// where the file maps them), where a repack in Go took 1.6-1.9 times as
+// long as the whole AVX-512 product (700M shapes, 64 tokens).
 #define TRANSPOSE8(OFF) \
 	VPUNPCKLDQ  Y1, Y0, Y8              \
 	VPUNPCKHDQ  Y1, Y0, Y9              \
