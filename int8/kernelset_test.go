@@ -1,25 +1,16 @@
 package int8
 
 import (
-	"runtime"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 	"golang.org/x/sys/cpu"
 )
 
 // TestKernelSet checks that KernelSet names the kernels the CPU and the
-// build select.
+// build select: AVX-512 needs VNNI besides F, BW and VL.
 func TestKernelSet(t *testing.T) {
-	want := "go"
-	if runtime.GOARCH == "amd64" && !puregoBuild {
-		switch x := cpu.X86; {
-		case x.HasAVX2 && x.HasF16C && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI:
-			want = "avx512"
-		case x.HasAVX2 && x.HasF16C:
-			want = "avx2"
-		}
-	}
-	if got := KernelSet(); got != want {
+	if got, want := KernelSet(), blocks.KernelSet(puregoBuild, cpu.X86.HasAVX512VNNI); got != want {
 		t.Errorf("KernelSet() = %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,8 @@
-// Package blocks makes random quantized blocks for the kernel tests of
-// int8 and quant1bit (the same edge cases for every block format with an
-// fp16 scale in front) and compares kernels with their Go twins.
+// Package blocks holds what the kernel tests of int8, quant1bit and
+// runtime/kernels share: random quantized blocks (the same edge cases for
+// every block format with an fp16 scale in front), the bitwise comparison
+// of a kernel with its Go twin, a float64 reference dot product and the
+// kernel set a package must select.
 package blocks
 
 import (
