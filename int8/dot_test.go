@@ -83,18 +83,7 @@ func TestDotQ8_0Value(t *testing.T) {
 	w, x := make([]byte, n/32*34), make([]byte, n/32*34)
 	QuantizeRowQ8_0(a, w)
 	QuantizeRowQ8_0(b, x)
-	wf, xf := make([]float32, n), make([]float32, n)
-	if err := gguf.Dequantize(gguf.Q8_0, w, wf); err != nil {
-		t.Fatal(err)
-	}
-	if err := gguf.Dequantize(gguf.Q8_0, x, xf); err != nil {
-		t.Fatal(err)
-	}
-	var want, mag float64
-	for i := range n {
-		want += float64(wf[i]) * float64(xf[i])
-		mag += math.Abs(float64(wf[i]) * float64(xf[i]))
-	}
+	want, mag := blocks.Dot(t, gguf.Q8_0, w, gguf.Q8_0, x, n)
 	for _, f := range []func([]byte, []byte, int) float32{dotQ8_0Go, dotQ8_0} {
 		if got := float64(f(w, x, n/32)); math.Abs(got-want) > 1e-6*mag {
 			t.Errorf("got %v, want %v", got, want)

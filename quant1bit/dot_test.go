@@ -108,18 +108,7 @@ func TestDotValue(t *testing.T) {
 	} {
 		for _, n := range []int{128, 2048, 5632} {
 			w, x := realistic(r, n, k.enc, n/k.block*18)
-			wf, xf := make([]float32, n), make([]float32, n)
-			if err := gguf.Dequantize(k.typ, w, wf); err != nil {
-				t.Fatal(err)
-			}
-			if err := gguf.Dequantize(gguf.Q8_0, x, xf); err != nil {
-				t.Fatal(err)
-			}
-			var want, mag float64
-			for i := range wf {
-				want += float64(wf[i]) * float64(xf[i])
-				mag += math.Abs(float64(wf[i]) * float64(xf[i]))
-			}
+			want, mag := blocks.Dot(t, k.typ, w, gguf.Q8_0, x, n)
 			if got := float64(k.dot(w, x, n)); math.Abs(got-want) > 1e-5*mag {
 				t.Errorf("%s n=%d: got %v, want %v", k.typ, n, got, want)
 			}
