@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // expInputs covers the whole useful range densely, the clamp edges, the
@@ -83,10 +85,10 @@ func TestExpVectorMatchesScalar(t *testing.T) {
 		g := append([]float32(nil), x...)
 		SiluMul(g, u)
 		for i, v := range x {
-			if !sameFloat(e[i], Expf(v)) {
+			if !blocks.SameFloat(e[i], Expf(v)) {
 				t.Fatalf("n=%d: Exp(%g) = %g (%#x), Expf %g (%#x)", n, v, e[i], math.Float32bits(e[i]), Expf(v), math.Float32bits(Expf(v)))
 			}
-			if want := float32(Silu(v) * u[i]); !sameFloat(g[i], want) {
+			if want := float32(Silu(v) * u[i]); !blocks.SameFloat(g[i], want) {
 				t.Fatalf("n=%d: SiluMul(%g, %g) = %g, want %g", n, v, u[i], g[i], want)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // FuzzDot feeds arbitrary bytes, viewed as F32, F16 and BF16 rows, to the
@@ -25,7 +26,7 @@ func FuzzDot(f *testing.F) {
 			a[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 			b[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*(n+i):]))
 		}
-		if got, want := dotF32(a, b), dotF32Go(a, b); !sameFloat(got, want) {
+		if got, want := dotF32(a, b), dotF32Go(a, b); !blocks.SameFloat(got, want) {
 			t.Fatalf("F32 n=%d: %v, Go %v", n, got, want)
 		}
 		m := len(data) / 4
@@ -34,11 +35,11 @@ func FuzzDot(f *testing.F) {
 			w[i] = binary.LittleEndian.Uint16(data[2*i:])
 			x[i] = binary.LittleEndian.Uint16(data[2*(m+i):])
 		}
-		if got, want := dotF16(w, x), dotF16Go(w, x); !sameFloat(got, want) {
+		if got, want := dotF16(w, x), dotF16Go(w, x); !blocks.SameFloat(got, want) {
 			t.Fatalf("F16 n=%d: %v, Go %v", m, got, want)
 		}
 		checkF16F32(t, w, x)
-		if got, want := dotBF16(w, x), dotBF16Go(w, x); !sameFloat(got, want) {
+		if got, want := dotBF16(w, x), dotBF16Go(w, x); !blocks.SameFloat(got, want) {
 			t.Fatalf("BF16 n=%d: %v, Go %v", m, got, want)
 		}
 	})
@@ -76,7 +77,7 @@ func FuzzPanels(f *testing.F) {
 		scores := make([]float32, tokens*HeadGroup)
 		DotHeads(k, qt, tokens, scores, HeadGroup)
 		for i, got := range scores {
-			if want := dotF32Go(k, q[i*n:(i+1)*n]); !sameFloat(got, want) {
+			if want := dotF32Go(k, q[i*n:(i+1)*n]); !blocks.SameFloat(got, want) {
 				t.Fatalf("DotHeads n=%d, score %d: %v, Go %v", n, i, got, want)
 			}
 		}
@@ -96,7 +97,7 @@ func FuzzPanels(f *testing.F) {
 		for ti := range tokens {
 			for r := range rows {
 				want := DotF16F32(w[r*2*n:(r+1)*2*n], x[ti*n:(ti+1)*n])
-				if got := out[ti*rows+r]; !sameFloat(got, want) {
+				if got := out[ti*rows+r]; !blocks.SameFloat(got, want) {
 					t.Fatalf("MulF16 %dx%dx%d: row %d token %d: %v, DotF16F32 %v", rows, tokens, n, r, ti, got, want)
 				}
 			}

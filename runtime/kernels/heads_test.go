@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // headValue draws from normal values, tiny and huge ones, signed zeros and
@@ -73,7 +75,7 @@ func TestDotHeadsMatchesDot(t *testing.T) {
 					for ti := range tokens {
 						for h := range HeadGroup {
 							v := q[(ti*HeadGroup+h)*stride : (ti*HeadGroup+h)*stride+n]
-							if got, want := out[ti*outStride+h], Dot(k, v); !sameFloat(got, want) {
+							if got, want := out[ti*outStride+h], Dot(k, v); !blocks.SameFloat(got, want) {
 								t.Fatalf("token %d head %d: %v (%#08x), Dot %v (%#08x)", ti, h, got, math.Float32bits(got), want, math.Float32bits(want))
 							}
 						}

@@ -8,12 +8,8 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
-
-// sameFloat reports bitwise equality, treating any two NaNs as equal.
-func sameFloat(a, b float32) bool {
-	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
-}
 
 func same(f, g any) bool { return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer() }
 
@@ -65,16 +61,16 @@ func TestDotAsmMatchesGo(t *testing.T) {
 			if n == 0 {
 				continue
 			}
-			if got, want := dotF32(a, b), dotF32Go(a, b); !sameFloat(got, want) {
+			if got, want := dotF32(a, b), dotF32Go(a, b); !blocks.SameFloat(got, want) {
 				t.Fatalf("F32 n=%d: asm %v, Go %v", n, got, want)
 			}
 			w, x := randomU16(r, n, half.F32ToF16), randomU16(r, n, half.F32ToF16)
-			if got, want := dotF16(w, x), dotF16Go(w, x); !sameFloat(got, want) {
+			if got, want := dotF16(w, x), dotF16Go(w, x); !blocks.SameFloat(got, want) {
 				t.Fatalf("F16 n=%d: asm %v, Go %v", n, got, want)
 			}
 			checkF16F32(t, w, x)
 			w, x = randomU16(r, n, half.F32ToBF16), randomU16(r, n, half.F32ToBF16)
-			if got, want := dotBF16(w, x), dotBF16Go(w, x); !sameFloat(got, want) {
+			if got, want := dotBF16(w, x), dotBF16Go(w, x); !blocks.SameFloat(got, want) {
 				t.Fatalf("BF16 n=%d: asm %v, Go %v", n, got, want)
 			}
 		}
@@ -99,7 +95,7 @@ func TestAxpyScaleAsmMatchesGo(t *testing.T) {
 		scale(a, s1)
 		scaleGo(a, s2)
 		for i := range y1 {
-			if !sameFloat(y1[i], y2[i]) || !sameFloat(s1[i], s2[i]) {
+			if !blocks.SameFloat(y1[i], y2[i]) || !blocks.SameFloat(s1[i], s2[i]) {
 				t.Fatalf("n=%d, element %d: axpy %v/%v, scale %v/%v", n, i, y1[i], y2[i], s1[i], s2[i])
 			}
 		}
@@ -157,7 +153,7 @@ func TestDotValues(t *testing.T) {
 	// Unaligned weight bytes give the same result.
 	w2 := make([]byte, 4*n+1)
 	copy(w2[1:], w)
-	if got, want := DotF32(w2[1:], b), DotF32(w, b); !sameFloat(got, want) {
+	if got, want := DotF32(w2[1:], b), DotF32(w, b); !blocks.SameFloat(got, want) {
 		t.Errorf("unaligned: %v, aligned: %v", got, want)
 	}
 
@@ -230,10 +226,10 @@ func checkF16F32(t *testing.T, w, x []uint16) {
 		xf[i] = half.F16ToF32(h)
 	}
 	want := dotF16Go(w, x)
-	if got := dotF16F32(w, xf); !sameFloat(got, want) {
+	if got := dotF16F32(w, xf); !blocks.SameFloat(got, want) {
 		t.Fatalf("F16F32 n=%d: %v, dotF16Go %v", len(x), got, want)
 	}
-	if got := dotF16F32Go(w, xf); !sameFloat(got, want) {
+	if got := dotF16F32Go(w, xf); !blocks.SameFloat(got, want) {
 		t.Fatalf("F16F32 Go n=%d: %v, dotF16Go %v", len(x), got, want)
 	}
 	// Two activation rows: xf and its reverse.
@@ -244,14 +240,14 @@ func checkF16F32(t *testing.T, w, x []uint16) {
 	}
 	want1 := dotF16Go(w, xh)
 	g0, g1 := dotF16F32x2(w, xf, xr)
-	if !sameFloat(g0, want) || !sameFloat(g1, want1) {
+	if !blocks.SameFloat(g0, want) || !blocks.SameFloat(g1, want1) {
 		t.Fatalf("F16F32x2 n=%d: %v, %v; dotF16Go %v, %v", len(x), g0, g1, want, want1)
 	}
 	for _, k := range f16F32Kernels {
-		if got := k.dot(w, xf); !sameFloat(got, want) {
+		if got := k.dot(w, xf); !blocks.SameFloat(got, want) {
 			t.Fatalf("F16F32 %s n=%d: %v, dotF16Go %v", k.name, len(x), got, want)
 		}
-		if g0, g1 := k.dot2(w, xf, xr); !sameFloat(g0, want) || !sameFloat(g1, want1) {
+		if g0, g1 := k.dot2(w, xf, xr); !blocks.SameFloat(g0, want) || !blocks.SameFloat(g1, want1) {
 			t.Fatalf("F16F32x2 %s n=%d: %v, %v; dotF16Go %v, %v", k.name, len(x), g0, g1, want, want1)
 		}
 	}
@@ -325,7 +321,7 @@ func TestDotF16F32Rows(t *testing.T) {
 				k.rows(w[off:], rowBytes, x, out)
 				for ri, got := range out {
 					row := w[off+ri*rowBytes : off+ri*rowBytes+2*n]
-					if want := dotF16F32Go(u16View(row, n), x); !sameFloat(got, want) {
+					if want := dotF16F32Go(u16View(row, n), x); !blocks.SameFloat(got, want) {
 						t.Fatalf("%s n=%d rows=%d: row %d: %v, Go %v", k.name, n, nrows, ri, got, want)
 					}
 				}

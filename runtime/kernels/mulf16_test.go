@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
@@ -56,7 +57,7 @@ func TestMulF16MatchesDot(t *testing.T) {
 					for ti := range c.tokens {
 						for ri := range c.rows {
 							want := dotF16F32Go(u16View(w[ri*rowBytes:], c.n), x[ti*xstride:ti*xstride+c.n])
-							if got := out[ti*outStride+ri]; !sameFloat(got, want) {
+							if got := out[ti*outStride+ri]; !blocks.SameFloat(got, want) {
 								t.Fatalf("%s: row %d token %d: %v (%#08x), Go %v (%#08x)", k.name, ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
 							}
 						}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // TestRowsMatchSingle checks DotRows and AxpyRows against one Dot or Axpy
@@ -16,7 +18,7 @@ func TestRowsMatchSingle(t *testing.T) {
 			out := make([]float32, m)
 			DotRows(x, rows, out)
 			for i := range out {
-				if want := Dot(x, rows[i*n:(i+1)*n]); !sameFloat(out[i], want) {
+				if want := Dot(x, rows[i*n:(i+1)*n]); !blocks.SameFloat(out[i], want) {
 					t.Fatalf("DotRows n=%d m=%d row %d = %v, want %v", n, m, i, out[i], want)
 				}
 			}
@@ -27,7 +29,7 @@ func TestRowsMatchSingle(t *testing.T) {
 				Axpy(a[i], x, want[i*n:(i+1)*n])
 			}
 			for i := range got {
-				if !sameFloat(got[i], want[i]) {
+				if !blocks.SameFloat(got[i], want[i]) {
 					t.Fatalf("AxpyRows n=%d m=%d element %d = %v, want %v", n, m, i, got[i], want[i])
 				}
 			}
@@ -57,7 +59,7 @@ func TestF16UpdatesMatchGo(t *testing.T) {
 			MadF16(a, x, got)
 			madF16Go(a, x, want)
 			for i := range got {
-				if !sameFloat(got[i], want[i]) {
+				if !blocks.SameFloat(got[i], want[i]) {
 					t.Fatalf("MadF16(%v) n=%d [%d]: %v·%v+%v = %v, want %v", a, n, i, x[i], a, y[i], got[i], want[i])
 				}
 			}
@@ -65,7 +67,7 @@ func TestF16UpdatesMatchGo(t *testing.T) {
 			ScaleF16(a, got)
 			scaleF16Go(a, want, want)
 			for i := range got {
-				if !sameFloat(got[i], want[i]) {
+				if !blocks.SameFloat(got[i], want[i]) {
 					t.Fatalf("ScaleF16(%v) n=%d [%d]: %v = %v, want %v", a, n, i, y[i], got[i], want[i])
 				}
 			}

@@ -3,6 +3,8 @@ package kernels
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // TestAxpySlotsMatchesAxpyRows compares AxpySlots with one AxpyRows call
@@ -23,7 +25,7 @@ func TestAxpySlotsMatchesAxpyRows(t *testing.T) {
 				}
 				AxpySlots(n, c, cstride, v, vstride, ys, m)
 				for i := range ys {
-					if !sameFloat(ys[i], want[i]) {
+					if !blocks.SameFloat(ys[i], want[i]) {
 						t.Fatalf("d=%d m=%d n=%d [%d]: %v, AxpyRows %v", d, m, n, i, ys[i], want[i])
 					}
 				}

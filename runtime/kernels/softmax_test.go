@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
 // TestSoftmaxRowsMatchGo compares the vector forms with the Go loops, bit
@@ -24,7 +26,7 @@ func TestSoftmaxRowsMatchGo(t *testing.T) {
 			check := func(name string, got, want []float32) {
 				t.Helper()
 				for i := range got {
-					if !sameFloat(got[i], want[i]) || got[i] == 0 && math.Signbit(float64(got[i])) != math.Signbit(float64(want[i])) {
+					if !blocks.SameFloat(got[i], want[i]) || got[i] == 0 && math.Signbit(float64(got[i])) != math.Signbit(float64(want[i])) {
 						t.Fatalf("%s m=%d rows=%d [%d]: %v, Go %v", name, m, rows, i, got[i], want[i])
 					}
 				}
