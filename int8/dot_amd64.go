@@ -35,12 +35,25 @@ func dotQ8_0SymAVX2(w, x []byte, nb int) float32 {
 	return dotQ8_0SymAsm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0]), nb)
 }
 
+// dotQ8_0SymRowsAVX2 reads the rows as two streams far apart, row r of
+// the first half beside row r of the second, without software prefetch:
+// faster than one stream prefetched 2 KiB ahead on the EPYC this was
+// tuned on (BenchmarkDotQ8_0Rows over the mapped 700M file, interleaved:
+// 17.0-18.5 against 15.0-16.5 GB/s, load 3).
 func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	px := unsafe.Pointer(&x[0])
-	for r := range out {
+	h := len(out) / 2
+	for r := range h {
+		dotQ8_0Sym2Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, px, nb, unsafe.Pointer(&out[r]), h*4)
+	}
+	if len(out)%2 == 1 {
+		r := len(out) - 1
 		out[r] = dotQ8_0SymAsm(unsafe.Pointer(&w[r*rowBytes]), px, nb)
 	}
 }
+
+//go:noescape
+func dotQ8_0Sym2Asm(w unsafe.Pointer, far int, x unsafe.Pointer, nb int, out unsafe.Pointer, outFar int)
 
 //go:noescape
 func dotQ8_0SymAsm(w, x unsafe.Pointer, nb int) float32

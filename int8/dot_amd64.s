@@ -4,20 +4,21 @@
 #include "q8_amd64.h"
 
 // BLOCKS4 reduces the int32 partial sums of four blocks (Y8..Y11) to
-// [s0 s1 s2 s3], scales them by dw·dx of each block (exact in float32)
-// and adds them to the sum in X7 in order: sum += t0; … sum += t3.
-#define BLOCKS4 \
+// [s0 s1 s2 s3], scales them by dw·dx of each block (weight scales at W,
+// activation scales at DI; exact in float32) and adds them to the sum in
+// S in order: sum += t0; … sum += t3.
+#define BLOCKS4(W, S) \
 	VPHADDD      Y9, Y8, Y8          \
 	VPHADDD      Y11, Y10, Y10       \
 	VPHADDD      Y10, Y8, Y8         \
 	VEXTRACTI128 $1, Y8, X9          \
 	VPADDD       X9, X8, X8          \
 	VCVTDQ2PS    X8, X8              \
-	MOVWLZX   0(SI), AX              \
+	MOVWLZX   0(W), AX               \
 	VMOVD     AX, X12                \
-	VPINSRW   $1, 34(SI), X12, X12   \
-	VPINSRW   $2, 68(SI), X12, X12   \
-	VPINSRW   $3, 102(SI), X12, X12  \
+	VPINSRW   $1, 34(W), X12, X12    \
+	VPINSRW   $2, 68(W), X12, X12    \
+	VPINSRW   $3, 102(W), X12, X12   \
 	MOVWLZX   0(DI), AX              \
 	VMOVD     AX, X13                \
 	VPINSRW   $1, 34(DI), X13, X13   \
@@ -27,13 +28,13 @@
 	VCVTPH2PS X13, X13               \
 	VMULPS    X13, X12, X12          \
 	VMULPS    X12, X8, X8            \
-	VADDSS    X8, X7, X7             \
+	VADDSS    X8, S, S               \
 	VMOVSHDUP X8, X9                 \
-	VADDSS    X9, X7, X7             \
+	VADDSS    X9, S, S               \
 	VMOVHLPS  X8, X8, X9             \
-	VADDSS    X9, X7, X7             \
+	VADDSS    X9, S, S               \
 	VPSHUFD   $3, X8, X9             \
-	VADDSS    X9, X7, X7
+	VADDSS    X9, S, S
 
 // WIDE sets D to the eight int32 partial sums of the block at byte O of
 // the rows at SI and DI: codes widened to 16 bits, pairs multiplied and
@@ -48,16 +49,25 @@
 	VPADDD    Y1, Y0, D
 
 // SYM sets D to the eight int32 partial sums of the block at byte O of
-// the rows at SI and DI for codes of x in [−127, 127]: |w|·(x·sign(w))
+// the rows at W and DI for codes of x in [−127, 127]: |w|·(x·sign(w))
 // with VPMADDUBSW (byte pairs summed to int16 cannot saturate: at most
 // 2·128·127), then VPMADDWD by ones (Y15).
-#define SYM(O, D) \
-	VMOVDQU    O(SI), Y0       \
+#define SYM(O, W, D) \
+	VMOVDQU    O(W), Y0        \
 	VMOVDQU    O(DI), Y1       \
 	VPSIGNB    Y0, Y1, Y1      \
 	VPABSB     Y0, Y0          \
 	VPMADDUBSW Y1, Y0, Y0      \
 	VPMADDWD   Y15, Y0, D
+
+// SYMBLOCKS4 adds the terms of the four blocks of the rows at W and DI
+// to the sum in S, as BLOCKS4 does, their int32 sums formed by SYM.
+#define SYMBLOCKS4(W, S) \
+	SYM(2, W, Y8)    \
+	SYM(36, W, Y9)   \
+	SYM(70, W, Y10)  \
+	SYM(104, W, Y11) \
+	BLOCKS4(W, S)
 
 // func dotQ8_0Asm(w, x unsafe.Pointer, nb int) float32
 //
@@ -85,7 +95,7 @@ loop4:
 	WIDE(70, Y10)
 	WIDE(104, Y11)
 
-	BLOCKS4
+	BLOCKS4(SI, X7)
 
 	ADDQ $136, SI
 	ADDQ $136, DI
@@ -129,12 +139,7 @@ TEXT ·dotQ8_0SymAsm(SB), NOSPLIT, $0-28
 symloop4:
 	PREFETCHT0 2048(SI)
 	PREFETCHT0 2112(SI)
-	SYM(2, Y8)
-	SYM(36, Y9)
-	SYM(70, Y10)
-	SYM(104, Y11)
-
-	BLOCKS4
+	SYMBLOCKS4(SI, X7)
 
 	ADDQ $136, SI
 	ADDQ $136, DI
@@ -147,7 +152,7 @@ symtail:
 	JE    symdone
 
 symloop1:
-	SYM(2, Y8)
+	SYM(2, SI, Y8)
 	BLOCK1
 
 	ADDQ $34, SI
@@ -158,6 +163,69 @@ symloop1:
 symdone:
 	VZEROUPPER
 	VMOVSS X7, ret+24(FP)
+	RET
+
+// func dotQ8_0Sym2Asm(w unsafe.Pointer, far int, x unsafe.Pointer, nb int, out unsafe.Pointer, outFar int)
+//
+// dotQ8_0SymAsm for two rows at once, the rows at w and w+far, whose
+// sums it stores at out and out+outFar: two streams far apart, read
+// without software prefetch. Each row's sum takes dotQ8_0SymAsm's
+// float32 operations in its order.
+TEXT ·dotQ8_0Sym2Asm(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), SI
+	MOVQ    far+8(FP), R8
+	ADDQ    SI, R8
+	MOVQ    x+16(FP), DI
+	MOVQ    nb+24(FP), CX
+	VXORPS  X7, X7, X7 // sum of the row at SI
+	VXORPS  X6, X6, X6 // sum of the row at R8
+	VMOVDQU q8ones16<>(SB), Y15
+
+	CMPQ CX, $4
+	JB   pairtail
+
+pairloop4:
+	SYMBLOCKS4(SI, X7)
+	SYMBLOCKS4(R8, X6)
+
+	ADDQ $136, SI
+	ADDQ $136, R8
+	ADDQ $136, DI
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JAE  pairloop4
+
+pairtail:
+	// The last nb%4 blocks of one row, then of the other.
+	MOVQ out+32(FP), BX
+	MOVQ CX, R10
+	MOVQ DI, R9
+	MOVQ $2, R11
+
+pairrow:
+	MOVQ  R10, CX
+	MOVQ  R9, DI
+	TESTQ CX, CX
+	JE    pairstore
+
+pairloop1:
+	SYM(2, SI, Y8)
+	BLOCK1
+
+	ADDQ $34, SI
+	ADDQ $34, DI
+	DECQ CX
+	JNZ  pairloop1
+
+pairstore:
+	VMOVSS  X7, 0(BX)
+	ADDQ    outFar+40(FP), BX
+	MOVQ    R8, SI
+	VMOVAPS X6, X7
+	DECQ    R11
+	JNZ     pairrow
+
+	VZEROUPPER
 	RET
 
 DATA q8ones16<>+0(SB)/8, $0x0001000100010001
