@@ -389,9 +389,9 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			return nil
 		}
 		if w.typ == gguf.Q8_0 && a.q8Sym && a.t == 1 {
-			// Decoding: the rows one after another in one call; on this
-			// hardware several weight streams per core read memory slower
-			// than one prefetched stream.
+			// Decoding: all the rows in one call, which reads them in the
+			// order the CPU's kernel streams fastest (two streams far
+			// apart).
 			int8.DotQ8_0SymRows(w.data[r0*rb:], rb, a.q8[:a.q8Bytes], n, out[r0:r1])
 			return nil
 		}
