@@ -134,23 +134,13 @@ func (b *builder) sdkShard() error {
 		if err != nil {
 			return err
 		}
-		ran, cached, fetched := 0, 0, 0
-		for _, r := range res.Runs {
-			switch {
-			case r.Fetched:
-				fetched++
-			case r.Cached:
-				cached++
-			default:
-				ran++
-			}
-		}
+		c := qnnpack.CountJobs(res.Runs)
 		names := make([]string, len(stages))
 		for i, st := range stages {
 			names[i] = fmt.Sprint(st + 1)
 		}
 		s.Outputs = []string{b.rel(work) + "/"}
-		s.Note = fmt.Sprintf("shard %s, stages %s of %d: %d jobs run, %d up to date, %d from the cache", sh, strings.Join(names, ","), len(b.res.Plan.Stages), ran, cached, fetched)
+		s.Note = fmt.Sprintf("shard %s, stages %s of %d: %d jobs run, %d up to date, %d from the cache", sh, strings.Join(names, ","), len(b.res.Plan.Stages), c.Ran, c.UpToDate, c.Fetched)
 		return nil
 	})
 	if err != nil {

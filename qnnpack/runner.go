@@ -91,6 +91,32 @@ type JobResult struct {
 	Duration time.Duration
 }
 
+// JobCounts tallies a build's job results: how many tools ran and their
+// total time, how many jobs were up to date, and how many of those came
+// from the cache.
+type JobCounts struct {
+	Ran, UpToDate, Fetched int
+	ToolTime               time.Duration
+}
+
+// CountJobs tallies runs (Fetched before Cached: a fetched job is also
+// cached).
+func CountJobs(runs []JobResult) JobCounts {
+	var c JobCounts
+	for _, r := range runs {
+		switch {
+		case r.Fetched:
+			c.Fetched++
+		case r.Cached:
+			c.UpToDate++
+		default:
+			c.Ran++
+			c.ToolTime += r.Duration
+		}
+	}
+	return c
+}
+
 // ToolError is a tool that failed: which stage and tool, how it ended and
 // where its full output is.
 type ToolError struct {

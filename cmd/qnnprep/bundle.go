@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/pipeline"
@@ -169,22 +168,10 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 // runCounts says how many SDK jobs ran, how long, and how many were up
 // to date or came from the cache.
 func runCounts(runs []qnnpack.JobResult) string {
-	ran, cached, fetched := 0, 0, 0
-	var took time.Duration
-	for _, r := range runs {
-		switch {
-		case r.Fetched:
-			fetched++
-		case r.Cached:
-			cached++
-		default:
-			ran++
-			took += r.Duration
-		}
-	}
-	s := fmt.Sprintf("%d SDK jobs run (%.1fs of tool time), %d up to date", ran, took.Seconds(), cached)
-	if fetched > 0 {
-		s += fmt.Sprintf(", %d from the cache", fetched)
+	c := qnnpack.CountJobs(runs)
+	s := fmt.Sprintf("%d SDK jobs run (%.1fs of tool time), %d up to date", c.Ran, c.ToolTime.Seconds(), c.UpToDate)
+	if c.Fetched > 0 {
+		s += fmt.Sprintf(", %d from the cache", c.Fetched)
 	}
 	return s
 }
