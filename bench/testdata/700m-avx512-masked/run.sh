@@ -28,15 +28,11 @@ args=${QNNPREP_BENCH_ARGS:--p 64 -n 32 -r 3 -t 1,2}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/qnnprep" ./cmd/qnnprep
+. "$root/bench/testdata/700m-models.sh"
 if [ -n "${QNNPREP_BENCH_MODELS:-}" ]; then
 	models=$QNNPREP_BENCH_MODELS
 else
-	cache=${QNNPREP_BENCH_CACHE:-${TMPDIR:-/tmp}/qnnprep-bench}
-	if ! [ -f "$cache/llama700m-Q1_0.gguf" ] || ! [ -f "$cache/llama700m-Q8_0.gguf" ] || ! [ -f "$cache/llama700m-F16.gguf" ]; then
-		mkdir -p "$cache"
-		QNNPREP_BENCH_700M=1 QNNPREP_BENCH_CACHE="$cache" go test -count=1 -timeout 60m -run 'TestWrite700M$' ./bench
-	fi
-	models="$cache/llama700m-Q1_0.gguf $cache/llama700m-Q8_0.gguf $cache/llama700m-F16.gguf"
+	models=$(models700m)
 fi
 uptime
 # shellcheck disable=SC2086 # $models and $args are lists

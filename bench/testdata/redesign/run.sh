@@ -44,15 +44,11 @@ for which in old new; do
 	echo "$which: $(git -C "$root" rev-parse --short "$commit")" | tee -a "$out/commits.txt"
 done
 
+. "$root/bench/testdata/700m-models.sh"
 if [ -n "${QNNPREP_BENCH_MODELS:-}" ]; then
 	models=$QNNPREP_BENCH_MODELS
 else
-	cache=${QNNPREP_BENCH_CACHE:-${TMPDIR:-/tmp}/qnnprep-bench}
-	if ! [ -f "$cache/llama700m-Q1_0.gguf" ] || ! [ -f "$cache/llama700m-Q8_0.gguf" ] || ! [ -f "$cache/llama700m-F16.gguf" ]; then
-		mkdir -p "$cache"
-		QNNPREP_BENCH_700M=1 QNNPREP_BENCH_CACHE="$cache" go test -count=1 -timeout 60m -run 'TestWrite700M$' ./bench
-	fi
-	models="$root/testdata/stories260K/stories260K-llamacpp.gguf $cache/llama700m-Q1_0.gguf $cache/llama700m-Q8_0.gguf $cache/llama700m-F16.gguf"
+	models="$root/testdata/stories260K/stories260K-llamacpp.gguf $(models700m)"
 fi
 
 bench() { # which round model
