@@ -183,7 +183,7 @@ func readWindow(w []byte, th int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[t] = xorStreams(w[a:b], probeStreams, 0)
+			sums[t] = xorStreams(w[a:b], probeStreams)
 		}()
 	}
 	wg.Wait()

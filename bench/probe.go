@@ -10,11 +10,10 @@ var probeSet = "go"
 
 // xorStreams returns the XOR of every 64-bit word of b, read as streams
 // adjacent regions of len(b)/streams bytes side by side (streams 1, 2 or
-// 4; len(b) a multiple of 256·streams), each line also prefetched pf
-// bytes ahead when pf > 0 and the loop is assembly.
+// 4; len(b) a multiple of 256·streams).
 var xorStreams = xorStreamsGo
 
-func xorStreamsGo(b []byte, streams, _ int) uint64 {
+func xorStreamsGo(b []byte, streams int) uint64 {
 	n := len(b) / streams
 	var acc [4]uint64
 	for off := 0; off < n; off += 32 {

@@ -9,7 +9,7 @@ import (
 )
 
 //go:noescape
-func xorStreamsAVX512(p *byte, n, streams, pf int) uint64
+func xorStreamsAVX512(p *byte, n, streams int) uint64
 
 //go:noescape
 func xorStreamsAVX2(p *byte, n, streams int) uint64
@@ -18,12 +18,12 @@ func init() {
 	switch {
 	case cpu.X86.HasAVX512F:
 		probeSet = "avx512"
-		xorStreams = func(b []byte, streams, pf int) uint64 {
-			return xorStreamsAVX512(unsafe.SliceData(b), len(b)/streams, streams, pf)
+		xorStreams = func(b []byte, streams int) uint64 {
+			return xorStreamsAVX512(unsafe.SliceData(b), len(b)/streams, streams)
 		}
 	case cpu.X86.HasAVX2:
 		probeSet = "avx2"
-		xorStreams = func(b []byte, streams, _ int) uint64 {
+		xorStreams = func(b []byte, streams int) uint64 {
 			return xorStreamsAVX2(unsafe.SliceData(b), len(b)/streams, streams)
 		}
 	}

@@ -5,28 +5,25 @@
 // The memory-read probe's loops: XOR every 64-bit word of `streams`
 // adjacent regions of n bytes each (n a multiple of 256), reading the
 // regions side by side so that several hardware prefetch streams run at
-// once. With pf > 0 each line is also prefetched pf bytes ahead
-// (PREFETCHT0). The XOR keeps the loads live and lets the test compare
-// the result with the Go loop; its order does not matter.
+// once (software prefetch measured no faster). The XOR keeps the loads
+// live and lets the test compare the result with the Go loop; its order
+// does not matter.
 
 // 256 bytes of the stream at R into four accumulators.
 #define X512(R) \
 	VPXORQ 0(R), Z0, Z0; VPXORQ 64(R), Z1, Z1; VPXORQ 128(R), Z2, Z2; VPXORQ 192(R), Z3, Z3; \
 	ADDQ $256, R
-#define P512(R) \
-	PREFETCHT0 0(R)(R10*1); PREFETCHT0 64(R)(R10*1); PREFETCHT0 128(R)(R10*1); PREFETCHT0 192(R)(R10*1)
 
 #define X256(R) \
 	VPXOR 0(R), Y0, Y0; VPXOR 32(R), Y1, Y1; VPXOR 64(R), Y2, Y2; VPXOR 96(R), Y3, Y3; \
 	VPXOR 128(R), Y0, Y0; VPXOR 160(R), Y1, Y1; VPXOR 192(R), Y2, Y2; VPXOR 224(R), Y3, Y3; \
 	ADDQ $256, R
 
-// func xorStreamsAVX512(p *byte, n, streams, pf int) uint64
-TEXT ·xorStreamsAVX512(SB), NOSPLIT, $0-40
+// func xorStreamsAVX512(p *byte, n, streams int) uint64
+TEXT ·xorStreamsAVX512(SB), NOSPLIT, $0-32
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), BX
 	MOVQ streams+16(FP), DX
-	MOVQ pf+24(FP), R10
 	MOVQ BX, CX
 	SHRQ $8, CX
 	VPXORQ Z0, Z0, Z0
@@ -44,60 +41,23 @@ TEXT ·xorStreamsAVX512(SB), NOSPLIT, $0-40
 	JEQ  two512
 
 one512:
-	TESTQ R10, R10
-	JNZ   one512pf
-one512loop:
 	X512(SI)
 	DECQ CX
-	JNZ  one512loop
+	JNZ  one512
 	JMP  done512
-one512pf:
-	P512(SI)
-	X512(SI)
-	DECQ CX
-	JNZ  one512pf
-	JMP  done512
-
 two512:
-	TESTQ R10, R10
-	JNZ   two512pf
-two512loop:
 	X512(SI)
 	X512(DI)
 	DECQ CX
-	JNZ  two512loop
+	JNZ  two512
 	JMP  done512
-two512pf:
-	P512(SI)
-	P512(DI)
-	X512(SI)
-	X512(DI)
-	DECQ CX
-	JNZ  two512pf
-	JMP  done512
-
 four512:
-	TESTQ R10, R10
-	JNZ   four512pf
-four512loop:
 	X512(SI)
 	X512(DI)
 	X512(R8)
 	X512(R9)
 	DECQ CX
-	JNZ  four512loop
-	JMP  done512
-four512pf:
-	P512(SI)
-	P512(DI)
-	P512(R8)
-	P512(R9)
-	X512(SI)
-	X512(DI)
-	X512(R8)
-	X512(R9)
-	DECQ CX
-	JNZ  four512pf
+	JNZ  four512
 
 done512:
 	VPXORQ Z1, Z0, Z0
@@ -111,7 +71,7 @@ done512:
 	VPXOR X1, X0, X0
 	VMOVQ X0, AX
 	VZEROUPPER
-	MOVQ AX, ret+32(FP)
+	MOVQ AX, ret+24(FP)
 	RET
 
 // func xorStreamsAVX2(p *byte, n, streams int) uint64

@@ -21,7 +21,7 @@ func TestXorStreamsAVX2(t *testing.T) {
 	}
 	for _, streams := range []int{1, 2, 4} {
 		for _, n := range []int{0, 256 * streams, len(b)} {
-			if got, want := xorStreamsAVX2(unsafe.SliceData(b[:n]), n/streams, streams), xorStreamsGo(b[:n], streams, 0); got != want {
+			if got, want := xorStreamsAVX2(unsafe.SliceData(b[:n]), n/streams, streams), xorStreamsGo(b[:n], streams); got != want {
 				t.Errorf("%d bytes, %d streams: %#x, want %#x", n, streams, got, want)
 			}
 		}

@@ -6,8 +6,7 @@ import (
 )
 
 // TestXorStreams: the probe's read loop (assembly where the CPU has it)
-// reads every word: its XOR equals the Go loop's for every stream count
-// and prefetch distance.
+// reads every word: its XOR equals the Go loop's for every stream count.
 func TestXorStreams(t *testing.T) {
 	b := make([]byte, 64<<10)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -15,12 +14,10 @@ func TestXorStreams(t *testing.T) {
 		b[i] = byte(rng.Uint32())
 	}
 	for _, streams := range []int{1, 2, 4} {
-		for _, pf := range []int{0, 1024} {
-			for _, n := range []int{0, 256 * streams, 1024 * streams, len(b)} {
-				want := xorStreamsGo(b[:n], streams, pf)
-				if got := xorStreams(b[:n], streams, pf); got != want {
-					t.Errorf("%s: %d bytes, %d streams, prefetch %d: %#x, want %#x", probeSet, n, streams, pf, got, want)
-				}
+		for _, n := range []int{0, 256 * streams, 1024 * streams, len(b)} {
+			want := xorStreamsGo(b[:n], streams)
+			if got := xorStreams(b[:n], streams); got != want {
+				t.Errorf("%s: %d bytes, %d streams: %#x, want %#x", probeSet, n, streams, got, want)
 			}
 		}
 	}
@@ -28,7 +25,7 @@ func TestXorStreams(t *testing.T) {
 	for _, i := range []int{0, 255, len(b) / 2, len(b) - 1} {
 		c := append([]byte(nil), b...)
 		c[i] ^= 4
-		if xorStreams(c, 4, 0) == xorStreams(b, 4, 0) {
+		if xorStreams(c, 4) == xorStreams(b, 4) {
 			t.Errorf("%s: byte %d changed, same XOR", probeSet, i)
 		}
 	}
