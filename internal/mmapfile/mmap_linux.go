@@ -62,10 +62,11 @@ func dropCache(fd int, off, n int64) {
 }
 
 // releaseExecutable drops the pages of the executable's own mappings from
-// the process: code and read-only data with MADV_DONTNEED (they come back
-// from the page cache where used again), the writable data segment with
-// MADV_PAGEOUT, which reclaims only the pages never written (the
-// embedded files initialization read) and keeps every modified one.
+// the process: code with MADV_DONTNEED (it comes back from the page cache
+// where used again), read-only and writable data with MADV_PAGEOUT, which
+// reclaims only pages never written and keeps every modified one: in a
+// PIE binary the dynamic linker relocates the RELRO pages before making
+// them read-only, and DONTNEED would put the file's unrelocated bytes back.
 func releaseExecutable() {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -86,8 +87,8 @@ func releaseExecutable() {
 		}
 		advice := unix.MADV_DONTNEED
 		switch string(f[1]) {
-		case "r-xp", "r--p":
-		case "rw-p":
+		case "r-xp":
+		case "r--p", "rw-p":
 			advice = unix.MADV_PAGEOUT
 		default:
 			continue
