@@ -11,7 +11,9 @@
 //     n32 = n &^ 31 elements adds its product to l[i%32]; each of the
 //     remaining elements adds to l[i%8]. Elements are taken in increasing i.
 //   - Each product is rounded to float32 before it is added (no fused
-//     multiply-add).
+//     multiply-add). A binary16 weight times a binary16 activation is
+//     exact in float32 (11+11 significant bits), so the F16 kernels may
+//     fuse those: the one rounding is the add's, the same bits.
 //   - The partial sums are combined as
 //     r8[j] = (l[j]+l[j+8]) + (l[j+16]+l[j+24]), r4[j] = r8[j]+r8[j+4],
 //     r2[j] = r4[j]+r4[j+2], result = r2[0]+r2[1].

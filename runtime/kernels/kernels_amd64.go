@@ -28,18 +28,20 @@ func init() {
 		scale = scaleAVX2
 		dotF16F32Rows = dotF16F32RowsAVX2
 		dotRows, axpyRows = dotRowsAVX2, axpyRowsAVX2
-		mulF16 = mulF16AVX2
 		kernelSet = "avx2"
 		if hasAVX512 {
 			dotF16F32 = dotF16F32AVX512
 			dotF16F32x2 = dotF16F32x2AVX512
 			dotF16F32Rows = dotF16F32RowsAVX512
-			mulF16 = mulF16AVX512
 			kernelSet = "avx512"
 		}
 	}
 	if x.HasAVX2 && x.HasF16C && x.HasFMA {
 		madF16, scaleF16 = madF16AVX2, scaleF16AVX2
+		mulF16 = mulF16AVX2
+		if hasAVX512 {
+			mulF16 = mulF16AVX512
+		}
 	}
 	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }
 }

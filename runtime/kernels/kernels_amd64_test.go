@@ -12,7 +12,9 @@ func init() {
 		rows func(w []byte, rowBytes int, x, out []float32)
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
-		mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
+		if cpu.X86.HasFMA {
+			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
+		}
 		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32x2AVX2, dotF16F32RowsAVX2})
 		if hasAVX512 {
 			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx512", mulF16AVX512})

@@ -14,19 +14,18 @@ TEXT ·panelF16Asm(SB), NOSPLIT, $0-32
 	PANELF16(7, 32)
 
 // MACQ adds lane group q's products for the three tokens: the panel
-// vector at q·32(SI) times each token's element at q·4 from DI, R8, R9
-// (product rounded, then added, as DotF16F32 does).
+// vector at q·32(SI) times each token's element at q·4 from DI, R8, R9.
+// The fused multiply-add gives DotF16F32's bits (product rounded, then
+// added): the product of two binary16 values is exact in float32, so
+// only the add rounds.
 #define MACQ(Q, A0, A1, A2) \
-	VMOVUPS      (Q*32)(SI), Y12  \
-	VBROADCASTSS (Q*4)(DI), Y13   \
-	VMULPS       Y12, Y13, Y14    \
-	VADDPS       Y14, A0, A0      \
-	VBROADCASTSS (Q*4)(R8), Y13   \
-	VMULPS       Y12, Y13, Y14    \
-	VADDPS       Y14, A1, A1      \
-	VBROADCASTSS (Q*4)(R9), Y13   \
-	VMULPS       Y12, Y13, Y14    \
-	VADDPS       Y14, A2, A2
+	VMOVUPS      (Q*32)(SI), Y12   \
+	VBROADCASTSS (Q*4)(DI), Y13    \
+	VFMADD231PS  Y12, Y13, A0      \
+	VBROADCASTSS (Q*4)(R8), Y14    \
+	VFMADD231PS  Y12, Y14, A1      \
+	VBROADCASTSS (Q*4)(R9), Y15    \
+	VFMADD231PS  Y12, Y15, A2
 
 // R8STORE stores token T's r8[j] = (l[j]+l[j+8]) + (l[j+16]+l[j+24]) from
 // its four lane sums at T·32(DX).

@@ -20,22 +20,19 @@ TEXT ·panelF16Half512(SB), NOSPLIT, $0-32
 
 // ZMACQ adds lane group q's products for the six tokens: the panel vector
 // at q·64(SI) times each token's element at q·4 from DI, DI+R10, DI+2·R10,
-// R8, R8+R10, R8+2·R10, broadcast (product rounded, then added, as
-// DotF16F32 does). Token k's sum for lane group q is in Z(4k+q).
+// R8, R8+R10, R8+2·R10, broadcast. Token k's sum for lane group q is in
+// Z(4k+q). One fused multiply-add gives DotF16F32's bits (product rounded,
+// then added): a binary16 weight times a binary16 activation is exact in
+// float32 (11+11 significant bits), so the fused add's one rounding is the
+// add's. It halves the arithmetic of a product against VMULPS and VADDPS.
 #define ZMACQ(Q, A0, A1, A2, A3, A4, A5) \
-	VMOVUPS     (Q*64)(SI), Z24               \
-	VMULPS.BCST (Q*4)(DI), Z24, Z25           \
-	VADDPS      Z25, A0, A0                   \
-	VMULPS.BCST (Q*4)(DI)(R10*1), Z24, Z26    \
-	VADDPS      Z26, A1, A1                   \
-	VMULPS.BCST (Q*4)(DI)(R10*2), Z24, Z27    \
-	VADDPS      Z27, A2, A2                   \
-	VMULPS.BCST (Q*4)(R8), Z24, Z28           \
-	VADDPS      Z28, A3, A3                   \
-	VMULPS.BCST (Q*4)(R8)(R10*1), Z24, Z29    \
-	VADDPS      Z29, A4, A4                   \
-	VMULPS.BCST (Q*4)(R8)(R10*2), Z24, Z30    \
-	VADDPS      Z30, A5, A5
+	VMOVUPS          (Q*64)(SI), Z24            \
+	VFMADD231PS.BCST (Q*4)(DI), Z24, A0         \
+	VFMADD231PS.BCST (Q*4)(DI)(R10*1), Z24, A1  \
+	VFMADD231PS.BCST (Q*4)(DI)(R10*2), Z24, A2  \
+	VFMADD231PS.BCST (Q*4)(R8), Z24, A3         \
+	VFMADD231PS.BCST (Q*4)(R8)(R10*1), Z24, A4  \
+	VFMADD231PS.BCST (Q*4)(R8)(R10*2), Z24, A5
 
 // ZR8STORE stores a token's r8 = (l0+l1)+(l2+l3) for the sixteen rows at
 // T·64(DX).
