@@ -3,7 +3,6 @@
 package kernels
 
 import (
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -26,21 +25,21 @@ func init() {
 		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
-		dotF16F32Rows = dotF16F32RowsAVX2
 		dotRows, axpyRows = dotRowsAVX2, axpyRowsAVX2
 		kernelSet = "avx2"
 		if hasAVX512 {
 			dotF16F32 = dotF16F32AVX512
 			dotF16F32x2 = dotF16F32x2AVX512
-			dotF16F32Rows = dotF16F32RowsAVX512
 			kernelSet = "avx512"
 		}
 	}
 	if x.HasAVX2 && x.HasF16C && x.HasFMA {
 		madF16, scaleF16 = madF16AVX2, scaleF16AVX2
-		mulF16 = mulF16AVX2
+		// The F16 products fuse multiply and add (exact for binary16
+		// operands, see the package comment).
+		dotF16F32Rows, mulF16 = dotF16F32RowsAVX2, mulF16AVX2
 		if hasAVX512 {
-			mulF16 = mulF16AVX512
+			dotF16F32Rows, mulF16 = dotF16F32RowsAVX512, mulF16AVX512
 		}
 	}
 	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }
@@ -113,7 +112,7 @@ func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
-func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer)
+func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
 
 //go:noescape
 func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
@@ -138,31 +137,21 @@ func dotF16F32x2AVX512(w []uint16, x0, x1 []float32) (float32, float32) {
 // dotF16F32RowsAVX2 and dotF16F32RowsAVX512 take rows of whole groups of
 // 32 in one call; other lengths go one row at a time.
 func dotF16F32RowsAVX2(w []byte, rowBytes int, x, out []float32) {
-	withX16(dotF16F32RowsAsm, w, rowBytes, x, out)
+	rowsCall(dotF16F32RowsAsm, w, rowBytes, x, out)
 }
 
 func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
-	withX16(dotF16F32RowsAsm512, w, rowBytes, x, out)
+	rowsCall(dotF16F32RowsAsm512, w, rowBytes, x, out)
 }
 
-// withX16 calls a rows kernel with scratch for x as binary16.
-func withX16(asm func(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer), w []byte, rowBytes int, x, out []float32) {
+func rowsCall(asm func(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer), w []byte, rowBytes int, x, out []float32) {
 	n := len(x)
 	if n%32 != 0 {
 		dotF16F32RowsEach(w, rowBytes, x, out)
 		return
 	}
-	x16 := x16Pool.Get().(*[]uint16)
-	if cap(*x16) < n {
-		*x16 = make([]uint16, n)
-	}
-	asm(unsafe.Pointer(&w[0]), rowBytes, len(out), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&(*x16)[0]), unsafe.Pointer(&out[0]))
-	x16Pool.Put(x16)
+	asm(unsafe.Pointer(&w[0]), rowBytes, len(out), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&out[0]))
 }
-
-// x16Pool holds the binary16 copies of activations the rows kernels
-// read, one per call in flight.
-var x16Pool = sync.Pool{New: func() any { return new([]uint16) }}
 
 //go:noescape
 func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
@@ -171,4 +160,4 @@ func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
-func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer)
+func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)

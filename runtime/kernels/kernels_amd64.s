@@ -170,28 +170,42 @@ x2reduce:
 	VZEROUPPER
 	RET
 
-// ROWDOT2 is dotF16F32RowsAsm's dot product of one row: binary16 weights
-// and binary16 activations, both converted exactly, in dotF16F32Asm's
-// order.
-#define ROWDOT2 \
-	ZEROY4(Y0, Y1, Y2, Y3) \
-rowloop:                   \
-	MULADD(LOADF16, LOADF16, 0, 0, SI, DI, Y0)   \
-	MULADD(LOADF16, LOADF16, 16, 16, SI, DI, Y1) \
-	MULADD(LOADF16, LOADF16, 32, 32, SI, DI, Y2) \
-	MULADD(LOADF16, LOADF16, 48, 48, SI, DI, Y3) \
-	ADDQ $64, SI           \
-	ADDQ $64, DI           \
-	SUBQ $32, CX           \
-	JNZ  rowloop
+// FMA8 adds the products of the eight binary16 weights at off(R) (widened
+// exactly into T) and the float32 activations at 2·off(DI) to A, fused:
+// the product of two binary16 values is exact in float32, so the one
+// rounding is the add's, as in dotF16F32Asm.
+#define FMA8(off, R, T, A) \
+	VCVTPH2PS   off(R), T         \
+	VFMADD231PS (2*off)(DI), T, A
 
-// func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer)
+// PAIR2 is dotF16F32RowsAsm's two rows: the row at SI in Y0..Y3, the row
+// at DX in Y12..Y15, with the weights fetched 1 KiB ahead.
+#define PAIR2 \
+	ZEROY4(Y0, Y1, Y2, Y3)      \
+	ZEROY4(Y12, Y13, Y14, Y15)  \
+pairloop:                       \
+	PREFETCHT0 1024(SI)         \
+	PREFETCHT0 1024(DX)         \
+	FMA8(0, SI, Y4, Y0)         \
+	FMA8(16, SI, Y5, Y1)        \
+	FMA8(32, SI, Y6, Y2)        \
+	FMA8(48, SI, Y7, Y3)        \
+	FMA8(0, DX, Y8, Y12)        \
+	FMA8(16, DX, Y9, Y13)       \
+	FMA8(32, DX, Y10, Y14)      \
+	FMA8(48, DX, Y11, Y15)      \
+	ADDQ $64, SI                \
+	ADDQ $64, DX                \
+	ADDQ $128, DI               \
+	SUBQ $32, CX                \
+	JNZ  pairloop
+
+// func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
 //
 // dotF16F32RowsAsm512 in ymm registers: out[r] is dotF16F32Asm's result
-// for row r, the activations read as binary16 (half the bytes) and the
-// weights left to the hardware prefetcher.
-TEXT ·dotF16F32RowsAsm(SB), NOSPLIT, $0-56
-	ROWSKERNEL(ROWDOT2, Y4, X4, 32)
+// for row r.
+TEXT ·dotF16F32RowsAsm(SB), NOSPLIT, $0-48
+	ROWPAIRS(PAIR2)
 
 // func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 TEXT ·dotF32Asm(SB), NOSPLIT, $0-44

@@ -11,10 +11,9 @@ func init() {
 		dot2 func(w []uint16, x0, x1 []float32) (float32, float32)
 		rows func(w []byte, rowBytes int, x, out []float32)
 	}
-	if cpu.X86.HasAVX2 && cpu.X86.HasF16C {
-		if cpu.X86.HasFMA {
-			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
-		}
+	// The F16 kernels are selected with FMA (kernels_amd64.go).
+	if cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA {
+		mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
 		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32x2AVX2, dotF16F32RowsAVX2})
 		if hasAVX512 {
 			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx512", mulF16AVX512})

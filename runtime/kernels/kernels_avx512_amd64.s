@@ -66,11 +66,38 @@ lbl32:                    \
 	SUBQ $32, CX          \
 done:
 
-// ROWDOT512 is dotF16F32RowsAsm512's dot product of one row.
-#define ROWDOT512 \
-	VXORPS Y0, Y0, Y0 \
-	VXORPS Y1, Y1, Y1 \
-	DOT32(MAC32H, 2, NOPF, zrloop64, zrloop32, zrdone) \
+// PAIR512 is dotF16F32RowsAsm512's two rows: per 32 elements each row's
+// weights widened (exactly) and fused-multiply-added with the float32
+// activations into Z0, Z1 (the row at SI) and Z2, Z3 (the row at DX), then
+// moved to the AVX2 layout, Y0..Y3 and Y12..Y15. The weights are fetched
+// 1 KiB ahead.
+#define PAIR512 \
+	VPXORD        Z0, Z0, Z0    \
+	VPXORD        Z1, Z1, Z1    \
+	VPXORD        Z2, Z2, Z2    \
+	VPXORD        Z3, Z3, Z3    \
+zploop:                         \
+	PREFETCHT0    1024(SI)      \
+	PREFETCHT0    1024(DX)      \
+	VCVTPH2PS     (SI), Z4      \
+	VCVTPH2PS     32(SI), Z5    \
+	VCVTPH2PS     (DX), Z6      \
+	VCVTPH2PS     32(DX), Z7    \
+	VMOVUPS       (DI), Z8      \
+	VMOVUPS       64(DI), Z9    \
+	VFMADD231PS   Z8, Z4, Z0    \
+	VFMADD231PS   Z9, Z5, Z1    \
+	VFMADD231PS   Z8, Z6, Z2    \
+	VFMADD231PS   Z9, Z7, Z3    \
+	ADDQ          $64, SI       \
+	ADDQ          $64, DX       \
+	ADDQ          $128, DI      \
+	SUBQ          $32, CX       \
+	JNZ           zploop        \
+	VEXTRACTF64X4 $1, Z3, Y15   \
+	VMOVAPS       Y3, Y14       \
+	VEXTRACTF64X4 $1, Z2, Y13   \
+	VMOVAPS       Y2, Y12       \
 	SPLIT
 
 // func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
@@ -114,17 +141,16 @@ z1reduce:
 	VMOVSS X0, ret+40(FP)
 	RET
 
-// func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer)
+// func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
 //
 // out[r] = dotF16F32Asm512 of row r (rowBytes apart) and x, n32 a multiple
-// of 32: the rows of a decoding step one after another in one call. x goes
-// first to x16 as binary16 bits, exactly (every x is a binary16 value), so
-// the products are the same while the activations the rows read take half
-// the bytes: beside the streaming weights they stay in L1, which x as
-// float32 (22 KiB for a 5632-wide row) did not. The weights are not
-// prefetched: on AMD Zen the hardware's stream prefetch read faster.
-TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-56
-	ROWSKERNEL(ROWDOT512, Z4, Y4, 64)
+// of 32: the rows of a decoding step in one call, two at a time. x is read
+// as float32 from L1 (a 5632-wide row's 22 KiB fit beside the streaming
+// weights in a 48 KiB L1): widening binary16 activations for every row
+// cost as many conversions as the weights' on Intel, where a zmm
+// conversion takes two micro-ops; the fused multiply-add halves the rest.
+TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-48
+	ROWPAIRS(PAIR512)
 
 // func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 //

@@ -314,6 +314,11 @@ func TestDotF16F32Rows(t *testing.T) {
 			xh := randomU16(r, n, half.F32ToF16)
 			x := make([]float32, n)
 			for i, h := range xh {
+				if nrows == 7 && i%5 == 0 {
+					// Any binary16 activation (subnormal, huge, ±Inf,
+					// NaN): the fused products must stay exact.
+					h = uint16(r.Uint32())
+				}
 				x[i] = half.F16ToF32(h)
 			}
 			for _, k := range impls {

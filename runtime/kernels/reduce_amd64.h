@@ -32,41 +32,44 @@
 	VMULPS off(P), W, T \
 	VADDPS T, A, A
 
-// ROWSKERNEL is a whole decode rows kernel, func(w unsafe.Pointer,
-// rowBytes, rows int, x unsafe.Pointer, n32 int, x16, out unsafe.Pointer):
-// it stores x (n32 float32 values, each a binary16 value) exactly as
-// binary16 bits in x16, vb bytes of x at a time through the vector
-// register V and its half H; then for each row (rowBytes apart from w)
-// ROWDOT leaves the row's partial sums in Y0..Y3 from SI (the row), DI
-// (x16) and CX (n32), and REDUCE's result goes to out.
-#define ROWSKERNEL(ROWDOT, V, H, vb) \
+// ROWPAIRS is a whole decode rows kernel, func(w unsafe.Pointer, rowBytes,
+// rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer): the rows
+// (rowBytes apart from w) go two at a time, PAIRDOT leaving the partial
+// sums of the row at SI in Y0..Y3 and of the row at DX in Y12..Y15 (the
+// AVX2 layout) from DI (x, float32) and CX (n32, a multiple of 32); a last
+// odd row goes through PAIRDOT as both rows. Two rows side by side give
+// the additions two independent chains per register.
+#define ROWPAIRS(PAIRDOT) \
 	MOVQ w+0(FP), R8          \
 	MOVQ rowBytes+8(FP), R9   \
 	MOVQ rows+16(FP), R10     \
-	MOVQ x+24(FP), SI         \
+	MOVQ x+24(FP), R11        \
 	MOVQ n32+32(FP), R12      \
-	MOVQ x16+40(FP), R11      \
-	MOVQ out+48(FP), AX       \
-	MOVQ R11, DI              \
-	MOVQ R12, CX              \
-tof16:                        \
-	VMOVUPS   (SI), V         \
-	VCVTPS2PH $0, V, H        \
-	VMOVDQU   H, (DI)         \
-	ADDQ      $vb, SI         \
-	ADDQ      $(vb/2), DI     \
-	SUBQ      $(vb/4), CX     \
-	JNZ       tof16           \
-row:                          \
-	MOVQ   R8, SI             \
-	MOVQ   R11, DI            \
-	MOVQ   R12, CX            \
-	ROWDOT                    \
+	MOVQ out+40(FP), AX       \
+pair:                         \
+	MOVQ    R8, SI            \
+	LEAQ    (R8)(R9*1), DX    \
+	CMPQ    R10, $2           \
+	JAE     pairgo            \
+	MOVQ    R8, DX            \
+pairgo:                       \
+	MOVQ    R11, DI           \
+	MOVQ    R12, CX           \
+	PAIRDOT                   \
 	REDUCE                    \
-	VMOVSS X0, (AX)           \
-	ADDQ   $4, AX             \
-	ADDQ   R9, R8             \
-	DECQ   R10                \
-	JNZ    row                \
+	VMOVSS  X0, (AX)          \
+	CMPQ    R10, $2           \
+	JB      pairsdone         \
+	VMOVAPS Y12, Y0           \
+	VMOVAPS Y13, Y1           \
+	VMOVAPS Y14, Y2           \
+	VMOVAPS Y15, Y3           \
+	REDUCE                    \
+	VMOVSS  X0, 4(AX)         \
+	ADDQ    $8, AX            \
+	LEAQ    (R8)(R9*2), R8    \
+	SUBQ    $2, R10           \
+	JNZ     pair              \
+pairsdone:                    \
 	VZEROUPPER                \
 	RET
