@@ -11,6 +11,21 @@ import "github.com/qnnprep/qnnprep/internal/mmapfile"
 // (two-level on a virtual machine) stall the stream, and the first touch
 // of each page costs as much again.
 func (e *Engine) mapWeights() {
+	spans := e.DecodeWeights()
+	if e.embd != e.out && len(e.embd.data) > 0 {
+		spans = append(spans, e.embd.data)
+	}
+	mmapfile.PopulateHuge(spans)
+}
+
+// DecodeWeights returns the bytes of the weight matrices one decoded token
+// streams, each once, in the order a token reads them: every layer's, then
+// the output head. The token-embedding table, of which a token reads one
+// row, is among them only as the head it also is in a tied model. They are
+// the very bytes the kernels read (for a GGUF file a view of its mapping),
+// so reading them (bench's memory-read probe) costs no memory; they stay
+// valid while the model is open.
+func (e *Engine) DecodeWeights() [][]byte {
 	var spans [][]byte
 	seen := map[*matrix]bool{}
 	add := func(ms ...*matrix) {
@@ -21,10 +36,10 @@ func (e *Engine) mapWeights() {
 			}
 		}
 	}
-	add(e.embd, e.out)
 	for i := range e.layers {
 		l := &e.layers[i]
 		add(l.wq, l.wk, l.wv, l.wo, l.wqkv, l.wz, l.wqkvz, l.wba, l.wbeta, l.walpha, l.wssmOut, l.wgate, l.wup, l.wdown)
 	}
-	mmapfile.PopulateHuge(spans)
+	add(e.out)
+	return spans
 }

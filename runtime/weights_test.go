@@ -59,3 +59,51 @@ func TestWeightsHeldOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeWeights: the bytes one decoded token streams are every
+// layer's matrices then the head, each once and as the model's own bytes;
+// the token-embedding table is among them only as a tied model's head.
+func TestDecodeWeights(t *testing.T) {
+	for _, arch := range []model.Arch{model.Llama, model.Qwen3} { // qwen3: tied embeddings
+		t.Run(string(arch), func(t *testing.T) {
+			cfg := synth.Config(arch, false)
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := synth.WriteGGUF(p, cfg, 1, gguf.Q8_0); err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			e, err := New(m, Options{Context: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i := range cfg.Layers {
+				for _, w := range []string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"} {
+					want = append(want, fmt.Sprintf("blk.%d.%s.weight", i, w))
+				}
+			}
+			if cfg.TiedEmbeddings {
+				want = append(want, "token_embd.weight")
+			} else {
+				want = append(want, "output.weight")
+			}
+			got := e.DecodeWeights()
+			if len(got) != len(want) {
+				t.Fatalf("%d spans, want %d (%v)", len(got), len(want), want)
+			}
+			for i, name := range want {
+				b, err := m.Tensor(name).Data()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if unsafe.SliceData(got[i]) != unsafe.SliceData(b) || len(got[i]) != len(b) {
+					t.Errorf("span %d is not %s's bytes", i, name)
+				}
+			}
+		})
+	}
+}
