@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -99,9 +100,9 @@ func suiteJSON(t *testing.T, s *Suite) []byte {
 	return b.Bytes()
 }
 
-// smallOpts probes memory with a 4 MiB buffer: cache-resident, so its
+// smallOpts probes the small model's weights: cache-resident, so their
 // GB/s mean nothing, but the report's plumbing is the same.
-var smallOpts = Options{Prompt: 12, Gen: 6, Depths: []int{0, 20}, Reps: 2, Threads: []int{1, 2}, DraftLayers: 1, K: []int{1, 3}, ProbeBytes: 4 << 20}
+var smallOpts = Options{Prompt: 12, Gen: 6, Depths: []int{0, 20}, Reps: 2, Threads: []int{1, 2}, DraftLayers: 1, K: []int{1, 3}}
 
 func TestRunSmall(t *testing.T) {
 	p := smallModel(t, gguf.Q8_0)
@@ -172,9 +173,17 @@ func TestRunSmall(t *testing.T) {
 	if m.Tensor("output.weight") == nil || rep.Model.DecodeBytes != all-embd {
 		t.Errorf("decode bytes %d, want %d (all %d − embedding %d)", rep.Model.DecodeBytes, all-embd, all, embd)
 	}
-	if c := rep.Machine.ReadCeiling; len(c) != 2 || c[0].Threads != 1 || c[1].Threads != 2 || c[0].Bytes != 4<<20 || c[0].WindowBytes != 4<<20 ||
-		!(c[0].Before > 0 && c[0].After > 0) || c[0].Statistic != StatUpperQuartile {
-		t.Fatalf("read ceiling %+v, want 1 and 2 threads over 4 MiB, probed before and after", c)
+	// The probe read those weights' matrices (the norms are vectors the
+	// runtime reads as float32), each in whole grains.
+	var matrices int64
+	for _, tn := range m.Tensors {
+		if len(tn.Dims) == 2 && tn.Name != "token_embd.weight" {
+			matrices += tn.Bytes() - tn.Bytes()%probeGrain
+		}
+	}
+	if c := rep.Machine.ReadCeiling; len(c) != 2 || c[0].Threads != 1 || c[1].Threads != 2 || c[0].Bytes != matrices || c[0].WindowBytes != matrices ||
+		c[0].Source != SourceWeights || !(c[0].Before > 0 && c[0].After > 0) || c[0].Statistic != StatUpperQuartile {
+		t.Fatalf("read ceiling %+v, want 1 and 2 threads over the model's %d bytes of matrices, probed before and after", c, matrices)
 	}
 	for _, r := range rep.Results {
 		c := ceilingFor(rep.Machine.ReadCeiling, r.Threads)
@@ -346,36 +355,100 @@ func TestSchemaRejects(t *testing.T) {
 	}
 }
 
-// TestReadCeiling: the probe reads whole windows of whole rows, times
-// at least one window per thread count and stops when the context is
-// done.
-func TestReadCeiling(t *testing.T) {
-	for _, tc := range []struct {
-		size        int64
-		bytes, wind int64
-	}{
-		{3<<20 + 5, 3 << 20, 3 << 20},     // smaller than a window: one window of all of it
-		{80 << 20, 64 << 20, probeWindow}, // whole windows only
-	} {
-		cs, err := ReadCeiling(context.Background(), tc.size, []int{1, 3})
-		if err != nil {
-			t.Fatal(err)
+// randomSpans returns spans of the given lengths filled with random bytes.
+func randomSpans(seed uint64, lens ...int) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	var out [][]byte
+	for _, n := range lens {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
 		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestReadCeiling: the probe reads the spans in whole grains, in windows
+// of at most probeWindow bytes all of one size (weights smaller than a
+// window: one window, read several times per timing), at most the limit,
+// times at least one window per thread count, and stops when the context
+// is done.
+func TestReadCeiling(t *testing.T) {
+	big := randomSpans(1, 20<<20+100, 1000, 300, 30<<20+7)  // 50 MiB + 4 grains in whole grains
+	small := randomSpans(2, 100<<10+255, 5000, 255, 64<<10) // 100 KiB + 19 grains + 64 KiB
+	for _, tc := range []struct {
+		name                   string
+		spans                  [][]byte
+		limit                  int64
+		bytes, window, repeats int64
+	}{
+		{"smaller than a window", small, 0, 100<<10 + 19*256 + 64<<10, 100<<10 + 19*256 + 64<<10, probeWindow / (100<<10 + 19*256 + 64<<10)},
+		{"two windows", big, 0, 50<<20 + 4*256, 25<<20 + 2*256, 1},
+		{"limited", big, 3<<20 + 1000, 3<<20 + 768, 3<<20 + 768, probeWindow / (3<<20 + 768)},
+	} {
+		cs, err := ReadCeiling(context.Background(), tc.spans, tc.limit, []int{1, 3})
+		require.NoError(t, err, tc.name)
 		if len(cs) != 2 || cs[0].Threads != 1 || cs[1].Threads != 3 {
-			t.Fatalf("size %d: ceilings %+v", tc.size, cs)
+			t.Fatalf("%s: ceilings %+v", tc.name, cs)
 		}
 		for _, c := range cs {
-			if c.Bytes != tc.bytes || c.WindowBytes != tc.wind || c.Windows < 1 || c.Windows > probeMaxWindows || !(c.GBPerSec > 0) ||
+			if c.Bytes != tc.bytes || c.WindowBytes != tc.window || int64(c.Repeats) != tc.repeats || c.Source != SourceWeights ||
+				c.Windows < 1 || c.Windows > probeMaxWindows || !(c.GBPerSec > 0) ||
 				c.Statistic != StatUpperQuartile || !(c.Median <= c.GBPerSec && c.GBPerSec <= c.Best) || c.Before != c.GBPerSec || c.After != 0 ||
 				!strings.HasPrefix(c.Loop, probeSet+", 4 streams") {
-				t.Errorf("size %d: ceiling %+v, want %d bytes in windows of %d", tc.size, c, tc.bytes, tc.wind)
+				t.Errorf("%s: ceiling %+v, want %d bytes in windows of %d, each read %d times", tc.name, c, tc.bytes, tc.window, tc.repeats)
 			}
 		}
 	}
+	// Nothing to read: no ceiling, no error.
+	if cs, err := ReadCeiling(context.Background(), randomSpans(3, 255, 100), 0, []int{1}); err != nil || cs != nil {
+		t.Errorf("spans under a grain: %+v, %v", cs, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := ReadCeiling(ctx, 1<<20, []int{1}); err == nil {
+	if _, err := ReadCeiling(ctx, small, 0, []int{1}); err == nil {
 		t.Error("cancelled context: no error")
+	}
+}
+
+// TestProbePlan: the windows' shares, for any thread count, read every
+// byte of the spans the plan keeps exactly once (a byte missed or read
+// twice changes the XOR of random data), in the spans' order.
+func TestProbePlan(t *testing.T) {
+	spans := randomSpans(4, 3000, 256, 70000, 1024, 999, 5<<20+77, 4096)
+	for _, limit := range []int64{0, 70000, 1 << 20} {
+		for _, window := range []int64{probeWindow, 64 << 10} { // the real window; a small one, for many windows
+			p := newProbePlan(spans, limit, window)
+			// What the plan keeps: the spans' whole grains, laid end to
+			// end, cut to whole windows.
+			var kept []byte
+			for _, s := range spans {
+				kept = append(kept, s[:len(s)-len(s)%probeGrain]...)
+			}
+			if limit > 0 {
+				kept = kept[:min(int64(len(kept)), limit)]
+			}
+			if d := int64(len(kept)) - p.total; d < 0 || d >= int64(p.windows)*probeGrain || p.total != p.window*int64(p.windows) {
+				t.Fatalf("limit %d, window %d: %d bytes in %d windows of %d, of %d kept", limit, window, p.total, p.windows, p.window, len(kept))
+			}
+			want := xorStreamsGo(kept[:p.total], 1)
+			for _, th := range []int{1, 2, 3, 7} {
+				var got uint64
+				var read int64
+				for k := range p.windows {
+					for _, sh := range p.shares(k, th) {
+						got ^= xorPieces(sh)
+						for _, b := range sh {
+							read += int64(len(b))
+						}
+					}
+				}
+				if got != want || read != p.total {
+					t.Errorf("limit %d, window %d, %d threads: read %d bytes, XOR %#x; want %d, %#x", limit, window, th, read, got, p.total, want)
+				}
+			}
+		}
 	}
 }
 
@@ -635,7 +708,7 @@ func TestSchemaPeer(t *testing.T) {
 // model with each peer and checks the rows name it.
 func TestRunLlamaPeers(t *testing.T) {
 	p := smallModel(t, gguf.Q8_0)
-	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 2, Threads: []int{1}, NoSanity: true, Llama: true, ProbeBytes: 4 << 20}
+	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Reps: 2, Threads: []int{1}, NoSanity: true, Llama: true}
 	for _, tc := range []struct{ flag, peer string }{
 		{LlamaPeerBench, peers.LlamaBenchBin},
 		{LlamaPeerNode, peers.NodeLlamaCpp},
@@ -728,7 +801,7 @@ func TestLlamaPeerFails(t *testing.T) {
 			t.Setenv("QNNPREP_FAKE_LLAMA_BENCH", tc.mode)
 			t.Setenv("QNNPREP_FAKE_LLAMA_BENCH_LOG", log)
 			opt := Options{Prompt: 4, Gen: 2, Depths: []int{0, 4}, Reps: 1, Threads: []int{1, 2}, Llama: true, LlamaPeer: LlamaPeerBench,
-				LlamaTimeout: 300 * time.Millisecond, ProbeBytes: 4 << 20}
+				LlamaTimeout: 300 * time.Millisecond}
 			rep, err := Run(context.Background(), p, opt)
 			if err != nil {
 				t.Fatal(err)

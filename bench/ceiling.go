@@ -3,20 +3,20 @@ package bench
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/qnnprep/qnnprep/internal/mmapfile"
 )
 
-// Ceiling is the machine's memory-read ceiling with a number of threads:
-// how fast that many threads read windows of a buffer far larger than
-// any last-level cache, each thread its contiguous share of a window as
-// four streams side by side with the widest loads the CPU has (Loop).
-// Decode rows report their weight stream as a fraction of GBPerSec
-// (Result.ReadFraction).
+// Ceiling is the memory-read ceiling of a model with a number of threads:
+// how fast that many threads stream the model's own weights, the bytes
+// decoding reads for every token where the engine holds them (for a GGUF
+// file its mapping), window after window, each thread its contiguous
+// share of a window as four streams side by side with the widest loads the
+// CPU has (Loop). Decode rows report their weight stream as a fraction of
+// GBPerSec (Result.ReadFraction). Weights that fit in the last-level cache
+// are read from it, as decoding reads them: the ceiling is then the
+// cache's rate, and the decode is judged against that.
 type Ceiling struct {
 	Threads int `json:"threads"`
 	// GBPerSec is the ceiling, in 1e9 bytes/s: Statistic over every
@@ -30,16 +30,26 @@ type Ceiling struct {
 	Best      float64 `json:"best_gb_per_s,omitempty"`
 	// Before and After are the upper quartiles of the probe run before
 	// the model's timings and of the one after them (0: not run).
-	Before      float64 `json:"before_gb_per_s,omitempty"`
-	After       float64 `json:"after_gb_per_s,omitempty"`
-	Loop        string  `json:"loop,omitempty"` // the read loop: "avx512, 4 streams per thread"
-	Bytes       int64   `json:"bytes"`          // the buffer, read window after window
-	WindowBytes int64   `json:"window_bytes"`   // bytes of each timed window
-	Windows     int     `json:"windows"`        // windows timed, after one untimed pass
-	Load        float64 `json:"load"`           // 1-minute load average
+	Before float64 `json:"before_gb_per_s,omitempty"`
+	After  float64 `json:"after_gb_per_s,omitempty"`
+	Loop   string  `json:"loop,omitempty"` // the read loop: "avx512, 4 streams per thread"
+	// Source is what was read: SourceWeights; absent in reports written
+	// before it was recorded, whose probe read a buffer of its own.
+	Source      string `json:"source,omitempty"`
+	Bytes       int64  `json:"bytes"`        // bytes read window after window
+	WindowBytes int64  `json:"window_bytes"` // bytes of each window
+	// Repeats is how many times each timed window is read in a row when
+	// the bytes are fewer than probeWindow (0 or 1: once).
+	Repeats int     `json:"window_repeats,omitempty"`
+	Windows int     `json:"windows"` // windows timed, after one untimed pass
+	Load    float64 `json:"load"`    // 1-minute load average
 
 	samples []float64 // GB/s of each window, for merging a later probe
 }
+
+// SourceWeights is Ceiling.Source: the probe read the model's weight
+// matrices as decoding reads them (runtime.Engine.DecodeWeights).
+const SourceWeights = "model weights"
 
 // StatUpperQuartile is Ceiling.Statistic: the upper quartile of the
 // windows' GB/s. Not the best window: on a shared machine a single window
@@ -48,51 +58,32 @@ type Ceiling struct {
 // lose their core for part of the window and read slower.
 const StatUpperQuartile = "upper quartile"
 
-// DefaultProbeBytes is the probe's buffer: 256 MiB, several times the
-// largest last-level cache a core reaches today (96 MiB per CCD on
-// EPYC with 3D V-Cache), so each window comes from DRAM.
-const DefaultProbeBytes = 256 << 20
-
 const (
-	probeWindow     = 32 << 20               // bytes of each timed window
-	probeUnit       = 1024                   // a thread's share is whole units: probeStreams × 256 bytes
+	probeWindow     = 32 << 20               // bytes of each timed window, at most
+	probeGrain      = 256                    // the read loops' step per stream
 	probeStreams    = 4                      // streams per thread
-	probeMaxWindows = 128                    // windows timed at most (16 passes of the default buffer)…
+	probeMaxWindows = 128                    // windows timed at most…
 	probeBudget     = 400 * time.Millisecond // …or until this much time was spent timing
-	probeCheck      = 2 << 20                // untimed work between checks of the context
 )
 
-// ReadCeiling measures the memory-read ceiling with each thread count:
-// it fills a buffer of size bytes (whole windows, at least one unit) with
-// a fixed pattern and reads it once untimed; then it times windows of
-// probeWindow bytes in turn, wrapping around the buffer, each read by
-// all the threads together (each its contiguous share, as probeStreams
+// ReadCeiling measures the memory-read ceiling of spans (the model's
+// weights, runtime.Engine.DecodeWeights) with each thread count: it reads
+// the spans, each cut to whole probeGrains and in all to at most limit
+// bytes (0: no limit), once untimed, so that every page is mapped and its
+// address translation warm; then it times windows of about probeWindow
+// bytes in turn (each a stretch of the spans laid end to end), each read
+// by all the threads together (each its contiguous share, as probeStreams
 // streams), until probeMaxWindows were timed or probeBudget spent, and
-// keeps the upper quartile, the median and the best. Windows are short
-// (about a millisecond) so that many of them run undisturbed even under
-// load. Each thread count costs at most about half a second, plus filling
-// the buffer once.
-func ReadCeiling(ctx context.Context, size int64, threads []int) ([]Ceiling, error) {
-	window := min(int64(probeWindow), size-size%probeUnit)
-	window = max(window, probeUnit)
-	size = max(size-size%window, window)
-	// Outside the Go heap and on huge pages, like the runtime's mapped
-	// weights: on 4 KiB heap pages two threads read about a quarter
-	// slower here (TLB walks).
-	buf, err := mmapfile.MapAnon(int(size))
-	if err == nil {
-		defer mmapfile.Unmap(buf)
-	} else {
-		buf = make([]byte, size)
-	}
-	for i := range min(len(buf), probeCheck) {
-		buf[i] = byte(i*7 + i>>9)
-	}
-	for off := probeCheck; off < len(buf); off += probeCheck {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		copy(buf[off:], buf[:probeCheck])
+// keeps the upper quartile, the median and the best. Spans smaller than a
+// window make one window, read several times in a row per timing so that
+// a timing is not a few microseconds. Windows are short (about a
+// millisecond) so that many of them run undisturbed even under load. Each
+// thread count costs at most about half a second plus one untimed pass.
+// It returns no ceilings when the spans hold less than one grain.
+func ReadCeiling(ctx context.Context, spans [][]byte, limit int64, threads []int) ([]Ceiling, error) {
+	p := newProbePlan(spans, limit, probeWindow)
+	if p.total == 0 {
+		return nil, nil
 	}
 	out := make([]Ceiling, 0, len(threads))
 	for _, th := range threads {
@@ -100,36 +91,96 @@ func ReadCeiling(ctx context.Context, size int64, threads []int) ([]Ceiling, err
 			return nil, err
 		}
 		c := Ceiling{Threads: th, Statistic: StatUpperQuartile, Loop: fmt.Sprintf("%s, %d streams per thread", probeSet, probeStreams),
-			Bytes: size, WindowBytes: window}
+			Source: SourceWeights, Bytes: p.total, WindowBytes: p.window, Repeats: p.repeats}
 		l0 := LoadAvg()[0]
-		for lo := int64(0); lo < size; lo += probeCheck { // untimed: warm the TLB
+		for k := range p.windows { // untimed: map the pages, warm the TLB
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			readWindow(buf[lo:min(lo+probeCheck, size)], th)
+			readShares(p.shares(k, th), 1)
 		}
 		var spent time.Duration
-		for lo := int64(0); len(c.samples) < probeMaxWindows && spent < probeBudget; lo = (lo + window) % size {
+		for k := 0; len(c.samples) < probeMaxWindows && spent < probeBudget; k = (k + 1) % p.windows {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			sh := p.shares(k, th)
 			t0 := time.Now()
-			readWindow(buf[lo:lo+window], th)
+			readShares(sh, p.repeats)
 			dt := time.Since(t0)
 			spent += dt
-			c.samples = append(c.samples, float64(window)/dt.Seconds()/1e9)
+			c.samples = append(c.samples, float64(p.window*int64(p.repeats))/dt.Seconds()/1e9)
 		}
 		c.Load = (l0 + LoadAvg()[0]) / 2
 		c.summarise()
 		c.Before = c.GBPerSec
 		out = append(out, c)
 	}
-	// The buffer goes back to the system at once, so that the peak RSS of
-	// the run that follows does not include it: the mapping on return, a
-	// heap fallback here. (Not when interrupted: the collection and the
-	// returning of the pages would delay the stop.)
-	debug.FreeOSMemory()
 	return out, nil
+}
+
+// probePlan lays the spans end to end and cuts them into windows of at
+// most maxWindow bytes.
+type probePlan struct {
+	spans   [][]byte // each whole grains
+	starts  []int64  // offset of each span in the whole
+	total   int64    // bytes read: windows × window
+	window  int64    // bytes of each window, whole grains
+	windows int
+	repeats int // reads of a window per timing
+}
+
+func newProbePlan(spans [][]byte, limit, maxWindow int64) *probePlan {
+	p := &probePlan{}
+	for _, s := range spans {
+		n := int64(len(s)) - int64(len(s))%probeGrain
+		if limit > 0 {
+			n = min(n, limit-limit%probeGrain-p.total)
+		}
+		if n <= 0 {
+			continue
+		}
+		p.spans = append(p.spans, s[:n])
+		p.starts = append(p.starts, p.total)
+		p.total += n
+	}
+	if p.total == 0 {
+		return p
+	}
+	// As many windows as maxWindow needs, all of one size: the whole is
+	// read but for less than a grain per window.
+	p.windows = int((p.total + maxWindow - 1) / maxWindow)
+	p.window = p.total / int64(p.windows)
+	p.window -= p.window % probeGrain
+	p.total = p.window * int64(p.windows)
+	p.repeats = int(max(1, maxWindow/p.window))
+	return p
+}
+
+// shares returns window k cut into th contiguous shares of whole grains:
+// the pieces of the spans each thread reads.
+func (p *probePlan) shares(k, th int) [][][]byte {
+	grains := p.window / probeGrain
+	out := make([][][]byte, th)
+	for t := range th {
+		lo := int64(k)*p.window + grains*int64(t)/int64(th)*probeGrain
+		hi := int64(k)*p.window + grains*int64(t+1)/int64(th)*probeGrain
+		out[t] = p.pieces(lo, hi)
+	}
+	return out
+}
+
+// pieces returns the spans' bytes [lo, hi) of the whole.
+func (p *probePlan) pieces(lo, hi int64) [][]byte {
+	var out [][]byte
+	i, _ := slices.BinarySearch(p.starts, lo+1) // the first span starting after lo
+	for i--; lo < hi && i < len(p.spans); i++ {
+		a := lo - p.starts[i]
+		b := min(hi-p.starts[i], int64(len(p.spans[i])))
+		out = append(out, p.spans[i][a:b])
+		lo = p.starts[i] + b
+	}
+	return out
 }
 
 // summarise sets the statistics from the samples.
@@ -168,28 +219,42 @@ func mergeCeilings(before, after []Ceiling) []Ceiling {
 // probeSink keeps the sums live so the reads cannot be optimised away.
 var probeSink uint64
 
-// readWindow reads w (whole probeUnits) with th goroutines, each a
-// contiguous share of whole units, as the runtime's workers split a
-// matrix's rows.
-func readWindow(w []byte, th int) {
+// readShares reads each share reps times, a goroutine per share, as the
+// runtime's workers split a matrix's rows.
+func readShares(shares [][][]byte, reps int) {
 	var wg sync.WaitGroup
-	sums := make([]uint64, th)
-	units := len(w) / probeUnit
-	for t := range th {
-		a, b := units*t/th*probeUnit, units*(t+1)/th*probeUnit
-		if a == b {
+	sums := make([]uint64, len(shares))
+	for t, pieces := range shares {
+		if len(pieces) == 0 {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[t] = xorStreams(w[a:b], probeStreams)
+			for range reps {
+				sums[t] ^= xorPieces(pieces)
+			}
 		}()
 	}
 	wg.Wait()
 	for _, s := range sums {
 		probeSink ^= s
 	}
+}
+
+// xorPieces is the XOR of every 64-bit word of the pieces (whole grains):
+// each read as probeStreams streams but for a tail of fewer grains than
+// streams, read as one.
+func xorPieces(pieces [][]byte) uint64 {
+	var x uint64
+	for _, b := range pieces {
+		n := len(b) - len(b)%(probeStreams*probeGrain)
+		x ^= xorStreams(b[:n], probeStreams)
+		if n < len(b) {
+			x ^= xorStreams(b[n:], 1)
+		}
+	}
+	return x
 }
 
 // ceilingFor returns the ceiling measured with th threads (0 when none

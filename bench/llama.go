@@ -92,7 +92,7 @@ func (o *Options) runLlama(ctx context.Context, lr *llamaRunner, path string, th
 			return rs
 		}
 		if *gaveUp != "" {
-			rs = append(rs, o.llamaFailed(peer, d, th, "not run: llama.cpp "+*gaveUp, false)...)
+			rs = append(rs, o.failedRows("llama.cpp", peer, d, th, "not run: llama.cpp "+*gaveUp, false)...)
 			continue
 		}
 		o.logf("llama.cpp (%s): depth %d, %d threads", peer, d, th)
@@ -114,7 +114,7 @@ func (o *Options) runLlama(ctx context.Context, lr *llamaRunner, path string, th
 		if err != nil {
 			timedOut := errors.Is(err, peers.ErrTimedOut)
 			o.logf("llama.cpp (%s): depth %d, %d threads: %v", peer, d, th, err)
-			rs = append(rs, o.llamaFailed(peer, d, th, err.Error(), timedOut)...)
+			rs = append(rs, o.failedRows("llama.cpp", peer, d, th, err.Error(), timedOut)...)
 			if timedOut {
 				*gaveUp = fmt.Sprintf("timed out at depth %d with %d threads", d, th)
 			}
@@ -131,16 +131,17 @@ func (o *Options) runLlama(ctx context.Context, lr *llamaRunner, path string, th
 	return rs
 }
 
-// llamaFailed returns the rows of a llama.cpp run that gave no timings:
-// no samples, the reason in Error.
-func (o *Options) llamaFailed(peer string, depth, threads int, reason string, timedOut bool) []Result {
+// failedRows returns the rows of a run that gave no timings (a llama.cpp
+// peer's, peer naming it, or a qnnprep model's): no samples, the reason
+// in Error.
+func (o *Options) failedRows(engine, peer string, depth, threads int, reason string, timedOut bool) []Result {
 	var rs []Result
 	for _, t := range []struct {
 		kind   string
 		tokens int
 	}{{"pp", o.Prompt}, {"tg", o.Gen}} {
 		if t.tokens > 0 {
-			rs = append(rs, Result{Engine: "llama.cpp", Peer: peer, Test: fmt.Sprintf("%s%d", t.kind, t.tokens), Kind: t.kind, Tokens: t.tokens,
+			rs = append(rs, Result{Engine: engine, Peer: peer, Test: fmt.Sprintf("%s%d", t.kind, t.tokens), Kind: t.kind, Tokens: t.tokens,
 				Depth: depth, Threads: threads, Samples: []float64{}, Load: LoadAvg()[0], Error: reason, TimedOut: timedOut})
 		}
 	}

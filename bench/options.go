@@ -81,8 +81,9 @@ type Options struct {
 	// reports another backend fails. "" leaves the choice to llama-bench.
 	LlamaCPU string
 
-	// ProbeBytes is the buffer of the memory-read probe (ReadCeiling) run
-	// before the timings: 0 means DefaultProbeBytes, negative skips it
+	// ProbeBytes bounds what the memory-read probe (ReadCeiling) reads of
+	// the model's weights before and after the timings: 0 means all of
+	// them, positive at most that many bytes, negative skips the probe
 	// (then decode rows carry no read fraction).
 	ProbeBytes int64
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -38,8 +39,12 @@ func (s *Suite) WriteJSON(w io.Writer) error {
 	return enc.Encode(s)
 }
 
-// modelLabel is the short model name of a table row: type and size.
+// modelLabel is the short model name of a table row: type and size, or
+// the file's name when the model did not open.
 func modelLabel(m ModelInfo) string {
+	if m.Arch == "" {
+		return filepath.Base(m.Path)
+	}
 	return fmt.Sprintf("%s %s %s", m.Arch, paramsLabel(m.Params), m.Type)
 }
 
@@ -108,8 +113,11 @@ func (s *Suite) WriteTable(w io.Writer) error {
 				fmt.Fprintf(&b, "; FAULT INJECTED %s", r.Settings.Fault)
 			}
 			b.WriteString("\n")
+			if r.Error != "" {
+				fmt.Fprintf(&b, "%s: FAILED: %s\n", r.Model.Path, errorLine(r.Error))
+			}
 			for _, x := range r.Results {
-				if x.Error != "" {
+				if x.Error != "" && x.Engine != "qnnprep" { // qnnprep's: the model's error above
 					fmt.Fprintf(&b, "%s: %s %s, depth %d, %d threads: %s\n", r.Model.Path, engineLabel(x), x.Test, x.Depth, x.Threads, errorLine(x.Error))
 				}
 			}
@@ -211,6 +219,12 @@ func ceilingLabel(cs []Ceiling) string {
 	default:
 		c := cs[0]
 		s += fmt.Sprintf(" (%s of %d windows of %s read by %s", c.Statistic, c.Windows, sizeLabel(c.WindowBytes), c.Loop)
+		if c.Source == SourceWeights {
+			s += fmt.Sprintf(", over %s of the model's own weights as decoding reads them", sizeLabel(c.Bytes))
+			if c.Repeats > 1 {
+				s += fmt.Sprintf(", each window read %d times in a row", c.Repeats)
+			}
+		}
 		if c.After > 0 {
 			s += ", before and after the timings"
 		}

@@ -85,6 +85,7 @@ func Plot(w io.Writer, format string, s *Suite) error {
 	if len(small) > 0 {
 		smallH = 3 * vg.Inch
 	}
+	header += vg.Length(len(f.failures())) * vg.Points(13)
 	height := header + topH + smallH
 	var c draw.Canvas
 	var wt io.WriterTo
@@ -274,7 +275,12 @@ func (f *figure) drawHeader(c draw.Canvas) {
 	ms := textStyle(vg.Points(9.5))
 	ms.YAlign = text.YTop
 	c.FillText(ms, vg.Point{X: x0, Y: y}, strings.Join(f.machines(), "   |   "))
-	y -= vg.Points(18)
+	y -= vg.Points(13)
+	for _, l := range f.failures() {
+		c.FillText(ms, vg.Point{X: x0, Y: y}, l)
+		y -= vg.Points(13)
+	}
+	y -= vg.Points(5)
 
 	// The key: a swatch per series, then the engines' line styles.
 	ks := textStyle(vg.Points(10))
@@ -312,6 +318,18 @@ func (f *figure) drawHeader(c draw.Canvas) {
 		c.FillText(ks, vg.Point{X: x, Y: y}, e.name)
 		x += ks.Width(e.name) + vg.Points(14)
 	}
+}
+
+// failures are the header's notes on the models that failed: their rows
+// have no timings, their groups no bars.
+func (f *figure) failures() []string {
+	var out []string
+	for _, r := range f.s.Reports {
+		if r.Error != "" {
+			out = append(out, fmt.Sprintf("%s FAILED: %s", f.label[r], errorLine(r.Error)))
+		}
+	}
+	return out
 }
 
 // machines describes where the reports were measured, one entry per
@@ -583,6 +601,10 @@ func (f *figure) readPanel() (*plot.Plot, bool) {
 	p := plot.New()
 	p.Title.Text = "decoding: weights read ÷ memory-read ceiling"
 	p.Y.Label.Text = "% of the probe's GB/s (" + f.ceilingStat() + ")"
+	if f.ownCeilings() {
+		p.Title.Text = "decoding: weights read ÷ the model's read ceiling"
+		p.Y.Label.Text = "% of reading its weights (" + f.ceilingStat() + ")"
+	}
 	p.Y.Min, p.Y.Max = 0, 100*ymax*1.15
 	p.Y.Tick.Marker = stepTicks{20, "%.0f"}
 	p.Add(plotter.NewGrid())
@@ -771,6 +793,21 @@ func indexOfInt(s []int, v int) int {
 		}
 	}
 	return 0
+}
+
+// ownCeilings reports whether every ceiling is its model's own (the probe
+// read the model's weights), not a buffer's (older reports).
+func (f *figure) ownCeilings() bool {
+	n := 0
+	for _, r := range f.s.Reports {
+		for _, c := range r.Machine.ReadCeiling {
+			if c.Source != SourceWeights {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }
 
 // ceilingStat names the statistic the read fractions divide by: the

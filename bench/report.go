@@ -31,6 +31,37 @@ type Report struct {
 	Seconds float64 `json:"seconds"` // wall time of the whole run
 	// Sane is false when any checked run disagreed with its reference.
 	Sane bool `json:"sane"`
+	// Error says why the model's run stopped (its file did not open, a
+	// run failed): what was measured before is kept, and every qnnprep
+	// row not measured carries the error (Result.Error). "" when it ran
+	// to the end.
+	Error string `json:"error,omitempty"`
+}
+
+// fail records that the model's run stopped with err: Report.Error, and
+// a row with the error for every qnnprep test of the settings that has
+// none yet.
+func (r *Report) fail(err error, opt *Options) {
+	r.Error = err.Error()
+	type key struct {
+		kind           string
+		depth, threads int
+	}
+	have := map[key]bool{}
+	for _, x := range r.Results {
+		if x.Engine == "qnnprep" {
+			have[key{x.Kind, x.Depth, x.Threads}] = true
+		}
+	}
+	for _, th := range opt.Threads {
+		for _, d := range opt.Depths {
+			for _, x := range opt.failedRows("qnnprep", "", d, th, r.Error, false) {
+				if !have[key{x.Kind, d, th}] {
+					r.Results = append(r.Results, x)
+				}
+			}
+		}
+	}
 }
 
 // ModelInfo describes a benchmarked model.

@@ -18,7 +18,14 @@ import (
 // (Prompt tokens processed in one Forward) and tg (Gen tokens generated
 // one Forward at a time) after the context was filled to the depth, as
 // llama-bench does; then speculative decoding when a draft is given, and
-// llama.cpp when Options.Llama is set.
+// llama.cpp when Options.Llama is set. The memory-read probe reads the
+// model's own weights before the timed rows and again after them.
+//
+// When the model fails (it does not open, or a run returns an error) Run
+// returns the error with the report of what was measured: the rows not
+// measured say why (Result.Error), as Report.Error does. Errors that
+// concern no model in particular (the options, a missing llama.cpp peer)
+// and an interrupt return no report.
 func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	if err := opt.resolve(); err != nil {
 		return nil, err
@@ -34,21 +41,9 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		defer llama.close()
 	}
 	start := time.Now()
-	// The probe runs first, on an otherwise idle process, and gives its
-	// buffer back before the peak RSS count starts; it runs again after
-	// the timings (probe), since the machine's bandwidth drifts.
-	ceiling, err := opt.probe(ctx, "before")
-	if err != nil {
-		return nil, err
-	}
 	ResetPeakRSS()
-	m, err := model.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer m.Close()
 	rep := &Report{
-		Model:   modelInfo(m, path),
+		Model:   ModelInfo{Path: path},
 		Machine: machine(),
 		Sane:    true,
 		Settings: Settings{
@@ -58,10 +53,42 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		},
 		Results: []Result{}, Speculative: []SpecResult{},
 	}
-	rep.Machine.ReadCeiling = ceiling
 	if opt.Fault != nil {
 		rep.Settings.Fault = opt.Fault.String()
 	}
+	err := run(ctx, rep, path, &opt, llama)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		rep.fail(err, &opt)
+	}
+	if opt.Llama {
+		ratios(rep.Results)
+	}
+	readRates(rep.Results, rep.Model.DecodeBytes, rep.Machine.ReadCeiling)
+	for _, r := range rep.Results {
+		if r.Sane != nil && !*r.Sane {
+			rep.Sane = false
+		}
+	}
+	for _, s := range rep.Speculative {
+		rep.Sane = rep.Sane && s.Sane
+	}
+	rep.PeakRSS = PeakRSS()
+	rep.Machine.LoadEnd = LoadAvg()
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, err
+}
+
+// run fills rep with the measurements of the model at path.
+func run(ctx context.Context, rep *Report, path string, opt *Options, llama *llamaRunner) error {
+	m, err := model.Open(path)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	rep.Model = modelInfo(m, path)
 	cfg := m.Config
 	maxDepth := 0
 	for _, d := range opt.Depths {
@@ -81,13 +108,13 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	if opt.speculative() {
 		ids, what, err := specPrompt(m, path, opt.SpecText, prompt)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		specIn, rep.Settings.SpecPrompt = ids, what
 	}
 	need := max(maxDepth+max(opt.Prompt, opt.Gen+1), specDepth+len(specIn)+opt.Gen+maxK+1)
 
-	sb := &specBench{opt: &opt, m: m, need: need}
+	sb := &specBench{opt: opt, m: m, need: need}
 	eagle3 := opt.DraftPath != "" && runtime.IsEagle3(opt.DraftPath)
 	if opt.speculative() {
 		sb.prompt = append(append([]int32(nil), fill[:specDepth]...), specIn...)
@@ -103,23 +130,29 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 			if fi, err := os.Stat(opt.DraftPath); err == nil && !fi.IsDir() {
 				rep.Draft.Bytes = fi.Size()
 			}
+		case opt.DraftPath != "" && sameFile(path, opt.DraftPath):
+			// The model drafting for itself: the timed engine drafts too,
+			// so the file is mapped and held once.
+			sb.draft, sb.self = m, true
+			di := modelInfo(m, opt.DraftPath)
+			rep.Draft, sb.drafter = &di, "draft "+opt.DraftPath
 		case opt.DraftPath != "":
 			if sb.draft, err = model.Open(opt.DraftPath); err != nil {
-				return nil, err
+				return err
 			}
 			defer sb.draft.Close()
 			di := modelInfo(sb.draft, opt.DraftPath)
 			rep.Draft, sb.drafter = &di, "draft "+opt.DraftPath
 		case opt.DraftLayers > 0:
 			if sb.draft, err = TruncatedDraft(m, opt.DraftLayers); err != nil {
-				return nil, err
+				return err
 			}
 			di := modelInfo(sb.draft, "")
 			di.Path = fmt.Sprintf("%s (first %d layers)", path, opt.DraftLayers)
 			rep.Draft, sb.drafter = &di, fmt.Sprintf("first %d layers", opt.DraftLayers)
 		}
-		if sb.plans, err = readSpecPlans(m, &opt, sb.draft != nil, sb.eagle3 != ""); err != nil {
-			return nil, err
+		if sb.plans, err = readSpecPlans(m, opt, sb.draft != nil, sb.eagle3 != ""); err != nil {
+			return err
 		}
 		for _, sp := range sb.plans { // an spd draft proposes draft-len
 			need = max(need, len(sb.prompt)+opt.Gen+sp.p.Dialog.DraftLen+1)
@@ -127,7 +160,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		sb.need = need
 		if opt.Device != nil && sb.drafter != "" {
 			if sb.bytes, err = defaultPlanBytes(m); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -139,49 +172,64 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		// the process does not hold a second in-memory copy of the model.
 		re, err := runtime.New(m, runtime.Options{Threads: opt.RefThreads, Context: need, Batch: 16, KVF16: opt.KVF16})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, d := range opt.Depths {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 			opt.logf("reference: depth %d (%d threads, batch 16, untimed)", d, opt.RefThreads)
 			r, err := runReference(ctx, re, cfg, fill[:d], prompt[:opt.Prompt], opt.Gen)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			refs[d] = r
 		}
 		if opt.speculative() {
 			opt.logf("reference: greedy after the speculative prompt (untimed)")
 			if sb.want, err = re.Greedy(ctx, sb.prompt, opt.Gen); err != nil {
-				return nil, err
+				return err
 			}
+		}
+	}
+
+	// The probe reads the weights the timed engines read, where they are:
+	// it costs no memory. It runs right before the timings and again
+	// after them, since the machine's bandwidth drifts.
+	var weights [][]byte
+	if opt.ProbeBytes >= 0 {
+		pe, err := runtime.New(m, runtime.Options{Threads: 1, Context: 1})
+		if err != nil {
+			return err
+		}
+		weights = pe.DecodeWeights()
+		if rep.Machine.ReadCeiling, err = opt.probe(ctx, "before", weights); err != nil {
+			return err
 		}
 	}
 
 	for _, th := range opt.Threads {
 		e, err := runtime.New(m, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		stop := func() {}
 		if opt.Fault != nil {
 			stop = opt.Fault.apply(e)
 		}
 		for _, d := range opt.Depths {
-			res, err := measure(ctx, e, &opt, th, d, fill[:d], prompt[:opt.Prompt], refs[d])
+			res, err := measure(ctx, e, opt, th, d, fill[:d], prompt[:opt.Prompt], refs[d])
+			rep.Results = append(rep.Results, res...)
 			if err != nil {
 				stop()
-				return nil, err
+				return err
 			}
-			rep.Results = append(rep.Results, res...)
 		}
 		if opt.speculative() {
 			res, err := sb.run(ctx, e, th)
 			if err != nil {
 				stop()
-				return nil, err
+				return err
 			}
 			rep.Speculative = append(rep.Speculative, res...)
 		}
@@ -189,69 +237,53 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 		if opt.Llama {
 			rep.Results = append(rep.Results, opt.runLlama(ctx, llama, path, th, fill, prompt)...)
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 
-	rep.PeakRSS = PeakRSS()
-	if len(ceiling) > 0 {
-		// Give the weights back first: the process never holds them and
-		// the probe's buffer at once.
-		m.Close()
-		if sb.draft != nil {
-			sb.draft.Close()
-		}
-		after, err := opt.probe(ctx, "after")
+	if len(rep.Machine.ReadCeiling) > 0 {
+		after, err := opt.probe(ctx, "after", weights)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		ceiling = mergeCeilings(ceiling, after)
-		rep.Machine.ReadCeiling = ceiling
-		for _, c := range ceiling {
-			opt.logf("memory-read ceiling: %d threads: %.1f GB/s (%s of %d windows; median %.1f, best %.1f; before %.1f, after %.1f)",
-				c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Median, c.Best, c.Before, c.After)
-		}
-	}
-
-	if opt.Llama {
-		ratios(rep.Results)
-	}
-	readRates(rep.Results, rep.Model.DecodeBytes, ceiling)
-
-	for _, r := range rep.Results {
-		if r.Sane != nil && !*r.Sane {
-			rep.Sane = false
+		rep.Machine.ReadCeiling = mergeCeilings(rep.Machine.ReadCeiling, after)
+		for _, c := range rep.Machine.ReadCeiling {
+			opt.logf("memory-read ceiling of %s: %d threads: %.1f GB/s (%s of %d windows; median %.1f, best %.1f; before %.1f, after %.1f)",
+				path, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Median, c.Best, c.Before, c.After)
 		}
 	}
-	for _, s := range rep.Speculative {
-		rep.Sane = rep.Sane && s.Sane
-	}
-	rep.Machine.LoadEnd = LoadAvg()
-	rep.Seconds = time.Since(start).Seconds()
-	return rep, nil
+	return nil
 }
 
-// probe measures the memory-read ceiling with Options.ProbeBytes (none
-// when negative) at every thread count; when says where in the run.
-func (o *Options) probe(ctx context.Context, when string) ([]Ceiling, error) {
-	if o.ProbeBytes < 0 {
-		return nil, nil
-	}
-	size := o.ProbeBytes
-	if size == 0 {
-		size = DefaultProbeBytes
-	}
-	o.logf("memory-read probe %s the timings: %d MiB with %v threads", when, size>>20, o.Threads)
-	cs, err := ReadCeiling(ctx, size, o.Threads)
+// probe measures the memory-read ceiling of the weights at every thread
+// count, at most Options.ProbeBytes of them when positive; when says
+// where in the run.
+func (o *Options) probe(ctx context.Context, when string, weights [][]byte) ([]Ceiling, error) {
+	cs, err := ReadCeiling(ctx, weights, o.ProbeBytes, o.Threads)
 	if err != nil {
 		return nil, err
 	}
+	if len(cs) == 0 {
+		o.logf("memory-read probe %s the timings: the weights are too small to read (under %d bytes a matrix)", when, probeGrain)
+		return nil, nil
+	}
+	o.logf("memory-read probe %s the timings: %s of the model's weights with %v threads", when, sizeLabel(cs[0].Bytes), o.Threads)
 	for _, c := range cs {
 		o.logf("memory-read probe %s: %d threads: %.1f GB/s (%s of %d windows; median %.1f, best %.1f)",
 			when, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Median, c.Best)
 	}
 	return cs, nil
+}
+
+// sameFile reports whether paths a and b name one existing file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // tokens returns n deterministic ids: with bos, the model's BOS first;
@@ -389,7 +421,7 @@ func measure(ctx context.Context, e *runtime.Engine, opt *Options, threads, dept
 			toks, logits, err := generate(ctx, st, first, opt.Gen)
 			dt := time.Since(t0).Seconds()
 			if err != nil {
-				return nil, err
+				return out, err // the pp row stands
 			}
 			if rep >= 0 {
 				r.Samples = append(r.Samples, float64(opt.Gen)/dt)

@@ -6,13 +6,19 @@ import (
 )
 
 // RunAll measures each model with opt (Run) and returns their reports as
-// a Suite, in the order given.
+// a Suite, in the order given. A model that fails leaves its report with
+// the error (Report.Error, Suite.Failed) and the next model is measured;
+// only an error that is no model's (the options, the llama.cpp peer
+// missing) or an interrupt ends the run.
 func RunAll(ctx context.Context, paths []string, opt Options) (*Suite, error) {
 	var reports []*Report
 	for _, path := range paths {
 		r, err := Run(ctx, path, opt)
-		if err != nil {
+		if r == nil {
 			return nil, err
+		}
+		if err != nil {
+			opt.logf("%s: FAILED: %v", path, err)
 		}
 		reports = append(reports, r)
 	}
@@ -68,13 +74,24 @@ func (s *Suite) Insane() []*Report {
 	return bad
 }
 
+// Failed returns the speed reports whose model failed (Report.Error).
+func (s *Suite) Failed() []*Report {
+	var bad []*Report
+	for _, r := range s.Reports {
+		if r.Error != "" {
+			bad = append(bad, r)
+		}
+	}
+	return bad
+}
+
 // PeerFailures returns the llama.cpp rows without timings: their peer
 // failed, timed out or was not run after a timeout (Result.Error).
 func (s *Suite) PeerFailures() []Result {
 	var bad []Result
 	for _, r := range s.Reports {
 		for _, x := range r.Results {
-			if x.Error != "" {
+			if x.Error != "" && x.Engine == "llama.cpp" {
 				bad = append(bad, x)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/qnnprep/qnnprep/bench"
 	"github.com/qnnprep/qnnprep/internal/peers"
@@ -12,7 +13,7 @@ import (
 
 var benchCmd = &command{
 	Name:    "bench",
-	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--plan P.json,... [--forecast-embeddings F]] [--device DEV.json] [--llama [--llama-peer auto|llama-bench|node] [--llama-timeout 10m] [--llama-cpu haswell]] [--read-probe MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
+	Usage:   "qnnprep bench MODEL... [-p 512] [-n 128] [-d 0,2048] [-r 3] [-t 1,2] [--draft D | --draft-layers N] [-k 1,2,4] [--plan P.json,... [--forecast-embeddings F]] [--device DEV.json] [--llama [--llama-peer auto|llama-bench|node] [--llama-timeout 10m] [--llama-cpu haswell]] [--read-probe all|MiB] [-o table|json|csv] [--plot FILE.svg|png]\n       qnnprep bench convert SOURCE... --recipe q1[,q8_0] [-o table|json|csv]\n       qnnprep bench report RESULT.json... [-o table|json|csv] [--plot FILE.svg|png]",
 	Summary: "measure prompt and generation speed by depth (with a sanity check of every run), speculative speed-up, llama.cpp beside it, and conversion throughput",
 	Run:     runBench,
 }
@@ -51,7 +52,7 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	tol := fs.Float64("tolerance", 0, "largest |Δlogit| against the reference still sane")
 	seed := fs.Uint64("seed", 1, "seed of the token ids")
 	fault := fs.String("fault", "", "break a kernel on purpose: TENSOR=SCALE (testing the sanity check)")
-	probe := fs.Int("read-probe", bench.DefaultProbeBytes>>20, "MiB the memory-read probe streams at each thread count (decode rows show their fraction of its GB/s; 0: no probe)")
+	probe := fs.String("read-probe", "all", "how much of each model's weights the memory-read probe streams at each thread count: all, or at most this many MiB (decode rows show their fraction of its GB/s; 0: no probe)")
 	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
 	_ = fs.MarkHidden("fault")
 	if err := parseFlags(fs, args); err != nil {
@@ -102,14 +103,11 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	if *reps < 1 || *refThreads < 1 {
 		return usageError("-r %d, --ref-threads %d: want at least 1", *reps, *refThreads)
 	}
-	switch {
-	case *probe < 0:
-		return usageError("--read-probe %d: want MiB, or 0 for none", *probe)
-	case *probe == 0:
-		opt.ProbeBytes = -1
-	default:
-		opt.ProbeBytes = int64(*probe) << 20
+	pb, err := probeBytes(*probe)
+	if err != nil {
+		return err
 	}
+	opt.ProbeBytes = pb
 	if *fault != "" {
 		f, err := bench.ParseFault(*fault)
 		if err != nil {
@@ -133,6 +131,11 @@ func runBench(ctx context.Context, c *command, args []string) error {
 		}
 	}
 	code := 0
+	if bad := s.Failed(); len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "qnnprep bench: %d of %d models failed (first: %s: %s); the others' reports are complete\n",
+			len(bad), len(s.Reports), bad[0].Model.Path, bad[0].Error)
+		code = 1
+	}
 	if bad := s.Insane(); len(bad) > 0 {
 		fmt.Fprintf(os.Stderr, "qnnprep bench: %s: a timed run disagreed with its reference (sanity column)\n", bad[0].Model.Path)
 		code = 1
@@ -146,6 +149,22 @@ func runBench(ctx context.Context, c *command, args []string) error {
 		return exitError{code}
 	}
 	return nil
+}
+
+// probeBytes is Options.ProbeBytes for --read-probe: "all" (0), MiB, or
+// "0" (none: -1).
+func probeBytes(v string) (int64, error) {
+	if v == "all" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil || n < 0 || n > 1<<40:
+		return 0, usageError("--read-probe %q: want all, MiB, or 0 for none", v)
+	case n == 0:
+		return -1, nil
+	}
+	return n << 20, nil
 }
 
 func checkFormat(f string) error {

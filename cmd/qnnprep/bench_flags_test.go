@@ -52,8 +52,9 @@ func TestBenchFlags(t *testing.T) {
 	}{
 		{"reps", []string{"-r", "2"}, func(r *bench.Report) bool { return len(r.Results[0].Samples) == 2 }},
 		{"no-sanity", []string{"--no-sanity"}, func(r *bench.Report) bool { return r.Results[0].Sane == nil }},
-		{"read-probe", []string{"--read-probe", "4"}, func(r *bench.Report) bool {
-			return len(r.Machine.ReadCeiling) == 1 && r.Machine.ReadCeiling[0].Bytes == 4<<20 && base.Machine.ReadCeiling == nil
+		{"read-probe", []string{"--read-probe", "all"}, func(r *bench.Report) bool {
+			c := r.Machine.ReadCeiling
+			return len(c) == 1 && c[0].Source == bench.SourceWeights && c[0].Bytes > 0 && c[0].Bytes <= r.Model.DecodeBytes && base.Machine.ReadCeiling == nil
 		}},
 		{"kv-f16", []string{"--kv-f16", "--fault", fault}, func(r *bench.Report) bool {
 			return r.Settings.KVF16 && maxDiff(r) != maxDiff(faulty)

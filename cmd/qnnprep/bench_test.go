@@ -55,9 +55,29 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatalf("fault: exit %d, table:\n%s", code, out)
 	}
 
+	// A model that fails does not lose the others' rows: exit 1, every
+	// report written, the failed one saying why.
+	broken := filepath.Join(dir, "broken.gguf")
+	if err := os.WriteFile(broken, []byte("GGUF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr string
+	out = captureStdout(t, func() {
+		stderr = captureStderr(t, func() {
+			code = run([]string{"bench", model, broken, "-p", "8", "-n", "4", "-r", "1", "-t", "1", "-q", "-o", "json"})
+		})
+	})
+	s = bench.Suite{}
+	if err := json.Unmarshal([]byte(out), &s); err != nil || code != 1 || len(s.Reports) != 2 || s.Reports[0].Error != "" ||
+		len(s.Reports[0].Results) != 2 || s.Reports[1].Error == "" || !strings.Contains(stderr, "1 of 2 models failed") {
+		t.Fatalf("a broken model: exit %d, json %v, stderr %s:\n%s", code, err, stderr, out)
+	}
+
 	for _, args := range [][]string{
 		{"bench"},
 		{"bench", model, "-o", "xml"},
+		{"bench", model, "--read-probe", "-1"},
+		{"bench", model, "--read-probe", "some"},
 		{"bench", model, "--fault", "nonsense"},
 		{"bench", "convert", model},
 		{"bench", "report"},
