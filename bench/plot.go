@@ -186,7 +186,10 @@ func newFigure(s *Suite) *figure {
 		if g == "" {
 			g = full[i]
 		}
-		if r.Model.Bytes > 0 {
+		switch {
+		case r.Error != "":
+			g += " (FAILED)"
+		case r.Model.Bytes > 0:
 			g += " (" + sizeLabel(r.Model.Bytes) + ")"
 		}
 		f.label[r] = g
@@ -303,11 +306,15 @@ func (f *figure) drawHeader(c draw.Canvas) {
 		c.FillText(ks, vg.Point{X: x, Y: y}, lbl)
 		x += ks.Width(lbl) + vg.Points(14)
 	}
-	for _, e := range []struct {
+	engines := []struct {
 		name   string
 		dashed bool
 		glyph  draw.GlyphDrawer
-	}{{"qnnprep", false, draw.CircleGlyph{}}, {"llama.cpp (outlined bar)", true, draw.TriangleGlyph{}}} {
+	}{{"qnnprep", false, draw.CircleGlyph{}}, {"llama.cpp (outlined bar)", true, draw.TriangleGlyph{}}}
+	if !f.hasLlama() {
+		engines = engines[:1]
+	}
+	for _, e := range engines {
 		ls := draw.LineStyle{Color: color.Gray{60}, Width: vg.Points(1.5)}
 		if e.dashed {
 			ls.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
@@ -320,13 +327,25 @@ func (f *figure) drawHeader(c draw.Canvas) {
 	}
 }
 
+// hasLlama reports whether any row is llama.cpp's.
+func (f *figure) hasLlama() bool {
+	for _, r := range f.s.Reports {
+		for _, x := range r.Results {
+			if x.Engine == "llama.cpp" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // failures are the header's notes on the models that failed: their rows
 // have no timings, their groups no bars.
 func (f *figure) failures() []string {
 	var out []string
 	for _, r := range f.s.Reports {
 		if r.Error != "" {
-			out = append(out, fmt.Sprintf("%s FAILED: %s", f.label[r], errorLine(r.Error)))
+			out = append(out, fmt.Sprintf("%s FAILED: %s", r.Model.Path, errorLine(r.Error)))
 		}
 	}
 	return out

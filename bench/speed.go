@@ -43,7 +43,7 @@ func Run(ctx context.Context, path string, opt Options) (*Report, error) {
 	start := time.Now()
 	ResetPeakRSS()
 	rep := &Report{
-		Model:   ModelInfo{Path: path},
+		Model:   ModelInfo{Path: path}, // all of it once the model opens
 		Machine: machine(),
 		Sane:    true,
 		Settings: Settings{

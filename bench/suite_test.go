@@ -76,7 +76,7 @@ func TestRunAllFailedModel(t *testing.T) {
 	}
 	var svg bytes.Buffer
 	require.NoError(t, Plot(&svg, "svg", s))
-	if !strings.Contains(svg.String(), "broken.gguf FAILED: ") {
+	if !strings.Contains(svg.String(), broken+" FAILED: ") || !strings.Contains(svg.String(), "(FAILED)") {
 		t.Error("plot header does not name the failed model")
 	}
 	// Reading the JSON back keeps the failure.
