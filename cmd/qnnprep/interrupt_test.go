@@ -164,8 +164,10 @@ func TestLongCommandsInterrupted(t *testing.T) {
 			prompts := writeText(t, dir, "prompts.txt", "ids: 1 2 3\nids: 4 5\n")
 			return []string{"golden", "record", src, "--prompts", prompts, "-n", "200", out}
 		}},
-		// bench is interrupted in its memory-read probe, then (without
-		// it) in its measurements.
+		// bench is interrupted with its memory-read probe (which reads the
+		// model's weights after the untimed reference runs) and without
+		// it, each a second in: in the reference runs or the probe, and in
+		// the measurements.
 		{"bench", func(string) []string { return []string{"bench", src, "-p", "256", "-n", "128", "-r", "3"} }},
 		{"bench-measuring", func(string) []string {
 			return []string{"bench", src, "-p", "256", "-n", "128", "-r", "3", "--read-probe", "0"}
