@@ -3,6 +3,8 @@ package int8
 import (
 	"fmt"
 	"slices"
+
+	"github.com/qnnprep/qnnprep/internal/panel"
 )
 
 // Matrix products for prompts. DotQ8_0's order is block-serial: each
@@ -104,10 +106,11 @@ func mulQ8_0Go(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStr
 	}
 }
 
-// Panel geometry: panelRows weight rows per panel, cut along the columns
-// into pieces of at most panelBlocks blocks (16 KiB of int16 codes, so a
-// piece stays in L1 while every token group passes over it).
+// Panel geometry: panelRows weight rows per panel (as panel.Q8_0 lays
+// them out), cut along the columns into pieces of at most panelBlocks
+// blocks (16 KiB of int16 codes, so a piece stays in L1 while every token
+// group passes over it).
 const (
-	panelRows   = 16
+	panelRows   = panel.Q8Rows
 	panelBlocks = 16
 )

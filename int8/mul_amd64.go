@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/qnnprep/qnnprep/internal/panel"
 )
 
 type panelKernel func(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
@@ -36,7 +38,7 @@ var panelPool = sync.Pool{New: func() any {
 }}
 
 // mulQ8_0Panels is mulQ8_0 in panels: each panel piece is laid out once
-// (mulQ8_0RepackAsm) and then meets every token group (kernel), while the
+// (panel.Q8_0) and then meets every token group (kernel), while the
 // next piece is fetched from memory.
 func mulQ8_0Panels(kernel panelKernel, w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
 	s := panelPool.Get().(*panelScratch)
@@ -61,7 +63,7 @@ func mulQ8_0Panels(kernel panelKernel, w []byte, rowBytes, rows int, x *Q8_0Batc
 				}
 				src = s.stage
 			}
-			mulQ8_0RepackAsm(unsafe.Pointer(&src[0]), stride, k1-k0, unsafe.Pointer(&s.codes[0]), unsafe.Pointer(&s.d[0]))
+			panel.Q8_0(src, stride, k1-k0, s.codes, s.d)
 			// The next piece: further along these rows, or the next panel.
 			if nk, nr0 := k1, r0; nk < nb || nr0+panelRows < rows {
 				if nk == nb {
@@ -83,9 +85,6 @@ func mulQ8_0KernelAsm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer
 
 //go:noescape
 func mulQ8_0KernelAVX512Asm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
-
-//go:noescape
-func mulQ8_0RepackAsm(w unsafe.Pointer, rowBytes, nb int, codes, d unsafe.Pointer)
 
 // prefetchRowsAsm asks for n bytes of rows rows at p, rowBytes apart, to
 // be brought into L2.

@@ -6,7 +6,7 @@
 // Panel kernels for MulQ8_0 (mul.go). A panel piece holds sixteen weight
 // rows of nb blocks: per block, sixteen code pairs (k = 2p, 2p+1), each
 // as [rows 0-7][rows 8-15] of int16 pairs (64 bytes), then the rows'
-// scales as float32 ([block][16]).
+// scales as float32 ([block][16]); internal/panel's Q8_0 lays it out.
 
 // KPAIR multiplies code pair p (panel bytes OW, activation bytes OX)
 // into the block sums: Y0-Y3 rows 0-7 and Y4-Y7 rows 8-15 of tokens 0-3.
@@ -114,114 +114,6 @@ kblock:
 
 	PANELNEXTGROUP
 	JNZ kgroup
-
-	VZEROUPPER
-	RET
-
-// TRANSPOSE8 transposes the 8×8 int32 matrix in Y0-Y7 (row i in Yi) and
-// stores column p at OFF+p*64(DI) for p = 0..3 and OFF+(p+4)*64 for its
-// other half: one 64-byte panel step per code pair.
-// The same transpose stands in runtime/kernels/panel_amd64.h
-// (TRANSPOSE8STORE): assembly cannot include another directory's header,
-// and the panels are repacked in every product (the weights are read
-// where the file maps them), where a repack in Go took 1.6-1.9 times as
-// long as the whole AVX-512 product (700M shapes, 64 tokens).
-#define TRANSPOSE8(OFF) \
-	VPUNPCKLDQ  Y1, Y0, Y8              \
-	VPUNPCKHDQ  Y1, Y0, Y9              \
-	VPUNPCKLDQ  Y3, Y2, Y10             \
-	VPUNPCKHDQ  Y3, Y2, Y11             \
-	VPUNPCKLDQ  Y5, Y4, Y12             \
-	VPUNPCKHDQ  Y5, Y4, Y13             \
-	VPUNPCKLDQ  Y7, Y6, Y14             \
-	VPUNPCKHDQ  Y7, Y6, Y15             \
-	VPUNPCKLQDQ Y10, Y8, Y0             \
-	VPUNPCKHQDQ Y10, Y8, Y1             \
-	VPUNPCKLQDQ Y11, Y9, Y2             \
-	VPUNPCKHQDQ Y11, Y9, Y3             \
-	VPUNPCKLQDQ Y14, Y12, Y4            \
-	VPUNPCKHQDQ Y14, Y12, Y5            \
-	VPUNPCKLQDQ Y15, Y13, Y6            \
-	VPUNPCKHQDQ Y15, Y13, Y7            \
-	VPERM2I128  $0x20, Y4, Y0, Y8       \
-	VMOVDQU     Y8, (OFF)(DI)           \
-	VPERM2I128  $0x31, Y4, Y0, Y9       \
-	VMOVDQU     Y9, (OFF+256)(DI)       \
-	VPERM2I128  $0x20, Y5, Y1, Y10      \
-	VMOVDQU     Y10, (OFF+64)(DI)       \
-	VPERM2I128  $0x31, Y5, Y1, Y11      \
-	VMOVDQU     Y11, (OFF+320)(DI)      \
-	VPERM2I128  $0x20, Y6, Y2, Y12      \
-	VMOVDQU     Y12, (OFF+128)(DI)      \
-	VPERM2I128  $0x31, Y6, Y2, Y13      \
-	VMOVDQU     Y13, (OFF+384)(DI)      \
-	VPERM2I128  $0x20, Y7, Y3, Y14      \
-	VMOVDQU     Y14, (OFF+192)(DI)      \
-	VPERM2I128  $0x31, Y7, Y3, Y15      \
-	VMOVDQU     Y15, (OFF+448)(DI)
-
-// WIDEN8 loads codes at byte CO of eight rows' blocks (rows at A, A+rb,
-// A+2rb, A+3rb, B, …) as int16 into Y0-Y7.
-#define WIDEN8(A, B, CO) \
-	VPMOVSXBW CO(A), Y0          \
-	VPMOVSXBW CO(A)(R10*1), Y1   \
-	VPMOVSXBW CO(A)(R10*2), Y2   \
-	VPMOVSXBW CO(A)(R11*1), Y3   \
-	VPMOVSXBW CO(B), Y4          \
-	VPMOVSXBW CO(B)(R10*1), Y5   \
-	VPMOVSXBW CO(B)(R10*2), Y6   \
-	VPMOVSXBW CO(B)(R11*1), Y7
-
-// SCALES8 converts the fp16 scales of eight rows' blocks to float32 at
-// OFF(R8).
-#define SCALES8(A, B, OFF) \
-	MOVWLZX   (A), R13                \
-	VMOVD     R13, X0                 \
-	VPINSRW   $1, (A)(R10*1), X0, X0  \
-	VPINSRW   $2, (A)(R10*2), X0, X0  \
-	VPINSRW   $3, (A)(R11*1), X0, X0  \
-	VPINSRW   $4, (B), X0, X0         \
-	VPINSRW   $5, (B)(R10*1), X0, X0  \
-	VPINSRW   $6, (B)(R10*2), X0, X0  \
-	VPINSRW   $7, (B)(R11*1), X0, X0  \
-	VCVTPH2PS X0, Y0                  \
-	VMOVUPS   Y0, OFF(R8)
-
-// func mulQ8_0RepackAsm(w unsafe.Pointer, rowBytes, nb int, codes, d unsafe.Pointer)
-//
-// Lays out nb blocks of sixteen rows (row r at w+r·rowBytes) as a panel
-// piece.
-TEXT ·mulQ8_0RepackAsm(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ rowBytes+8(FP), R10
-	MOVQ nb+16(FP), CX
-	MOVQ codes+24(FP), DI
-	MOVQ d+32(FP), R8
-	LEAQ (R10)(R10*2), R11
-	LEAQ (SI)(R10*4), BX  // row 4
-	LEAQ (BX)(R10*4), DX  // row 8
-	LEAQ (DX)(R10*4), R12 // row 12
-
-rblock:
-	WIDEN8(SI, BX, 2)
-	TRANSPOSE8(0)
-	WIDEN8(SI, BX, 18)
-	TRANSPOSE8(512)
-	WIDEN8(DX, R12, 2)
-	TRANSPOSE8(32)
-	WIDEN8(DX, R12, 18)
-	TRANSPOSE8(544)
-	SCALES8(SI, BX, 0)
-	SCALES8(DX, R12, 32)
-
-	ADDQ $34, SI
-	ADDQ $34, BX
-	ADDQ $34, DX
-	ADDQ $34, R12
-	ADDQ $1024, DI
-	ADDQ $64, R8
-	DECQ CX
-	JNZ  rblock
 
 	VZEROUPPER
 	RET

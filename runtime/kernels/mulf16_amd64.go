@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/qnnprep/qnnprep/internal/panel"
 )
 
 type f16Scratch struct {
@@ -19,7 +21,7 @@ var f16Pool = sync.Pool{New: func() any { return new(f16Scratch) }}
 
 func mulF16AVX2(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
 	mulF16Panels(w, rowBytes, rows, x, out, outStride, f16PanelRows, f16PanelTokens, func(src []byte, stride, m, groups int, s *f16Scratch) {
-		panelF16Asm(unsafe.Pointer(&src[0]), stride, m, unsafe.Pointer(&s.panel[0]))
+		panel.F16(src, stride, m, s.panel, 8)
 		mulF16PanelAsm(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*x.n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
 	})
 }
@@ -61,12 +63,6 @@ func mulF16Panels(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outS
 	}
 }
 
-// panelF16Asm converts eight rows of 32·m binary16 values (rowBytes apart)
-// into the panel layout.
-//
-//go:noescape
-func panelF16Asm(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
-
 // mulF16PanelAsm computes the panel's eight rows against groups·3
 // activation rows of 32·m values (F16Batch's order, tokenBytes apart) into
 // out ([token][8]float32), with r8 as scratch ([8][token][8]float32).
@@ -79,18 +75,11 @@ func mulF16PanelAsm(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, g
 // activation and per panel load.
 func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
 	mulF16Panels(w, rowBytes, rows, x, out, outStride, 16, 6, func(src []byte, stride, m, groups int, s *f16Scratch) {
-		panelF16Half512(unsafe.Pointer(&src[0]), stride, m, unsafe.Pointer(&s.panel[0]))
-		panelF16Half512(unsafe.Pointer(&src[8*stride]), stride, m, unsafe.Pointer(&s.panel[8]))
+		panel.F16(src, stride, m, s.panel, 16)
+		panel.F16(src[8*stride:], stride, m, s.panel[8:], 16)
 		mulF16PanelAsm512(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*x.n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
 	})
 }
-
-// panelF16Half512 converts eight rows of 32·m binary16 values (rowBytes
-// apart) into the lower (panel) or upper (panel+32 bytes) halves of a
-// sixteen-row panel's vectors.
-//
-//go:noescape
-func panelF16Half512(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
 
 // mulF16PanelAsm512 is mulF16PanelAsm for a sixteen-row panel and groups
 // of six tokens (r8 [8][token][16]float32, out [token][16]float32).

@@ -2,16 +2,12 @@
 
 #include "textflag.h"
 #include "reduce_amd64.h"
-#include "panel_amd64.h"
 
-// MulF16's panel kernels (mulf16.go). A panel holds eight weight rows of
-// n = 32·m elements as float32, element i of the rows at vector
-// ((i%8)·m + i/32)·4 + (i%32)/8: for each lane class j%8, the four lanes
-// j, j+8, j+16, j+24 of every 32-element group in a row.
-
-// func panelF16Asm(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
-TEXT ·panelF16Asm(SB), NOSPLIT, $0-32
-	PANELF16(7, 32)
+// MulF16's panel kernels (mulf16.go). A panel (laid out by internal/panel's
+// F16) holds eight weight rows of n = 32·m elements as float32, element i
+// of the rows at vector ((i%8)·m + i/32)·4 + (i%32)/8: for each lane class
+// j%8, the four lanes j, j+8, j+16, j+24 of every 32-element group in a
+// row.
 
 // MACQ adds lane group q's products for the three tokens: the panel
 // vector at q·32(SI) times each token's element at q·4 from DI, R8, R9.

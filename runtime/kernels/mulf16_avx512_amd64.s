@@ -2,21 +2,13 @@
 
 #include "textflag.h"
 #include "reduce_amd64.h"
-#include "panel_amd64.h"
 
 // MulF16's AVX-512 panel kernels: sixteen weight rows per panel, one zmm
 // lane each. Vector v of a panel (64 bytes) holds the sixteen rows' element
 // i at v = ((i%8)·m + i/32)·4 + (i%32)/8, the 8-row panel's order with
 // twice the rows, so every lane still forms DotF16F32's partial sums in
-// sequence and each output is the same bits.
-
-// func panelF16Half512(w unsafe.Pointer, rowBytes, m int, panel unsafe.Pointer)
-//
-// Converts eight rows of 32·m binary16 values (rowBytes apart) into one
-// half of each 64-byte vector of a sixteen-row panel: panel points at the
-// first vector's lower half for rows 0-7, its upper half for rows 8-15.
-TEXT ·panelF16Half512(SB), NOSPLIT, $0-32
-	PANELF16(8, 64)
+// sequence and each output is the same bits. internal/panel's F16 lays
+// it out in two calls, rows 0-7 in each vector's lower half, 8-15 upper.
 
 // ZMACQ adds lane group q's products for the six tokens: the panel vector
 // at q·64(SI) times each token's element at q·4 from DI, DI+R10, DI+2·R10,
