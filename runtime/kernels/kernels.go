@@ -200,6 +200,11 @@ func (l *lanes) sum() float32 {
 	return (r4[0] + r4[2]) + (r4[1] + r4[3])
 }
 
+// The dot twins below each write the order's loop themselves: one loop
+// taking the rounded products 32 at a time from a function (the twins
+// differing only in how they widen) measured 1.55-2.1x the CPU time per
+// dot with -tags purego on amd64 (BenchmarkDot*/go), where these loops
+// are the kernels.
 func dotF32Go(a, b []float32) float32 {
 	var l lanes
 	n := len(a)
