@@ -193,25 +193,21 @@ func run(ctx context.Context, rep *Report, path string, opt *Options, llama *lla
 		}
 	}
 
-	// The probe reads the weights the timed engines read, where they are:
-	// it costs no memory. It runs right before the timings and again
-	// after them, since the machine's bandwidth drifts.
-	var weights [][]byte
-	if opt.ProbeBytes >= 0 {
-		pe, err := runtime.New(m, runtime.Options{Threads: 1, Context: 1})
-		if err != nil {
-			return err
-		}
-		weights = pe.DecodeWeights()
-		if rep.Machine.ReadCeiling, err = opt.probe(ctx, "before", weights); err != nil {
-			return err
-		}
-	}
-
-	for _, th := range opt.Threads {
+	var weights [][]byte // what the probe reads
+	for i, th := range opt.Threads {
 		e, err := runtime.New(m, runtime.Options{Threads: th, Context: need, Batch: opt.Batch, KVF16: opt.KVF16})
 		if err != nil {
 			return err
+		}
+		if i == 0 && opt.ProbeBytes >= 0 {
+			// The probe reads the weights the timed engines read, where
+			// they are: it costs no memory. It runs right before the
+			// timings and again after them, since the machine's bandwidth
+			// drifts.
+			weights = e.DecodeWeights()
+			if rep.Machine.ReadCeiling, err = opt.probe(ctx, "before", weights); err != nil {
+				return err
+			}
 		}
 		stop := func() {}
 		if opt.Fault != nil {
