@@ -218,6 +218,19 @@ func (s *Staged) process(v *stagedVariant, tokens []int32, parent []int, reproc,
 		s.st.SetRollback(keep)
 	}
 	s.fill(v, tokens, parent, pos, base)
+	logits, err := s.call(v, len(tokens))
+	if err != nil {
+		return nil, err
+	}
+	st := &stagedStep{v: v, tokens: tokens, parent: parent, reproc: reproc, base: base, logits: logits, feats: s.callFeatures(len(tokens)), hidden: s.callHidden(v, len(tokens))}
+	s.step = st
+	return st, nil
+}
+
+// call runs every stage graph of v over the rows fill laid out, counts
+// the call, and returns the logits of its first n rows, each copied out
+// of the variant's buffer.
+func (s *Staged) call(v *stagedVariant, n int) ([][]float32, error) {
 	for k := range v.graphs {
 		if err := s.runStage(v, k); err != nil {
 			return nil, err
@@ -226,12 +239,11 @@ func (s *Staged) process(v *stagedVariant, tokens []int32, parent []int, reproc,
 	s.calls[[2]int{v.ar, v.cl}]++
 	vocab := s.e.cfg.VocabSize
 	lg := v.f(shard.Logits)
-	st := &stagedStep{v: v, tokens: tokens, parent: parent, reproc: reproc, base: base, feats: s.callFeatures(len(tokens)), hidden: s.callHidden(v, len(tokens))}
-	for r := range tokens {
-		st.logits = append(st.logits, slices.Clone(lg[r*vocab:(r+1)*vocab]))
+	logits := make([][]float32, n)
+	for r := range logits {
+		logits[r] = slices.Clone(lg[r*vocab : (r+1)*vocab])
 	}
-	s.step = st
-	return st, nil
+	return logits, nil
 }
 
 // Commit accepts the rows of the last Submit that selection marks, as

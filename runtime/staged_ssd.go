@@ -356,20 +356,12 @@ func (s *Staged) ssdCall(v *stagedVariant, rows []int32, parent []int, noPrefix 
 			}
 		}
 	}
-	for k := range v.graphs {
-		if err := s.runStage(v, k); err != nil {
-			return nil, err
-		}
+	logits, err := s.call(v, len(rows))
+	if err != nil {
+		return nil, err
 	}
-	s.calls[[2]int{v.ar, v.cl}]++
-	vocab := s.e.cfg.VocabSize
-	lg := v.f(shard.Logits)
-	st := &stagedStep{v: v, tokens: rows, parent: parent, base: base, feats: s.callFeatures(len(rows))}
-	for r := range rows {
-		st.logits = append(st.logits, slices.Clone(lg[r*vocab:(r+1)*vocab]))
-	}
-	s.step = st
-	return st.logits, nil
+	s.step = &stagedStep{v: v, tokens: rows, parent: parent, base: base, logits: logits, feats: s.callFeatures(len(rows))}
+	return logits, nil
 }
 
 // checkPrefix checks the forecast-prefix KV's shapes.
