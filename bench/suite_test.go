@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -152,4 +153,35 @@ func (w *mapsWatch) Write(b []byte) (int, error) {
 	}
 	w.most = max(w.most, n)
 	return len(b), nil
+}
+
+// TestReportFail: a model failing midway keeps the rows it measured; each
+// test of the settings it did not measure gets a FAILED row.
+func TestReportFail(t *testing.T) {
+	opt := Options{Prompt: 8, Gen: 4, Depths: []int{0, 8}, Threads: []int{1, 2}}
+	r := &Report{Results: []Result{
+		{Engine: "qnnprep", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 0, Threads: 1, TokensPerSec: 10, Samples: []float64{10}},
+		{Engine: "qnnprep", Test: "tg4", Kind: "tg", Tokens: 4, Depth: 0, Threads: 1, TokensPerSec: 5, Samples: []float64{5}},
+		{Engine: "llama.cpp", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 8, Threads: 1, TokensPerSec: 9, Samples: []float64{9}},
+		{Engine: "qnnprep", Test: "pp8", Kind: "pp", Tokens: 8, Depth: 8, Threads: 1, TokensPerSec: 11, Samples: []float64{11}},
+	}}
+	r.fail(errors.New("runtime: out of luck"), &opt)
+	require.Equal(t, "runtime: out of luck", r.Error)
+	type key struct {
+		test           string
+		depth, threads int
+	}
+	var failed []key
+	for _, x := range r.Results[4:] {
+		if x.Engine != "qnnprep" || x.Error != r.Error || len(x.Samples) != 0 || x.Samples == nil {
+			t.Errorf("row %+v", x)
+		}
+		failed = append(failed, key{x.Test, x.Depth, x.Threads})
+	}
+	require.Equal(t, []key{{"tg4", 8, 1}, {"pp8", 0, 2}, {"tg4", 0, 2}, {"pp8", 8, 2}, {"tg4", 8, 2}}, failed)
+	for _, x := range r.Results[:4] {
+		if x.Error != "" {
+			t.Errorf("a measured row was marked: %+v", x)
+		}
+	}
 }
