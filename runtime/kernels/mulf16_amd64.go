@@ -28,7 +28,8 @@ func mulF16AVX2(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStr
 
 // mulF16Panels runs a panel kernel over w's rows, panelRows at a time
 // (a short last panel padded with zero rows), each panel against every
-// token in groups of panelTokens; the kernel fills s.out
+// token in groups of panelTokens (the last group completed with F16Batch's
+// zero rows); the kernel fills s.out
 // ([token][panelRows]float32) from rows src, stride bytes apart.
 func mulF16Panels(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride, panelRows, panelTokens int, kernel func(src []byte, stride, m, groups int, s *f16Scratch)) {
 	n := x.n
@@ -38,7 +39,7 @@ func mulF16Panels(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outS
 	}
 	s := f16Pool.Get().(*f16Scratch)
 	defer f16Pool.Put(s)
-	groups := x.padded() / panelTokens
+	groups := (x.t + panelTokens - 1) / panelTokens
 	np, nout := panelRows*n, groups*panelTokens*panelRows
 	s.panel = slices.Grow(s.panel[:0], np)[:np]
 	s.r8 = slices.Grow(s.r8[:0], 8*nout)[:8*nout]
@@ -71,10 +72,10 @@ func mulF16Panels(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outS
 func mulF16PanelAsm(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, groups int, r8, out unsafe.Pointer)
 
 // mulF16AVX512 is mulF16AVX2 with sixteen rows per panel, one zmm lane
-// each, and six tokens per pass: twice the products per broadcast
-// activation and per panel load.
+// each, and four tokens per pass: twice the products per broadcast
+// activation.
 func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
-	mulF16Panels(w, rowBytes, rows, x, out, outStride, 16, 6, func(src []byte, stride, m, groups int, s *f16Scratch) {
+	mulF16Panels(w, rowBytes, rows, x, out, outStride, 16, 4, func(src []byte, stride, m, groups int, s *f16Scratch) {
 		panel.F16(src, stride, m, s.panel, 16)
 		panel.F16(src[8*stride:], stride, m, s.panel[8:], 16)
 		mulF16PanelAsm512(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*x.n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
@@ -82,7 +83,7 @@ func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outS
 }
 
 // mulF16PanelAsm512 is mulF16PanelAsm for a sixteen-row panel and groups
-// of six tokens (r8 [8][token][16]float32, out [token][16]float32).
+// of four tokens (r8 [8][token][16]float32, out [token][16]float32).
 //
 //go:noescape
 func mulF16PanelAsm512(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, groups int, r8, out unsafe.Pointer)
