@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -29,18 +28,11 @@ func (s *Staged) forward(tokens []int32, all bool) ([][]float32, error) {
 	var out [][]float32
 	rest := tokens
 	for len(rest) > 0 {
-		total := len(s.history) + len(rest)
-		v, n, err := s.choose(len(s.history)-s.nValid+len(rest), total, false)
+		v, rows, reproc, n, err := s.callRows(rest, false)
 		if err != nil {
 			return nil, err
 		}
-		from := s.nValid
-		if v.arc {
-			from = 0
-		}
-		reproc := len(s.history) - from
-		rows := append(slices.Clone(s.history[from:]), rest...)[:n]
-		reproc = min(reproc, n)
+		rows, reproc = rows[:n], min(reproc, n)
 		parent := make([]int, n)
 		for r := range parent {
 			parent[r] = r - 1

@@ -227,6 +227,24 @@ func (s *Staged) process(v *stagedVariant, tokens []int32, parent []int, reproc,
 	return st, nil
 }
 
+// callRows chooses the variant for tokens after the committed sequence
+// (for all of them in one call when one) and lays out the call's rows:
+// the history it processes again (from the first row missing from the
+// KV, or all of it on an AR-c variant; reproc rows), then tokens. n is
+// how many rows the variant takes.
+func (s *Staged) callRows(tokens []int32, one bool) (v *stagedVariant, rows []int32, reproc, n int, err error) {
+	total := len(s.history) + len(tokens)
+	v, n, err = s.choose(len(s.history)-s.nValid+len(tokens), total, one)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	from := s.nValid
+	if v.arc {
+		from = 0
+	}
+	return v, append(slices.Clone(s.history[from:]), tokens...), len(s.history) - from, n, nil
+}
+
 // call runs every stage graph of v over the rows fill laid out, counts
 // the call, and returns the logits of its first n rows, each copied out
 // of the variant's buffer.
@@ -377,17 +395,10 @@ func (s *Staged) Submit(tokens []int32, parents []int) ([][]float32, error) {
 			return nil, err
 		}
 	}
-	total := len(s.history) + len(tokens)
-	v, _, err := s.choose(len(s.history)-s.nValid+len(tokens), total, true)
+	v, rows, reproc, _, err := s.callRows(tokens, true)
 	if err != nil {
 		return nil, err
 	}
-	from := s.nValid
-	if v.arc {
-		from = 0
-	}
-	reproc := len(s.history) - from
-	rows := append(slices.Clone(s.history[from:]), tokens...)
 	parent := make([]int, len(rows))
 	for r := range parent {
 		parent[r] = r - 1
