@@ -72,7 +72,7 @@ func Plot(w io.Writer, format string, s *Suite) error {
 			small = append(small, p)
 		}
 	}
-	if len(top) == 0 && len(small) == 0 {
+	if len(top) == 0 && len(small) == 0 && len(f.failures()) == 0 {
 		return fmt.Errorf("nothing to plot")
 	}
 	cols := max(len(top)+1, len(small), 2) // the ratio panel takes two columns' width

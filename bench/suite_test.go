@@ -80,6 +80,10 @@ func TestRunAllFailedModel(t *testing.T) {
 	if !strings.Contains(svg.String(), broken+" FAILED: ") || !strings.Contains(svg.String(), "(FAILED)") {
 		t.Error("plot header does not name the failed model")
 	}
+	// A run whose every model failed still plots: the header says why.
+	svg.Reset()
+	require.NoError(t, Plot(&svg, "svg", NewSuite([]*Report{bad}, nil)))
+	require.Contains(t, svg.String(), broken+" FAILED: ")
 	// Reading the JSON back keeps the failure.
 	p := filepath.Join(t.TempDir(), "s.json")
 	require.NoError(t, os.WriteFile(p, suiteJSON(t, s), 0o644))

@@ -132,8 +132,12 @@ func runBench(ctx context.Context, c *command, args []string) error {
 	}
 	code := 0
 	if bad := s.Failed(); len(bad) > 0 {
-		fmt.Fprintf(os.Stderr, "qnnprep bench: %d of %d models failed (first: %s: %s); the others' reports are complete\n",
-			len(bad), len(s.Reports), bad[0].Model.Path, bad[0].Error)
+		rest := ""
+		if len(bad) < len(s.Reports) {
+			rest = "; the others' reports are complete"
+		}
+		fmt.Fprintf(os.Stderr, "qnnprep bench: %d of %d models failed (first: %s: %s)%s\n",
+			len(bad), len(s.Reports), bad[0].Model.Path, bad[0].Error, rest)
 		code = 1
 	}
 	if bad := s.Insane(); len(bad) > 0 {
