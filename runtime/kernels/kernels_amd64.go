@@ -112,7 +112,7 @@ func dotF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
-func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
+func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
 
 //go:noescape
 func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
@@ -144,13 +144,21 @@ func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
 	rowsCall(dotF16F32RowsAsm512, w, rowBytes, x, out)
 }
 
-func rowsCall(asm func(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer), w []byte, rowBytes int, x, out []float32) {
+// rowsCall runs a rows kernel on pairs of rows far apart: row i with row
+// i+len(out)/2, and a last odd row with itself.
+func rowsCall(asm func(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int), w []byte, rowBytes int, x, out []float32) {
 	n := len(x)
 	if n%32 != 0 {
 		dotF16F32RowsEach(w, rowBytes, x, out)
 		return
 	}
-	asm(unsafe.Pointer(&w[0]), rowBytes, len(out), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&out[0]))
+	half := len(out) / 2
+	if half > 0 {
+		asm(unsafe.Pointer(&w[0]), rowBytes, half, unsafe.Pointer(&x[0]), n, unsafe.Pointer(&out[0]), half*rowBytes, 4*half)
+	}
+	if r := len(out) - 1; r%2 == 0 {
+		asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, 1, unsafe.Pointer(&x[0]), n, unsafe.Pointer(&out[r]), 0, 0)
+	}
 }
 
 //go:noescape
@@ -160,4 +168,4 @@ func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
-func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
+func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)

@@ -200,11 +200,11 @@ pairloop:                       \
 	SUBQ $32, CX                \
 	JNZ  pairloop
 
-// func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
+// func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
 //
 // dotF16F32RowsAsm512 in ymm registers: out[r] is dotF16F32Asm's result
 // for row r.
-TEXT ·dotF16F32RowsAsm(SB), NOSPLIT, $0-48
+TEXT ·dotF16F32RowsAsm(SB), NOSPLIT, $0-64
 	ROWPAIRS(PAIR2)
 
 // func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32

@@ -141,7 +141,7 @@ z1reduce:
 	VMOVSS X0, ret+40(FP)
 	RET
 
-// func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer)
+// func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
 //
 // out[r] = dotF16F32Asm512 of row r (rowBytes apart) and x, n32 a multiple
 // of 32: the rows of a decoding step in one call, two at a time. x is read
@@ -149,7 +149,7 @@ z1reduce:
 // weights in a 48 KiB L1): widening binary16 activations for every row
 // cost as many conversions as the weights' on Intel, where a zmm
 // conversion takes two micro-ops; the fused multiply-add halves the rest.
-TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-48
+TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-64
 	ROWPAIRS(PAIR512)
 
 // func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)

@@ -33,43 +33,40 @@
 	VADDPS T, A, A
 
 // ROWPAIRS is a whole decode rows kernel, func(w unsafe.Pointer, rowBytes,
-// rows int, x unsafe.Pointer, n32 int, out unsafe.Pointer): the rows
-// (rowBytes apart from w) go two at a time, PAIRDOT leaving the partial
-// sums of the row at SI in Y0..Y3 and of the row at DX in Y12..Y15 (the
-// AVX2 layout) from DI (x, float32) and CX (n32, a multiple of 32); a last
-// odd row goes through PAIRDOT as both rows. Two rows side by side give
-// the additions two independent chains per register.
+// pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut
+// int): for i < pairs, rows i and i+far/rowBytes of w (rowBytes apart),
+// results to out[i] and out[i+farOut/4]. PAIRDOT leaves the partial sums
+// of the row at SI in Y0..Y3 and of the row at DX in Y12..Y15 (the AVX2
+// layout) from DI (x, float32) and CX (n32, a multiple of 32). Two rows
+// side by side give the additions two independent chains per register,
+// and two rows far apart (the first and second half of a call's rows) make
+// two memory streams, which read faster here than one.
 #define ROWPAIRS(PAIRDOT) \
 	MOVQ w+0(FP), R8          \
 	MOVQ rowBytes+8(FP), R9   \
-	MOVQ rows+16(FP), R10     \
+	MOVQ pairs+16(FP), R10    \
 	MOVQ x+24(FP), R11        \
 	MOVQ n32+32(FP), R12      \
 	MOVQ out+40(FP), AX       \
+	MOVQ far+48(FP), R13      \
+	MOVQ farOut+56(FP), R14   \
 pair:                         \
 	MOVQ    R8, SI            \
-	LEAQ    (R8)(R9*1), DX    \
-	CMPQ    R10, $2           \
-	JAE     pairgo            \
-	MOVQ    R8, DX            \
-pairgo:                       \
+	LEAQ    (R8)(R13*1), DX   \
 	MOVQ    R11, DI           \
 	MOVQ    R12, CX           \
 	PAIRDOT                   \
 	REDUCE                    \
 	VMOVSS  X0, (AX)          \
-	CMPQ    R10, $2           \
-	JB      pairsdone         \
 	VMOVAPS Y12, Y0           \
 	VMOVAPS Y13, Y1           \
 	VMOVAPS Y14, Y2           \
 	VMOVAPS Y15, Y3           \
 	REDUCE                    \
-	VMOVSS  X0, 4(AX)         \
-	ADDQ    $8, AX            \
-	LEAQ    (R8)(R9*2), R8    \
-	SUBQ    $2, R10           \
+	VMOVSS  X0, (AX)(R14*1)   \
+	ADDQ    $4, AX            \
+	ADDQ    R9, R8            \
+	DECQ    R10               \
 	JNZ     pair              \
-pairsdone:                    \
 	VZEROUPPER                \
 	RET
