@@ -43,7 +43,8 @@ func (q *q8Prep) set(x []byte, nb int) {
 // one on the EPYC this was tuned on (plain reads of the mapped 700M
 // file, interleaved: 29-33 against 25-29 GB per CPU second), while two
 // adjacent rows side by side, or software prefetch, read slower than
-// one stream.
+// one stream. On Intel the streams are prefetched rowsPrefetch bytes
+// ahead (see there).
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
@@ -56,7 +57,7 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 	xp, t := unsafe.Pointer(&q.p[0]), unsafe.Pointer(&q.t[0])
 	h := len(out) / 2 &^ 3
 	for r := 0; r < h; r += 4 {
-		dotRows2Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r]), t, 4*stride)
+		dotRows2Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r]), t, 4*stride, rowsPrefetch)
 	}
 	for r := 2 * h; r < len(out); r += 8 {
 		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, xp, nb, unsafe.Pointer(&out[r]), min(8, len(out)-r), t, 4*stride)
@@ -67,7 +68,7 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 func prepQ8_0Asm(x unsafe.Pointer, nb int, xp unsafe.Pointer)
 
 //go:noescape
-func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride int)
+func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
 
 //go:noescape
 func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)

@@ -81,6 +81,15 @@
 	VMULSS       (BX)(R13*4), X12, X12 \
 	VMULSS       X12, X11, X11
 
+// PREFETCH5 prefetches the five lines from R14 bytes past the group at
+// R (a group is 272 bytes).
+#define PREFETCH5(R) \
+	PREFETCHT0 (R)(R14*1)    \
+	PREFETCHT0 64(R)(R14*1)  \
+	PREFETCHT0 128(R)(R14*1) \
+	PREFETCHT0 192(R)(R14*1) \
+	PREFETCHT0 256(R)(R14*1)
+
 // ROWSETUP loads the kernels' constants: Z31 the bytes 0x80, Z30 the
 // scale indices.
 #define ROWSETUP \
@@ -97,66 +106,6 @@
 	ADDQ DI, BX    \
 	MOVQ R13, CX   \
 	SHRQ $3, CX
-
-// SUMTERMS forms in Y16 the serial sums of the eight rows of terms at
-// TBASE (rows R12 bytes apart, R13 terms each, padded with +0 to a
-// multiple of eight), with lanes over rows, adding the terms in block
-// order: eight terms of each row at a time, transposed so that Y8..Y15
-// hold blocks b..b+7 of every row. The padding adds +0, which leaves a
-// sum that starts at +0 unchanged.
-#define SUMTERMS(TBASE) \
-	VPXORD     Y16, Y16, Y16     \
-	MOVQ       R13, CX           \
-	ADDQ       $7, CX            \
-	SHRQ       $3, CX            \
-	MOVQ       TBASE, SI         \
-	LEAQ       (R12)(R12*2), AX  \
-	LEAQ       (SI)(R12*4), DX   \
-sum:                             \
-	VMOVUPS    (SI), Y0          \
-	VMOVUPS    (SI)(R12*1), Y1   \
-	VMOVUPS    (SI)(R12*2), Y2   \
-	VMOVUPS    (SI)(AX*1), Y3    \
-	VMOVUPS    (DX), Y4          \
-	VMOVUPS    (DX)(R12*1), Y5   \
-	VMOVUPS    (DX)(R12*2), Y6   \
-	VMOVUPS    (DX)(AX*1), Y7    \
-	VUNPCKLPS  Y1, Y0, Y8        \
-	VUNPCKHPS  Y1, Y0, Y9        \
-	VUNPCKLPS  Y3, Y2, Y10       \
-	VUNPCKHPS  Y3, Y2, Y11       \
-	VUNPCKLPS  Y5, Y4, Y12       \
-	VUNPCKHPS  Y5, Y4, Y13       \
-	VUNPCKLPS  Y7, Y6, Y14       \
-	VUNPCKHPS  Y7, Y6, Y15       \
-	VSHUFPS    $0x44, Y10, Y8, Y0 \
-	VSHUFPS    $0xee, Y10, Y8, Y1 \
-	VSHUFPS    $0x44, Y11, Y9, Y2 \
-	VSHUFPS    $0xee, Y11, Y9, Y3 \
-	VSHUFPS    $0x44, Y14, Y12, Y4 \
-	VSHUFPS    $0xee, Y14, Y12, Y5 \
-	VSHUFPS    $0x44, Y15, Y13, Y6 \
-	VSHUFPS    $0xee, Y15, Y13, Y7 \
-	VPERM2F128 $0x20, Y4, Y0, Y8 \
-	VPERM2F128 $0x20, Y5, Y1, Y9 \
-	VPERM2F128 $0x20, Y6, Y2, Y10 \
-	VPERM2F128 $0x20, Y7, Y3, Y11 \
-	VPERM2F128 $0x31, Y4, Y0, Y12 \
-	VPERM2F128 $0x31, Y5, Y1, Y13 \
-	VPERM2F128 $0x31, Y6, Y2, Y14 \
-	VPERM2F128 $0x31, Y7, Y3, Y15 \
-	VADDPS     Y8, Y16, Y16      \
-	VADDPS     Y9, Y16, Y16      \
-	VADDPS     Y10, Y16, Y16     \
-	VADDPS     Y11, Y16, Y16     \
-	VADDPS     Y12, Y16, Y16     \
-	VADDPS     Y13, Y16, Y16     \
-	VADDPS     Y14, Y16, Y16     \
-	VADDPS     Y15, Y16, Y16     \
-	ADDQ       $32, SI           \
-	ADDQ       $32, DX           \
-	DECQ       CX                \
-	JNZ        sum
 
 // func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)
 //
@@ -218,21 +167,23 @@ next:
 	DECL    AX
 	KMOVW   AX, K1
 	MOVQ    out+32(FP), DI
-	VMOVUPS Y16, K1, (DI)
+	VMOVUPS Y15, K1, (DI)
 	VZEROUPPER
 	RET
 
-// func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride int)
+// func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
 //
 // dotRowsQ8_0Asm for four rows at w and four at w+far, read as two
 // streams: row i and row i of the far set go group by group side by
-// side. Their products go to out and outFar; their terms to rows i and
-// 4+i of t.
-TEXT ·dotRows2Q8_0Asm(SB), NOSPLIT, $0-72
+// side, each with the lines pf bytes ahead prefetched (pf 0: none).
+// Their products go to out and outFar; their terms to rows i and 4+i of
+// t.
+TEXT ·dotRows2Q8_0Asm(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), R11
 	MOVQ nb+32(FP), R13
 	MOVQ t+56(FP), R8
 	MOVQ tStride+64(FP), R12
+	MOVQ pf+72(FP), R14
 	LEAQ (R12*4), R9 // from row i of t to row 4+i
 	MOVQ $4, R10
 	ROWSETUP
@@ -245,6 +196,12 @@ row2:
 	JZ   tail2
 
 group2:
+	TESTQ R14, R14
+	JZ    fetched2
+	PREFETCH5(SI)
+	PREFETCH5(DX)
+
+fetched2:
 	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
 	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
 	ADDQ    $272, SI
@@ -284,11 +241,11 @@ next2:
 
 	SUMTERMS(t+56(FP))
 
-	MOVQ          out+40(FP), DI
-	VMOVUPS       X16, (DI)
-	MOVQ          outFar+48(FP), DI
-	VEXTRACTF32X4 $1, Y16, X0
-	VMOVUPS       X0, (DI)
+	MOVQ         out+40(FP), DI
+	VMOVUPS      X15, (DI)
+	MOVQ         outFar+48(FP), DI
+	VEXTRACTF128 $1, Y15, X0
+	VMOVUPS      X0, (DI)
 	VZEROUPPER
 	RET
 

@@ -165,67 +165,188 @@ symdone:
 	VMOVSS X7, ret+24(FP)
 	RET
 
-// func dotQ8_0Sym2Asm(w unsafe.Pointer, far int, x unsafe.Pointer, nb int, out unsafe.Pointer, outFar int)
+// ROWSYM sets D to the eight int32 partial sums of the block whose
+// weight codes are at M, for the activation codes in Y14 (in
+// [−127, 127]), as SYM does.
+#define ROWSYM(M, D) \
+	VPSIGNB    M, Y14, Y13 \
+	VPABSB     M, D        \
+	VPMADDUBSW Y13, D, D   \
+	VPMADDWD   Y15, D, D
+
+// PAIRTERMS4 sets Y1 to the terms float32(s)·(dw·dx) of four blocks of
+// the row at SI (low half) and of the row at DX (high half), the
+// activation codes at DI and their scales as float32 at BX: the eight
+// block sums by a VPHADDD tree; the eight weight scales (the dword at
+// each block's start, blended into its lane, its low word packed to the
+// low 128 bits by Y11) converted at once.
+#define PAIRTERMS4 \
+	VMOVDQU        2(DI), Y14        \
+	ROWSYM(2(SI), Y0)                \
+	ROWSYM(2(DX), Y4)                \
+	VMOVDQU        36(DI), Y14       \
+	ROWSYM(36(SI), Y1)               \
+	ROWSYM(36(DX), Y5)               \
+	VMOVDQU        70(DI), Y14       \
+	ROWSYM(70(SI), Y2)               \
+	ROWSYM(70(DX), Y6)               \
+	VMOVDQU        104(DI), Y14      \
+	ROWSYM(104(SI), Y3)              \
+	ROWSYM(104(DX), Y7)              \
+	VPHADDD        Y1, Y0, Y0        \
+	VPHADDD        Y3, Y2, Y2        \
+	VPHADDD        Y5, Y4, Y4        \
+	VPHADDD        Y7, Y6, Y6        \
+	VPHADDD        Y2, Y0, Y0        \
+	VPHADDD        Y6, Y4, Y4        \
+	VPERM2I128     $0x20, Y4, Y0, Y1 \
+	VPERM2I128     $0x31, Y4, Y0, Y2 \
+	VPADDD         Y2, Y1, Y1        \
+	VCVTDQ2PS      Y1, Y1            \
+	VMOVD          (SI), X8          \
+	VPBROADCASTD   34(SI), Y9        \
+	VPBLENDD       $0x02, Y9, Y8, Y8 \
+	VPBROADCASTD   68(SI), Y9        \
+	VPBLENDD       $0x04, Y9, Y8, Y8 \
+	VPBROADCASTD   102(SI), Y9       \
+	VPBLENDD       $0x08, Y9, Y8, Y8 \
+	VPBROADCASTD   (DX), Y9          \
+	VPBLENDD       $0x10, Y9, Y8, Y8 \
+	VPBROADCASTD   34(DX), Y9        \
+	VPBLENDD       $0x20, Y9, Y8, Y8 \
+	VPBROADCASTD   68(DX), Y9        \
+	VPBLENDD       $0x40, Y9, Y8, Y8 \
+	VPBROADCASTD   102(DX), Y9       \
+	VPBLENDD       $0x80, Y9, Y8, Y8 \
+	VPSHUFB        Y11, Y8, Y8       \
+	VPERMQ         $0x08, Y8, Y8     \
+	VCVTPH2PS      X8, Y8            \
+	VBROADCASTF128 (BX), Y9          \
+	VMULPS         Y9, Y8, Y8        \
+	VMULPS         Y8, Y1, Y1
+
+// TERM1SYM sets X0 to the term of the one block at BASE (the tail of a
+// row), the activation codes in Y14 and their scale at BX.
+#define TERM1SYM(BASE) \
+	ROWSYM(2(BASE), Y0)    \
+	HSUM8(Y0, X0, X9)      \
+	VCVTDQ2PS X0, X0       \
+	VMOVD     0(BASE), X8  \
+	VCVTPH2PS X8, X8       \
+	VMULSS    (BX), X8, X8 \
+	VMULSS    X8, X0, X0
+
+// PREFETCH3 prefetches the three lines from R14 bytes past the four
+// blocks at R (136 bytes).
+#define PREFETCH3(R) \
+	PREFETCHT0 (R)(R14*1)    \
+	PREFETCHT0 64(R)(R14*1)  \
+	PREFETCHT0 128(R)(R14*1)
+
+// func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
 //
-// dotQ8_0SymAsm for two rows at once, the rows at w and w+far, whose
-// sums it stores at out and out+outFar: two streams far apart, read
-// without software prefetch. Each row's sum takes dotQ8_0SymAsm's
-// float32 operations in its order.
-TEXT ·dotQ8_0Sym2Asm(SB), NOSPLIT, $0-48
-	MOVQ    w+0(FP), SI
-	MOVQ    far+8(FP), R8
-	ADDQ    SI, R8
-	MOVQ    x+16(FP), DI
-	MOVQ    nb+24(FP), CX
-	VXORPS  X7, X7, X7 // sum of the row at SI
-	VXORPS  X6, X6, X6 // sum of the row at R8
+// dotQ8_0SymAsm for four rows at w (rowBytes apart) and four at w+far,
+// read as dot512_amd64.s's dotRows2Q8_0Asm reads them: row i and row i
+// of the far set side by side, four blocks at a time (two streams far
+// apart), each with the lines pf bytes ahead prefetched (pf 0: none).
+// Their terms go to rows i and 4+i of t (rows tStride bytes apart); then
+// SUMTERMS forms the eight serial sums at once, with lanes over rows. xs
+// holds the activation scales as float32 (exact). The sums go to out
+// and outFar.
+TEXT ·dotRows2SymAsm(SB), NOSPLIT, $0-88
+	MOVQ    w+0(FP), R11
+	MOVQ    nb+40(FP), R13
+	MOVQ    t+64(FP), R8
+	MOVQ    tStride+72(FP), R12
+	MOVQ    pf+80(FP), R14
+	LEAQ    (R12*4), R9 // from row i of t to row 4+i
+	MOVQ    $4, R10
 	VMOVDQU q8ones16<>(SB), Y15
+	VMOVDQU q8lowords<>(SB), Y11
 
-	CMPQ CX, $4
-	JB   pairtail
+pair:
+	MOVQ R11, SI
+	MOVQ R11, DX
+	ADDQ far+8(FP), DX
+	MOVQ x+24(FP), DI
+	MOVQ xs+32(FP), BX
+	MOVQ R13, CX
+	SHRQ $2, CX
+	JZ   pairtail
 
-pairloop4:
-	SYMBLOCKS4(SI, X7)
-	SYMBLOCKS4(R8, X6)
+pairgroup:
+	TESTQ R14, R14
+	JZ    pairfetched
+	PREFETCH3(SI)
+	PREFETCH3(DX)
 
-	ADDQ $136, SI
-	ADDQ $136, R8
-	ADDQ $136, DI
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JAE  pairloop4
+pairfetched:
+	PAIRTERMS4
+	VMOVUPS      X1, (R8)
+	VEXTRACTF128 $1, Y1, (R8)(R9*1)
+	ADDQ         $136, SI
+	ADDQ         $136, DX
+	ADDQ         $136, DI
+	ADDQ         $16, BX
+	ADDQ         $16, R8
+	DECQ         CX
+	JNZ          pairgroup
 
 pairtail:
-	// The last nb%4 blocks of one row, then of the other.
-	MOVQ out+32(FP), BX
-	MOVQ CX, R10
-	MOVQ DI, R9
-	MOVQ $2, R11
+	MOVQ R13, CX
+	ANDQ $3, CX
+	JZ   pairnext
 
-pairrow:
-	MOVQ  R10, CX
-	MOVQ  R9, DI
-	TESTQ CX, CX
-	JE    pairstore
+pairone:
+	VMOVDQU 2(DI), Y14
+	TERM1SYM(SI)
+	VMOVSS  X0, (R8)
+	TERM1SYM(DX)
+	VMOVSS  X0, (R8)(R9*1)
+	ADDQ    $34, SI
+	ADDQ    $34, DX
+	ADDQ    $34, DI
+	ADDQ    $4, BX
+	ADDQ    $4, R8
+	DECQ    CX
+	JNZ     pairone
 
-pairloop1:
-	SYM(2, SI, Y8)
-	BLOCK1
+pairnext:
+	// R8 moved on by 4·nb: back, and to the next row of t.
+	ADDQ rowBytes+16(FP), R11
+	LEAQ (R13*4), AX
+	SUBQ AX, R8
+	ADDQ R12, R8
+	DECQ R10
+	JNZ  pair
 
-	ADDQ $34, SI
-	ADDQ $34, DI
-	DECQ CX
-	JNZ  pairloop1
+	SUMTERMS(t+64(FP))
 
-pairstore:
-	VMOVSS  X7, 0(BX)
-	ADDQ    outFar+40(FP), BX
-	MOVQ    R8, SI
-	VMOVAPS X6, X7
-	DECQ    R11
-	JNZ     pairrow
-
+	MOVQ         out+48(FP), DI
+	VMOVUPS      X15, (DI)
+	MOVQ         outFar+56(FP), DI
+	VEXTRACTF128 $1, Y15, X0
+	VMOVUPS      X0, (DI)
 	VZEROUPPER
+	RET
+
+// func isIntel() bool
+//
+// Reports whether CPUID's vendor string is GenuineIntel.
+TEXT ·isIntel(SB), NOSPLIT, $0-1
+	XORL AX, AX
+	CPUID
+	CMPL BX, $0x756e6547 // "Genu"
+	JNE  other
+	CMPL DX, $0x49656e69 // "ineI"
+	JNE  other
+	CMPL CX, $0x6c65746e // "ntel"
+	JNE  other
+	MOVB $1, ret+0(FP)
+	RET
+
+other:
+	MOVB $0, ret+0(FP)
 	RET
 
 DATA q8ones16<>+0(SB)/8, $0x0001000100010001
@@ -233,6 +354,13 @@ DATA q8ones16<>+8(SB)/8, $0x0001000100010001
 DATA q8ones16<>+16(SB)/8, $0x0001000100010001
 DATA q8ones16<>+24(SB)/8, $0x0001000100010001
 GLOBL q8ones16<>(SB), RODATA|NOPTR, $32
+
+// Byte indices of the low word of each dword of a 128-bit lane.
+DATA q8lowords<>+0(SB)/8, $0x0d0c090805040100
+DATA q8lowords<>+8(SB)/8, $0x8080808080808080
+DATA q8lowords<>+16(SB)/8, $0x0d0c090805040100
+DATA q8lowords<>+24(SB)/8, $0x8080808080808080
+GLOBL q8lowords<>(SB), RODATA|NOPTR, $32
 
 DATA q8perm<>+0(SB)/8, $0x0000000400000000
 DATA q8perm<>+8(SB)/8, $0x0000000500000001

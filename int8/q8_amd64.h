@@ -65,3 +65,65 @@
 	ADDQ R12, R9   \
 	ADDQ $256, AX  \
 	DECQ DX
+
+// SUMTERMS forms in Y15 the serial sums of the eight rows of terms at
+// TBASE (rows R12 bytes apart, R13 terms each, padded with +0 to a
+// multiple of eight), with lanes over rows, adding the terms in block
+// order: eight terms of each row at a time, transposed so that each
+// VPERM2F128 result holds one block of every row. The padding adds +0,
+// which leaves a sum that starts at +0 unchanged. It uses only Y0..Y15,
+// so the AVX2 kernels take it too.
+#define SUMTERMS(TBASE) \
+	VXORPS     Y15, Y15, Y15     \
+	MOVQ       R13, CX           \
+	ADDQ       $7, CX            \
+	SHRQ       $3, CX            \
+	MOVQ       TBASE, SI         \
+	LEAQ       (R12)(R12*2), AX  \
+	LEAQ       (SI)(R12*4), DX   \
+sum:                             \
+	VMOVUPS    (SI), Y0          \
+	VMOVUPS    (SI)(R12*1), Y1   \
+	VMOVUPS    (SI)(R12*2), Y2   \
+	VMOVUPS    (SI)(AX*1), Y3    \
+	VMOVUPS    (DX), Y4          \
+	VMOVUPS    (DX)(R12*1), Y5   \
+	VMOVUPS    (DX)(R12*2), Y6   \
+	VMOVUPS    (DX)(AX*1), Y7    \
+	VUNPCKLPS  Y1, Y0, Y8        \
+	VUNPCKHPS  Y1, Y0, Y9        \
+	VUNPCKLPS  Y3, Y2, Y10       \
+	VUNPCKHPS  Y3, Y2, Y11       \
+	VUNPCKLPS  Y5, Y4, Y12       \
+	VUNPCKHPS  Y5, Y4, Y13       \
+	VUNPCKLPS  Y7, Y6, Y14       \
+	VUNPCKHPS  Y7, Y6, Y0        \
+	VSHUFPS    $0x44, Y10, Y8, Y1 \
+	VSHUFPS    $0xee, Y10, Y8, Y2 \
+	VSHUFPS    $0x44, Y11, Y9, Y3 \
+	VSHUFPS    $0xee, Y11, Y9, Y4 \
+	VSHUFPS    $0x44, Y14, Y12, Y5 \
+	VSHUFPS    $0xee, Y14, Y12, Y6 \
+	VSHUFPS    $0x44, Y0, Y13, Y7 \
+	VSHUFPS    $0xee, Y0, Y13, Y8 \
+	VPERM2F128 $0x20, Y5, Y1, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	VPERM2F128 $0x20, Y6, Y2, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	VPERM2F128 $0x20, Y7, Y3, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	VPERM2F128 $0x20, Y8, Y4, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	VPERM2F128 $0x31, Y5, Y1, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	VPERM2F128 $0x31, Y6, Y2, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	VPERM2F128 $0x31, Y7, Y3, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	VPERM2F128 $0x31, Y8, Y4, Y0 \
+	VADDPS     Y0, Y15, Y15      \
+	ADDQ       $32, SI           \
+	ADDQ       $32, DX           \
+	DECQ       CX                \
+	JNZ        sum
+
