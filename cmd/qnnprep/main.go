@@ -143,6 +143,9 @@ func main() {
 	// touched about 10 MB of the binary; give them back so that a decoding
 	// command's resident set is its weights and what decoding uses.
 	mmapfile.ReleaseExecutable()
+	// Then again when a decoding command's weights come in, after its
+	// start-up (model metadata, tokenizer), which sets its peak.
+	mmapfile.SettleBeforePopulate()
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestPopulateHuge checks that populating a slice in the middle of a
@@ -172,3 +175,52 @@ func smapsRegions(t *testing.T) []smapsRegion {
 	}
 	return rs
 }
+
+// TestDropFilePages checks what releaseExecutable does to a shared
+// library's mappings, on a private mapping of a file: the resident pages
+// that are still the file's leave the resident set, and a page the process
+// wrote (its own copy) stays, written contents and all, as the dynamic
+// linker's relocations in a library's data must.
+func TestDropFilePages(t *testing.T) {
+	const page = 4096
+	if os.Getpagesize() != page {
+		t.Skip("pagemap walk is for 4 KiB pages")
+	}
+	want := bytes.Repeat([]byte("library!"), 64*page/8)
+	p := filepath.Join(t.TempDir(), "lib")
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := unix.Mmap(int(f.Fd()), 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Skip("no private mapping here:", err)
+	}
+	defer unix.Munmap(b)
+	for i := 0; i < len(b); i += page {
+		touched += b[i]
+	}
+	b[10*page+5] = '!' // the process's own copy of page 10
+	want[10*page+5] = '!'
+	lo := uintptr(unsafe.Pointer(&b[0]))
+	_, before := hugeMapped(lo, lo+uintptr(len(b)))
+	pagemap, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer pagemap.Close()
+	dropFilePages(pagemap, lo, lo+uintptr(len(b)))
+	_, after := hugeMapped(lo, lo+uintptr(len(b)))
+	if before < 64*page || after != page {
+		t.Errorf("resident before %d KiB, after %d KiB: want all 256 before and only the written page's 4 after", before>>10, after>>10)
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatal("contents changed after dropFilePages: a written page lost its copy")
+	}
+}
+
+var touched byte

@@ -61,12 +61,22 @@ func dropCache(fd int, off, n int64) {
 	unix.Fadvise(fd, off, n, unix.FADV_DONTNEED)
 }
 
-// releaseExecutable drops the pages of the executable's own mappings from
-// the process: code with MADV_DONTNEED (it comes back from the page cache
-// where used again), read-only and writable data with MADV_PAGEOUT, which
+// releaseExecutable drops the pages of the program's code and data from
+// the process: the executable's own mappings and those of the shared
+// libraries it loaded (libc, when cgo is linked in), every file that has
+// an executable mapping. The executable takes MADV_PAGEOUT, which
 // reclaims only pages never written and keeps every modified one: in a
 // PIE binary the dynamic linker relocates the RELRO pages before making
-// them read-only, and DONTNEED would put the file's unrelocated bytes back.
+// them read-only. PAGEOUT rather than DONTNEED for its code too: where the
+// page cache holds the file in large folios (ext4 and XFS on recent
+// kernels) a fault after DONTNEED maps the whole folio back, hundreds of
+// KiB for one function, while PAGEOUT splits the folios and the code used
+// again comes back page by page (measured on Linux 6.18: 0.85 MiB of the
+// executable's code resident after decoding instead of 2 MiB; the pages
+// stayed cached, no read from disk). The libraries' pages are mapped by
+// other processes too, which PAGEOUT leaves alone; they take MADV_DONTNEED
+// on just the pages /proc/self/pagemap shows as still the file's (a
+// written page is the process's own copy, which DONTNEED would lose).
 func releaseExecutable() {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -76,24 +86,77 @@ func releaseExecutable() {
 	if err != nil {
 		return
 	}
+	type mapping struct {
+		lo, hi uintptr
+		path   string
+	}
+	var maps []mapping
+	code := map[string]bool{} // files with an executable mapping
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		f := bytes.Fields(line)
-		if len(f) != 6 || string(f[5]) != exe {
+		// Private file mappings only: the model files are shared ones.
+		if len(f) != 6 || len(f[1]) != 4 || f[1][3] != 'p' || f[5][0] != '/' {
 			continue
 		}
 		var lo, hi uintptr
 		if n, _ := fmt.Sscanf(string(f[0]), "%x-%x", &lo, &hi); n != 2 || hi <= lo {
 			continue
 		}
-		advice := unix.MADV_DONTNEED
-		switch string(f[1]) {
-		case "r-xp":
-		case "r--p", "rw-p":
-			advice = unix.MADV_PAGEOUT
-		default:
-			continue
+		maps = append(maps, mapping{lo, hi, string(f[5])})
+		if f[1][2] == 'x' {
+			code[string(f[5])] = true
 		}
-		// By address: the mappings are not Go slices.
-		unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, uintptr(advice))
 	}
+	pagemap, err := os.Open("/proc/self/pagemap")
+	if err == nil {
+		defer pagemap.Close()
+	}
+	for _, m := range maps {
+		switch {
+		case m.path == exe:
+			// By address: the mappings are not Go slices.
+			unix.Syscall(unix.SYS_MADVISE, m.lo, m.hi-m.lo, unix.MADV_PAGEOUT)
+		case code[m.path] && pagemap != nil:
+			dropFilePages(pagemap, m.lo, m.hi)
+		}
+	}
+}
+
+// dropFilePages advises MADV_DONTNEED on each run of pages in [lo, hi)
+// that are resident and still the file's own (pagemap bits 63 "present"
+// and 61 "file page"), leaving the process's written copies in place.
+func dropFilePages(pagemap *os.File, lo, hi uintptr) {
+	const page = 4096
+	if os.Getpagesize() != page {
+		return
+	}
+	var buf [8 * 512]byte
+	run := uintptr(0) // start of the current run, 0 if none
+	flush := func(end uintptr) {
+		if run != 0 {
+			unix.Syscall(unix.SYS_MADVISE, run, end-run, unix.MADV_DONTNEED)
+			run = 0
+		}
+	}
+	a := lo
+	for a < hi {
+		n := min((hi-a)/page, uintptr(len(buf)/8))
+		if n == 0 {
+			break
+		}
+		k, err := pagemap.ReadAt(buf[:8*n], int64(a/page*8))
+		if err != nil || k != int(8*n) {
+			break
+		}
+		for i := uintptr(0); i < n; i, a = i+1, a+page {
+			if flags := buf[8*i+7]; flags&0x80 != 0 && flags&0x20 != 0 {
+				if run == 0 {
+					run = a
+				}
+			} else {
+				flush(a)
+			}
+		}
+	}
+	flush(a)
 }

@@ -6,7 +6,9 @@ package mmapfile
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -188,6 +190,10 @@ func Populate(b []byte, write bool) {
 // again, once, in huge folios that later runs then find cached. Contents
 // never change; spans outside such mappings are left alone.
 func PopulateHuge(spans [][]byte) {
+	if settle.Load() {
+		debug.FreeOSMemory()
+		releaseExecutable()
+	}
 	type region struct {
 		start, end uintptr
 		whole      []byte // the whole mapping, pages rounded up
@@ -287,9 +293,24 @@ func Release(b []byte) {
 	dontNeed(b[alo-lo : ahi-lo])
 }
 
-// ReleaseExecutable drops the pages of the running program's own code and
-// read-only data from its resident set. Package initialization touches
+// ReleaseExecutable drops the pages of the running program's code and
+// data (its executable's and its shared libraries') from its resident set,
+// keeping every page the program wrote. Package initialization touches
 // megabytes of them once (every linked package's init, whatever the
 // command); they fault back in from the page cache where used again. Call
-// it once, after initialization.
+// it after initialization.
 func ReleaseExecutable() { releaseExecutable() }
+
+var settle atomic.Bool
+
+// SettleBeforePopulate makes every later PopulateHuge first give back what
+// the process used to get there, for a program whose resident set should
+// be the weights it maps (qnnprep's decoding commands): a garbage
+// collection returns the free heap to the system (what reading the
+// model's metadata and building the tokenizer left) and ReleaseExecutable
+// drops the code and data pages start-up touched (flag parsing, the GGUF
+// parser). The weights then come in on a small resident set, and the
+// process's peak is the weights plus what decoding itself touches. It
+// costs a collection of a small heap and the page faults of the code that
+// runs again, served from the page cache.
+func SettleBeforePopulate() { settle.Store(true) }
