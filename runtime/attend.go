@@ -37,18 +37,26 @@ type attnWork struct {
 
 var attnPool = sync.Pool{New: func() any { return new(attnWork) }}
 
+// blockSpan is the geometry of a block of tokens [i0, i1) over n slots:
+// tb tokens, pairs (token, query head) pairs for a KV group of group
+// heads, and the last slot any token sees (past+i1−1 causally, every
+// slot under a mask).
+func blockSpan(n, i0, i1, group, past int, masked bool) (tb, pairs, last int) {
+	tb = i1 - i0
+	last = past + i1 - 1
+	if masked {
+		last = n - 1
+	}
+	return tb, tb * group, last
+}
+
 // attendBlock computes tokens [i0, i1) × the query heads of KV head g.
 // q and o are [token][nh][d] (token 0 of the batch at index 0); k and v
 // are [slot][stride] with KV head g at offset g·d. Token i sees slots
 // j ≤ past+i (mask nil) or the slots its mask row allows.
 func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32) {
 	n := len(k) / stride
-	tb := i1 - i0
-	pairs := tb * group
-	last := past + i1 - 1
-	if mask != nil {
-		last = n - 1
-	}
+	tb, pairs, last := blockSpan(n, i0, i1, group, past, mask != nil)
 	if cap(w.scores) < (last+1)*pairs {
 		w.scores = make([]float32, (last+1)*pairs)
 	}
@@ -182,12 +190,7 @@ const attnSlotTile = 128
 // division), with each K and V row read once for all pairs.
 func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32) {
 	n := len(k) / stride
-	tb := i1 - i0
-	pairs := tb * group
-	last := past + i1 - 1
-	if mask != nil {
-		last = n - 1
-	}
+	tb, pairs, last := blockSpan(n, i0, i1, group, past, mask != nil)
 	if cap(w.scores) < pairs {
 		w.scores = make([]float32, pairs)
 	}
