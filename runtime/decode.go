@@ -24,6 +24,9 @@ func Generate(ctx context.Context, d Decoder, prompt []int32, n int, fn func(Ste
 	if n <= 0 {
 		return nil
 	}
+	if s, ok := d.(*State); ok {
+		s.reserve(s.Len() + len(prompt) + n - 1)
+	}
 	logits, err := d.Forward(prompt)
 	if err != nil {
 		return err

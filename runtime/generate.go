@@ -59,6 +59,7 @@ func (s *State) forward(ctx context.Context, tokens []int32, logits []float32, a
 			return fmt.Errorf("runtime: layer %d holds %d positions, layer 0 %d: finish the partial pass first", i, s.layers[i].n, s.Len())
 		}
 	}
+	s.reserve(s.Len() + len(tokens))
 	h, v := e.cfg.Hidden, e.cfg.VocabSize
 	bs := min(e.batch, len(tokens))
 	x := make([]float32, bs*h)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
@@ -498,4 +500,50 @@ func TestForwardContext(t *testing.T) {
 	if st.Len() != 2 {
 		t.Errorf("state holds %d positions after the first batch of 2, want 2", st.Len())
 	}
+}
+
+// TestCacheHoldsPositionsUsed: a greedy run and a speculative one size
+// every attention layer's KV cache once, for the positions they fill
+// (prompt, generated tokens, a draft window), instead of growing it by
+// doubling, which holds up to twice those positions plus the outgrown
+// copies; and a prompt pass alone holds its own positions.
+func TestCacheHoldsPositionsUsed(t *testing.T) {
+	cfg := synth.Config(model.Qwen35, false) // hybrid: DeltaNet layers hold no KV
+	e := newEngine(t, tinyModel(t, cfg, gguf.F32, 5), Options{})
+	kv := cfg.KVHeads * cfg.HeadDim
+	caps := func(s *State) (attn int, want []int) {
+		for _, ls := range s.layers {
+			if ls.kind == model.Attention {
+				attn++
+				want = append(want, cap(ls.k), cap(ls.v))
+			}
+		}
+		return attn, want
+	}
+	check := func(what string, s *State, positions int) {
+		t.Helper()
+		attn, got := caps(s)
+		require.Positive(t, attn)
+		for _, c := range got {
+			require.Equal(t, positions*kv, c, "%s: a cache holds %d floats, want %d positions' %d", what, c, positions, positions*kv)
+		}
+	}
+	prompt := randomTokens(3, cfg.VocabSize, 6)
+	const n, k = 6, 2
+
+	s := e.NewState()
+	require.NoError(t, s.Generate(context.Background(), prompt, n, nil))
+	check("Generate", s, len(prompt)+n-1)
+
+	s = e.NewState()
+	_, err := s.Forward(randomTokens(13, cfg.VocabSize, 7))
+	require.NoError(t, err)
+	check("Forward", s, 13)
+
+	s = e.NewState()
+	d, err := NewDraftModel(e, e)
+	require.NoError(t, err)
+	_, _, err = s.Speculate(context.Background(), d, prompt, n, k)
+	require.NoError(t, err)
+	check("Speculate", s, len(prompt)+n+k)
 }

@@ -119,6 +119,8 @@ func (s *State) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k i
 	if err := e.checkFeatureLayers(layers); err != nil {
 		return nil, st, err
 	}
+	// A window's K+1 tokens go in before the rejected ones come out.
+	s.reserve(len(prompt) + n + k)
 	t0 := time.Now()
 	logits, feats, err := s.ForwardFeatures(prompt, layers, false)
 	if err != nil {
