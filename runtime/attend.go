@@ -58,7 +58,8 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 	n := len(k) / stride
 	tb, pairs, last := blockSpan(n, i0, i1, group, past, mask != nil)
 	if cap(w.scores) < (last+1)*pairs {
-		w.scores = make([]float32, (last+1)*pairs)
+		// Doubling: decoding needs one more slot per token.
+		w.scores = make([]float32, (last+1)*pairs, max((last+1)*pairs, 2*cap(w.scores)))
 	}
 	scores := w.scores[:(last+1)*pairs]
 	if cap(w.mx) < pairs {

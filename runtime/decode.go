@@ -24,10 +24,20 @@ func Generate(ctx context.Context, d Decoder, prompt []int32, n int, fn func(Ste
 	if n <= 0 {
 		return nil
 	}
+	forward := d.Forward
+	var one []int32 // the token fed back, reused on a State
 	if s, ok := d.(*State); ok {
 		s.reserve(s.Len() + len(prompt) + n - 1)
+		// A step's logits are valid only during fn, and a State keeps no
+		// reference to the tokens it processes: one buffer of each serves
+		// every step, so that decoding leaves no garbage per token.
+		buf := make([]float32, s.e.cfg.VocabSize)
+		forward = func(tokens []int32) ([]float32, error) {
+			return buf, s.forward(context.Background(), tokens, buf, false)
+		}
+		one = make([]int32, 1)
 	}
-	logits, err := d.Forward(prompt)
+	logits, err := forward(prompt)
 	if err != nil {
 		return err
 	}
@@ -42,7 +52,12 @@ func Generate(ctx context.Context, d Decoder, prompt []int32, n int, fn func(Ste
 		if i+1 == n {
 			return nil
 		}
-		if logits, err = d.Forward([]int32{tok}); err != nil {
+		next := one
+		if next == nil {
+			next = []int32{tok}
+		}
+		next[0] = tok
+		if logits, err = forward(next); err != nil {
 			return err
 		}
 	}

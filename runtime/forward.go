@@ -11,6 +11,7 @@ import (
 
 // scratch holds a State's working buffers, grown to the largest batch seen.
 type scratch struct {
+	x                                []float32 // forward's residual stream
 	xn, q, gate, att, proj, ffa, ffb []float32
 	z, ba, bb, conv                  []float32
 	cos, sin                         []float32

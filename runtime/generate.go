@@ -62,7 +62,7 @@ func (s *State) forward(ctx context.Context, tokens []int32, logits []float32, a
 	s.reserve(s.Len() + len(tokens))
 	h, v := e.cfg.Hidden, e.cfg.VocabSize
 	bs := min(e.batch, len(tokens))
-	x := make([]float32, bs*h)
+	x := grow(&s.scr.x, bs*h)
 	for b0 := 0; b0 < len(tokens); b0 += bs {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -122,6 +122,7 @@ type acts struct {
 	q8f      []float32 // Q8_0-rounded values
 	q8kf     []float32 // Q8_K-rounded values
 	have     [numActKinds]bool
+	job      *matmulJob // reused by each product of this input split over threads
 }
 
 func (a *acts) reset(x []float32, t, cols int) {
@@ -265,28 +266,55 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 	// and whoever is free takes the next chunk, so neither core idles at the
 	// end of a product. Each row is one kernel call whatever chunk it is
 	// in, so the result does not depend on the split.
-	chunks := min(w.rows, workers*matmulChunksPerWorker)
-	var next atomic.Int64
-	errs := make([]error, workers)
-	run := func(i int) {
-		for {
-			c := int(next.Add(1)) - 1
-			if c >= chunks {
-				return
-			}
-			if err := e.matmulRows(w, a, out, w.rows*c/chunks, w.rows*(c+1)/chunks); err != nil {
-				errs[i] = err
-				return
-			}
-		}
+	j := a.job
+	if j == nil {
+		j = new(matmulJob)
+		j.run = j.do
+		a.job = j
 	}
-	e.fork(workers, run)
-	for _, err := range errs {
+	j.e, j.w, j.a, j.out = e, w, a, out
+	j.chunks = min(w.rows, workers*matmulChunksPerWorker)
+	j.next.Store(0)
+	if cap(j.errs) < workers {
+		j.errs = make([]error, workers)
+	}
+	j.errs = j.errs[:workers]
+	clear(j.errs)
+	e.fork(workers, j.run)
+	j.e, j.w, j.a, j.out = nil, nil, nil, nil
+	for _, err := range j.errs {
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// matmulJob is one matrix product split over threads: the state its
+// workers share, kept with the input (acts.job) and reused by the next
+// product, so that a decode step allocates none per product.
+type matmulJob struct {
+	e      *Engine
+	w      *matrix
+	a      *acts
+	out    []float32
+	chunks int
+	next   atomic.Int64
+	errs   []error
+	run    func(worker int) // do, bound once
+}
+
+func (j *matmulJob) do(i int) {
+	for {
+		c := int(j.next.Add(1)) - 1
+		if c >= j.chunks {
+			return
+		}
+		if err := j.e.matmulRows(j.w, j.a, j.out, j.w.rows*c/j.chunks, j.w.rows*(c+1)/j.chunks); err != nil {
+			j.errs[i] = err
+			return
+		}
+	}
 }
 
 // matmulChunksPerWorker sets how finely a matrix product's rows are dealt
