@@ -334,18 +334,37 @@ func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
 	}
 	// Chunks from a shared counter, as in matmul: the caller starts at once
 	// and the load balances itself.
-	chunks := min(n, workers*matmulChunksPerWorker)
-	var next atomic.Int64
-	run := func() {
-		for {
-			c := int(next.Add(1)) - 1
-			if c >= chunks {
-				return
-			}
-			f(n*c/chunks, n*(c+1)/chunks)
+	j := parallelJobs.Get().(*parallelJob)
+	j.f, j.n, j.chunks = f, n, min(n, workers*matmulChunksPerWorker)
+	j.next.Store(0)
+	e.fork(workers, j.run)
+	j.f = nil
+	parallelJobs.Put(j)
+}
+
+// parallelJob is what the goroutines splitting a parallel call share,
+// pooled so that a decode step allocates none per call.
+type parallelJob struct {
+	f         func(lo, hi int)
+	n, chunks int
+	next      atomic.Int64
+	run       func(worker int) // do, bound once
+}
+
+var parallelJobs = sync.Pool{New: func() any {
+	j := new(parallelJob)
+	j.run = j.do
+	return j
+}}
+
+func (j *parallelJob) do(int) {
+	for {
+		c := int(j.next.Add(1)) - 1
+		if c >= j.chunks {
+			return
 		}
+		j.f(j.n*c/j.chunks, j.n*(c+1)/j.chunks)
 	}
-	e.fork(workers, func(int) { run() })
 }
 
 // fork calls f(0..workers-1), f(0) on the calling goroutine, and returns
