@@ -83,8 +83,15 @@ func CompareSpeculative(ctx context.Context, target *Engine, m *model.Model, o C
 			return nil, err
 		}
 		speculate = st.Speculate
-	} else if err = target.NewState().Generate(ctx, o.Prompt, n, record); err != nil {
-		return nil, err
+	} else {
+		// The greedy pass's State, emptied, then serves the speculative one:
+		// its scratch and cache are not held twice.
+		gs := target.NewState()
+		if err = gs.Generate(ctx, o.Prompt, n, record); err != nil {
+			return nil, err
+		}
+		gs.Reset()
+		speculate = gs.Speculate
 	}
 	res.GreedySeconds = time.Since(t1).Seconds()
 	d, err := ds.New()
