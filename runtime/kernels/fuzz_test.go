@@ -16,6 +16,8 @@ import (
 func FuzzDot(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0, 0, 0x80, 0x3f}, 70))
 	f.Add(bytes.Repeat([]byte{0xff, 0x7f, 0x00, 0x80, 0x01, 0x00}, 33))
+	// Long enough for three F16 rows of 32 (the rows kernels' assembly).
+	f.Add(bytes.Repeat([]byte{0x01, 0x3c, 0xff, 0x7b, 0x00, 0x80, 0x55, 0x03}, 60))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n := len(data) / 8
 		if n == 0 {

@@ -251,6 +251,36 @@ func checkF16F32(t *testing.T, w, x []uint16) {
 			t.Fatalf("F16F32x2 %s n=%d: %v, %v; dotF16Go %v, %v", k.name, len(x), g0, g1, want, want1)
 		}
 	}
+	checkF16F32Rows(t, w, xf)
+}
+
+// checkF16F32Rows holds the rows kernels (selected and each set's) to the
+// Go twin on three rows cut from w, of a whole number of groups of 32 so
+// that the assembly takes them (a pair far apart and an odd last row).
+func checkF16F32Rows(t *testing.T, w []uint16, xf []float32) {
+	t.Helper()
+	rb := 2 * (len(xf) / 3)
+	q := len(xf) / 3 &^ 31
+	if q == 0 {
+		return
+	}
+	wb := make([]byte, 2*len(w))
+	for i, h := range w {
+		binary.LittleEndian.PutUint16(wb[2*i:], h)
+	}
+	impls := []func(w []byte, rowBytes int, x, out []float32){DotF16F32Rows}
+	for _, k := range f16F32Kernels {
+		impls = append(impls, k.rows)
+	}
+	out := make([]float32, 3)
+	for i, rows := range impls {
+		rows(wb, rb, xf[:q], out)
+		for r, got := range out {
+			if want := dotF16F32Go(u16View(wb[r*rb:], q), xf[:q]); !blocks.SameFloat(got, want) {
+				t.Fatalf("F16F32Rows impl %d n=%d row %d: %v, Go %v", i, q, r, got, want)
+			}
+		}
+	}
 }
 
 // f16F32Kernels are the DotF16F32 kernels this CPU runs besides the
