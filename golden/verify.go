@@ -23,25 +23,47 @@ type Decoder interface {
 	TeacherForced(ctx context.Context, prompt, cont []int32) ([][]float32, error)
 }
 
-// EngineDecoder decodes with the whole model on one runtime State.
-func EngineDecoder(e *runtime.Engine) Decoder { return engineDecoder{e} }
+// EngineDecoder decodes with the whole model on one runtime State, emptied
+// before each use: a State per prompt and pass would hold its scratch and
+// cache again until a collection.
+func EngineDecoder(e *runtime.Engine) Decoder { return &engineDecoder{e: e} }
 
-type engineDecoder struct{ e *runtime.Engine }
+type engineDecoder struct {
+	e  *runtime.Engine
+	st *runtime.State
+}
 
-func (d engineDecoder) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
-	return d.e.Greedy(ctx, prompt, n)
+// state returns the decoder's State, empty.
+func (d *engineDecoder) state() *runtime.State {
+	if d.st == nil {
+		d.st = d.e.NewState()
+	}
+	d.st.Reset()
+	return d.st
+}
+
+func (d *engineDecoder) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
+	if len(prompt) == 0 || len(prompt)+n-1 > d.e.ContextLength() {
+		return d.e.Greedy(ctx, prompt, n) // its error
+	}
+	out := make([]int32, 0, n)
+	err := d.state().Generate(ctx, prompt, n, func(s runtime.Step) bool {
+		out = append(out, s.Token)
+		return true
+	})
+	return out, err
 }
 
 // TeacherForced processes the prompt keeping only its last row, so that a
 // long prompt costs no more than one vocabulary row of memory.
-func (d engineDecoder) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]float32, error) {
+func (d *engineDecoder) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]float32, error) {
 	if len(cont) == 0 {
 		return nil, nil
 	}
 	if len(prompt)+len(cont)-1 > d.e.ContextLength() {
 		return nil, fmt.Errorf("prompt of %d tokens plus %d expected exceed the context length %d", len(prompt), len(cont), d.e.ContextLength())
 	}
-	st := d.e.NewState()
+	st := d.state()
 	first, err := st.Forward(prompt)
 	if err != nil {
 		return nil, err
@@ -74,6 +96,7 @@ func Record(ctx context.Context, e *runtime.Engine, prompts []Prompt, n, topK in
 		return nil, fmt.Errorf("golden: top-k %d outside [0, %d]", topK, e.VocabSize())
 	}
 	f := &File{Version: Version, Settings: Settings{Decoding: "greedy", Steps: n, TopK: topK, Producer: Producer}}
+	st := e.NewState() // emptied for each prompt: one scratch and cache
 	for i, p := range prompts {
 		if len(p.IDs) == 0 {
 			return nil, fmt.Errorf("golden: prompt %d (%s) has no tokens", i, p.Name)
@@ -85,7 +108,8 @@ func Record(ctx context.Context, e *runtime.Engine, prompts []Prompt, n, topK in
 		if out.Name == "" {
 			out.Name = fmt.Sprintf("p%d", i)
 		}
-		err := e.NewState().Generate(ctx, p.IDs, n, func(s runtime.Step) bool {
+		st.Reset()
+		err := st.Generate(ctx, p.IDs, n, func(s runtime.Step) bool {
 			out.Expected = append(out.Expected, s.Token)
 			if topK > 0 {
 				out.TopK = append(out.TopK, TopK(s.Logits, topK))
