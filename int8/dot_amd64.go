@@ -27,6 +27,11 @@ func init() {
 		mulQ8_0 = mulQ8_0AVX512
 		kernelSet = "avx512"
 	}
+	if amxUsable() {
+		mulQ8_0 = mulQ8_0AMX
+		setAMX = setAMXBatch
+		kernelSet = "avx512+amx"
+	}
 }
 
 func dotQ8_0AVX2(w, x []byte, nb int) float32 {

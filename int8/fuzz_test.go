@@ -43,11 +43,14 @@ func FuzzDotQ8_0(f *testing.F) {
 func FuzzMulQ8_0(f *testing.F) {
 	f.Add([]byte{17, 5, 2}, bytes.Repeat([]byte{0x80, 0x7b, 0x01}, 2000))
 	f.Add([]byte{3, 1, 18}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 1000))
+	f.Add([]byte{17, 19, 3}, bytes.Repeat([]byte{0x80, 0x7b, 0x01, 0x00, 0x7c}, 2000))
+	f.Add([]byte{16, 31, 1}, bytes.Repeat([]byte{0x7f, 0x7b, 0x80, 0x01}, 1000))
 	f.Fuzz(func(t *testing.T, shape []byte, data []byte) {
 		if len(shape) < 3 {
 			return
 		}
-		rows, tokens, nb := 1+int(shape[0])%40, 1+int(shape[1])%9, 1+int(shape[2])%(2*panelBlocks+2)
+		// Up to 40 tokens: the AMX kernel takes batches of 16 and more.
+		rows, tokens, nb := 1+int(shape[0])%40, 1+int(shape[1])%40, 1+int(shape[2])%(2*panelBlocks+2)
 		rb := nb * BlockBytesQ8_0
 		if len(data) < (rows+tokens)*rb {
 			return

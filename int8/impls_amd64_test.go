@@ -25,5 +25,11 @@ func mulImpls() map[string]func([]byte, int, int, *Q8_0Batch, []float32, int) {
 	if hasAVX512 {
 		m["avx512"] = mulQ8_0AVX512
 	}
+	if amxUsable() {
+		m["avx512+amx"] = mulQ8_0AMX
+	}
 	return m
 }
+
+// amxSelected reports whether MulQ8_0 runs the AMX kernel here.
+func amxSelected() bool { return amxUsable() }

@@ -8,9 +8,14 @@ import (
 )
 
 // TestKernelSet checks that KernelSet names the kernels the CPU and the
-// build select: AVX-512 needs VNNI besides F, BW and VL.
+// build select: AVX-512 needs VNNI besides F, BW and VL, and "+amx" says
+// the prompt products use AMX (TestAMXSelected checks when they must).
 func TestKernelSet(t *testing.T) {
-	if got, want := KernelSet(), blocks.KernelSet(puregoBuild, cpu.X86.HasAVX512VNNI); got != want {
+	want := blocks.KernelSet(puregoBuild, cpu.X86.HasAVX512VNNI)
+	if amxSelected() {
+		want += "+amx"
+	}
+	if got := KernelSet(); got != want {
 		t.Errorf("KernelSet() = %q, want %q", got, want)
 	}
 }

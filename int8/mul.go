@@ -25,7 +25,15 @@ type Q8_0Batch struct {
 	stride   int       // elements from one token's codes to the next
 	x        []int16   // [token][stride], n codes each
 	d        []float32 // [token group][block][4]
+
+	// The AMX layout (amx_amd64.go), which setAMX fills when the AMX
+	// kernel is selected and there are at least amxMinTokens rows.
+	xa  []byte    // [16-token group][block][code quad][token][4] int8 codes
+	xad []float32 // [16-token group][block][token] scales
 }
+
+// setAMX lays a batch out for the AMX kernel; nil unless it is selected.
+var setAMX func(b *Q8_0Batch, x []byte, xstride int)
 
 // Set fills b from t Q8_0 rows of n elements (n a multiple of 32), row i
 // at x[i*xstride:]. It reuses b's storage. It panics if the rows do not
@@ -63,6 +71,10 @@ func (b *Q8_0Batch) Set(x []byte, xstride, t, n int) {
 				xs[k*BlockQ8_0+j] = int16(int8(c))
 			}
 		}
+	}
+	b.xa, b.xad = b.xa[:0], b.xad[:0]
+	if setAMX != nil {
+		setAMX(b, x, xstride)
 	}
 }
 

@@ -21,9 +21,14 @@ func TestMulQ8_0MatchesDot(t *testing.T) {
 	cases := []struct{ rows, tokens, nb int }{
 		{1, 1, 1}, {16, 4, 1}, {16, 4, panelBlocks}, {17, 5, panelBlocks + 1},
 		{5, 3, 2}, {33, 9, 3 * panelBlocks}, {48, 8, 7}, {40, 12, 176}, {31, 2, 64},
+		// Batches the AMX kernel takes (at least 16 tokens).
+		{16, 16, 1}, {17, 16, 3}, {1, 17, 2}, {40, 33, 65}, {64, 48, 4}, {15, 31, 9},
 	}
 	for range 40 {
 		cases = append(cases, struct{ rows, tokens, nb int }{1 + r.IntN(70), 1 + r.IntN(11), 1 + r.IntN(2*panelBlocks+3)})
+	}
+	for range 20 {
+		cases = append(cases, struct{ rows, tokens, nb int }{1 + r.IntN(70), 16 + r.IntN(40), 1 + r.IntN(2*panelBlocks+3)})
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%dx%dx%d", c.rows, c.tokens, c.nb), func(t *testing.T) {
@@ -134,7 +139,7 @@ func BenchmarkMulQ8_0(b *testing.B) {
 		macs := shape.rows * shape.n * shape.tokens
 		name := fmt.Sprintf("%dx%dx%d", shape.rows, shape.n, shape.tokens)
 		impls := mulImpls()
-		for _, set := range []string{"avx2", "avx512"} {
+		for _, set := range []string{"avx2", "avx512", "avx512+amx"} {
 			if mul := impls[set]; mul != nil {
 				b.Run(name+"/panel-"+set, func(b *testing.B) {
 					cpubench.Run(b, macs, func() { mul(w, rb, shape.rows, &q, out, shape.rows) })

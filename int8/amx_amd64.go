@@ -1,0 +1,158 @@
+//go:build !purego
+
+package int8
+
+import (
+	"encoding/binary"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+	"golang.org/x/sys/unix"
+)
+
+// The AMX prompt product. TDPBSSD multiplies a tile of sixteen weight
+// rows' block codes (int8, read in place from the ggml rows: 32 bytes per
+// row at stride rowBytes) with a tile of sixteen tokens' block codes (laid
+// out by setAMX in the 4-byte-interleaved form the instruction wants) into
+// sixteen by sixteen exact int32 block sums, one block (K = 32) per
+// instruction: two blocks in one 64-byte row would add their sums, which
+// DotQ8_0's order keeps apart. AVX-512 then applies the scales and adds
+// the terms in DotQ8_0's order, so every output has DotQ8_0's bits.
+
+// amxMinTokens is the least batch the AMX kernel takes; smaller ones go to
+// the AVX-512 panel kernel (a tile of sixteen tokens would be mostly
+// padding).
+const amxMinTokens = 16
+
+// Linux hands out the AMX tile state only to processes that ask for it
+// (arch_prctl ARCH_REQ_XCOMP_PERM with XFEATURE_XTILEDATA); tile
+// instructions fault otherwise.
+const (
+	archGetXCompPerm  = 0x1022
+	archReqXCompPerm  = 0x1023
+	xfeatureXTileData = 18
+)
+
+var (
+	amxOnce sync.Once
+	amxOK   bool
+)
+
+// amxUsable reports whether the CPU has AMX-TILE and AMX-INT8 and the
+// kernel granted this process the tile state (asked for once).
+func amxUsable() bool {
+	amxOnce.Do(func() {
+		if !hasAVX512 || !cpu.X86.HasAMXTile || !cpu.X86.HasAMXInt8 {
+			return
+		}
+		if _, _, e := unix.Syscall(unix.SYS_ARCH_PRCTL, archReqXCompPerm, xfeatureXTileData, 0); e != 0 {
+			return
+		}
+		var mask uint64
+		if _, _, e := unix.Syscall(unix.SYS_ARCH_PRCTL, archGetXCompPerm, uintptr(unsafe.Pointer(&mask)), 0); e != 0 {
+			return
+		}
+		amxOK = mask&(1<<xfeatureXTileData) != 0
+	})
+	return amxOK
+}
+
+// setAMXBatch lays b's t rows out for amxQ8_0Asm: per group of sixteen
+// tokens and block, eight rows of 64 bytes, row j holding codes 4j..4j+3
+// of each token (zero for the tokens past t), and the tokens' scales.
+func setAMXBatch(b *Q8_0Batch, x []byte, xstride int) {
+	if b.t < amxMinTokens {
+		return
+	}
+	groups, nb := (b.t+15)/16, b.nb
+	na, nd := groups*nb*512, groups*nb*16
+	b.xa = slices.Grow(b.xa[:0], na)[:na]
+	b.xad = slices.Grow(b.xad[:0], nd)[:nd]
+	if b.t%16 != 0 {
+		last := (groups - 1) * nb
+		clear(b.xa[last*512:])
+		clear(b.xad[last*16:])
+	}
+	for t := range b.t {
+		row := x[t*xstride:]
+		g, tt := t/16, t%16
+		for k := range nb {
+			blk := row[k*BlockBytesQ8_0 : (k+1)*BlockBytesQ8_0]
+			b.xad[(g*nb+k)*16+tt] = f16At(blk)
+			dst := b.xa[(g*nb+k)*512+4*tt:]
+			for j := range 8 {
+				binary.LittleEndian.PutUint32(dst[64*j:], binary.LittleEndian.Uint32(blk[2+4*j:]))
+			}
+		}
+	}
+}
+
+// amxScratch is one call's tile configuration, row offsets, block sums
+// and results, 64-byte aligned within buf.
+type amxScratch struct {
+	buf []byte
+	res []float32 // [token group][row][token]
+}
+
+// Offsets in the aligned scratch (amx_amd64.s reads them).
+const (
+	amxCfg     = 0    // the 64-byte tile configuration
+	amxOffsets = 64   // [16]int32: r·rowBytes
+	amxMask    = 128  // uint16: the rows in this panel
+	amxDW      = 192  // [16]float32: the rows' scales of the current block
+	amxC       = 256  // [16][16]int32: the block sums
+	amxSize    = 1280 // amxC + 1024
+)
+
+var amxPool = sync.Pool{New: func() any { return &amxScratch{buf: make([]byte, amxSize+64)} }}
+
+// mulQ8_0AMX is mulQ8_0 with the AMX kernel for batches of at least
+// amxMinTokens rows (laid out by setAMXBatch), the AVX-512 one otherwise.
+func mulQ8_0AMX(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
+	if len(x.xa) == 0 || 15*rowBytes >= 1<<31 {
+		mulQ8_0AVX512(w, rowBytes, rows, x, out, outStride)
+		return
+	}
+	s := amxPool.Get().(*amxScratch)
+	defer amxPool.Put(s)
+	off := -int(uintptr(unsafe.Pointer(&s.buf[0]))) & 63
+	sc := s.buf[off : off+amxSize]
+	groups := (x.t + 15) / 16
+	s.res = slices.Grow(s.res[:0], groups*256)[:groups*256]
+	// Tiles: 0 weight codes (rows × 32 bytes), 2 token codes (8 × 64),
+	// 4 block sums (rows × 64).
+	clear(sc[:64])
+	sc[0] = 1 // palette 1
+	binary.LittleEndian.PutUint16(sc[16+2*0:], 32)
+	binary.LittleEndian.PutUint16(sc[16+2*2:], 64)
+	binary.LittleEndian.PutUint16(sc[16+2*4:], 64)
+	sc[48+2] = 8
+	for r := range 16 {
+		binary.LittleEndian.PutUint32(sc[amxOffsets+4*r:], uint32(r*rowBytes))
+	}
+	for r0 := 0; r0 < rows; r0 += 16 {
+		nr := min(16, rows-r0)
+		sc[48+0], sc[48+4] = byte(nr), byte(nr)
+		binary.LittleEndian.PutUint16(sc[amxMask:], uint16(1<<nr-1))
+		amxQ8_0Asm(unsafe.Pointer(&sc[0]), unsafe.Pointer(&w[r0*rowBytes]), rowBytes,
+			unsafe.Pointer(&x.xa[0]), unsafe.Pointer(&x.xad[0]), x.nb, groups, unsafe.Pointer(&s.res[0]))
+		for t := range x.t {
+			res := s.res[(t/16)*256+t%16:]
+			o := out[t*outStride+r0 : t*outStride+r0+nr]
+			for m := range o {
+				o[m] = res[16*m]
+			}
+		}
+	}
+}
+
+// amxQ8_0Asm sets res[g·256 + m·16 + t] to the product of weight row m
+// (of the panel at w, rows at stride rowBytes, nb blocks) and token t of
+// group g, for groups groups, in DotQ8_0's order; the rows it computes
+// and the tile shapes are in the scratch at sc (amxCfg, amxOffsets,
+// amxMask). It configures the tiles and releases them before returning.
+//
+//go:noescape
+func amxQ8_0Asm(sc, w unsafe.Pointer, rowBytes int, xa, xad unsafe.Pointer, nb, groups int, res unsafe.Pointer)

@@ -1,0 +1,130 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AMX-INT8 kernel for MulQ8_0 (amx_amd64.go). The Go assembler has no
+// AMX mnemonics, so the tile instructions are spelled out as bytes (VEX
+// encodings from the Intel SDM), each with the instruction it is.
+
+// LDTILECFG (AX)
+#define LDTILECFG_AX BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00
+// TILERELEASE
+#define TILERELEASE BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0
+// TILEZERO tmm4
+#define TILEZERO_T4 BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xe0
+// TILELOADD tmm0, 2(SI)(CX*1): the weight rows' codes of a block
+#define TILELOADD_T0_SI BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x44; BYTE $0x0e; BYTE $0x02
+// TILELOADD tmm2, (DI)(DX*1): the tokens' codes of a block
+#define TILELOADD_T2_DI BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x17
+// TDPBSSD tmm4, tmm0, tmm2
+#define TDPBSSD_T4_T0_T2 BYTE $0xc4; BYTE $0xe2; BYTE $0x6b; BYTE $0x5e; BYTE $0xe0
+// TILESTORED (BX)(DX*1), tmm4
+#define TILESTORED_BX_T4 BYTE $0xc4; BYTE $0xe2; BYTE $0x7a; BYTE $0x4b; BYTE $0x24; BYTE $0x13
+
+// TERM adds weight row M's block terms for the sixteen tokens to ACC:
+// acc = acc + float32(s)·(dw·dx), DotQ8_0's operations (the product of
+// the scales is commutative, so dx·dw has the same bits). Z29 holds the
+// tokens' scales, 192(AX) the rows' scales, (BX) the block sums.
+#define TERM(M, ACC, T0, T1) \
+	VMULPS.BCST (192+4*M)(AX), Z29, T0 \
+	VCVTDQ2PS   (64*M)(BX), T1         \
+	VMULPS      T0, T1, T1             \
+	VADDPS      T1, ACC, ACC
+
+// func amxQ8_0Asm(sc, w unsafe.Pointer, rowBytes int, xa, xad unsafe.Pointer, nb, groups int, res unsafe.Pointer)
+TEXT ·amxQ8_0Asm(SB), NOSPLIT, $0-64
+	MOVQ sc+0(FP), AX
+	MOVQ w+8(FP), R13
+	MOVQ rowBytes+16(FP), CX
+	MOVQ xa+24(FP), DI
+	MOVQ xad+32(FP), R8
+	MOVQ nb+40(FP), R9
+	MOVQ groups+48(FP), R11
+	MOVQ res+56(FP), R12
+	LEAQ 256(AX), BX
+	MOVQ $64, DX
+	VMOVDQU32 64(AX), Z31
+	KMOVW     128(AX), K2
+	LDTILECFG_AX
+
+group:
+	MOVQ   R13, SI
+	MOVQ   R9, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+block:
+	TILELOADD_T0_SI
+	TILELOADD_T2_DI
+	TILEZERO_T4
+	TDPBSSD_T4_T0_T2
+	TILESTORED_BX_T4
+
+	// The rows' fp16 scales (the first word of each block) as float32.
+	KMOVW      K2, K1
+	VPGATHERDD (SI)(Z31*1), K1, Z30
+	VPMOVDW    Z30, Y30
+	VCVTPH2PS  Y30, Z30
+	VMOVUPS    Z30, 192(AX)
+	VMOVUPS    (R8), Z29
+
+	TERM(0, Z0, Z16, Z17)
+	TERM(1, Z1, Z18, Z19)
+	TERM(2, Z2, Z20, Z21)
+	TERM(3, Z3, Z22, Z23)
+	TERM(4, Z4, Z24, Z25)
+	TERM(5, Z5, Z26, Z27)
+	TERM(6, Z6, Z16, Z17)
+	TERM(7, Z7, Z18, Z19)
+	TERM(8, Z8, Z20, Z21)
+	TERM(9, Z9, Z22, Z23)
+	TERM(10, Z10, Z24, Z25)
+	TERM(11, Z11, Z26, Z27)
+	TERM(12, Z12, Z16, Z17)
+	TERM(13, Z13, Z18, Z19)
+	TERM(14, Z14, Z20, Z21)
+	TERM(15, Z15, Z22, Z23)
+
+	ADDQ $34, SI
+	ADDQ $512, DI
+	ADDQ $64, R8
+	DECQ R10
+	JNZ  block
+
+	VMOVUPS Z0, 0(R12)
+	VMOVUPS Z1, 64(R12)
+	VMOVUPS Z2, 128(R12)
+	VMOVUPS Z3, 192(R12)
+	VMOVUPS Z4, 256(R12)
+	VMOVUPS Z5, 320(R12)
+	VMOVUPS Z6, 384(R12)
+	VMOVUPS Z7, 448(R12)
+	VMOVUPS Z8, 512(R12)
+	VMOVUPS Z9, 576(R12)
+	VMOVUPS Z10, 640(R12)
+	VMOVUPS Z11, 704(R12)
+	VMOVUPS Z12, 768(R12)
+	VMOVUPS Z13, 832(R12)
+	VMOVUPS Z14, 896(R12)
+	VMOVUPS Z15, 960(R12)
+	ADDQ    $1024, R12
+	DECQ    R11
+	JNZ     group
+
+	TILERELEASE
+	VZEROUPPER
+	RET
