@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/cpu"
 
+	"github.com/qnnprep/qnnprep/int8"
 	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
@@ -16,7 +17,7 @@ func TestKernelSet(t *testing.T) {
 	x := cpu.X86
 	// Each package's extra AVX-512 needs beyond F, BW and VL.
 	sets := []struct{ pkg, want string }{
-		{"int8", blocks.KernelSet(puregoBuild, x.HasAVX512VNNI)},
+		{"int8", blocks.KernelSet(puregoBuild, x.HasAVX512VNNI) + int8AMX()},
 		{"quant1bit", blocks.KernelSet(puregoBuild, x.HasAVX512VNNI && x.HasAVX512VBMI && x.HasAVX512BITALG)},
 		{"kernels", blocks.KernelSet(puregoBuild, true)},
 	}
@@ -34,4 +35,13 @@ func TestKernelSet(t *testing.T) {
 	if got := KernelSet(); got != want {
 		t.Errorf("KernelSet() = %q, want %q", got, want)
 	}
+}
+
+// int8AMX is "+amx" when int8's prompt products use AMX (its own
+// TestAMXSelected checks that they do on every CPU that has it).
+func int8AMX() string {
+	if strings.HasSuffix(int8.KernelSet(), "+amx") {
+		return "+amx"
+	}
+	return ""
 }
