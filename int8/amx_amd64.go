@@ -101,9 +101,9 @@ const (
 	amxCfg     = 0    // the 64-byte tile configuration
 	amxOffsets = 64   // [16]int32: r·rowBytes
 	amxMask    = 128  // uint16: the rows in this panel
-	amxDW      = 192  // [16]float32: the rows' scales of the current block
-	amxC       = 256  // [16][16]int32: the block sums
-	amxSize    = 1280 // amxC + 1024
+	amxDW      = 192  // [2][16]float32: the rows' scales of two blocks
+	amxC       = 384  // [2][16][16]int32: two blocks' sums
+	amxSize    = 2432 // amxC + 2048
 )
 
 var amxPool = sync.Pool{New: func() any { return &amxScratch{buf: make([]byte, amxSize+64)} }}
@@ -121,20 +121,22 @@ func mulQ8_0AMX(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outSt
 	sc := s.buf[off : off+amxSize]
 	groups := (x.t + 15) / 16
 	s.res = slices.Grow(s.res[:0], groups*256)[:groups*256]
-	// Tiles: 0 weight codes (rows × 32 bytes), 2 token codes (8 × 64),
-	// 4 block sums (rows × 64).
+	// Tiles: 0 and 1 weight codes (rows × 32 bytes), 2 and 3 token codes
+	// (8 × 64), 4 and 5 block sums (rows × 64).
 	clear(sc[:64])
 	sc[0] = 1 // palette 1
-	binary.LittleEndian.PutUint16(sc[16+2*0:], 32)
-	binary.LittleEndian.PutUint16(sc[16+2*2:], 64)
-	binary.LittleEndian.PutUint16(sc[16+2*4:], 64)
-	sc[48+2] = 8
+	for i := range 2 {
+		binary.LittleEndian.PutUint16(sc[16+2*i:], 32)
+		binary.LittleEndian.PutUint16(sc[16+2*(2+i):], 64)
+		binary.LittleEndian.PutUint16(sc[16+2*(4+i):], 64)
+		sc[48+2+i] = 8
+	}
 	for r := range 16 {
 		binary.LittleEndian.PutUint32(sc[amxOffsets+4*r:], uint32(r*rowBytes))
 	}
 	for r0 := 0; r0 < rows; r0 += 16 {
 		nr := min(16, rows-r0)
-		sc[48+0], sc[48+4] = byte(nr), byte(nr)
+		sc[48+0], sc[48+1], sc[48+4], sc[48+5] = byte(nr), byte(nr), byte(nr), byte(nr)
 		binary.LittleEndian.PutUint16(sc[amxMask:], uint16(1<<nr-1))
 		amxQ8_0Asm(unsafe.Pointer(&sc[0]), unsafe.Pointer(&w[r0*rowBytes]), rowBytes,
 			unsafe.Pointer(&x.xa[0]), unsafe.Pointer(&x.xad[0]), x.nb, groups, unsafe.Pointer(&s.res[0]))
