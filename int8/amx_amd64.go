@@ -93,7 +93,6 @@ func setAMXBatch(b *Q8_0Batch, x []byte, xstride int) {
 // and results, 64-byte aligned within buf.
 type amxScratch struct {
 	buf []byte
-	res []float32 // [token group][row][token]
 }
 
 // Offsets in the aligned scratch (amx_amd64.s reads them).
@@ -103,7 +102,8 @@ const (
 	amxMask    = 128  // uint16: the rows in this panel
 	amxDW      = 192  // [2][16]float32: the rows' scales of two blocks
 	amxC       = 384  // [2][16][16]int32: two blocks' sums
-	amxSize    = 2432 // amxC + 2048
+	amxRowIdx  = 2432 // [16]int32: 64·m, where row m's sums start in amxC
+	amxSize    = 2496
 )
 
 var amxPool = sync.Pool{New: func() any { return &amxScratch{buf: make([]byte, amxSize+64)} }}
@@ -120,7 +120,9 @@ func mulQ8_0AMX(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outSt
 	off := -int(uintptr(unsafe.Pointer(&s.buf[0]))) & 63
 	sc := s.buf[off : off+amxSize]
 	groups := (x.t + 15) / 16
-	s.res = slices.Grow(s.res[:0], groups*256)[:groups*256]
+	for m := range 16 {
+		binary.LittleEndian.PutUint32(sc[amxRowIdx+4*m:], uint32(64*m))
+	}
 	// Tiles: 0 and 1 weight codes (rows × 32 bytes), 2 and 3 token codes
 	// (8 × 64), 4 and 5 block sums (rows × 64).
 	clear(sc[:64])
@@ -139,22 +141,16 @@ func mulQ8_0AMX(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outSt
 		sc[48+0], sc[48+1], sc[48+4], sc[48+5] = byte(nr), byte(nr), byte(nr), byte(nr)
 		binary.LittleEndian.PutUint16(sc[amxMask:], uint16(1<<nr-1))
 		amxQ8_0Asm(unsafe.Pointer(&sc[0]), unsafe.Pointer(&w[r0*rowBytes]), rowBytes,
-			unsafe.Pointer(&x.xa[0]), unsafe.Pointer(&x.xad[0]), x.nb, groups, unsafe.Pointer(&s.res[0]))
-		for t := range x.t {
-			res := s.res[(t/16)*256+t%16:]
-			o := out[t*outStride+r0 : t*outStride+r0+nr]
-			for m := range o {
-				o[m] = res[16*m]
-			}
-		}
+			unsafe.Pointer(&x.xa[0]), unsafe.Pointer(&x.xad[0]), x.nb, groups, unsafe.Pointer(&out[r0]), 4*outStride, x.t)
 	}
 }
 
-// amxQ8_0Asm sets res[g·256 + m·16 + t] to the product of weight row m
-// (of the panel at w, rows at stride rowBytes, nb blocks) and token t of
-// group g, for groups groups, in DotQ8_0's order; the rows it computes
-// and the tile shapes are in the scratch at sc (amxCfg, amxOffsets,
-// amxMask). It configures the tiles and releases them before returning.
+// amxQ8_0Asm sets the float32 at out + t·outStride bytes + 4m to the
+// product of weight row m (of the panel at w, rows at stride rowBytes, nb
+// blocks) and token t < tokens (in groups groups of sixteen), in
+// DotQ8_0's order; the rows it computes and the tile shapes are in the
+// scratch at sc (amxCfg, amxOffsets, amxMask, amxRowIdx). It configures
+// the tiles and releases them before returning.
 //
 //go:noescape
-func amxQ8_0Asm(sc, w unsafe.Pointer, rowBytes int, xa, xad unsafe.Pointer, nb, groups int, res unsafe.Pointer)
+func amxQ8_0Asm(sc, w unsafe.Pointer, rowBytes int, xa, xad unsafe.Pointer, nb, groups int, out unsafe.Pointer, outStride, tokens int)

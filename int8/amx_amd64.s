@@ -71,8 +71,8 @@
 	VCVTPH2PS  Y30, Z30                   \
 	VMOVUPS    Z30, DW(AX)
 
-// func amxQ8_0Asm(sc, w unsafe.Pointer, rowBytes int, xa, xad unsafe.Pointer, nb, groups int, res unsafe.Pointer)
-TEXT ·amxQ8_0Asm(SB), NOSPLIT, $0-64
+// func amxQ8_0Asm(sc, w unsafe.Pointer, rowBytes int, xa, xad unsafe.Pointer, nb, groups int, out unsafe.Pointer, outStride, tokens int)
+TEXT ·amxQ8_0Asm(SB), NOSPLIT, $0-80
 	MOVQ sc+0(FP), AX
 	MOVQ w+8(FP), R13
 	MOVQ rowBytes+16(FP), CX
@@ -80,7 +80,7 @@ TEXT ·amxQ8_0Asm(SB), NOSPLIT, $0-64
 	MOVQ xad+32(FP), R8
 	MOVQ nb+40(FP), R9
 	MOVQ groups+48(FP), R11
-	MOVQ res+56(FP), R12
+	MOVQ out+56(FP), R12
 	LEAQ 384(AX), BX
 	MOVQ $64, DX
 	VMOVDQU32 64(AX), Z31
@@ -150,25 +150,46 @@ last:
 	ADDQ $64, R8
 
 done:
-	VMOVUPS Z0, 0(R12)
-	VMOVUPS Z1, 64(R12)
-	VMOVUPS Z2, 128(R12)
-	VMOVUPS Z3, 192(R12)
-	VMOVUPS Z4, 256(R12)
-	VMOVUPS Z5, 320(R12)
-	VMOVUPS Z6, 384(R12)
-	VMOVUPS Z7, 448(R12)
-	VMOVUPS Z8, 512(R12)
-	VMOVUPS Z9, 576(R12)
-	VMOVUPS Z10, 640(R12)
-	VMOVUPS Z11, 704(R12)
-	VMOVUPS Z12, 768(R12)
-	VMOVUPS Z13, 832(R12)
-	VMOVUPS Z14, 896(R12)
-	VMOVUPS Z15, 960(R12)
-	ADDQ    $1024, R12
-	DECQ    R11
-	JNZ     group
+	// The rows' sums [row][token] into the block sums' buffer, then
+	// token by token (a gather down the rows) to out: only the panel's
+	// rows (K2) and the group's tokens.
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, 448(BX)
+	VMOVUPS Z8, 512(BX)
+	VMOVUPS Z9, 576(BX)
+	VMOVUPS Z10, 640(BX)
+	VMOVUPS Z11, 704(BX)
+	VMOVUPS Z12, 768(BX)
+	VMOVUPS Z13, 832(BX)
+	VMOVUPS Z14, 896(BX)
+	VMOVUPS Z15, 960(BX)
+	VMOVDQU32 2432(AX), Z30
+	MOVQ      tokens+72(FP), R10
+	CMPQ      R10, $16
+	JLE       ntok
+	MOVQ      $16, R10
+
+ntok:
+	SUBQ $16, tokens+72(FP)
+	MOVQ BX, SI
+
+token:
+	KXNORW     K1, K1, K1
+	VPGATHERDD (SI)(Z30*1), K1, Z28
+	VMOVUPS    Z28, K2, (R12)
+	ADDQ       $4, SI
+	ADDQ       outStride+64(FP), R12
+	DECQ       R10
+	JNZ        token
+
+	DECQ R11
+	JNZ  group
 
 	TILERELEASE
 	VZEROUPPER
