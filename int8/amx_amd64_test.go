@@ -18,7 +18,12 @@ func TestAMXSelected(t *testing.T) {
 		require.False(t, amxUsable())
 		t.Skip("no AMX-TILE, AMX-INT8 or AVX-512 VNNI here: the AMX kernel is not tested")
 	}
-	require.True(t, amxUsable(), "arch_prctl(ARCH_REQ_XCOMP_PERM) refused the tile state")
+	if !amxUsable() {
+		// A kernel before Linux 5.16 (or a seccomp policy) refuses the tile
+		// state; then the AVX-512 kernels run, which the other tests cover.
+		require.NotContains(t, KernelSet(), "amx")
+		t.Skip("the CPU has AMX but arch_prctl(ARCH_REQ_XCOMP_PERM) refused the tile state: the AMX kernel is not tested")
+	}
 	require.Contains(t, mulImpls(), "avx512+amx")
 	require.Equal(t, "avx512+amx", KernelSet())
 
