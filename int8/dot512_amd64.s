@@ -231,23 +231,8 @@ one2:
 	JNZ    one2
 
 next2:
-	// R8 moved on by 4·nb: back, and to the next row of t.
-	ADDQ rowBytes+16(FP), R11
-	LEAQ (R13*4), AX
-	SUBQ AX, R8
-	ADDQ R12, R8
-	DECQ R10
-	JNZ  row2
-
-	SUMTERMS(t+56(FP))
-
-	MOVQ         out+40(FP), DI
-	VMOVUPS      X15, (DI)
-	MOVQ         outFar+48(FP), DI
-	VEXTRACTF128 $1, Y15, X0
-	VMOVUPS      X0, (DI)
-	VZEROUPPER
-	RET
+	ROWPAIRNEXT(rowBytes+16(FP), row2)
+	SUMSTOREPAIR(t+56(FP), out+40(FP), outFar+48(FP))
 
 // Word indices of the four block scales (at bytes 0, 34, 68, 102) in the
 // two 64-byte loads at 0 and 68: table words 0 and 17 of each.

@@ -312,23 +312,8 @@ pairone:
 	JNZ     pairone
 
 pairnext:
-	// R8 moved on by 4·nb: back, and to the next row of t.
-	ADDQ rowBytes+16(FP), R11
-	LEAQ (R13*4), AX
-	SUBQ AX, R8
-	ADDQ R12, R8
-	DECQ R10
-	JNZ  pair
-
-	SUMTERMS(t+64(FP))
-
-	MOVQ         out+48(FP), DI
-	VMOVUPS      X15, (DI)
-	MOVQ         outFar+56(FP), DI
-	VEXTRACTF128 $1, Y15, X0
-	VMOVUPS      X0, (DI)
-	VZEROUPPER
-	RET
+	ROWPAIRNEXT(rowBytes+16(FP), pair)
+	SUMSTOREPAIR(t+64(FP), out+48(FP), outFar+56(FP))
 
 // func isIntel() bool
 //

@@ -127,3 +127,28 @@ sum:                             \
 	DECQ       CX                \
 	JNZ        sum
 
+
+// ROWPAIRNEXT ends a pass of the two-stream decode kernels over one row of
+// each stream: R11 on to the next row, R8 back by the 4·nb bytes of terms
+// it moved on and on to the next row of terms (R12 apart); loops to LOOP
+// while R10 counts down.
+#define ROWPAIRNEXT(ROWBYTES, LOOP) \
+	ADDQ ROWBYTES, R11 \
+	LEAQ (R13*4), AX   \
+	SUBQ AX, R8        \
+	ADDQ R12, R8       \
+	DECQ R10           \
+	JNZ  LOOP
+
+// SUMSTOREPAIR sums the terms at TBASE (SUMTERMS) and returns, storing the
+// four near rows' sums (lanes 0-3) at OUT and the four far rows' (4-7) at
+// OUTFAR.
+#define SUMSTOREPAIR(TBASE, OUT, OUTFAR) \
+	SUMTERMS(TBASE)              \
+	MOVQ         OUT, DI         \
+	VMOVUPS      X15, (DI)       \
+	MOVQ         OUTFAR, DI      \
+	VEXTRACTF128 $1, Y15, X0     \
+	VMOVUPS      X0, (DI)        \
+	VZEROUPPER                   \
+	RET
