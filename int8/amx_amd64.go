@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
-	"golang.org/x/sys/unix"
 )
 
 // The AMX prompt product. TDPBSSD multiplies a tile of sixteen weight
@@ -26,35 +25,19 @@ import (
 // padding).
 const amxMinTokens = 16
 
-// Linux hands out the AMX tile state only to processes that ask for it
-// (arch_prctl ARCH_REQ_XCOMP_PERM with XFEATURE_XTILEDATA); tile
-// instructions fault otherwise.
-const (
-	archGetXCompPerm  = 0x1022
-	archReqXCompPerm  = 0x1023
-	xfeatureXTileData = 18
-)
-
 var (
 	amxOnce sync.Once
 	amxOK   bool
 )
 
 // amxUsable reports whether the CPU has AMX-TILE and AMX-INT8 and the
-// kernel granted this process the tile state (asked for once).
+// operating system granted this process the tile state (asked for once).
 func amxUsable() bool {
 	amxOnce.Do(func() {
 		if !hasAVX512 || !cpu.X86.HasAMXTile || !cpu.X86.HasAMXInt8 {
 			return
 		}
-		if _, _, e := unix.Syscall(unix.SYS_ARCH_PRCTL, archReqXCompPerm, xfeatureXTileData, 0); e != 0 {
-			return
-		}
-		var mask uint64
-		if _, _, e := unix.Syscall(unix.SYS_ARCH_PRCTL, archGetXCompPerm, uintptr(unsafe.Pointer(&mask)), 0); e != 0 {
-			return
-		}
-		amxOK = mask&(1<<xfeatureXTileData) != 0
+		amxOK = requestTileState()
 	})
 	return amxOK
 }
