@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -396,7 +397,9 @@ func TestReadCeiling(t *testing.T) {
 			if c.Bytes != tc.bytes || c.WindowBytes != tc.window || int64(c.Repeats) != tc.repeats || c.Source != SourceWeights ||
 				c.Windows < 1 || c.Windows > probeMaxWindows || !(c.GBPerSec > 0) ||
 				c.Statistic != StatUpperQuartile || !(c.Median <= c.GBPerSec && c.GBPerSec <= c.Best) || c.Before != c.GBPerSec || c.After != 0 ||
-				!strings.HasPrefix(c.Loop, probeSet+", 4 streams") {
+				!strings.HasPrefix(c.Loop, probeSet+", 4 streams") || len(c.Loops) != len(probeLoops) || !slices.ContainsFunc(c.Loops, func(l LoopRate) bool {
+				return l.Loop == c.Loop && l.GBPerSec == c.GBPerSec && l.Windows == c.Windows
+			}) {
 				t.Errorf("%s: ceiling %+v, want %d bytes in windows of %d, each read %d times", tc.name, c, tc.bytes, tc.window, tc.repeats)
 			}
 		}
@@ -434,18 +437,20 @@ func TestProbePlan(t *testing.T) {
 			}
 			want := xorStreamsGo(kept[:p.total], 1)
 			for _, th := range []int{1, 2, 3, 7} {
-				var got uint64
-				var read int64
-				for k := range p.windows {
-					for _, sh := range p.shares(k, th) {
-						got ^= xorPieces(sh)
-						for _, b := range sh {
-							read += int64(len(b))
+				for _, l := range probeLoops {
+					var got uint64
+					var read int64
+					for k := range p.windows {
+						for _, sh := range p.shares(k, th) {
+							got ^= xorPieces(sh, l)
+							for _, b := range sh {
+								read += int64(len(b))
+							}
 						}
 					}
-				}
-				if got != want || read != p.total {
-					t.Errorf("limit %d, window %d, %d threads: read %d bytes, XOR %#x; want %d, %#x", limit, window, th, read, got, p.total, want)
+					if got != want || read != p.total {
+						t.Errorf("limit %d, window %d, %d threads, %s: read %d bytes, XOR %#x; want %d, %#x", limit, window, th, l.label(), read, got, p.total, want)
+					}
 				}
 			}
 		}
@@ -456,8 +461,9 @@ func TestProbePlan(t *testing.T) {
 // window timed, before and after the timings; each probe's own upper
 // quartile is kept beside it.
 func TestCeilingStatistics(t *testing.T) {
-	before := []Ceiling{{Threads: 1, Load: 1, samples: []float64{4, 1, 3, 2}}, {Threads: 2, Load: 2, samples: []float64{10}}}
-	after := []Ceiling{{Threads: 1, Load: 3, samples: []float64{8, 5, 7, 6}}}
+	one := func(s ...float64) []loopSamples { return []loopSamples{{loop: "l", gbps: s}} }
+	before := []Ceiling{{Threads: 1, Load: 1, samples: one(4, 1, 3, 2)}, {Threads: 2, Load: 2, samples: one(10)}}
+	after := []Ceiling{{Threads: 1, Load: 3, samples: one(8, 5, 7, 6)}}
 	for i := range before {
 		before[i].summarise()
 		before[i].Before = before[i].GBPerSec
@@ -480,8 +486,40 @@ func TestCeilingStatistics(t *testing.T) {
 				c.Threads, c, tc.windows, tc.gbps, tc.median, tc.best, tc.before, tc.after, tc.load)
 		}
 	}
-	if before[0].Windows != 4 || len(before[0].samples) != 4 {
+	if before[0].Windows != 4 || len(before[0].samples[0].gbps) != 4 {
 		t.Errorf("merging changed the probe before: %+v", before[0])
+	}
+}
+
+// TestCeilingFastestLoop: with several read loops the ceiling is the one
+// whose upper quartile is highest, over both probes' windows (a loop
+// that won before may lose after merging), and every loop's is listed.
+func TestCeilingFastestLoop(t *testing.T) {
+	before := Ceiling{Threads: 1, samples: []loopSamples{
+		{loop: "plain", gbps: []float64{10, 11, 12, 13}},                // upper quartile 12
+		{loop: "prefetch", gbps: []float64{9, 10, 11, 20}},              // 11, though its best is 20
+		{loop: "prefetch far", gbps: []float64{11.5, 11.5, 12.5, 12.5}}, // 12.5
+	}}
+	before.summarise()
+	before.Before = before.GBPerSec
+	want := []LoopRate{{"plain", 12, 4}, {"prefetch", 11, 4}, {"prefetch far", 12.5, 4}}
+	if before.Loop != "prefetch far" || before.GBPerSec != 12.5 || before.Median != 12 || before.Best != 12.5 || before.Windows != 4 ||
+		!slices.Equal(before.Loops, want) {
+		t.Errorf("before: %+v, want prefetch far's 12.5 GB/s (median 12, best 12.5) and loops %+v", before, want)
+	}
+	after := Ceiling{Threads: 1, samples: []loopSamples{
+		{loop: "plain", gbps: []float64{14, 14, 14, 14}},
+		{loop: "prefetch", gbps: []float64{12, 12, 12, 12}},
+		{loop: "prefetch far", gbps: []float64{11, 11, 11, 11}},
+	}}
+	after.summarise()
+	got := mergeCeilings([]Ceiling{before}, []Ceiling{after})[0]
+	if got.Loop != "plain" || got.GBPerSec != 14 || got.Windows != 8 || got.Before != 12.5 || got.After != 14 || len(got.Loops) != 3 ||
+		got.Loops[1] != (LoopRate{"prefetch", 12, 8}) {
+		t.Errorf("merged: %+v, want plain's 14 GB/s over 8 windows, before 12.5, after 14", got)
+	}
+	if before.Loop != "prefetch far" || len(before.Loops) != 3 || before.Loops[0].GBPerSec != 12 {
+		t.Errorf("merging changed the probe before: %+v", before)
 	}
 }
 

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -13,14 +12,16 @@ import (
 // decoding reads for every token where the engine holds them (for a GGUF
 // file its mapping), window after window, each thread its contiguous
 // share of a window as four streams side by side with the widest loads the
-// CPU has (Loop). Decode rows report their weight stream as a fraction of
+// CPU has, with and without software prefetch, keeping the loop that read
+// fastest (Loop, Loops). Decode rows report their weight stream as a fraction of
 // GBPerSec (Result.ReadFraction). Weights that fit in the last-level cache
 // are read from it, as decoding reads them: the ceiling is then the
 // cache's rate, and the decode is judged against that.
 type Ceiling struct {
 	Threads int `json:"threads"`
 	// GBPerSec is the ceiling, in 1e9 bytes/s: Statistic over every
-	// window timed, before and after the model's timings.
+	// window the fastest loop timed, before and after the model's
+	// timings.
 	GBPerSec float64 `json:"gb_per_s"`
 	// Statistic is what GBPerSec is: "upper quartile" (StatUpperQuartile);
 	// absent in reports written before it was recorded, whose ceiling is
@@ -29,10 +30,16 @@ type Ceiling struct {
 	Median    float64 `json:"median_gb_per_s,omitempty"`
 	Best      float64 `json:"best_gb_per_s,omitempty"`
 	// Before and After are the upper quartiles of the probe run before
-	// the model's timings and of the one after them (0: not run).
+	// the model's timings and of the one after them (0: not run), each
+	// of its own fastest loop.
 	Before float64 `json:"before_gb_per_s,omitempty"`
 	After  float64 `json:"after_gb_per_s,omitempty"`
-	Loop   string  `json:"loop,omitempty"` // the read loop: "avx512, 4 streams per thread"
+	// Loop is the read loop of GBPerSec, the fastest of Loops: "avx512,
+	// 4 streams per thread, prefetch 1 KiB ahead".
+	Loop string `json:"loop,omitempty"`
+	// Loops are every loop timed, interleaved window by window (absent
+	// in reports written before the probe timed more than one).
+	Loops []LoopRate `json:"loops,omitempty"`
 	// Source is what was read: SourceWeights; absent in reports written
 	// before it was recorded, whose probe read a buffer of its own.
 	Source      string `json:"source,omitempty"`
@@ -41,10 +48,23 @@ type Ceiling struct {
 	// Repeats is how many times each timed window is read in a row when
 	// the bytes are fewer than probeWindow (0 or 1: once).
 	Repeats int     `json:"window_repeats,omitempty"`
-	Windows int     `json:"windows"` // windows timed, after one untimed pass
+	Windows int     `json:"windows"` // windows Loop timed, after one untimed pass
 	Load    float64 `json:"load"`    // 1-minute load average
 
-	samples []float64 // GB/s of each window, for merging a later probe
+	samples []loopSamples // each loop's windows, for merging a later probe
+}
+
+// LoopRate is one read loop's upper quartile.
+type LoopRate struct {
+	Loop     string  `json:"loop"`
+	GBPerSec float64 `json:"gb_per_s"`
+	Windows  int     `json:"windows"`
+}
+
+// loopSamples are the GB/s of each window a loop read.
+type loopSamples struct {
+	loop string
+	gbps []float64
 }
 
 // SourceWeights is Ceiling.Source: the probe read the model's weight
@@ -62,8 +82,8 @@ const (
 	probeWindow     = 32 << 20               // bytes of each timed window, at most
 	probeGrain      = 256                    // the read loops' step per stream
 	probeStreams    = 4                      // streams per thread
-	probeMaxWindows = 128                    // windows timed at most…
-	probeBudget     = 400 * time.Millisecond // …or until this much time was spent timing
+	probeMaxWindows = 128                    // windows timed at most by each loop…
+	probeBudget     = 400 * time.Millisecond // …or until this much time was spent timing, all loops
 )
 
 // ReadCeiling measures the memory-read ceiling of spans (the model's
@@ -74,7 +94,11 @@ const (
 // bytes in turn (each a stretch of the spans laid end to end), each read
 // by all the threads together (each its contiguous share, as probeStreams
 // streams), until probeMaxWindows were timed or probeBudget spent, and
-// keeps the upper quartile, the median and the best. Spans smaller than a
+// keeps the upper quartile, the median and the best. Every loop of
+// probeLoops reads the windows in turn, interleaved timing by timing (each
+// window is read by the next loop on the next pass), so that they share
+// the machine's moods alike; the ceiling is the loop with the highest
+// upper quartile. Spans smaller than a
 // window make one window, read several times in a row per timing so that
 // a timing is not a few microseconds. Windows are short (about a
 // millisecond) so that many of them run undisturbed even under load. Each
@@ -90,26 +114,33 @@ func ReadCeiling(ctx context.Context, spans [][]byte, limit int64, threads []int
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		c := Ceiling{Threads: th, Statistic: StatUpperQuartile, Loop: fmt.Sprintf("%s, %d streams per thread", probeSet, probeStreams),
-			Source: SourceWeights, Bytes: p.total, WindowBytes: p.window, Repeats: p.repeats}
+		c := Ceiling{Threads: th, Statistic: StatUpperQuartile, Source: SourceWeights, Bytes: p.total, WindowBytes: p.window, Repeats: p.repeats}
+		for _, l := range probeLoops {
+			c.samples = append(c.samples, loopSamples{loop: l.label()})
+		}
 		l0 := LoadAvg()[0]
 		for k := range p.windows { // untimed: map the pages, warm the TLB
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			readShares(p.shares(k, th), 1)
+			readShares(p.shares(k, th), 1, probeLoops[0])
 		}
 		var spent time.Duration
-		for k := 0; len(c.samples) < probeMaxWindows && spent < probeBudget; k = (k + 1) % p.windows {
+		for n := 0; n < probeMaxWindows*len(probeLoops) && spent < probeBudget; n++ {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			sh := p.shares(k, th)
+			// Window after window, each loop in turn, shifted by one
+			// every pass so that every loop reads every window. Never
+			// one window twice in a row: the second read would find it
+			// in the cache.
+			k := n % p.windows
+			i := (n/p.windows + k) % len(probeLoops)
 			t0 := time.Now()
-			readShares(sh, p.repeats)
+			readShares(p.shares(k, th), p.repeats, probeLoops[i])
 			dt := time.Since(t0)
 			spent += dt
-			c.samples = append(c.samples, float64(p.window*int64(p.repeats))/dt.Seconds()/1e9)
+			c.samples[i].gbps = append(c.samples[i].gbps, float64(p.window*int64(p.repeats))/dt.Seconds()/1e9)
 		}
 		c.Load = (l0 + LoadAvg()[0]) / 2
 		c.summarise()
@@ -183,17 +214,26 @@ func (p *probePlan) pieces(lo, hi int64) [][]byte {
 	return out
 }
 
-// summarise sets the statistics from the samples.
+// summarise sets the statistics from the samples: each loop's upper
+// quartile, and the ceiling's from the loop whose is highest (the first
+// of equals).
 func (c *Ceiling) summarise() {
-	s := slices.Sorted(slices.Values(c.samples))
-	n := len(s)
-	c.Windows = n
-	if n == 0 {
-		return
+	c.Loops = nil
+	c.Windows, c.GBPerSec, c.Median, c.Best, c.Loop = 0, 0, 0, 0, ""
+	for _, ls := range c.samples {
+		s := slices.Sorted(slices.Values(ls.gbps))
+		n := len(s)
+		if n == 0 {
+			continue
+		}
+		uq := s[(3*n+3)/4-1] // nearest rank: ⌈0.75 n⌉
+		c.Loops = append(c.Loops, LoopRate{Loop: ls.loop, GBPerSec: uq, Windows: n})
+		if uq > c.GBPerSec {
+			c.Windows, c.GBPerSec, c.Loop = n, uq, ls.loop
+			c.Median = (s[(n-1)/2] + s[n/2]) / 2
+			c.Best = s[n-1]
+		}
 	}
-	c.Median = (s[(n-1)/2] + s[n/2]) / 2
-	c.GBPerSec = s[(3*n+3)/4-1] // nearest rank: ⌈0.75 n⌉
-	c.Best = s[n-1]
 }
 
 // mergeCeilings adds the probe after the timings (after) to the one
@@ -207,7 +247,7 @@ func mergeCeilings(before, after []Ceiling) []Ceiling {
 				continue
 			}
 			c := &out[i]
-			c.samples = append(slices.Clone(c.samples), a.samples...)
+			c.samples = mergeSamples(c.samples, a.samples)
 			c.Load = (c.Load + a.Load) / 2
 			c.summarise()
 			c.After = a.GBPerSec
@@ -216,12 +256,29 @@ func mergeCeilings(before, after []Ceiling) []Ceiling {
 	return out
 }
 
+// mergeSamples returns a's windows and b's, loop by loop.
+func mergeSamples(a, b []loopSamples) []loopSamples {
+	out := make([]loopSamples, len(a))
+	for i, ls := range a {
+		out[i] = loopSamples{loop: ls.loop, gbps: slices.Clone(ls.gbps)}
+	}
+	for _, ls := range b {
+		i := slices.IndexFunc(out, func(o loopSamples) bool { return o.loop == ls.loop })
+		if i < 0 {
+			i = len(out)
+			out = append(out, loopSamples{loop: ls.loop})
+		}
+		out[i].gbps = append(out[i].gbps, ls.gbps...)
+	}
+	return out
+}
+
 // probeSink keeps the sums live so the reads cannot be optimised away.
 var probeSink uint64
 
-// readShares reads each share reps times, a goroutine per share, as the
-// runtime's workers split a matrix's rows.
-func readShares(shares [][][]byte, reps int) {
+// readShares reads each share reps times with loop l, a goroutine per
+// share, as the runtime's workers split a matrix's rows.
+func readShares(shares [][][]byte, reps int, l readLoop) {
 	var wg sync.WaitGroup
 	sums := make([]uint64, len(shares))
 	for t, pieces := range shares {
@@ -232,7 +289,7 @@ func readShares(shares [][][]byte, reps int) {
 		go func() {
 			defer wg.Done()
 			for range reps {
-				sums[t] ^= xorPieces(pieces)
+				sums[t] ^= xorPieces(pieces, l)
 			}
 		}()
 	}
@@ -242,16 +299,16 @@ func readShares(shares [][][]byte, reps int) {
 	}
 }
 
-// xorPieces is the XOR of every 64-bit word of the pieces (whole grains):
-// each read as probeStreams streams but for a tail of fewer grains than
-// streams, read as one.
-func xorPieces(pieces [][]byte) uint64 {
+// xorPieces is the XOR of every 64-bit word of the pieces (whole grains)
+// read by loop l: each read as probeStreams streams but for a tail of
+// fewer grains than streams, read as one.
+func xorPieces(pieces [][]byte, l readLoop) uint64 {
 	var x uint64
 	for _, b := range pieces {
 		n := len(b) - len(b)%(probeStreams*probeGrain)
-		x ^= xorStreams(b[:n], probeStreams)
+		x ^= l.xor(b[:n], probeStreams)
 		if n < len(b) {
-			x ^= xorStreams(b[n:], 1)
+			x ^= l.xor(b[n:], 1)
 		}
 	}
 	return x

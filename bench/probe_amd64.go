@@ -9,22 +9,25 @@ import (
 )
 
 //go:noescape
-func xorStreamsAVX512(p *byte, n, streams int) uint64
+func xorStreamsAVX512(p *byte, n, streams, ahead int) uint64
 
 //go:noescape
-func xorStreamsAVX2(p *byte, n, streams int) uint64
+func xorStreamsAVX2(p *byte, n, streams, ahead int) uint64
 
 func init() {
+	var asm func(p *byte, n, streams, ahead int) uint64
 	switch {
 	case cpu.X86.HasAVX512F:
-		probeSet = "avx512"
-		xorStreams = func(b []byte, streams int) uint64 {
-			return xorStreamsAVX512(unsafe.SliceData(b), len(b)/streams, streams)
-		}
+		probeSet, asm = "avx512", xorStreamsAVX512
 	case cpu.X86.HasAVX2:
-		probeSet = "avx2"
-		xorStreams = func(b []byte, streams int) uint64 {
-			return xorStreamsAVX2(unsafe.SliceData(b), len(b)/streams, streams)
-		}
+		probeSet, asm = "avx2", xorStreamsAVX2
+	default:
+		return
+	}
+	probeLoops = nil
+	for _, ahead := range probeAheads {
+		probeLoops = append(probeLoops, readLoop{ahead: ahead, xor: func(b []byte, streams int) uint64 {
+			return asm(unsafe.SliceData(b), len(b)/streams, streams, ahead)
+		}})
 	}
 }

@@ -245,8 +245,8 @@ func run(ctx context.Context, rep *Report, path string, opt *Options, llama *lla
 		}
 		rep.Machine.ReadCeiling = mergeCeilings(rep.Machine.ReadCeiling, after)
 		for _, c := range rep.Machine.ReadCeiling {
-			opt.logf("memory-read ceiling of %s: %d threads: %.1f GB/s (%s of %d windows; median %.1f, best %.1f; before %.1f, after %.1f)",
-				path, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Median, c.Best, c.Before, c.After)
+			opt.logf("memory-read ceiling of %s: %d threads: %.1f GB/s (%s of %d windows by %s; median %.1f, best %.1f; before %.1f, after %.1f; %s)",
+				path, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Loop, c.Median, c.Best, c.Before, c.After, loopsLabel(c.Loops))
 		}
 	}
 	return nil
@@ -266,8 +266,8 @@ func (o *Options) probe(ctx context.Context, when string, weights [][]byte) ([]C
 	}
 	o.logf("memory-read probe %s the timings: %s of the model's weights with %v threads", when, sizeLabel(cs[0].Bytes), o.Threads)
 	for _, c := range cs {
-		o.logf("memory-read probe %s: %d threads: %.1f GB/s (%s of %d windows; median %.1f, best %.1f)",
-			when, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Median, c.Best)
+		o.logf("memory-read probe %s: %d threads: %.1f GB/s (%s of %d windows by %s; median %.1f, best %.1f; %s)",
+			when, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Loop, c.Median, c.Best, loopsLabel(c.Loops))
 	}
 	return cs, nil
 }
