@@ -166,10 +166,7 @@ func (s *State) layer(li int, x []float32, t int, pos []int32, mask []bool) erro
 	sc.in.reset(xn, t, h)
 	f := c.FFN
 	g, u := grow(&sc.ffa, t*f), grow(&sc.ffb, t*f)
-	if err := e.matmul(l.wgate, &sc.in, g); err != nil {
-		return err
-	}
-	if err := e.matmul(l.wup, &sc.in, u); err != nil {
+	if err := e.matmuls(&sc.in, []*matrix{l.wgate, l.wup}, [][]float32{g, u}); err != nil {
 		return err
 	}
 	e.siluMul(g, u)
@@ -198,19 +195,12 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 		qRows *= 2
 	}
 	q := grow(&sc.q, t*qRows)
-	if err := e.matmul(l.wq, &sc.in, q); err != nil {
-		return err
-	}
 	past := ls.n
 	// K and V go straight into the cache.
 	ls.k = growCache(ls.k, (past+t)*kvDim)
 	ls.v = growCache(ls.v, (past+t)*kvDim)
 	k, v := ls.k[past*kvDim:], ls.v[past*kvDim:]
-	if err := e.matmul(l.wk, &sc.in, k); err != nil {
-		ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
-		return err
-	}
-	if err := e.matmul(l.wv, &sc.in, v); err != nil {
+	if err := e.matmuls(&sc.in, []*matrix{l.wq, l.wk, l.wv}, [][]float32{q, k, v}); err != nil {
 		ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
 		return err
 	}

@@ -232,6 +232,92 @@ func grow16(b []uint16, n int) []uint16 {
 // or the batch size, so results are bit-identical across thread counts and
 // batchings. A weight row is loaded once and used for every token.
 func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
+	return e.matmuls(a, []*matrix{w}, [][]float32{out})
+}
+
+// matmuls is matmul for up to maxFused matrices reading the same input (q,
+// k and v; gate and up). While decoding they share one hand-off between
+// threads, each worker taking its part of every matrix, instead of one
+// hand-off per matrix.
+func (e *Engine) matmuls(a *acts, ws []*matrix, outs [][]float32) error {
+	for i, w := range ws {
+		if err := e.prepareMatmul(w, a); err != nil {
+			return err
+		}
+		outs[i] = outs[i][:a.t*w.rows]
+	}
+	if a.t >= panelTokens {
+		// Prompts: each product is long enough to pay its own hand-off.
+		for i := range ws {
+			if err := e.splitMatmul(a, ws[i:i+1], outs[i:i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return e.splitMatmul(a, ws, outs)
+}
+
+// maxFused is the most matrices one matmuls call takes.
+const maxFused = 3
+
+// splitMatmul runs prepared products over the threads.
+func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
+	workers := e.threads
+	for _, w := range ws {
+		// Small matrices are not worth a goroutine hand-off.
+		if w.rows*w.cols < e.minWork || workers > w.rows {
+			workers = 1
+		}
+	}
+	if workers == 1 {
+		for i, w := range ws {
+			if err := e.matmulRows(w, a, outs[i], 0, w.rows); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Rows go out in chunks from a shared counter, and the caller works
+	// too: it starts at once while a helper goroutine is still being woken,
+	// and whoever is free takes the next chunk, so neither core idles at the
+	// end of a product. Each row is one kernel call whatever chunk it is
+	// in, so the result does not depend on the split.
+	j := a.job
+	if j == nil {
+		j = new(matmulJob)
+		j.run = j.do
+		a.job = j
+	}
+	j.e, j.a, j.n = e, a, copy(j.ws[:], ws)
+	copy(j.outs[:], outs)
+	j.chunks = min(ws[0].rows, workers*matmulChunksPerWorker)
+	if a.t < panelTokens {
+		// Decoding: one contiguous range of each matrix per worker. The
+		// row kernels read a call's rows as long streams, so small chunks
+		// shorten them and add a trip to the shared counter per chunk; the
+		// helpers spin between products, so a late start is rare.
+		j.chunks = workers
+	}
+	j.next.Store(0)
+	if cap(j.errs) < workers {
+		j.errs = make([]error, workers)
+	}
+	j.errs = j.errs[:workers]
+	clear(j.errs)
+	e.fork(workers, j.run)
+	j.e, j.a, j.ws, j.outs = nil, nil, [maxFused]*matrix{}, [maxFused][]float32{}
+	for _, err := range j.errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareMatmul checks that w can multiply a and prepares the activation
+// form w's kernels read.
+func (e *Engine) prepareMatmul(w *matrix, a *acts) error {
 	if a.cols != w.cols {
 		return fmt.Errorf("runtime: tensor %q: input has %d columns, want %d", w.name, a.cols, w.cols)
 	}
@@ -252,52 +338,18 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 			a.prepare(actF16Batch)
 		}
 	}
-	out = out[:a.t*w.rows]
-	workers := e.threads
-	// Small matrices are not worth a goroutine hand-off.
-	if w.rows*w.cols < e.minWork || workers > w.rows {
-		workers = 1
-	}
-	if workers == 1 {
-		return e.matmulRows(w, a, out, 0, w.rows)
-	}
-	// Rows go out in chunks from a shared counter, and the caller works
-	// too: it starts at once while a helper goroutine is still being woken,
-	// and whoever is free takes the next chunk, so neither core idles at the
-	// end of a product. Each row is one kernel call whatever chunk it is
-	// in, so the result does not depend on the split.
-	j := a.job
-	if j == nil {
-		j = new(matmulJob)
-		j.run = j.do
-		a.job = j
-	}
-	j.e, j.w, j.a, j.out = e, w, a, out
-	j.chunks = min(w.rows, workers*matmulChunksPerWorker)
-	j.next.Store(0)
-	if cap(j.errs) < workers {
-		j.errs = make([]error, workers)
-	}
-	j.errs = j.errs[:workers]
-	clear(j.errs)
-	e.fork(workers, j.run)
-	j.e, j.w, j.a, j.out = nil, nil, nil, nil
-	for _, err := range j.errs {
-		if err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
-// matmulJob is one matrix product split over threads: the state its
+// matmulJob is one call of matmuls split over threads: the state its
 // workers share, kept with the input (acts.job) and reused by the next
 // product, so that a decode step allocates none per product.
 type matmulJob struct {
 	e      *Engine
-	w      *matrix
+	ws     [maxFused]*matrix
+	outs   [maxFused][]float32
+	n      int // matrices in ws and outs
 	a      *acts
-	out    []float32
 	chunks int
 	next   atomic.Int64
 	errs   []error
@@ -310,9 +362,11 @@ func (j *matmulJob) do(i int) {
 		if c >= j.chunks {
 			return
 		}
-		if err := j.e.matmulRows(j.w, j.a, j.out, j.w.rows*c/j.chunks, j.w.rows*(c+1)/j.chunks); err != nil {
-			j.errs[i] = err
-			return
+		for m, w := range j.ws[:j.n] {
+			if err := j.e.matmulRows(w, j.a, j.outs[m], w.rows*c/j.chunks, w.rows*(c+1)/j.chunks); err != nil {
+				j.errs[i] = err
+				return
+			}
 		}
 	}
 }
