@@ -293,11 +293,12 @@ func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
 	copy(j.outs[:], outs)
 	j.chunks = min(ws[0].rows, workers*matmulChunksPerWorker)
 	if a.t < panelTokens {
-		// Decoding: one contiguous range of each matrix per worker. The
-		// row kernels read a call's rows as long streams, so small chunks
-		// shorten them and add a trip to the shared counter per chunk; the
-		// helpers spin between products, so a late start is rare.
-		j.chunks = workers
+		// Decoding: few, long chunks, each covering its part of every
+		// matrix. The row kernels read a call's rows as long streams, so
+		// small chunks shorten them and add a trip to the shared counter
+		// per chunk; two per worker still let one thread take over from
+		// another that the OS has preempted.
+		j.chunks = workers * decodeChunksPerWorker
 	}
 	j.next.Store(0)
 	if cap(j.errs) < workers {
@@ -363,13 +364,23 @@ func (j *matmulJob) do(i int) {
 			return
 		}
 		for m, w := range j.ws[:j.n] {
-			if err := j.e.matmulRows(w, j.a, j.outs[m], w.rows*c/j.chunks, w.rows*(c+1)/j.chunks); err != nil {
+			r0, r1 := w.rows*c/j.chunks, w.rows*(c+1)/j.chunks
+			if r0 == r1 { // a matrix with fewer rows than chunks
+				continue
+			}
+			if err := j.e.matmulRows(w, j.a, j.outs[m], r0, r1); err != nil {
 				j.errs[i] = err
 				return
 			}
 		}
 	}
 }
+
+// decodeChunksPerWorker is matmulChunksPerWorker for one-token products.
+// On the 2-vCPU Xeon (load 2.2-2.7, best of 5 reps over 5 interleaved
+// rounds) 700M Q8_0 decoded at 38.1 tokens/s with 2, 38.0 with 1 and 37.4
+// with 8 chunks per worker.
+const decodeChunksPerWorker = 2
 
 // matmulChunksPerWorker sets how finely a matrix product's rows are dealt
 // out: enough chunks to absorb a late-starting helper, few enough that
