@@ -16,9 +16,7 @@
 	VEXTRACTF64X4 $1, Z0, Y1
 
 // MAC32F adds the products of 32 binary16 weights at off(a) and 32 float32
-// activations at 2·off(b) to Z0, Z1, with T0, T1 as scratch; MAC32H does
-// the same with binary16 activations at off(b), widened exactly into T2,
-// T3.
+// activations at 2·off(b) to Z0, Z1, with T0, T1 as scratch.
 #define MAC32F(off, a, b, T0, T1, T2, T3) \
 	VCVTPH2PS off(a), T0            \
 	VCVTPH2PS (off+32)(a), T1       \
@@ -27,19 +25,8 @@
 	VADDPS    T0, Z0, Z0            \
 	VADDPS    T1, Z1, Z1
 
-#define MAC32H(off, a, b, T0, T1, T2, T3) \
-	VCVTPH2PS off(a), T0      \
-	VCVTPH2PS (off+32)(a), T1 \
-	VCVTPH2PS off(b), T2      \
-	VCVTPH2PS (off+32)(b), T3 \
-	VMULPS    T2, T0, T0      \
-	VMULPS    T3, T1, T1      \
-	VADDPS    T0, Z0, Z0      \
-	VADDPS    T1, Z1, Z1
-
-// PF2K fetches the weights 2 KiB ahead; NOPF leaves it to the hardware.
+// PF2K fetches the weights 2 KiB ahead.
 #define PF2K PREFETCHT0 2048(SI); PREFETCHT0 2112(SI)
-#define NOPF
 
 // DOT32 leaves in Z0, Z1 the partial sums over CX (a multiple of 32)
 // elements from SI (binary16) and DI (activations of xs bytes, taken by
