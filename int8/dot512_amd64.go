@@ -49,11 +49,8 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
 	q.set(x, nb)
-	stride := (nb + 7) &^ 7 // terms per row of t
-	q.t = slices.Grow(q.t[:0], 8*stride)[:8*stride]
-	for r := range 8 {
-		clear(q.t[r*stride+nb : (r+1)*stride]) // the padding the kernels add
-	}
+	var stride int
+	q.t, stride = rowTerms(q.t, nb)
 	xp, t := unsafe.Pointer(&q.p[0]), unsafe.Pointer(&q.t[0])
 	h := len(out) / 2 &^ 3
 	for r := 0; r < h; r += 4 {

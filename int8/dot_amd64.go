@@ -75,11 +75,8 @@ func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32)
 	for b := range nb {
 		q.xs[b] = f16At(x[b*BlockBytesQ8_0:])
 	}
-	stride := (nb + 7) &^ 7 // terms per row of t
-	q.t = slices.Grow(q.t[:0], 8*stride)[:8*stride]
-	for r := range 8 {
-		clear(q.t[r*stride+nb : (r+1)*stride]) // the padding SUMTERMS adds
-	}
+	var stride int
+	q.t, stride = rowTerms(q.t, nb)
 	px, xs, t := unsafe.Pointer(&x[0]), unsafe.Pointer(&q.xs[0]), unsafe.Pointer(&q.t[0])
 	h := len(out) / 2 &^ 3
 	for r := 0; r < h; r += 4 {
@@ -95,6 +92,18 @@ func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32)
 type symPrep struct{ xs, t []float32 }
 
 var symPrepPool = sync.Pool{New: func() any { return new(symPrep) }}
+
+// rowTerms returns t resized for the two-stream row kernels' terms of
+// eight rows, stride terms per row (nb rounded up to a multiple of eight),
+// with each row's padding past nb cleared: SUMTERMS adds it.
+func rowTerms(t []float32, nb int) ([]float32, int) {
+	stride := (nb + 7) &^ 7
+	t = slices.Grow(t[:0], 8*stride)[:8*stride]
+	for r := range 8 {
+		clear(t[r*stride+nb : (r+1)*stride])
+	}
+	return t, stride
+}
 
 //go:noescape
 func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
