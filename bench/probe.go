@@ -45,9 +45,6 @@ func (l readLoop) label() string {
 // loads; Go has no prefetch instruction, so the Go loop is alone).
 var probeLoops = []readLoop{{xor: xorStreamsGo}}
 
-// xorStreams is the probe's plain read loop (no software prefetch).
-func xorStreams(b []byte, streams int) uint64 { return probeLoops[0].xor(b, streams) }
-
 func xorStreamsGo(b []byte, streams int) uint64 {
 	n := len(b) / streams
 	var acc [4]uint64
