@@ -108,7 +108,6 @@ type specBench struct {
 	opt     *Options
 	m       *model.Model
 	draft   *model.Model // draft model or truncated draft; nil for EAGLE-3 or none
-	self    bool         // draft is m itself (--draft naming the model's own file)
 	eagle3  string       // EAGLE-3 head path
 	drafter string       // what drafts the whole-model and spd rows
 	plans   []*specPlan
@@ -139,9 +138,10 @@ func (b *specBench) run(ctx context.Context, e *runtime.Engine, threads int) ([]
 	ropt := runtime.Options{Threads: threads, Context: b.need, Batch: opt.Batch, KVF16: opt.KVF16}
 	var de *runtime.Engine
 	switch {
-	case b.self:
-		// The timed engine drafts for itself (runtime.OpenDrafts does the
-		// same): one engine over the one mapping.
+	case b.draft != nil && b.draft == b.m:
+		// --draft naming the model's own file: the timed engine drafts
+		// for itself (runtime.OpenDrafts does the same), one engine over
+		// the one mapping.
 		de = e
 	case b.draft != nil:
 		var err error

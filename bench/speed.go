@@ -134,7 +134,7 @@ func run(ctx context.Context, rep *Report, path string, opt *Options, llama *lla
 		case opt.DraftPath != "" && sameFile(path, opt.DraftPath):
 			// The model drafting for itself: the timed engine drafts too,
 			// so the file is mapped and held once.
-			sb.draft, sb.self = m, true
+			sb.draft = m
 			di := modelInfo(m, opt.DraftPath)
 			rep.Draft, sb.drafter = &di, "draft "+opt.DraftPath
 		case opt.DraftPath != "":
