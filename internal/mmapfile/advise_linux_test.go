@@ -76,39 +76,6 @@ func vmaFlags(lo, hi uintptr) ([]string, error) {
 	return out, s.Err()
 }
 
-// TestMapAnon checks that an anonymous buffer is zeroed, writable,
-// flagged for huge pages in one piece, and gone after Unmap.
-func TestMapAnon(t *testing.T) {
-	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || bytes.Contains(b, []byte("[never]")) {
-		t.Skip("transparent huge pages are off here")
-	}
-	b, err := MapAnon(8 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Count(b, []byte{0}) != len(b) {
-		t.Fatal("anonymous mapping is not zeroed")
-	}
-	copy(b[5<<20:], "qnnprep")
-	if string(b[5<<20:5<<20+7]) != "qnnprep" {
-		t.Fatal("anonymous mapping did not keep a write")
-	}
-	lo := uintptr(unsafe.Pointer(&b[0]))
-	vmas, err := vmaFlags(lo, lo+uintptr(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vmas) != 1 || !strings.Contains(" "+vmas[0]+" ", " hg ") {
-		t.Fatalf("mapping's VmFlags per region %q, want one region flagged hg", vmas)
-	}
-	if err := Unmap(b); err != nil {
-		t.Fatal(err)
-	}
-	if vmas, _ := vmaFlags(lo, lo+uintptr(len(b))); len(vmas) != 0 {
-		t.Fatalf("after Unmap the range still has mappings %q", vmas)
-	}
-}
-
 // initialized is in the executable's writable data segment (an
 // initialized array without pointers: .noptrdata), mapped from the file.
 var initialized = [3 << 12]byte{0: 1, 1 << 12: 2, 2 << 12: 3}

@@ -10,7 +10,6 @@ import (
 func mmap(*os.File, int) ([]byte, error)   { return nil, errors.New("mmap not supported") }
 func mmapRW(*os.File, int) ([]byte, error) { return nil, errors.New("mmap not supported") }
 func munmap([]byte) error                  { return nil }
-func mmapAnon(int) ([]byte, error)         { return nil, errors.New("mmap not supported") }
 func dontNeed([]byte)                      {}
 
 func dupFd(*os.File) int                    { return -1 }

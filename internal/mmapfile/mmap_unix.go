@@ -18,10 +18,6 @@ func mmapRW(f *os.File, size int) ([]byte, error) {
 
 func munmap(b []byte) error { return unix.Munmap(b) }
 
-func mmapAnon(size int) ([]byte, error) {
-	return unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-}
-
 // MADV_DONTNEED on a shared file mapping drops the pages from the process;
 // they stay in the file's page cache (written ones included) and the next
 // access faults them in again, so contents never change.

@@ -4,7 +4,6 @@
 package mmapfile
 
 import (
-	"fmt"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -114,21 +113,7 @@ func MapWritable(f *os.File, size int64) ([]byte, error) {
 	return b, nil
 }
 
-// MapAnon returns size zeroed bytes of anonymous memory outside the Go
-// heap, advised to use huge pages where the kernel offers them, as the
-// runtime's weights are (PopulateHuge): a buffer read like mapped weights
-// then streams at the same rate (bench's memory-read probe). Release it
-// with Unmap.
-func MapAnon(size int) ([]byte, error) {
-	b, err := mmapAnon(size)
-	if err != nil {
-		return nil, fmt.Errorf("mmapfile: anonymous mapping of %d bytes: %w", size, err)
-	}
-	adviseHuge(b)
-	return b, nil
-}
-
-// Unmap releases a mapping made by Map, MapWritable or MapAnon.
+// Unmap releases a mapping made by Map or MapWritable.
 func Unmap(b []byte) error {
 	if len(b) == 0 {
 		return nil
