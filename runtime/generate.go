@@ -59,7 +59,13 @@ func (s *State) forward(ctx context.Context, tokens []int32, logits []float32, a
 			return fmt.Errorf("runtime: layer %d holds %d positions, layer 0 %d: finish the partial pass first", i, s.layers[i].n, s.Len())
 		}
 	}
-	s.reserve(s.Len() + len(tokens))
+	if len(tokens) > e.batch {
+		// A pass of several batches takes its cache at once. Not a shorter
+		// one: reserved exactly, a token-by-token caller (bench's decode,
+		// a drafter) would copy the whole cache every token, where
+		// attention's growCache doubles it.
+		s.reserve(s.Len() + len(tokens))
+	}
 	h, v := e.cfg.Hidden, e.cfg.VocabSize
 	bs := min(e.batch, len(tokens))
 	x := grow(&s.scr.x, bs*h)
