@@ -3,7 +3,6 @@ package mmapfile
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -133,8 +132,12 @@ func releaseExecutable() {
 		if len(f) != 6 || len(f[1]) != 4 || f[1][3] != 'p' || f[5][0] != '/' {
 			continue
 		}
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(string(f[0]), "%x-%x", &lo, &hi); n != 2 || hi <= lo {
+		lo, rest := hexPrefix(f[0])
+		if len(rest) == len(f[0]) || len(rest) < 2 || rest[0] != '-' {
+			continue
+		}
+		hi, rest := hexPrefix(rest[1:])
+		if len(rest) != 0 || hi <= lo {
 			continue
 		}
 		maps = append(maps, mapping{lo, hi, string(f[5])})
