@@ -122,7 +122,6 @@ type acts struct {
 	q8f      []float32 // Q8_0-rounded values
 	q8kf     []float32 // Q8_K-rounded values
 	have     [numActKinds]bool
-	job      *matmulJob // reused by each product of this input split over threads
 }
 
 func (a *acts) reset(x []float32, t, cols int) {
@@ -283,15 +282,9 @@ func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
 	// and whoever is free takes the next chunk, so neither core idles at the
 	// end of a product. Each row is one kernel call whatever chunk it is
 	// in, so the result does not depend on the split.
-	j := a.job
-	if j == nil {
-		j = new(matmulJob)
-		j.run = j.do
-		a.job = j
-	}
+	j := matmulJobs.Get().(*matmulJob)
 	j.e, j.a, j.n = e, a, copy(j.ws[:], ws)
 	copy(j.outs[:], outs)
-	j.chunks = min(ws[0].rows, workers*matmulChunksPerWorker)
 	if a.t < panelTokens {
 		// Decoding: few, long chunks, each covering its part of every
 		// matrix. The row kernels read a call's rows as long streams, so
@@ -299,6 +292,8 @@ func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
 		// per chunk; two per worker still let one thread take over from
 		// another that the OS has preempted.
 		j.chunks = workers * decodeChunksPerWorker
+	} else {
+		j.chunks = min(ws[0].rows, workers*matmulChunksPerWorker)
 	}
 	j.next.Store(0)
 	if cap(j.errs) < workers {
@@ -308,12 +303,15 @@ func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
 	clear(j.errs)
 	e.fork(workers, j.run)
 	j.e, j.a, j.ws, j.outs = nil, nil, [maxFused]*matrix{}, [maxFused][]float32{}
-	for _, err := range j.errs {
+	var err error
+	for _, err = range j.errs {
 		if err != nil {
-			return err
+			break
 		}
 	}
-	return nil
+	clear(j.errs)
+	matmulJobs.Put(j)
+	return err
 }
 
 // prepareMatmul checks that w can multiply a and prepares the activation
@@ -343,8 +341,8 @@ func (e *Engine) prepareMatmul(w *matrix, a *acts) error {
 }
 
 // matmulJob is one call of matmuls split over threads: the state its
-// workers share, kept with the input (acts.job) and reused by the next
-// product, so that a decode step allocates none per product.
+// workers share, pooled like parallelJob so that a decode step allocates
+// none per product.
 type matmulJob struct {
 	e      *Engine
 	ws     [maxFused]*matrix
@@ -356,6 +354,12 @@ type matmulJob struct {
 	errs   []error
 	run    func(worker int) // do, bound once
 }
+
+var matmulJobs = sync.Pool{New: func() any {
+	j := new(matmulJob)
+	j.run = j.do
+	return j
+}}
 
 func (j *matmulJob) do(i int) {
 	for {
