@@ -43,15 +43,7 @@ func (d *engineDecoder) state() *runtime.State {
 }
 
 func (d *engineDecoder) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
-	if len(prompt) == 0 || len(prompt)+n-1 > d.e.ContextLength() {
-		return d.e.Greedy(ctx, prompt, n) // its error
-	}
-	out := make([]int32, 0, n)
-	err := d.state().Generate(ctx, prompt, n, func(s runtime.Step) bool {
-		out = append(out, s.Token)
-		return true
-	})
-	return out, err
+	return d.state().Greedy(ctx, prompt, n)
 }
 
 // TeacherForced processes the prompt keeping only its last row, so that a

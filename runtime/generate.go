@@ -111,14 +111,22 @@ func (s *State) Generate(ctx context.Context, prompt []int32, n int, fn func(Ste
 // Greedy returns the n tokens greedy decoding generates after prompt on a
 // fresh State. It does not stop at end-of-sequence tokens.
 func (e *Engine) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
+	return e.NewState().Greedy(ctx, prompt, n)
+}
+
+// Greedy is Engine.Greedy on s, after the positions s holds: a caller
+// decoding many prompts can Reset and reuse one State rather than hold a
+// second scratch and cache until a collection.
+func (s *State) Greedy(ctx context.Context, prompt []int32, n int) ([]int32, error) {
+	e := s.e
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("runtime: empty prompt")
 	}
-	if len(prompt)+n-1 > e.ctxLen {
-		return nil, fmt.Errorf("runtime: %s: prompt of %d tokens plus %d generated exceed the context length %d", e.name, len(prompt), n, e.ctxLen)
+	if s.Len()+len(prompt)+n-1 > e.ctxLen {
+		return nil, fmt.Errorf("runtime: %s: prompt of %d tokens plus %d generated exceed the context length %d", e.name, s.Len()+len(prompt), n, e.ctxLen)
 	}
 	out := make([]int32, 0, n)
-	err := e.NewState().Generate(ctx, prompt, n, func(st Step) bool {
+	err := s.Generate(ctx, prompt, n, func(st Step) bool {
 		out = append(out, st.Token)
 		return true
 	})
