@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qnnprep/qnnprep/internal/outpath"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
 	"github.com/qnnprep/qnnprep/tokenizer"
@@ -131,7 +132,7 @@ func run(ctx context.Context, rep *Report, path string, opt *Options, llama *lla
 			if fi, err := os.Stat(opt.DraftPath); err == nil && !fi.IsDir() {
 				rep.Draft.Bytes = fi.Size()
 			}
-		case opt.DraftPath != "" && sameFile(path, opt.DraftPath):
+		case opt.DraftPath != "" && outpath.SameFile(path, opt.DraftPath):
 			// The model drafting for itself: the timed engine drafts too,
 			// so the file is mapped and held once.
 			sb.draft = m
@@ -271,16 +272,6 @@ func (o *Options) probe(ctx context.Context, when string, weights [][]byte) ([]C
 			when, c.Threads, c.GBPerSec, c.Statistic, c.Windows, c.Loop, c.Median, c.Best, loopsLabel(c.Loops))
 	}
 	return cs, nil
-}
-
-// sameFile reports whether paths a and b name one existing file.
-func sameFile(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
 }
 
 // tokens returns n deterministic ids: with bos, the model's BOS first;

@@ -2,8 +2,8 @@ package runtime
 
 import (
 	"errors"
-	"os"
 
+	"github.com/qnnprep/qnnprep/internal/outpath"
 	"github.com/qnnprep/qnnprep/model"
 )
 
@@ -36,7 +36,7 @@ func (d *Drafts) Close() error { return d.close() }
 func OpenDrafts(target *Engine, m *model.Model, src DraftSource, opt Options) (*Drafts, error) {
 	switch {
 	case src.Model != "" && src.Eagle3 == "" && !src.MTP:
-		if sameFile(m.Path, src.Model) && target.runsWith(opt) {
+		if outpath.SameFile(m.Path, src.Model) && target.runsWith(opt) {
 			// The target drafting for itself: its Engine serves both, so
 			// the file is mapped and held once.
 			return &Drafts{
@@ -84,17 +84,4 @@ func OpenDrafts(target *Engine, m *model.Model, src DraftSource, opt Options) (*
 		}, nil
 	}
 	return nil, errors.New("runtime: give exactly one drafter: a draft model, an EAGLE-3 head or MTP")
-}
-
-// sameFile reports whether paths a and b name one existing file.
-func sameFile(a, b string) bool {
-	if a == "" || b == "" {
-		return false
-	}
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
 }

@@ -251,3 +251,18 @@ func sameFileIn(dir string, fi fs.FileInfo) string {
 	})
 	return twin
 }
+
+// SameFile reports whether paths a and b name one existing file, however
+// they are spelled (links, ".."): how a command sees that two of its
+// inputs are one, e.g. a draft model that is the target itself.
+func SameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}

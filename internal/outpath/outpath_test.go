@@ -119,3 +119,26 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestSameFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	must(t, os.WriteFile(a, []byte("x"), 0o644))
+	must(t, os.WriteFile(b, []byte("x"), 0o644))
+	must(t, os.Symlink(a, filepath.Join(dir, "link")))
+	for _, c := range []struct {
+		x, y string
+		want bool
+	}{
+		{a, a, true},
+		{a, filepath.Join(dir, "..", filepath.Base(dir), "a"), true},
+		{a, filepath.Join(dir, "link"), true},
+		{a, b, false}, // same bytes, another file
+		{a, filepath.Join(dir, "missing"), false},
+		{a, "", false},
+	} {
+		if got := SameFile(c.x, c.y); got != c.want {
+			t.Errorf("SameFile(%q, %q) = %v, want %v", c.x, c.y, got, c.want)
+		}
+	}
+}
