@@ -51,7 +51,16 @@ func dotQ8_0SymAVX2(w, x []byte, nb int) float32 {
 // 14.3-14.9 (768 and 1536 bytes were no faster, PREFETCHT1/T2 slower,
 // PREFETCHNTA half the speed; four streams far apart instead of two
 // gained nothing once prefetched). On the EPYC the kernels were first
-// tuned on, software prefetch read slower than none.
+// tuned on, software prefetch read slower than none, and again on the
+// EPYC Zen 5 of session 10 with the present kernels (file in 2048-row
+// calls, interleaved, load 2-4, GB per CPU second): AVX-512 none 19.9 /
+// 256 B 18.8 at one thread, 45.1 / 40.1 at two (27.3 none against 24.5,
+// 22.3 and 25.7 for 256, 512 and 1024 B over the whole file); AVX2
+// none 27.7 / 512 B 23.4 at one thread, 256 B level within the noise
+// (-6% to +4%); after the AVX2 kernel's unpacking sums, at two threads
+// AVX2 none 46.0 / 256 B 44.0 / 1 KiB 41.1 / 2 KiB 44.9 / 4 KiB 45.7,
+// AVX-512 none 48.5 / 2 KiB 47.2 / 4 KiB 47.4. Plain reads there were
+// slower with prefetch too.
 var rowsPrefetch = func() int {
 	if isIntel() {
 		return 1024
@@ -67,7 +76,10 @@ var rowsPrefetch = func() int {
 // its own chain of additions, it takes 15% less CPU in cache and, with
 // the prefetch, 21% less over the mapped 700M file on the Intel Xeon
 // (reading the four rows of each side side by side, block by block, was
-// a quarter slower from memory).
+// a quarter slower from memory). On the EPYC Zen 5 (session 10, 2048-row
+// calls, interleaved, load 3) the older two rows per call read 11%
+// slower at two threads (39.4 against 44.3 GB per CPU second) and 7% at
+// one (19.1 against 20.5).
 func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := symPrepPool.Get().(*symPrep)
 	defer symPrepPool.Put(q)
