@@ -6,9 +6,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/half"
+	"github.com/qnnprep/qnnprep/internal/mmapfile"
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
@@ -49,5 +52,84 @@ func BenchmarkDecodeF16(b *testing.B) {
 				cpubench.Run(b, n*rows, func() { k.rows(w, 2*n, x, out) })
 			})
 		}
+	}
+}
+
+// BenchmarkDecodeF16File streams the F16 weight matrices of the GGUF file
+// QNNPREP_BENCH_F16_FILE names (skipped when unset; e.g. the 700M F16
+// model) from its memory map, as decoding reads them, through every
+// DotF16F32Rows form this CPU runs (each set with two and four streams):
+// one op is one token's matrices, each in one call (the token embedding
+// table only where it is also the output head). QNNPREP_BENCH_F16_PART=k/n
+// takes, of each matrix cut in 2n chunks, chunks k and k+n, as the k-th of
+// n decoding threads does (runtime's two chunks per worker): run n
+// processes at once, one per CPU (taskset), for n threads. With -count the
+// forms take turns, which a shared machine needs; compare cpu-Gweights/s.
+func BenchmarkDecodeF16File(b *testing.B) {
+	path := os.Getenv("QNNPREP_BENCH_F16_FILE")
+	if path == "" {
+		b.Skip("QNNPREP_BENCH_F16_FILE names no F16 GGUF file")
+	}
+	k, parts := 0, 1
+	if p := os.Getenv("QNNPREP_BENCH_F16_PART"); p != "" {
+		if _, err := fmt.Sscanf(p, "%d/%d", &k, &parts); err != nil || parts < 1 || k < 0 || k >= parts {
+			b.Fatalf("QNNPREP_BENCH_F16_PART=%q: want k/n, 0 <= k < n", p)
+		}
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	type call struct {
+		w       []byte
+		n, rows int
+	}
+	var calls []call
+	var spans [][]byte
+	_, head := f.Tensor("output.weight")
+	weights, maxN, maxRows := 0, 0, 0
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if t.Type != gguf.F16 || len(t.Dims) != 2 || t.Name == "token_embd.weight" && head {
+			continue
+		}
+		d, err := f.Data(t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spans = append(spans, d)
+		n, rows := int(t.Dims[0]), int(t.Dims[1])
+		chunks := []int{0}
+		if parts > 1 {
+			chunks = []int{k, k + parts}
+		}
+		for _, c := range chunks {
+			r0, r1 := rows*c/(len(chunks)*parts), rows*(c+1)/(len(chunks)*parts)
+			calls = append(calls, call{d[r0*2*n : r1*2*n], n, r1 - r0})
+			weights += (r1 - r0) * n
+			maxRows = max(maxRows, r1-r0)
+		}
+		maxN = max(maxN, n)
+	}
+	if len(calls) == 0 {
+		b.Skipf("%s holds no F16 matrices", path)
+	}
+	mmapfile.PopulateHuge(spans) // as the runtime maps model weights
+	r := rand.New(rand.NewPCG(5, 6))
+	x := make([]float32, maxN)
+	for i := range x {
+		x[i] = half.F16ToF32(half.F32ToF16(float32(r.NormFloat64())))
+	}
+	out := make([]float32, maxRows)
+	for _, kr := range f16F32Rows {
+		b.Run(kr.name, func(b *testing.B) {
+			b.SetBytes(2 * int64(weights))
+			cpubench.Run(b, weights, func() {
+				for _, c := range calls {
+					kr.rows(c.w, 2*c.n, x[:c.n], out[:c.rows])
+				}
+			})
+		})
 	}
 }

@@ -134,19 +134,78 @@ func dotF16F32x2AVX512(w []uint16, x0, x1 []float32) (float32, float32) {
 	return dotTwo(dotF16F32x2Asm512, dotF16F32AVX512, w, x0, x1)
 }
 
+// rows4Streams selects the decoding row kernels that read four rows far
+// apart at a time (the quarters of a call's rows) over those that read two
+// (its halves): everywhere but on Intel. On the EPYC (Zen 5, 2 vCPUs,
+// shared, load about 3) over the mapped 700M F16 file
+// (BenchmarkDecodeF16File, -count 10, two processes pinned one per vCPU
+// for two threads), four streams took 1/1.21 of the CPU time per pass of
+// two with AVX-512 at one thread (quartiles 1.19-1.28x) and 1/1.19 at two
+// (1.18-1.22x), with AVX2 1/1.21 (1.15-1.25x) and 1/1.21 (1.15-1.26x):
+// 28.7 GB of weights per CPU second at one thread, 30.6 per thread at two
+// (AVX-512). Tried and dropped there, interleaved in rounds, as speed
+// against the two-stream 1 KiB kernels (median per-round ratio, one
+// thread / two threads):
+//
+//	avx512, 2 streams, no prefetch        1.06 / 0.93
+//	        2 streams, 256 B, 512 B, 2 KiB ahead: no faster than 1 KiB
+//	        4 streams, no prefetch        1.15 / 1.10
+//	        4 streams, 768 B / 1.5 KiB / 2 KiB ahead: 0.93 / 0.98 / 0.97 of 1 KiB
+//	        4 streams, PREFETCHT1 / PREFETCHNTA 1 KiB: 0.87 / 0.99 of PREFETCHT0
+//	        8 streams (no prefetch, 1 KiB, 2 KiB): 1.09, 0.95, 0.96 (one thread)
+//	avx2,   2 streams, no prefetch        1.07 / 0.98
+//	        4 streams, 1 KiB ahead        1.10-1.21 / 1.10-1.13 (2 KiB: 1.02-1.07 / 1.01-1.05 of that)
+//
+// Two streams on Intel: on the Xeon the kernels were tuned on, 1 KiB
+// ahead beat the hardware prefetcher alone, and four streams gained
+// nothing once prefetched (int8's decoding kernels).
+var rows4Streams = !isIntel()
+
 // dotF16F32RowsAVX2 and dotF16F32RowsAVX512 take rows of whole groups of
-// 32 in one call; other lengths go one row at a time.
+// 32 in one call, four or two streams (rows4Streams); other lengths go one
+// row at a time.
 func dotF16F32RowsAVX2(w []byte, rowBytes int, x, out []float32) {
+	if rows4Streams {
+		quadsCall(dotF16F32Rows4Asm, dotF16F32RowsAsm, w, rowBytes, x, out)
+		return
+	}
 	rowsCall(dotF16F32RowsAsm, w, rowBytes, x, out)
 }
 
 func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
+	if rows4Streams {
+		quadsCall(dotF16F32Rows4Asm512, dotF16F32RowsAsm512, w, rowBytes, x, out)
+		return
+	}
 	rowsCall(dotF16F32RowsAsm512, w, rowBytes, x, out)
+}
+
+// rowsAsm is the signature of the decoding row kernels (ROWPAIRS,
+// dotF16F32Rows4Asm512): groups of rows far apart, group i the rows
+// i+k·far/rowBytes, results to out[i+k·farOut/4].
+type rowsAsm = func(w unsafe.Pointer, rowBytes, groups int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+// quadsCall runs a four-stream kernel on the quarters of the rows (row i
+// with rows i+q, i+2q, i+3q, q = len(out)/4) and pairs, as rowsCall, on
+// the last len(out)%4.
+func quadsCall(quad, pair rowsAsm, w []byte, rowBytes int, x, out []float32) {
+	n := len(x)
+	if n%32 != 0 {
+		dotF16F32RowsEach(w, rowBytes, x, out)
+		return
+	}
+	q := len(out) / 4
+	if q > 0 {
+		quad(unsafe.Pointer(&w[0]), rowBytes, q, unsafe.Pointer(&x[0]), n, unsafe.Pointer(&out[0]), q*rowBytes, 4*q)
+	}
+	if 4*q < len(out) {
+		rowsCall(pair, w[4*q*rowBytes:], rowBytes, x, out[4*q:])
+	}
 }
 
 // rowsCall runs a rows kernel on pairs of rows far apart: row i with row
 // i+len(out)/2, and a last odd row with itself.
-func rowsCall(asm func(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int), w []byte, rowBytes int, x, out []float32) {
+func rowsCall(asm rowsAsm, w []byte, rowBytes int, x, out []float32) {
 	n := len(x)
 	if n%32 != 0 {
 		dotF16F32RowsEach(w, rowBytes, x, out)
@@ -169,3 +228,11 @@ func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
 func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+//go:noescape
+func dotF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+//go:noescape
+func dotF16F32Rows4Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+func isIntel() bool

@@ -207,6 +207,123 @@ pairloop:                       \
 TEXT ·dotF16F32RowsAsm(SB), NOSPLIT, $0-64
 	ROWPAIRS(PAIR2)
 
+// FMA8X is FMA8 for the row at off(R)(R13*1), the activations at R12.
+#define FMA8X(off, R, T, A) \
+	VCVTPH2PS   off(R)(R13*1), T \
+	VFMADD231PS (2*off)(R12), T, A
+
+// PAIRBLOCK adds BX elements (a multiple of 32) of the rows at R and
+// R+R13, from the activations at DI on, to Y0..Y3 and Y12..Y15, advancing
+// R and leaving in R12 the activations' end. The weights are fetched 2 KiB
+// ahead (1.02-1.07x as fast as 1 KiB at one thread, 1.01-1.05x at two).
+#define PAIRBLOCK(R, lbl) \
+	MOVQ DI, R12                     \
+lbl:                                 \
+	PREFETCHT0 2048(R)               \
+	PREFETCHT0 2048(R)(R13*1)        \
+	VCVTPH2PS   (R), Y4              \
+	VFMADD231PS (R12), Y4, Y0        \
+	VCVTPH2PS   16(R), Y5            \
+	VFMADD231PS 32(R12), Y5, Y1      \
+	VCVTPH2PS   32(R), Y6            \
+	VFMADD231PS 64(R12), Y6, Y2      \
+	VCVTPH2PS   48(R), Y7            \
+	VFMADD231PS 96(R12), Y7, Y3      \
+	FMA8X(0, R, Y8, Y12)             \
+	FMA8X(16, R, Y9, Y13)            \
+	FMA8X(32, R, Y10, Y14)           \
+	FMA8X(48, R, Y11, Y15)           \
+	ADDQ $64, R                      \
+	ADDQ $128, R12                   \
+	SUBQ $32, BX                     \
+	JNZ  lbl
+
+// SAVE8 and LOAD8 spill and restore a pair's partial sums (Y0..Y3,
+// Y12..Y15) at off(SP).
+#define SAVE8(off) \
+	VMOVUPS Y0, (off)(SP)       \
+	VMOVUPS Y1, (off+32)(SP)    \
+	VMOVUPS Y2, (off+64)(SP)    \
+	VMOVUPS Y3, (off+96)(SP)    \
+	VMOVUPS Y12, (off+128)(SP)  \
+	VMOVUPS Y13, (off+160)(SP)  \
+	VMOVUPS Y14, (off+192)(SP)  \
+	VMOVUPS Y15, (off+224)(SP)
+
+#define LOAD8(off) \
+	VMOVUPS (off)(SP), Y0       \
+	VMOVUPS (off+32)(SP), Y1    \
+	VMOVUPS (off+64)(SP), Y2    \
+	VMOVUPS (off+96)(SP), Y3    \
+	VMOVUPS (off+128)(SP), Y12  \
+	VMOVUPS (off+160)(SP), Y13  \
+	VMOVUPS (off+192)(SP), Y14  \
+	VMOVUPS (off+224)(SP), Y15
+
+// SUM2 stores the results of the pair in Y0..Y3 and Y12..Y15 at D and
+// D+R14.
+#define SUM2(D) \
+	REDUCE              \
+	VMOVSS  X0, (D)     \
+	VMOVAPS Y12, Y0     \
+	VMOVAPS Y13, Y1     \
+	VMOVAPS Y14, Y2     \
+	VMOVAPS Y15, Y3     \
+	REDUCE              \
+	VMOVSS  X0, (D)(R14*1)
+
+// func dotF16F32Rows4Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+//
+// dotF16F32Rows4Asm512 in ymm registers, which hold two rows' partial
+// sums (Y0..Y3, Y12..Y15) but not four: the pair of rows at SI, SI+far
+// and the pair at DX = SI+2·far, DX+far take turns, 256 elements (512
+// bytes of each row) at a time, the other pair's sums kept on the stack.
+// Each row's sums still take its products in PAIR2's order: the same
+// bits. Blocks of 128 or 512 elements were no faster (0.98x, 1.0x).
+TEXT ·dotF16F32Rows4Asm(SB), NOSPLIT, $512-64
+	MOVQ w+0(FP), R8
+	MOVQ rowBytes+8(FP), R9
+	MOVQ quads+16(FP), R10
+	MOVQ out+40(FP), AX
+	MOVQ far+48(FP), R13
+	MOVQ farOut+56(FP), R14
+
+quad:
+	MOVQ R8, SI
+	LEAQ (R8)(R13*2), DX
+	MOVQ x+24(FP), DI
+	MOVQ n32+32(FP), CX
+	ZEROY4(Y0, Y1, Y2, Y3)
+	ZEROY4(Y12, Y13, Y14, Y15)
+	SAVE8(256)
+
+block:
+	MOVQ    $256, R11
+	CMPQ    CX, R11
+	CMOVQLT CX, R11
+	MOVQ    R11, BX
+	PAIRBLOCK(SI, first)
+	SAVE8(0)
+	LOAD8(256)
+	MOVQ    R11, BX
+	PAIRBLOCK(DX, second)
+	SAVE8(256)
+	LOAD8(0)
+	MOVQ    R12, DI
+	SUBQ    R11, CX
+	JNZ     block
+
+	SUM2(AX)
+	LOAD8(256)
+	LEAQ (AX)(R14*2), BX
+	SUM2(BX)
+	ADDQ $4, AX
+	ADDQ R9, R8
+	DECQ R10
+	JNZ  quad
+	VZEROUPPER
+	RET
+
 // func dotF32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 TEXT ·dotF32Asm(SB), NOSPLIT, $0-44
 	DOT(LOADF32, LOADF32, 4, 4)
@@ -233,3 +350,23 @@ TEXT ·scaleAsm(SB), NOSPLIT, $0-24
 	MOVQ         x+8(FP), SI
 	MOVQ         n+16(FP), CX
 	STREAM(SCALEOP)
+
+// func isIntel() bool
+//
+// Reports whether CPUID's vendor string is GenuineIntel (as int8's
+// isIntel: x/sys/cpu does not report the vendor).
+TEXT ·isIntel(SB), NOSPLIT, $0-1
+	XORL AX, AX
+	CPUID
+	CMPL BX, $0x756e6547 // "Genu"
+	JNE  other
+	CMPL DX, $0x49656e69 // "ineI"
+	JNE  other
+	CMPL CX, $0x6c65746e // "ntel"
+	JNE  other
+	MOVB $1, ret+0(FP)
+	RET
+
+other:
+	MOVB $0, ret+0(FP)
+	RET

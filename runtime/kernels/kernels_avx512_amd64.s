@@ -139,6 +139,85 @@ z1reduce:
 TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-64
 	ROWPAIRS(PAIR512)
 
+// SUMZ stores at D the result of the row whose partial sums are in A, B
+// (l[0..15], l[16..31]).
+#define SUMZ(A, B, D) \
+	VMOVAPS A, Z0 \
+	VMOVAPS B, Z1 \
+	SPLIT         \
+	REDUCE        \
+	VMOVSS  X0, D
+
+// func dotF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+//
+// dotF16F32RowsAsm512 on four rows far apart at a time (the quarters of a
+// call's rows, four memory streams): for i < quads, rows i+k·far/rowBytes
+// of w (rowBytes apart) for k < 4, results to out[i+k·farOut/4]. Each row
+// has its own partial sums (Z16..Z23), fed in PAIR512's order, so the
+// results are its bits. The weights are fetched 1 KiB ahead: on the EPYC
+// (Zen 5) this read the mapped 700M F16 file's rows 1.15-1.22x as fast as
+// two streams per CPU second at one and two threads (see rows4Streams).
+TEXT ·dotF16F32Rows4Asm512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R8
+	MOVQ rowBytes+8(FP), R9
+	MOVQ quads+16(FP), R10
+	MOVQ x+24(FP), R11
+	MOVQ n32+32(FP), R12
+	MOVQ out+40(FP), AX
+	MOVQ far+48(FP), R13
+	MOVQ farOut+56(FP), R14
+	LEAQ (AX)(R14*2), BX
+
+quad:
+	// Rows at SI, SI+R13, DX = SI+2·R13 and DX+R13.
+	MOVQ   R8, SI
+	LEAQ   (R8)(R13*2), DX
+	MOVQ   R11, DI
+	MOVQ   R12, CX
+	ZEROZ4(Z16, Z17, Z18, Z19)
+	ZEROZ4(Z20, Z21, Z22, Z23)
+
+quadloop:
+	PREFETCHT0  1024(SI)
+	PREFETCHT0  1024(SI)(R13*1)
+	PREFETCHT0  1024(DX)
+	PREFETCHT0  1024(DX)(R13*1)
+	VMOVUPS     (DI), Z8
+	VMOVUPS     64(DI), Z9
+	VCVTPH2PS   (SI), Z0
+	VCVTPH2PS   32(SI), Z1
+	VCVTPH2PS   (SI)(R13*1), Z2
+	VCVTPH2PS   32(SI)(R13*1), Z3
+	VCVTPH2PS   (DX), Z4
+	VCVTPH2PS   32(DX), Z5
+	VCVTPH2PS   (DX)(R13*1), Z6
+	VCVTPH2PS   32(DX)(R13*1), Z7
+	VFMADD231PS Z8, Z0, Z16
+	VFMADD231PS Z9, Z1, Z17
+	VFMADD231PS Z8, Z2, Z18
+	VFMADD231PS Z9, Z3, Z19
+	VFMADD231PS Z8, Z4, Z20
+	VFMADD231PS Z9, Z5, Z21
+	VFMADD231PS Z8, Z6, Z22
+	VFMADD231PS Z9, Z7, Z23
+	ADDQ        $64, SI
+	ADDQ        $64, DX
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JNZ         quadloop
+
+	SUMZ(Z16, Z17, (AX))
+	SUMZ(Z18, Z19, (AX)(R14*1))
+	SUMZ(Z20, Z21, (BX))
+	SUMZ(Z22, Z23, (BX)(R14*1))
+	ADDQ $4, AX
+	ADDQ $4, BX
+	ADDQ R9, R8
+	DECQ R10
+	JNZ  quad
+	VZEROUPPER
+	RET
+
 // func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 //
 // dotF16F32x2Asm in zmm registers: row 0's partial sums in Z0, Z1, row 1's

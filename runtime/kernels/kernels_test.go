@@ -254,34 +254,48 @@ func checkF16F32(t *testing.T, w, x []uint16) {
 	checkF16F32Rows(t, w, xf)
 }
 
-// checkF16F32Rows holds the rows kernels (selected and each set's) to the
-// Go twin on three rows cut from w, of a whole number of groups of 32 so
-// that the assembly takes them (a pair far apart and an odd last row).
+// checkF16F32Rows holds the rows kernels (selected, each set's and each
+// set's two- and four-stream forms) to the Go twin on 3 to 11 rows cut
+// from w, of a whole number of groups of 32 so that the assembly takes
+// them (pairs or quads far apart and the rows left over).
 func checkF16F32Rows(t *testing.T, w []uint16, xf []float32) {
 	t.Helper()
-	rb := 2 * (len(xf) / 3)
-	q := len(xf) / 3 &^ 31
-	if q == 0 {
-		return
-	}
 	wb := make([]byte, 2*len(w))
 	for i, h := range w {
 		binary.LittleEndian.PutUint16(wb[2*i:], h)
 	}
-	impls := []func(w []byte, rowBytes int, x, out []float32){DotF16F32Rows}
+	impls := []rowsKernel{{"selected", DotF16F32Rows}}
 	for _, k := range f16F32Kernels {
-		impls = append(impls, k.rows)
+		impls = append(impls, rowsKernel{k.name, k.rows})
 	}
-	out := make([]float32, 3)
-	for i, rows := range impls {
-		rows(wb, rb, xf[:q], out)
-		for r, got := range out {
-			if want := dotF16F32Go(u16View(wb[r*rb:], q), xf[:q]); !blocks.SameFloat(got, want) {
-				t.Fatalf("F16F32Rows impl %d n=%d row %d: %v, Go %v", i, q, r, got, want)
+	impls = append(impls, f16F32Rows...)
+	for _, m := range []int{3, 4, 5, 7, 8, 11} {
+		rb := 2 * (len(xf) / m)
+		q := len(xf) / m &^ 31
+		if q == 0 {
+			return
+		}
+		out := make([]float32, m)
+		for _, k := range impls {
+			k.rows(wb, rb, xf[:q], out)
+			for r, got := range out {
+				if want := dotF16F32Go(u16View(wb[r*rb:], q), xf[:q]); !blocks.SameFloat(got, want) {
+					t.Fatalf("F16F32Rows %s n=%d rows=%d row %d: %v, Go %v", k.name, q, m, r, got, want)
+				}
 			}
 		}
 	}
 }
+
+// rowsKernel is a DotF16F32Rows kernel.
+type rowsKernel struct {
+	name string
+	rows func(w []byte, rowBytes int, x, out []float32)
+}
+
+// f16F32Rows are the DotF16F32Rows kernels of every set this CPU runs in
+// each of their forms (two and four streams), each held to the Go twin.
+var f16F32Rows []rowsKernel
 
 // f16F32Kernels are the DotF16F32 kernels this CPU runs besides the
 // selected ones (the AVX2 fallback where AVX-512 is selected), each held
