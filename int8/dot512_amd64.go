@@ -48,11 +48,14 @@ func (q *q8Prep) set(x []byte, nb int) {
 // apart (the quarters of the rows, two rows of each per call, as the
 // memory-read probe reads) read level with two (GB per CPU second,
 // 2048-row calls, interleaved, load 3-4: 27.2 and 26.7 against 26.4 and
-// 26.5 at one thread, 53.1 and 50.9 against 52.2 and 51.6 at two);
-// plain reads of those pages were level too (four streams 28.5-33.1,
-// two 28.5-32.9 at one thread). The kernel reads 87-89% of such a plain
-// read; a copy that only loads what it loads read 92-95%, one without
-// the block reduction and scales ~1-3% faster than the kernel.
+// 26.5 at one thread, 53.1 and 50.9 against 52.2 and 51.6 at two; in
+// quieter rounds per-round ratio medians 1.01-1.04 at one thread and
+// 1.00-1.01 at two; with 1 KiB prefetch 0.96-0.99, and 1.10 only while
+// another process streamed the same file), and plain reads of those
+// pages were level too (four streams 28.5-33.1, two 28.5-32.9 at one
+// thread). The kernel reads 87-89% of such a plain read; a copy that
+// only loads what it loads read 92-95%, one without the block reduction
+// and scales ~1-3% faster than the kernel.
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
