@@ -18,9 +18,6 @@ func init() {
 		dotQ8_0 = dotQ8_0AVX2
 		dotQ8_0Sym = dotQ8_0SymAVX2
 		dotQ8_0SymRows = dotQ8_0SymRowsAVX2
-		if rows4Streams {
-			dotQ8_0SymRows = dotQ8_0SymRowsAVX2x4
-		}
 		quantizeQ8_0 = quantizeQ8_0AVX2
 		mulQ8_0 = mulQ8_0AVX2
 		kernelSet = "avx2"
@@ -82,12 +79,22 @@ var rowsPrefetch = func() int {
 // a quarter slower from memory). On the EPYC Zen 5 (session 10, 2048-row
 // calls, interleaved, load 3) the older two rows per call read 11%
 // slower at two threads (39.4 against 44.3 GB per CPU second) and 7% at
-// one (19.1 against 20.5). It runs on Intel; elsewhere
-// dotQ8_0SymRowsAVX2x4 (rows4Streams).
+// one (19.1 against 20.5). Four streams far apart (the quarters of the
+// rows, two rows of each per call) depended on the machine's state there
+// (per-round ratio medians against this kernel, 2048-row calls): 1.06-1.10
+// at one thread and 1.04-1.16 at two in one stretch, 0.82-0.89 and
+// 0.93-1.02 in another (other VMs' traffic, lower bandwidth), 1.03 and
+// 0.94-1.03 idle; with 1 KiB prefetch 0.94-1.05 and 0.98-1.07 in all
+// three: not worth a second kernel.
 func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := symPrepPool.Get().(*symPrep)
 	defer symPrepPool.Put(q)
-	stride := q.set(x, nb)
+	q.xs = slices.Grow(q.xs[:0], nb)[:nb]
+	for b := range nb {
+		q.xs[b] = f16At(x[b*BlockBytesQ8_0:])
+	}
+	var stride int
+	q.t, stride = rowTerms(q.t, nb)
 	px, xs, t := unsafe.Pointer(&x[0]), unsafe.Pointer(&q.xs[0]), unsafe.Pointer(&q.t[0])
 	h := len(out) / 2 &^ 3
 	for r := 0; r < h; r += 4 {
@@ -98,21 +105,9 @@ func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32)
 	}
 }
 
-// symPrep is the AVX2 row kernels' scratch: the activation scales as
+// symPrep is dotQ8_0SymRowsAVX2's scratch: the activation scales as
 // float32 and the terms of eight rows.
 type symPrep struct{ xs, t []float32 }
-
-// set fills q for the activation row x of nb blocks and returns the
-// terms' stride (rowTerms).
-func (q *symPrep) set(x []byte, nb int) int {
-	q.xs = slices.Grow(q.xs[:0], nb)[:nb]
-	for b := range nb {
-		q.xs[b] = f16At(x[b*BlockBytesQ8_0:])
-	}
-	var stride int
-	q.t, stride = rowTerms(q.t, nb)
-	return stride
-}
 
 var symPrepPool = sync.Pool{New: func() any { return new(symPrep) }}
 
@@ -130,38 +125,6 @@ func rowTerms(t []float32, nb int) ([]float32, int) {
 
 //go:noescape
 func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
-
-// rows4Streams selects dotQ8_0SymRowsAVX2x4 over dotQ8_0SymRowsAVX2
-// where AVX-512 is off: everywhere but on Intel (two streams prefetched
-// there, see rowsPrefetch).
-var rows4Streams = !isIntel()
-
-// dotQ8_0SymRowsAVX2x4 reads the rows as four streams far apart, the
-// quarters of the rows, two rows of each per call side by side
-// (dotRows4SymAsm), the last rows (fewer than eight) one by one. On the
-// EPYC Zen 5 (session 10; the mapped 700M Q8_0 file in 2048- and
-// 5632-row calls, interleaved rounds, load 1-2, per-round ratio medians
-// against dotQ8_0SymRowsAVX2) it read 1.06-1.10x the weights per CPU
-// second at one thread (26.6 -> 28.4-29.1 GB) and 1.04-1.16x at two
-// (47.3 -> 54.7, 51.6 -> 53.7), level in cache; with 1 KiB prefetch the
-// two-stream kernel read 0.92x at one thread and 0.99x at two. The
-// AVX-512 kernel gained less from four streams (see dotQ8_0RowsAVX512).
-func dotQ8_0SymRowsAVX2x4(w []byte, rowBytes int, x []byte, nb int, out []float32) {
-	q := symPrepPool.Get().(*symPrep)
-	defer symPrepPool.Put(q)
-	stride := q.set(x, nb)
-	px, xs, t := unsafe.Pointer(&x[0]), unsafe.Pointer(&q.xs[0]), unsafe.Pointer(&q.t[0])
-	h := len(out) / 4 &^ 1
-	for r := 0; r < h; r += 2 {
-		dotRows4SymAsm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, px, xs, nb, unsafe.Pointer(&out[r]), 4*h, t, 4*stride)
-	}
-	for r := 4 * h; r < len(out); r++ {
-		out[r] = dotQ8_0SymAsm(unsafe.Pointer(&w[r*rowBytes]), px, nb)
-	}
-}
-
-//go:noescape
-func dotRows4SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out unsafe.Pointer, outFar int, t unsafe.Pointer, tStride int)
 
 func isIntel() bool
 

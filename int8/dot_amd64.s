@@ -236,59 +236,6 @@ symdone:
 	VMULPS         Y9, Y8, Y8        \
 	VMULPS         Y8, Y1, Y1
 
-// PAIRTERMS4FAR is PAIRTERMS4 for the rows R14 bytes past SI and DX.
-#define PAIRTERMS4FAR \
-	VMOVDQU        2(DI), Y14         \
-	ROWSYM(2(SI)(R14*1), Y0)          \
-	ROWSYM(2(DX)(R14*1), Y4)          \
-	VMOVDQU        36(DI), Y14        \
-	ROWSYM(36(SI)(R14*1), Y1)         \
-	ROWSYM(36(DX)(R14*1), Y5)         \
-	VMOVDQU        70(DI), Y14        \
-	ROWSYM(70(SI)(R14*1), Y2)         \
-	ROWSYM(70(DX)(R14*1), Y6)         \
-	VMOVDQU        104(DI), Y14       \
-	ROWSYM(104(SI)(R14*1), Y3)        \
-	ROWSYM(104(DX)(R14*1), Y7)        \
-	VPUNPCKLDQ     Y1, Y0, Y8         \
-	VPUNPCKHDQ     Y1, Y0, Y9         \
-	VPADDD         Y9, Y8, Y0         \
-	VPUNPCKLDQ     Y3, Y2, Y8         \
-	VPUNPCKHDQ     Y3, Y2, Y9         \
-	VPADDD         Y9, Y8, Y2         \
-	VPUNPCKLDQ     Y5, Y4, Y8         \
-	VPUNPCKHDQ     Y5, Y4, Y9         \
-	VPADDD         Y9, Y8, Y4         \
-	VPUNPCKLDQ     Y7, Y6, Y8         \
-	VPUNPCKHDQ     Y7, Y6, Y9         \
-	VPADDD         Y9, Y8, Y6         \
-	VPUNPCKLQDQ    Y2, Y0, Y8         \
-	VPUNPCKHQDQ    Y2, Y0, Y9         \
-	VPADDD         Y9, Y8, Y0         \
-	VPUNPCKLQDQ    Y6, Y4, Y8         \
-	VPUNPCKHQDQ    Y6, Y4, Y9         \
-	VPADDD         Y9, Y8, Y4         \
-	VPERM2I128     $0x20, Y4, Y0, Y1  \
-	VPERM2I128     $0x31, Y4, Y0, Y2  \
-	VPADDD         Y2, Y1, Y1         \
-	VCVTDQ2PS      Y1, Y1             \
-	MOVL           32(SI)(R14*1), AX  \
-	MOVW           (SI)(R14*1), AX    \
-	VMOVD          AX, X8             \
-	MOVL           100(SI)(R14*1), AX \
-	MOVW           68(SI)(R14*1), AX  \
-	VPINSRD        $1, AX, X8, X8     \
-	MOVL           32(DX)(R14*1), AX  \
-	MOVW           (DX)(R14*1), AX    \
-	VPINSRD        $2, AX, X8, X8     \
-	MOVL           100(DX)(R14*1), AX \
-	MOVW           68(DX)(R14*1), AX  \
-	VPINSRD        $3, AX, X8, X8     \
-	VCVTPH2PS      X8, Y8             \
-	VBROADCASTF128 (BX), Y9           \
-	VMULPS         Y9, Y8, Y8         \
-	VMULPS         Y8, Y1, Y1
-
 // TERM1SYM sets X0 to the term of the one block at BASE (the tail of a
 // row), the activation codes in Y14 and their scale at BX.
 #define TERM1SYM(BASE) \
@@ -377,76 +324,6 @@ pairone:
 pairnext:
 	ROWPAIRNEXT(rowBytes+16(FP), pair)
 	SUMSTOREPAIR(t+64(FP), out+48(FP), outFar+56(FP))
-
-// func dotRows4SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out unsafe.Pointer, outFar int, t unsafe.Pointer, tStride int)
-//
-// dotRows2SymAsm for two rows at each of w, w+far, w+2·far and w+3·far,
-// read as four streams, row i of each side by side; row i of set s has
-// its terms in row 2s+i of t and its product at out+s·outFar+4i.
-TEXT ·dotRows4SymAsm(SB), NOSPLIT, $0-80
-	MOVQ    w+0(FP), R11
-	MOVQ    nb+40(FP), R13
-	MOVQ    t+64(FP), R8
-	MOVQ    tStride+72(FP), R12
-	LEAQ    (R12)(R12*2), R9 // (R8)(R9*2): row 6 of t
-	MOVQ    far+8(FP), R14
-	SHLQ    $1, R14          // from sets 0 and 1 to sets 2 and 3
-	MOVQ    $2, R10
-	VMOVDQU q8ones16<>(SB), Y15
-
-quad:
-	MOVQ R11, SI
-	MOVQ R11, DX
-	ADDQ far+8(FP), DX
-	MOVQ x+24(FP), DI
-	MOVQ xs+32(FP), BX
-	MOVQ R13, CX
-	SHRQ $2, CX
-	JZ   quadtail
-
-quadgroup:
-	PAIRTERMS4
-	VMOVUPS      X1, (R8)
-	VEXTRACTF128 $1, Y1, (R8)(R12*2)
-	PAIRTERMS4FAR
-	VMOVUPS      X1, (R8)(R12*4)
-	VEXTRACTF128 $1, Y1, (R8)(R9*2)
-	ADDQ         $136, SI
-	ADDQ         $136, DX
-	ADDQ         $136, DI
-	ADDQ         $16, BX
-	ADDQ         $16, R8
-	DECQ         CX
-	JNZ          quadgroup
-
-quadtail:
-	MOVQ R13, CX
-	ANDQ $3, CX
-	JZ   quadnext
-
-quadone:
-	VMOVDQU 2(DI), Y14
-	TERM1SYM(SI)
-	VMOVSS  X0, (R8)
-	TERM1SYM(DX)
-	VMOVSS  X0, (R8)(R12*2)
-	LEAQ    (SI)(R14*1), AX
-	TERM1SYM(AX)
-	VMOVSS  X0, (R8)(R12*4)
-	LEAQ    (DX)(R14*1), AX
-	TERM1SYM(AX)
-	VMOVSS  X0, (R8)(R9*2)
-	ADDQ    $34, SI
-	ADDQ    $34, DX
-	ADDQ    $34, DI
-	ADDQ    $4, BX
-	ADDQ    $4, R8
-	DECQ    CX
-	JNZ     quadone
-
-quadnext:
-	ROWPAIRNEXT(rowBytes+16(FP), quad)
-	SUMSTORE4(t+64(FP), out+48(FP), outFar+56(FP))
 
 // func isIntel() bool
 //

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -212,7 +211,7 @@ func TestDotQ8_0SymRows(t *testing.T) {
 func TestRowKernelsMatchGo(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for iter := range 400 {
-		nb, rows := 1+iter%27, 1+iter%37
+		nb, rows := 1+iter%27, 1+iter%19
 		if iter%50 == 0 {
 			nb = 176 // a 5632-element row
 		}
@@ -231,8 +230,8 @@ func TestRowKernelsMatchGo(t *testing.T) {
 func checkRowKernels(t *testing.T, w []byte, rb, rows int, x []byte, nb int) {
 	t.Helper()
 	for set, f := range rowsImpls() {
-		if strings.HasPrefix(set, "avx2") && !SymmetricQ8_0(x) {
-			continue // the AVX2 row kernels take symmetric activations only
+		if set == "avx2" && !SymmetricQ8_0(x) {
+			continue // the AVX2 row kernel takes symmetric activations only
 		}
 		out := make([]float32, rows)
 		f(w, rb, x, nb, out)

@@ -8,7 +8,6 @@ func rowsImpls() map[string]func(w []byte, rowBytes int, x []byte, nb int, out [
 	m := map[string]func(w []byte, rowBytes int, x []byte, nb int, out []float32){"go": rowsGo}
 	if hasAVX2 {
 		m["avx2"] = dotQ8_0SymRowsAVX2
-		m["avx2x4"] = dotQ8_0SymRowsAVX2x4
 	}
 	if hasAVX512 {
 		m["avx512"] = dotQ8_0RowsAVX512

@@ -152,18 +152,3 @@ sum:                             \
 	VMOVUPS      X0, (DI)        \
 	VZEROUPPER                   \
 	RET
-
-// SUMSTORE4 sums the terms at TBASE (SUMTERMS) and returns, storing
-// lanes 2s and 2s+1 (rows 0 and 1 of set s) at OUT + s·OUTFAR bytes.
-#define SUMSTORE4(TBASE, OUT, OUTFAR) \
-	SUMTERMS(TBASE)              \
-	MOVQ         OUT, DI         \
-	MOVQ         OUTFAR, SI      \
-	VMOVQ        X15, (DI)       \
-	VMOVHPS      X15, (DI)(SI*1) \
-	VEXTRACTF128 $1, Y15, X0     \
-	VMOVQ        X0, (DI)(SI*2)  \
-	LEAQ         (DI)(SI*2), DI  \
-	VMOVHPS      X0, (DI)(SI*1)  \
-	VZEROUPPER                   \
-	RET
