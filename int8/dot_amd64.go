@@ -83,9 +83,9 @@ var rowsPrefetch = func() int {
 // rows, two rows of each per call) depended on the machine's state there
 // (per-round ratio medians against this kernel, 2048-row calls): 1.06-1.10
 // at one thread and 1.04-1.16 at two in one stretch, 0.82-0.89 and
-// 0.93-1.02 in another (other VMs' traffic, lower bandwidth), 1.03 and
-// 0.94-1.03 idle; with 1 KiB prefetch 0.94-1.05 and 0.98-1.07 in all
-// three: not worth a second kernel.
+// 0.93-1.02 in another (less bandwidth, nothing else running in the VM),
+// 1.03 and 0.94-1.03 idle; with 1 KiB prefetch 0.94-1.05 and 0.98-1.07
+// in all three: not worth a second kernel.
 func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := symPrepPool.Get().(*symPrep)
 	defer symPrepPool.Put(q)
