@@ -13,9 +13,11 @@ import (
 type scratch struct {
 	x                                []float32 // forward's residual stream
 	xn, q, gate, att, proj, ffa, ffb []float32
-	z, ba, bb, conv                  []float32
+	z, ba, bb, conv, delta           []float32
 	cos, sin                         []float32
 	in, mid                          acts
+	attn                             attnTask // attention's split (see rangeTask)
+	gdn                              gdnTask  // a DeltaNet token's split
 }
 
 func grow(b *[]float32, n int) []float32 {
@@ -266,20 +268,10 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	// Units are (block of attnTokens tokens, KV head): each reads its KV
 	// head's cache rows once for all its query heads.
 	blocks := (t + attnTokens - 1) / attnTokens
-	e.parallel(blocks*nkv, t*nh*n*d, func(lo, hi int) {
-		w := attnPool.Get().(*attnWork)
-		for u := lo; u < hi; u++ {
-			b, g := u/nkv, u%nkv
-			i0 := b * attnTokens
-			i1 := min(i0+attnTokens, t)
-			if e.kvF16 {
-				flashBlock(w, qs, ls.k, ls.v, att, i0, i1, g, nh, group, d, kvDim, past, mask, scale)
-			} else {
-				attendBlock(w, qs, ls.k, ls.v, att, i0, i1, g, nh, group, d, kvDim, past, mask, scale)
-			}
-		}
-		attnPool.Put(w)
-	})
+	sc.attn = attnTask{qs: qs, k: ls.k, v: ls.v, att: att, mask: mask, t: t, nh: nh, nkv: nkv, group: group,
+		d: d, kvDim: kvDim, past: past, scale: scale, f16: e.kvF16}
+	e.parallel(blocks*nkv, t*nh*n*d, &sc.attn)
+	sc.attn = attnTask{}
 	if gate != nil {
 		for i := range att {
 			att[i] *= sigmoid(gate[i])
@@ -287,6 +279,31 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	}
 	sc.mid.reset(att, t, nh*d)
 	return e.matmul(l.wo, &sc.mid, grow(&sc.proj, t*c.Hidden))
+}
+
+// attnTask is attention's split over units (block of attnTokens tokens,
+// KV head), held in the State's scratch (see rangeTask).
+type attnTask struct {
+	qs, k, v, att                     []float32
+	mask                              []bool
+	t, nh, nkv, group, d, kvDim, past int
+	scale                             float32
+	f16                               bool
+}
+
+func (a *attnTask) run(lo, hi int) {
+	w := attnPool.Get().(*attnWork)
+	for u := lo; u < hi; u++ {
+		b, g := u/a.nkv, u%a.nkv
+		i0 := b * attnTokens
+		i1 := min(i0+attnTokens, a.t)
+		if a.f16 {
+			flashBlock(w, a.qs, a.k, a.v, a.att, i0, i1, g, a.nh, a.group, a.d, a.kvDim, a.past, a.mask, a.scale)
+		} else {
+			attendBlock(w, a.qs, a.k, a.v, a.att, i0, i1, g, a.nh, a.group, a.d, a.kvDim, a.past, a.mask, a.scale)
+		}
+	}
+	attnPool.Put(w)
 }
 
 // roundF16 rounds x to binary16 values in place.
@@ -403,32 +420,50 @@ func (s *State) deltaNet(li int, t int) error {
 		}
 		zt := z[i*valueDim : (i+1)*valueDim]
 		// Value heads are independent: split them over the threads.
-		e.parallel(hv, 3*hv*dk*dv, func(lo, hi int) {
-			for h := lo; h < hi; h++ {
-				kh := h / r
-				if c.SSMTiledHeads {
-					kh = h % hk
-				}
-				q, k := qv[kh*dk:(kh+1)*dk], kv[kh*dk:(kh+1)*dk]
-				vh := vv[h*dv : (h+1)*dv]
-				b := sigmoid(beta[i*hv+h])
-				a := expf(softplus(alpha[i*hv+h]+l.ssmDt[h]) * l.ssmA[h])
-				st := ls.ssm[h*dk*dv : (h+1)*dk*dv]
-				o := y[i*valueDim+h*dv : i*valueDim+(h+1)*dv]
-				deltaRule(st, q, k, vh, o, a, b, dk, dv)
-				// Gated RMS norm: (norm(o) ⊙ w) ⊙ silu(z).
-				rmsNorm(o, o, l.ssmNorm, c.RMSEps)
-				zh := zt[h*dv : (h+1)*dv]
-				for j := range o {
-					o[j] *= silu(zh[j])
-				}
-			}
-		})
+		sc.gdn = gdnTask{cfg: c, l: l, ls: ls, qv: qv, kv: kv, vv: vv, z: zt,
+			beta: beta[i*hv : (i+1)*hv], alpha: alpha[i*hv : (i+1)*hv],
+			y: y[i*valueDim : (i+1)*valueDim], m: grow(&sc.delta, hv*dv)}
+		e.parallel(hv, 3*hv*dk*dv, &sc.gdn)
+		sc.gdn = gdnTask{}
 		ls.n++
 		ls.pushSnap(s.rollback)
 	}
 	sc.mid.reset(y, t, valueDim)
 	return e.matmul(l.wssmOut, &sc.mid, grow(&sc.proj, t*c.Hidden))
+}
+
+// gdnTask is one token's DeltaNet recurrence split over value heads,
+// held in the State's scratch (see rangeTask).
+type gdnTask struct {
+	cfg                              *model.Config
+	l                                *layer
+	ls                               *layerState
+	qv, kv, vv, z, beta, alpha, y, m []float32 // this token's rows; m: deltaRule's scratch, Dv per head
+}
+
+func (g *gdnTask) run(lo, hi int) {
+	c := g.cfg
+	hk, hv, dk, dv := c.SSMKeyHeads, c.SSMValueHeads, c.SSMKeyDim, c.SSMValueDim
+	r := hv / hk
+	for h := lo; h < hi; h++ {
+		kh := h / r
+		if c.SSMTiledHeads {
+			kh = h % hk
+		}
+		q, k := g.qv[kh*dk:(kh+1)*dk], g.kv[kh*dk:(kh+1)*dk]
+		vh := g.vv[h*dv : (h+1)*dv]
+		b := sigmoid(g.beta[h])
+		a := expf(softplus(g.alpha[h]+g.l.ssmDt[h]) * g.l.ssmA[h])
+		st := g.ls.ssm[h*dk*dv : (h+1)*dk*dv]
+		o := g.y[h*dv : (h+1)*dv]
+		deltaRule(st, q, k, vh, o, g.m[h*dv:(h+1)*dv], a, b, dk, dv)
+		// Gated RMS norm: (norm(o) ⊙ w) ⊙ silu(z).
+		rmsNorm(o, o, g.l.ssmNorm, c.RMSEps)
+		zh := g.z[h*dv : (h+1)*dv]
+		for j := range o {
+			o[j] *= silu(zh[j])
+		}
+	}
 }
 
 // deltaRule advances one value head's state S [Dk][Dv] by one token and
@@ -437,15 +472,9 @@ func (s *State) deltaNet(li int, t int) error {
 //	S ← αS;  m = Sᵀk;  δ = β(v − m);  S += k δᵀ;  o = Sᵀq
 //
 // Every sum runs over the key index i in increasing order; products are
-// rounded before they are added (kernels.Axpy).
-func deltaRule(st, q, k, v, o []float32, alpha, beta float32, dk, dv int) {
-	var buf [256]float32
-	m := buf[:0]
-	if dv <= len(buf) {
-		m = buf[:dv]
-	} else {
-		m = make([]float32, dv)
-	}
+// rounded before they are added (kernels.Axpy). m (len dv) is scratch.
+func deltaRule(st, q, k, v, o, m []float32, alpha, beta float32, dk, dv int) {
+	clear(m)
 	for i := 0; i < dk; i++ {
 		row := st[i*dv : (i+1)*dv]
 		kernels.Scale(alpha, row)

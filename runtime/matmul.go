@@ -391,14 +391,20 @@ const decodeChunksPerWorker = 2
 // each is long compared with taking it.
 const matmulChunksPerWorker = 8
 
-// parallel calls f on contiguous ranges covering [0, n) on up to Threads
-// goroutines, or once on [0, n) when work (about the number of
+// rangeTask is work that parallel splits: run(lo, hi) handles the indices
+// [lo, hi). Callers keep their task in a State's scratch or a pool and
+// pass a pointer, so that, unlike a closure over the call's variables, it
+// costs no allocation per call.
+type rangeTask interface{ run(lo, hi int) }
+
+// parallel calls f.run on contiguous ranges covering [0, n) on up to
+// Threads goroutines, or once on [0, n) when work (about the number of
 // multiply-adds) is too small to pay for the hand-off. Callers make each
 // index's result independent of the range it falls in.
-func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
+func (e *Engine) parallel(n, work int, f rangeTask) {
 	workers := min(e.threads, n)
 	if workers <= 1 || work < e.minWork {
-		f(0, n)
+		f.run(0, n)
 		return
 	}
 	// Chunks from a shared counter, as in matmul: the caller starts at once
@@ -414,7 +420,7 @@ func (e *Engine) parallel(n, work int, f func(lo, hi int)) {
 // parallelJob is what the goroutines splitting a parallel call share,
 // pooled so that a decode step allocates none per call.
 type parallelJob struct {
-	f         func(lo, hi int)
+	f         rangeTask
 	n, chunks int
 	next      atomic.Int64
 	run       func(worker int) // do, bound once
@@ -432,7 +438,7 @@ func (j *parallelJob) do(int) {
 		if c >= j.chunks {
 			return
 		}
-		j.f(j.n*c/j.chunks, j.n*(c+1)/j.chunks)
+		j.f.run(j.n*c/j.chunks, j.n*(c+1)/j.chunks)
 	}
 }
 

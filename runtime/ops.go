@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"math"
+	"sync"
 
 	"github.com/qnnprep/qnnprep/runtime/kernels"
 )
@@ -100,9 +101,25 @@ func argmax(v []float32) int {
 // siluMul sets g = silu(g)·u, the SwiGLU gate, split over the threads for
 // a prompt (elementwise, so the split changes no bit).
 func (e *Engine) siluMul(g, u []float32) {
-	const chunk = 1024
-	n := (len(g) + chunk - 1) / chunk
-	e.parallel(n, 4*len(g), func(lo, hi int) {
-		kernels.SiluMul(g[lo*chunk:min(hi*chunk, len(g))], u[lo*chunk:])
-	})
+	n := (len(g) + siluChunk - 1) / siluChunk
+	if min(e.threads, n) <= 1 || 4*len(g) < e.minWork {
+		kernels.SiluMul(g, u) // decoding: not worth a hand-off
+		return
+	}
+	j := siluJobs.Get().(*siluJob)
+	j.g, j.u = g, u
+	e.parallel(n, 4*len(g), j)
+	j.g, j.u = nil, nil
+	siluJobs.Put(j)
+}
+
+const siluChunk = 1024
+
+// siluJob is one split siluMul call, pooled (see rangeTask).
+type siluJob struct{ g, u []float32 }
+
+var siluJobs = sync.Pool{New: func() any { return new(siluJob) }}
+
+func (j *siluJob) run(lo, hi int) {
+	kernels.SiluMul(j.g[lo*siluChunk:min(hi*siluChunk, len(j.g))], j.u[lo*siluChunk:])
 }
