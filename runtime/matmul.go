@@ -263,11 +263,14 @@ const maxFused = 3
 // splitMatmul runs prepared products over the threads.
 func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
 	workers := e.threads
+	work, rows := 0, 0
 	for _, w := range ws {
-		// Small matrices are not worth a goroutine hand-off.
-		if w.rows*w.cols < e.minWork || workers > w.rows {
-			workers = 1
-		}
+		work += w.rows * w.cols
+		rows = max(rows, w.rows)
+	}
+	if work < e.minWork || workers > rows {
+		// Small products are not worth a goroutine hand-off.
+		workers = 1
 	}
 	if workers == 1 {
 		for i, w := range ws {
@@ -286,14 +289,16 @@ func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
 	j.e, j.a, j.n = e, a, copy(j.ws[:], ws)
 	copy(j.outs[:], outs)
 	if a.t < panelTokens {
-		// Decoding: few, long chunks, each covering its part of every
-		// matrix. The row kernels read a call's rows as long streams, so
-		// small chunks shorten them and add a trip to the shared counter
-		// per chunk; two per worker still let one thread take over from
-		// another that the OS has preempted.
-		j.chunks = workers * decodeChunksPerWorker
+		// Decoding: long takes first, each covering its part of every
+		// matrix, then shorter ones (see doGuided).
+		j.chunks, j.units = 0, 0
+		for _, w := range ws {
+			j.units = max(j.units, w.rows)
+		}
+		j.first = max(j.units/(workers*decodeChunksPerWorker), 1)
+		j.workers = workers
 	} else {
-		j.chunks = min(ws[0].rows, workers*matmulChunksPerWorker)
+		j.chunks, j.units = min(ws[0].rows, workers*matmulChunksPerWorker), 0
 	}
 	j.next.Store(0)
 	if cap(j.errs) < workers {
@@ -349,10 +354,13 @@ type matmulJob struct {
 	outs   [maxFused][]float32
 	n      int // matrices in ws and outs
 	a      *acts
-	chunks int
-	next   atomic.Int64
-	errs   []error
-	run    func(worker int) // do, bound once
+	chunks int // prompts: equal chunks
+	// Decoding (units > 0): takes from [0, units), where unit u is row
+	// rows·u/units of each matrix (units: the most rows among them).
+	units, first, workers int
+	next                  atomic.Int64
+	errs                  []error
+	run                   func(worker int) // do, bound once
 }
 
 var matmulJobs = sync.Pool{New: func() any {
@@ -362,6 +370,10 @@ var matmulJobs = sync.Pool{New: func() any {
 }}
 
 func (j *matmulJob) do(i int) {
+	if j.units > 0 {
+		j.doGuided(i)
+		return
+	}
 	for {
 		c := int(j.next.Add(1)) - 1
 		if c >= j.chunks {
@@ -379,6 +391,44 @@ func (j *matmulJob) do(i int) {
 		}
 	}
 }
+
+// doGuided is do for decoding. The row kernels read a call's rows as long
+// streams, so small takes shorten them and add a trip to the shared
+// counter each; but equal chunks leave one thread idle at the end of a
+// product for as long as the other is behind, up to a whole chunk. The
+// takes are therefore first units/(workers·decodeChunksPerWorker), then
+// 1/workers of what is left once that is less (guided scheduling), down to
+// decodeMinTake: the threads end a product within about one small take of
+// each other.
+func (j *matmulJob) doGuided(i int) {
+	u := int64(j.units)
+	for {
+		cur := j.next.Load()
+		if cur >= u {
+			return
+		}
+		n := min(int64(j.first), (u-cur)/int64(j.workers))
+		n = max(n, decodeMinTake)
+		end := min(u, cur+n)
+		if !j.next.CompareAndSwap(cur, end) {
+			continue
+		}
+		for m, w := range j.ws[:j.n] {
+			r0, r1 := int(int64(w.rows)*cur/u), int(int64(w.rows)*end/u)
+			if r0 == r1 { // a matrix with fewer rows than units
+				continue
+			}
+			if err := j.e.matmulRows(w, j.a, j.outs[m], r0, r1); err != nil {
+				j.errs[i] = err
+				return
+			}
+		}
+	}
+}
+
+// decodeMinTake is the fewest units (rows of the largest matrix) a
+// decoding thread takes at once.
+const decodeMinTake = 32
 
 // decodeChunksPerWorker is matmulChunksPerWorker for one-token products.
 // On the 2-vCPU Xeon (load 2.2-2.7, best of 5 reps over 5 interleaved
