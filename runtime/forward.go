@@ -340,15 +340,38 @@ func (s *State) deltaNet(li int, t int) error {
 	keyDim, valueDim, convDim := hk*dk, hv*dv, c.ConvDim()
 	r := hv / hk
 
-	// Projections for the whole batch.
+	// Projections for the whole batch, in one matmuls call: while decoding
+	// the threads share one hand-off for all of them.
 	qkv := grow(&sc.q, t*convDim)
 	z := grow(&sc.z, t*valueDim)
+	beta, alpha := grow(&sc.ba, t*hv), grow(&sc.bb, t*hv)
+	var ws [maxFused]*matrix
+	var outs [maxFused][]float32
+	var raw, rawBA []float32
+	n := 0
+	add := func(w *matrix, out []float32) {
+		ws[n], outs[n] = w, out
+		n++
+	}
 	if l.wqkvz != nil {
+		raw = grow(&sc.gate, t*(convDim+valueDim))
+		add(l.wqkvz, raw)
+	} else {
+		add(l.wqkv, qkv)
+		add(l.wz, z)
+	}
+	if l.wba != nil {
+		rawBA = grow(&sc.att, t*2*hv)
+		add(l.wba, rawBA)
+	} else {
+		add(l.wbeta, beta)
+		add(l.walpha, alpha)
+	}
+	if err := e.matmuls(&sc.in, ws[:n], outs[:n]); err != nil {
+		return err
+	}
+	if raw != nil {
 		// Legacy qwen3next ssm_in: per key head g, [q Dk | k Dk | v r·Dv | z r·Dv].
-		raw := grow(&sc.gate, t*(convDim+valueDim))
-		if err := e.matmul(l.wqkvz, &sc.in, raw); err != nil {
-			return err
-		}
 		gw := 2*dk + 2*r*dv
 		for i := 0; i < t; i++ {
 			src, dst, zd := raw[i*(convDim+valueDim):], qkv[i*convDim:], z[i*valueDim:]
@@ -360,33 +383,14 @@ func (s *State) deltaNet(li int, t int) error {
 				copy(zd[g*r*dv:(g+1)*r*dv], grp[2*dk+r*dv:gw])
 			}
 		}
-	} else {
-		if err := e.matmul(l.wqkv, &sc.in, qkv); err != nil {
-			return err
-		}
-		if err := e.matmul(l.wz, &sc.in, z); err != nil {
-			return err
-		}
 	}
-	beta, alpha := grow(&sc.ba, t*hv), grow(&sc.bb, t*hv)
-	if l.wba != nil {
+	if rawBA != nil {
 		// qwen3next ssm_ba: per key head g, [b r | a r].
-		raw := grow(&sc.att, t*2*hv)
-		if err := e.matmul(l.wba, &sc.in, raw); err != nil {
-			return err
-		}
 		for i := 0; i < t; i++ {
 			for g := 0; g < hk; g++ {
-				copy(beta[i*hv+g*r:i*hv+(g+1)*r], raw[i*2*hv+g*2*r:])
-				copy(alpha[i*hv+g*r:i*hv+(g+1)*r], raw[i*2*hv+g*2*r+r:])
+				copy(beta[i*hv+g*r:i*hv+(g+1)*r], rawBA[i*2*hv+g*2*r:])
+				copy(alpha[i*hv+g*r:i*hv+(g+1)*r], rawBA[i*2*hv+g*2*r+r:])
 			}
-		}
-	} else {
-		if err := e.matmul(l.wbeta, &sc.in, beta); err != nil {
-			return err
-		}
-		if err := e.matmul(l.walpha, &sc.in, alpha); err != nil {
-			return err
 		}
 	}
 

@@ -235,7 +235,7 @@ func (e *Engine) matmul(w *matrix, a *acts, out []float32) error {
 }
 
 // matmuls is matmul for up to maxFused matrices reading the same input (q,
-// k and v; gate and up). While decoding they share one hand-off between
+// k and v; gate and up; DeltaNet's qkv, z, β and α). While decoding they share one hand-off between
 // threads, each worker taking its part of every matrix, instead of one
 // hand-off per matrix.
 func (e *Engine) matmuls(a *acts, ws []*matrix, outs [][]float32) error {
@@ -258,7 +258,7 @@ func (e *Engine) matmuls(a *acts, ws []*matrix, outs [][]float32) error {
 }
 
 // maxFused is the most matrices one matmuls call takes.
-const maxFused = 3
+const maxFused = 4
 
 // splitMatmul runs prepared products over the threads.
 func (e *Engine) splitMatmul(a *acts, ws []*matrix, outs [][]float32) error {
