@@ -63,8 +63,10 @@ func BenchmarkDecodeF16(b *testing.B) {
 // table only where it is also the output head). QNNPREP_BENCH_F16_PART=k/n
 // takes, of each matrix cut in 2n chunks, chunks k and k+n, as the k-th of
 // n decoding threads does (runtime's two chunks per worker): run n
-// processes at once, one per CPU (taskset), for n threads. With -count the
-// forms take turns, which a shared machine needs; compare cpu-Gweights/s.
+// processes at once, one per CPU (taskset), for n threads. -count repeats
+// each form back to back; on a shared machine run one form per process
+// (-bench 'DecodeF16File/FORM$' -count 1) in shuffled rounds and compare
+// cpu-Gweights/s.
 func BenchmarkDecodeF16File(b *testing.B) {
 	path := os.Getenv("QNNPREP_BENCH_F16_FILE")
 	if path == "" {

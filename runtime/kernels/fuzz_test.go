@@ -18,6 +18,9 @@ func FuzzDot(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff, 0x7f, 0x00, 0x80, 0x01, 0x00}, 33))
 	// Long enough for three F16 rows of 32 (the rows kernels' assembly).
 	f.Add(bytes.Repeat([]byte{0x01, 0x3c, 0xff, 0x7b, 0x00, 0x80, 0x55, 0x03}, 60))
+	// Long enough for eleven rows of over 1024 (the four-stream rows
+	// kernels, several of the AVX2 one's 256-element turns and a tail).
+	f.Add(bytes.Repeat([]byte{0x01, 0x3c, 0xff, 0x7b, 0x00, 0x80, 0x55, 0x03, 0x9a, 0xbc}, 4600))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n := len(data) / 8
 		if n == 0 {

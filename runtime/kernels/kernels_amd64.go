@@ -143,7 +143,11 @@ func dotF16F32x2AVX512(w []uint16, x0, x1 []float32) (float32, float32) {
 // two with AVX-512 at one thread (quartiles 1.19-1.28x) and 1/1.19 at two
 // (1.18-1.22x), with AVX2 1/1.21 (1.15-1.25x) and 1/1.21 (1.15-1.26x):
 // 28.7 GB of weights per CPU second at one thread, 30.6 per thread at two
-// (AVX-512). Tried and dropped there, interleaved in rounds, as speed
+// (AVX-512). Those passes were -count blocks, one form after another; a
+// review re-measured one thread in 10 interleaved rounds (one form per
+// process, shuffled, pinned, load 4-5): four streams 1.157x two with
+// AVX-512 (quartiles 1.14-1.17) and 1.157x with AVX2 (1.12-1.18). Tried
+// and dropped there, interleaved in rounds, as speed
 // against the two-stream 1 KiB kernels (median per-round ratio, one
 // thread / two threads):
 //

@@ -269,7 +269,7 @@ func checkF16F32Rows(t *testing.T, w []uint16, xf []float32) {
 		impls = append(impls, rowsKernel{k.name, k.rows})
 	}
 	impls = append(impls, f16F32Rows...)
-	for _, m := range []int{3, 4, 5, 7, 8, 11} {
+	for _, m := range []int{3, 4, 5, 6, 7, 8, 9, 10, 11} {
 		rb := 2 * (len(xf) / m)
 		q := len(xf) / m &^ 31
 		if q == 0 {
@@ -347,8 +347,14 @@ func TestDotF16F32Rows(t *testing.T) {
 			rows rowsFunc
 		}{k.name, k.rows})
 	}
+	for _, k := range f16F32Rows { // both stream forms of each set
+		impls = append(impls, struct {
+			name string
+			rows rowsFunc
+		}{k.name, k.rows})
+	}
 	for _, n := range []int{1, 8, 31, 32, 64, 96, 100, 2048, 5632} {
-		for _, nrows := range []int{1, 2, 7} {
+		for _, nrows := range []int{1, 2, 7, 10} {
 			rowBytes := 2*n + 2*r.IntN(3)
 			off := r.IntN(2) // rows need not be 2-byte aligned
 			w := make([]byte, off+(nrows-1)*rowBytes+2*n)
