@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,13 +11,24 @@ import (
 // waking a parked goroutine for every one of them costs tens of
 // microseconds on a VM, during which the second core idles. Helpers
 // therefore spin for a short while after each job and only then park.
+//
+// A job's work is dealt out from a shared counter (see matmulJob), so
+// the caller does whatever no helper has taken. When the caller runs out
+// of work it closes the job: a helper that has not joined it by then (it
+// was descheduled, say, by another process on its core) skips it, and the
+// caller waits only for takes already in flight, spinning briefly and
+// then parking so that a descheduled helper can have the caller's core.
 type pool struct {
 	helpers int
 	busy    sync.Mutex // one job at a time; a concurrent caller runs its own goroutines
 
-	seq     atomic.Uint64 // bumped once per job, after task is set
+	// state is the job's number (high 32 bits), whether it is closed
+	// (jobClosed) and how many helpers have joined it and not yet
+	// returned (the rest of the low bits).
+	state   atomic.Uint64
 	task    func(worker int)
-	pending atomic.Int32 // helpers that have not finished the current job
+	waiting atomic.Bool   // the caller is parked on done
+	done    chan struct{} // a helper left a closed job, the caller may be waiting
 
 	park     sync.Mutex
 	wake     *sync.Cond
@@ -26,13 +36,24 @@ type pool struct {
 	closed   bool
 }
 
+const (
+	jobClosed = 1 << 31
+	jobCount  = jobClosed - 1
+)
+
 // spinFor is how long an idle helper waits for the next job before it
 // parks: longer than the gaps between the products of one token, short
 // enough that an idle engine gives its cores back at once.
 const spinFor = 200 * time.Microsecond
 
+// waitFor is how long the caller spins for a helper's take in flight
+// before it parks: a take of decodeMinTake rows lasts a few
+// microseconds, one much longer means the helper lost its core.
+const waitFor = 20 * time.Microsecond
+
 func newPool(helpers int) *pool {
-	p := &pool{helpers: helpers}
+	p := &pool{helpers: helpers, done: make(chan struct{}, 1)}
+	p.state.Store(jobClosed) // job 0 is over
 	p.wake = sync.NewCond(&p.park)
 	for i := 1; i <= helpers; i++ {
 		go p.loop(i)
@@ -41,15 +62,15 @@ func newPool(helpers int) *pool {
 }
 
 func (p *pool) loop(worker int) {
-	var seen uint64
+	seen := uint64(0)
 	for {
-		s := p.seq.Load()
-		if s == seen {
+		s := p.state.Load()
+		if s>>32 == seen {
 			deadline := time.Now().Add(spinFor)
-			for spins := 0; s == seen; spins++ {
+			for spins := 0; s>>32 == seen; spins++ {
 				if spins%256 == 255 && time.Now().After(deadline) {
 					p.park.Lock()
-					for p.seq.Load() == seen && !p.closed {
+					for p.state.Load()>>32 == seen && !p.closed {
 						p.sleeping++
 						p.wake.Wait()
 						p.sleeping--
@@ -61,39 +82,65 @@ func (p *pool) loop(worker int) {
 					}
 					deadline = time.Now().Add(spinFor)
 				}
-				s = p.seq.Load()
+				s = p.state.Load()
 			}
 		}
-		seen = s
+		if s&jobClosed != 0 { // too late: the caller did this job's work
+			seen = s >> 32
+			continue
+		}
+		if !p.state.CompareAndSwap(s, s+1) { // another helper joined, or the caller closed
+			continue
+		}
+		seen = s >> 32
 		p.task(worker)
-		p.pending.Add(-1)
+		if p.state.Add(^uint64(0))&jobCount == 0 && p.waiting.Load() {
+			select {
+			case p.done <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
-// run calls task(0) on the calling goroutine and task(1..helpers) on the
-// helpers, and returns when all have returned. It reports false, having
-// run nothing, when another job holds the pool.
+// run calls task(0) on the calling goroutine and task(i) on each helper
+// i that joins before task(0) returns, and returns when all have
+// returned. task must take its work from a shared counter so that task(0)
+// alone does all that no helper took. run reports false, having run
+// nothing, when another job holds the pool.
 func (p *pool) run(task func(worker int)) bool {
 	if !p.busy.TryLock() {
 		return false
 	}
 	p.task = task
-	p.pending.Store(int32(p.helpers))
-	p.seq.Add(1) // publishes task to the helpers
+	p.state.Store((p.state.Load()>>32 + 1) << 32) // publishes task; no helper is in the last job
 	p.park.Lock()
 	if p.sleeping > 0 {
 		p.wake.Broadcast()
 	}
 	p.park.Unlock()
 	task(0)
-	for spins := 0; p.pending.Load() > 0; spins++ {
-		if spins%1024 == 1023 {
-			goruntime.Gosched()
-		}
+	if p.state.Or(jobClosed)&jobCount != 0 {
+		p.wait()
 	}
 	p.task = nil
 	p.busy.Unlock()
 	return true
+}
+
+// wait returns when no helper is in the closed job.
+func (p *pool) wait() {
+	deadline := time.Now().Add(waitFor)
+	for spins := 0; p.state.Load()&jobCount != 0; spins++ {
+		if spins%64 == 63 && time.Now().After(deadline) {
+			p.waiting.Store(true)
+			for p.state.Load()&jobCount != 0 {
+				<-p.done
+			}
+			p.waiting.Store(false)
+			return
+		}
+	}
 }
 
 // close ends the helpers once they are idle.
