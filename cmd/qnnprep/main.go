@@ -140,11 +140,13 @@ func printCommands(w io.Writer) {
 
 func main() {
 	// Package initialization (every linked package's, whatever the command)
-	// touched about 10 MB of the binary; give them back so that a decoding
-	// command's resident set is its weights and what decoding uses.
-	mmapfile.ReleaseExecutable()
-	// Then again when a decoding command's weights come in, after its
-	// start-up (model metadata, tokenizer), which sets its peak.
+	// and a decoding command's start-up (model metadata, tokenizer) touch
+	// about 10 MB of the binary and leave free heap; they are given back
+	// once, when the weights come in, which sets the peak. Releasing them
+	// here as well cost 30-50 ms before the first token (MADV_PAGEOUT of the
+	// executable, then its pages faulted back) and lowered no peak: 700M
+	// Q1_0 run -t 2, 4 interleaved rounds on the EPYC, 0.12-0.36 s and
+	// 104.1-104.3 MB with it, 0.09 s and 102.6-103.0 MB without.
 	mmapfile.SettleBeforePopulate()
 	os.Exit(run(os.Args[1:]))
 }

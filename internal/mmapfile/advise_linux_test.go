@@ -80,9 +80,9 @@ func vmaFlags(lo, hi uintptr) ([]string, error) {
 // initialized array without pointers: .noptrdata), mapped from the file.
 var initialized = [3 << 12]byte{0: 1, 1 << 12: 2, 2 << 12: 3}
 
-// TestReleaseExecutable checks that releasing the executable's pages
-// lowers the resident set of its mappings, and that the program and its
-// data are unchanged afterwards: a write to the data segment made before
+// TestReleaseExecutable checks that releaseExecutable (PopulateHuge's
+// settle step) lowers the resident set of the executable's mappings, and
+// that the program and its data are unchanged afterwards: a write to the data segment made before
 // the release is still there (MADV_PAGEOUT never drops a modified page).
 func TestReleaseExecutable(t *testing.T) {
 	exeResident := func() int64 {
@@ -100,13 +100,13 @@ func TestReleaseExecutable(t *testing.T) {
 	}
 	initialized[1<<12] = 42
 	before := exeResident()
-	ReleaseExecutable()
+	releaseExecutable()
 	after := exeResident()
 	if before == 0 || after >= before {
-		t.Errorf("executable resident %d KiB before, %d KiB after ReleaseExecutable: want fewer after", before>>10, after>>10)
+		t.Errorf("executable resident %d KiB before, %d KiB after releaseExecutable: want fewer after", before>>10, after>>10)
 	}
 	if got := [3]byte{initialized[0], initialized[1<<12], initialized[2<<12]}; got != [3]byte{1, 42, 3} {
-		t.Errorf("data segment after ReleaseExecutable: %v, want [1 42 3]", got)
+		t.Errorf("data segment after releaseExecutable: %v, want [1 42 3]", got)
 	}
 }
 

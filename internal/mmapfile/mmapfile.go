@@ -278,23 +278,17 @@ func Release(b []byte) {
 	dontNeed(b[alo-lo : ahi-lo])
 }
 
-// ReleaseExecutable drops the pages of the running program's code and
-// data (its executable's and its shared libraries') from its resident set,
-// keeping every page the program wrote. Package initialization touches
-// megabytes of them once (every linked package's init, whatever the
-// command); they fault back in from the page cache where used again. Call
-// it after initialization.
-func ReleaseExecutable() { releaseExecutable() }
-
 var settle atomic.Bool
 
 // SettleBeforePopulate makes every later PopulateHuge first give back what
 // the process used to get there, for a program whose resident set should
 // be the weights it maps (qnnprep's decoding commands): a garbage
 // collection returns the free heap to the system (what reading the
-// model's metadata and building the tokenizer left) and ReleaseExecutable
-// drops the code and data pages start-up touched (flag parsing, the GGUF
-// parser). The weights then come in on a small resident set, and the
+// model's metadata and building the tokenizer left) and releaseExecutable
+// drops the pages of the program's code and data (its executable's and its
+// shared libraries') that initialization and start-up touched (every
+// package's init, flag parsing, the GGUF parser), keeping every page the
+// program wrote. The weights then come in on a small resident set, and the
 // process's peak is the weights plus what decoding itself touches. It
 // costs a collection of a small heap and the page faults of the code that
 // runs again, served from the page cache.
