@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/qnnprep/qnnprep/internal/cpuvendor"
 )
 
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
@@ -62,7 +64,7 @@ func dotQ8_0SymAVX2(w, x []byte, nb int) float32 {
 // AVX-512 none 48.5 / 2 KiB 47.2 / 4 KiB 47.4. Plain reads there were
 // slower with prefetch too.
 var rowsPrefetch = func() int {
-	if isIntel() {
+	if cpuvendor.Intel {
 		return 1024
 	}
 	return 0
@@ -125,8 +127,6 @@ func rowTerms(t []float32, nb int) ([]float32, int) {
 
 //go:noescape
 func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
-
-func isIntel() bool
 
 //go:noescape
 func dotQ8_0SymAsm(w, x unsafe.Pointer, nb int) float32

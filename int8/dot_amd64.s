@@ -325,25 +325,6 @@ pairnext:
 	ROWPAIRNEXT(rowBytes+16(FP), pair)
 	SUMSTOREPAIR(t+64(FP), out+48(FP), outFar+56(FP))
 
-// func isIntel() bool
-//
-// Reports whether CPUID's vendor string is GenuineIntel.
-TEXT ·isIntel(SB), NOSPLIT, $0-1
-	XORL AX, AX
-	CPUID
-	CMPL BX, $0x756e6547 // "Genu"
-	JNE  other
-	CMPL DX, $0x49656e69 // "ineI"
-	JNE  other
-	CMPL CX, $0x6c65746e // "ntel"
-	JNE  other
-	MOVB $1, ret+0(FP)
-	RET
-
-other:
-	MOVB $0, ret+0(FP)
-	RET
-
 DATA q8ones16<>+0(SB)/8, $0x0001000100010001
 DATA q8ones16<>+8(SB)/8, $0x0001000100010001
 DATA q8ones16<>+16(SB)/8, $0x0001000100010001

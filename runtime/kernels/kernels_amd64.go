@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/qnnprep/qnnprep/internal/cpuvendor"
 )
 
 // init selects every kernel of the package this CPU runs; the Go
@@ -163,7 +165,7 @@ func dotF16F32x2AVX512(w []uint16, x0, x1 []float32) (float32, float32) {
 // Two streams on Intel: on the Xeon the kernels were tuned on, 1 KiB
 // ahead beat the hardware prefetcher alone, and four streams gained
 // nothing once prefetched (int8's decoding kernels).
-var rows4Streams = !isIntel()
+var rows4Streams = !cpuvendor.Intel
 
 // dotF16F32RowsAVX2 and dotF16F32RowsAVX512 take rows of whole groups of
 // 32 in one call, four or two streams (rows4Streams); other lengths go one
@@ -238,5 +240,3 @@ func dotF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointe
 
 //go:noescape
 func dotF16F32Rows4Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
-
-func isIntel() bool

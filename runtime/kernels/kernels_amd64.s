@@ -350,23 +350,3 @@ TEXT ·scaleAsm(SB), NOSPLIT, $0-24
 	MOVQ         x+8(FP), SI
 	MOVQ         n+16(FP), CX
 	STREAM(SCALEOP)
-
-// func isIntel() bool
-//
-// Reports whether CPUID's vendor string is GenuineIntel (as int8's
-// isIntel: x/sys/cpu does not report the vendor).
-TEXT ·isIntel(SB), NOSPLIT, $0-1
-	XORL AX, AX
-	CPUID
-	CMPL BX, $0x756e6547 // "Genu"
-	JNE  other
-	CMPL DX, $0x49656e69 // "ineI"
-	JNE  other
-	CMPL CX, $0x6c65746e // "ntel"
-	JNE  other
-	MOVB $1, ret+0(FP)
-	RET
-
-other:
-	MOVB $0, ret+0(FP)
-	RET

@@ -1,0 +1,3 @@
+package cpuvendor
+
+func intel() bool

@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package cpuvendor
+
+func intel() bool { return false }
