@@ -13,6 +13,9 @@ import (
 // thread and split over two (every product, attention and DeltaNet step
 // handed to the helper), for every architecture.
 func TestDecodeStepAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: sync.Pool drops items, so pooled scratch allocates")
+	}
 	for _, arch := range archs {
 		for _, typ := range []gguf.Type{gguf.F32, gguf.Q8_0} {
 			m := tinyModel(t, synth.Config(arch, false), typ, 1)
