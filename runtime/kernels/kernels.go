@@ -83,20 +83,6 @@ func DotF16F32(w []byte, x []float32) float32 {
 	return dotF16F32(u16View(w, len(x)), x)
 }
 
-// DotF16F32x2 returns DotF16F32(w, x0) and DotF16F32(w, x1), bit for bit,
-// converting each weight once for both (prompt processing). len(x1) must
-// equal len(x0).
-func DotF16F32x2(w []byte, x0, x1 []float32) (float32, float32) {
-	checkRow("DotF16F32x2", len(w), 2, len(x0))
-	if len(x1) != len(x0) {
-		panic(fmt.Sprintf("kernels: DotF16F32x2: activation rows of %d and %d elements", len(x0), len(x1)))
-	}
-	if len(x0) == 0 {
-		return 0, 0
-	}
-	return dotF16F32x2(u16View(w, len(x0)), x0, x1)
-}
-
 // DotF16F32Rows sets out[r] = DotF16F32(w[r·rowBytes:], x) for r <
 // len(out), bit for bit: the rows of one decoding step in one call. It
 // panics if the rows do not fit in w.
@@ -222,10 +208,6 @@ func dotF32Go(a, b []float32) float32 {
 }
 
 var dotF16F32 = dotF16F32Go
-
-var dotF16F32x2 = func(w []uint16, x0, x1 []float32) (float32, float32) {
-	return dotF16F32(w, x0), dotF16F32(w, x1)
-}
 
 var dotF16F32Rows = dotF16F32RowsEach
 

@@ -23,7 +23,6 @@ func init() {
 		dotF32 = dotF32AVX2
 		dotF16 = dotF16AVX2
 		dotF16F32 = dotF16F32AVX2
-		dotF16F32x2 = dotF16F32x2AVX2
 		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
@@ -31,7 +30,6 @@ func init() {
 		kernelSet = "avx2"
 		if hasAVX512 {
 			dotF16F32 = dotF16F32AVX512
-			dotF16F32x2 = dotF16F32x2AVX512
 			kernelSet = "avx512"
 		}
 	}
@@ -74,26 +72,12 @@ func (t *tail[A, B]) args(a []A, b []B) (pa, pb unsafe.Pointer, n8 int, ta, tb u
 	return unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), n8, ta, tb
 }
 
-// dotTwo calls an assembly two-token dot product (signature
-// dotF16F32x2Asm's) when the rows are whole groups of 32, else one, the
-// same set's single-token product, twice.
-func dotTwo(asm func(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32), one func([]uint16, []float32) float32, w []uint16, x0, x1 []float32) (float32, float32) {
-	if len(x0)%32 != 0 {
-		return one(w, x0), one(w, x1)
-	}
-	return asm(unsafe.Pointer(&w[0]), unsafe.Pointer(&x0[0]), unsafe.Pointer(&x1[0]), len(x0))
-}
-
 func dotF32AVX2(a, b []float32) float32 { return dotF32Asm(new(tail[float32, float32]).args(a, b)) }
 func dotF16AVX2(w, x []uint16) float32  { return dotF16Asm(new(tail[uint16, uint16]).args(w, x)) }
 func dotBF16AVX2(w, x []uint16) float32 { return dotBF16Asm(new(tail[uint16, uint16]).args(w, x)) }
 
 func dotF16F32AVX2(w []uint16, x []float32) float32 {
 	return dotF16F32Asm(new(tail[uint16, float32]).args(w, x))
-}
-
-func dotF16F32x2AVX2(w []uint16, x0, x1 []float32) (float32, float32) {
-	return dotTwo(dotF16F32x2Asm, dotF16F32AVX2, w, x0, x1)
 }
 
 func axpyAVX2(a float32, x, y []float32) {
@@ -117,9 +101,6 @@ func dotF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
 
 //go:noescape
-func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
-
-//go:noescape
 func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
@@ -130,10 +111,6 @@ func scaleAsm(a float32, x unsafe.Pointer, n int)
 
 func dotF16F32AVX512(w []uint16, x []float32) float32 {
 	return dotF16F32Asm512(new(tail[uint16, float32]).args(w, x))
-}
-
-func dotF16F32x2AVX512(w []uint16, x0, x1 []float32) (float32, float32) {
-	return dotTwo(dotF16F32x2Asm512, dotF16F32AVX512, w, x0, x1)
 }
 
 // rows4Streams selects the decoding row kernels that read four rows far
@@ -228,9 +205,6 @@ func rowsCall(asm rowsAsm, w []byte, rowBytes int, x, out []float32) {
 
 //go:noescape
 func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
-
-//go:noescape
-func dotF16F32x2Asm512(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
 
 //go:noescape
 func dotF16F32RowsAsm512(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)

@@ -116,60 +116,6 @@ sdone:                                     \
 TEXT ·dotF16F32Asm(SB), NOSPLIT, $0-44
 	DOT(LOADF16, LOADF32, 2, 4)
 
-// X2ROW adds the products of the 32 weights in Y8..Y11 and the 32 float32
-// activations at P to one row's partial sums A0..A3.
-#define X2ROW(P, A0, A1, A2, A3) \
-	MULACC(0, P, Y8, Y12, A0)   \
-	MULACC(32, P, Y9, Y12, A1)  \
-	MULACC(64, P, Y10, Y12, A2) \
-	MULACC(96, P, Y11, Y12, A3)
-
-// func dotF16F32x2Asm(a, b0, b1 unsafe.Pointer, n32 int) (float32, float32)
-//
-// dotF16F32Asm of one weight row with two activation rows, n32 a multiple
-// of 32: each weight is converted once for both. Each row's partial sums
-// (Y0..Y3 and Y4..Y7) and reduction are dotF16F32Asm's, so the results
-// are bit for bit its results.
-TEXT ·dotF16F32x2Asm(SB), NOSPLIT, $0-40
-	MOVQ   a+0(FP), SI
-	MOVQ   b0+8(FP), DI
-	MOVQ   b1+16(FP), R10
-	MOVQ   n32+24(FP), CX
-	ZEROY4(Y0, Y1, Y2, Y3)
-	ZEROY4(Y4, Y5, Y6, Y7)
-	SHRQ   $5, CX
-	JE     x2reduce
-
-x2loop:
-	PREFETCHT0 2048(SI)
-	VCVTPH2PS 0(SI), Y8
-	VCVTPH2PS 16(SI), Y9
-	VCVTPH2PS 32(SI), Y10
-	VCVTPH2PS 48(SI), Y11
-	X2ROW(DI, Y0, Y1, Y2, Y3)
-	X2ROW(R10, Y4, Y5, Y6, Y7)
-	ADDQ $64, SI
-	ADDQ $128, DI
-	ADDQ $128, R10
-	DECQ CX
-	JNZ  x2loop
-
-x2reduce:
-	VMOVAPS Y4, Y8
-	VMOVAPS Y5, Y9
-	VMOVAPS Y6, Y10
-	VMOVAPS Y7, Y11
-	REDUCE
-	VMOVSS  X0, ret+32(FP)
-	VMOVAPS Y8, Y0
-	VMOVAPS Y9, Y1
-	VMOVAPS Y10, Y2
-	VMOVAPS Y11, Y3
-	REDUCE
-	VMOVSS  X0, ret1+36(FP)
-	VZEROUPPER
-	RET
-
 // FMA8 adds the products of the eight binary16 weights at off(R) (widened
 // exactly into T) and the float32 activations at 2·off(DI) to A, fused:
 // the product of two binary16 values is exact in float32, so the one

@@ -8,17 +8,16 @@ func init() {
 	type kernel = struct {
 		name string
 		dot  func(w []uint16, x []float32) float32
-		dot2 func(w []uint16, x0, x1 []float32) (float32, float32)
 		rows func(w []byte, rowBytes int, x, out []float32)
 	}
 	// The F16 kernels are selected with FMA (kernels_amd64.go).
 	if cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA {
 		mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
-		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32x2AVX2, dotF16F32RowsAVX2})
+		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32RowsAVX2})
 		f16F32Rows = append(f16F32Rows, streamsKernels("avx2", dotF16F32RowsAsm, dotF16F32Rows4Asm)...)
 		if hasAVX512 {
 			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx512", mulF16AVX512})
-			f16F32Kernels = append(f16F32Kernels, kernel{"avx512", dotF16F32AVX512, dotF16F32x2AVX512, dotF16F32RowsAVX512})
+			f16F32Kernels = append(f16F32Kernels, kernel{"avx512", dotF16F32AVX512, dotF16F32RowsAVX512})
 			f16F32Rows = append(f16F32Rows, streamsKernels("avx512", dotF16F32RowsAsm512, dotF16F32Rows4Asm512)...)
 		}
 	}

@@ -232,23 +232,9 @@ func checkF16F32(t *testing.T, w, x []uint16) {
 	if got := dotF16F32Go(w, xf); !blocks.SameFloat(got, want) {
 		t.Fatalf("F16F32 Go n=%d: %v, dotF16Go %v", len(x), got, want)
 	}
-	// Two activation rows: xf and its reverse.
-	xr := make([]float32, len(xf))
-	xh := make([]uint16, len(x))
-	for i := range xf {
-		xr[i], xh[i] = xf[len(xf)-1-i], x[len(x)-1-i]
-	}
-	want1 := dotF16Go(w, xh)
-	g0, g1 := dotF16F32x2(w, xf, xr)
-	if !blocks.SameFloat(g0, want) || !blocks.SameFloat(g1, want1) {
-		t.Fatalf("F16F32x2 n=%d: %v, %v; dotF16Go %v, %v", len(x), g0, g1, want, want1)
-	}
 	for _, k := range f16F32Kernels {
 		if got := k.dot(w, xf); !blocks.SameFloat(got, want) {
 			t.Fatalf("F16F32 %s n=%d: %v, dotF16Go %v", k.name, len(x), got, want)
-		}
-		if g0, g1 := k.dot2(w, xf, xr); !blocks.SameFloat(g0, want) || !blocks.SameFloat(g1, want1) {
-			t.Fatalf("F16F32x2 %s n=%d: %v, %v; dotF16Go %v, %v", k.name, len(x), g0, g1, want, want1)
 		}
 	}
 	checkF16F32Rows(t, w, xf)
@@ -303,7 +289,6 @@ var f16F32Rows []rowsKernel
 var f16F32Kernels []struct {
 	name string
 	dot  func(w []uint16, x []float32) float32
-	dot2 func(w []uint16, x0, x1 []float32) (float32, float32)
 	rows func(w []byte, rowBytes int, x, out []float32)
 }
 

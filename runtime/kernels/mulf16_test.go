@@ -105,7 +105,7 @@ func TestMulF16BadShapes(t *testing.T) {
 
 // BenchmarkMulF16 runs a 700M-llama FFN product for 32 tokens in panels
 // (the selected kernel, then each one this CPU runs: AVX2 and AVX-512 side
-// by side) and as DotF16F32x2 row by row (the prompt path before).
+// by side) and as DotF16F32 row by row, token by token.
 func BenchmarkMulF16(b *testing.B) {
 	for _, shape := range []struct{ rows, n int }{{512, 2048}, {256, 5632}} {
 		const tokens = 32
@@ -133,8 +133,8 @@ func BenchmarkMulF16(b *testing.B) {
 			for b.Loop() {
 				for r := range shape.rows {
 					row := w[r*rb : (r+1)*rb]
-					for t := 0; t < tokens; t += 2 {
-						out[t*shape.rows+r], out[(t+1)*shape.rows+r] = DotF16F32x2(row, x[t*n:(t+1)*n], x[(t+1)*n:(t+2)*n])
+					for t := range tokens {
+						out[t*shape.rows+r] = DotF16F32(row, x[t*n:(t+1)*n])
 					}
 				}
 			}

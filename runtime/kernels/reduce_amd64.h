@@ -26,12 +26,6 @@
 	VPXORD C, C, C \
 	VPXORD D, D, D
 
-// MULACC adds the product of W and the vector at off(P) to A, the product
-// rounded first (T is scratch).
-#define MULACC(off, P, W, T, A) \
-	VMULPS off(P), W, T \
-	VADDPS T, A, A
-
 // ROWPAIRS is a whole decode rows kernel, func(w unsafe.Pointer, rowBytes,
 // pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut
 // int): for i < pairs, rows i and i+far/rowBytes of w (rowBytes apart),
