@@ -68,6 +68,86 @@ func BenchmarkDecodeF16(b *testing.B) {
 // (-bench 'DecodeF16File/FORM$' -count 1) in shuffled rounds and compare
 // cpu-Gweights/s.
 func BenchmarkDecodeF16File(b *testing.B) {
+	m := loadF16File(b)
+	x := randomActs(m.maxN)
+	out := make([]float32, m.maxRows)
+	for _, kr := range f16F32Rows {
+		b.Run(kr.name, func(b *testing.B) {
+			b.SetBytes(2 * int64(m.weights))
+			cpubench.Run(b, m.weights, func() {
+				for _, c := range m.calls {
+					kr.rows(c.w, 2*c.n, x[:c.n], out[:c.rows])
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkShortBatchF16File streams the same matrices as
+// BenchmarkDecodeF16File (QNNPREP_BENCH_F16_FILE, QNNPREP_BENCH_F16_PART)
+// for a batch of 2 and of 3 tokens, per set this CPU runs: "multi" is the
+// multi-token kernel (one call per matrix), "blocks" the form before it,
+// the selected decoding kernel token by token over blocks of 256 KiB of
+// rows (read from memory by the first token, from L2 by the others), as
+// package runtime's short batches ran. One op is one batch's matrices.
+func BenchmarkShortBatchF16File(b *testing.B) {
+	m := loadF16File(b)
+	x := randomActs(3 * m.maxN)
+	out := make([]float32, 3*m.maxRows)
+	for _, tokens := range []int{2, 3} {
+		for _, k := range f16F32Multi[1:] {
+			b.Run(fmt.Sprintf("%d/%s/multi", tokens, k.name), func(b *testing.B) {
+				b.SetBytes(2 * int64(m.weights))
+				cpubench.Run(b, m.weights, func() {
+					for _, c := range m.calls {
+						k.mul(c.w, 2*c.n, c.rows, x[:tokens*c.n], c.n, out, m.maxRows)
+					}
+				})
+			})
+		}
+		for _, k := range f16F32Kernels {
+			b.Run(fmt.Sprintf("%d/%s/blocks", tokens, k.name), func(b *testing.B) {
+				b.SetBytes(2 * int64(m.weights))
+				cpubench.Run(b, m.weights, func() {
+					for _, c := range m.calls {
+						rb := 2 * c.n
+						step := max(16, (256<<10)/rb&^7)
+						for b0 := 0; b0 < c.rows; b0 += step {
+							b1 := min(b0+step, c.rows)
+							for t := range tokens {
+								k.rows(c.w[b0*rb:], rb, x[t*c.n:(t+1)*c.n], out[t*m.maxRows+b0:t*m.maxRows+b1])
+							}
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// f16File is the F16 matrices of QNNPREP_BENCH_F16_FILE as the
+// benchmarks read them: calls of rows×n weights, maxN and maxRows the
+// largest, weights their total.
+type f16File struct {
+	calls []struct {
+		w       []byte
+		n, rows int
+	}
+	weights, maxN, maxRows int
+}
+
+func randomActs(n int) []float32 {
+	r := rand.New(rand.NewPCG(5, 6))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = half.F16ToF32(half.F32ToF16(float32(r.NormFloat64())))
+	}
+	return x
+}
+
+// loadF16File maps QNNPREP_BENCH_F16_FILE (skipping b when it is unset)
+// and cuts its F16 matrices as QNNPREP_BENCH_F16_PART says.
+func loadF16File(b *testing.B) *f16File {
 	path := os.Getenv("QNNPREP_BENCH_F16_FILE")
 	if path == "" {
 		b.Skip("QNNPREP_BENCH_F16_FILE names no F16 GGUF file")
@@ -83,14 +163,9 @@ func BenchmarkDecodeF16File(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	type call struct {
-		w       []byte
-		n, rows int
-	}
-	var calls []call
+	m := new(f16File)
 	var spans [][]byte
 	_, head := f.Tensor("output.weight")
-	weights, maxN, maxRows := 0, 0, 0
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		if t.Type != gguf.F16 || len(t.Dims) != 2 || t.Name == "token_embd.weight" && head {
@@ -108,30 +183,18 @@ func BenchmarkDecodeF16File(b *testing.B) {
 		}
 		for _, c := range chunks {
 			r0, r1 := rows*c/(len(chunks)*parts), rows*(c+1)/(len(chunks)*parts)
-			calls = append(calls, call{d[r0*2*n : r1*2*n], n, r1 - r0})
-			weights += (r1 - r0) * n
-			maxRows = max(maxRows, r1-r0)
+			m.calls = append(m.calls, struct {
+				w       []byte
+				n, rows int
+			}{d[r0*2*n : r1*2*n], n, r1 - r0})
+			m.weights += (r1 - r0) * n
+			m.maxRows = max(m.maxRows, r1-r0)
 		}
-		maxN = max(maxN, n)
+		m.maxN = max(m.maxN, n)
 	}
-	if len(calls) == 0 {
+	if len(m.calls) == 0 {
 		b.Skipf("%s holds no F16 matrices", path)
 	}
 	mmapfile.PopulateHuge(spans) // as the runtime maps model weights
-	r := rand.New(rand.NewPCG(5, 6))
-	x := make([]float32, maxN)
-	for i := range x {
-		x[i] = half.F16ToF32(half.F32ToF16(float32(r.NormFloat64())))
-	}
-	out := make([]float32, maxRows)
-	for _, kr := range f16F32Rows {
-		b.Run(kr.name, func(b *testing.B) {
-			b.SetBytes(2 * int64(weights))
-			cpubench.Run(b, weights, func() {
-				for _, c := range calls {
-					kr.rows(c.w, 2*c.n, x[:c.n], out[:c.rows])
-				}
-			})
-		})
-	}
+	return m
 }

@@ -38,8 +38,10 @@ func init() {
 		// The F16 products fuse multiply and add (exact for binary16
 		// operands, see the package comment).
 		dotF16F32Rows, mulF16 = dotF16F32RowsAVX2, mulF16AVX2
+		dotF16F32RowsMulti = dotF16F32RowsMultiAVX2
 		if hasAVX512 {
 			dotF16F32Rows, mulF16 = dotF16F32RowsAVX512, mulF16AVX512
+			dotF16F32RowsMulti = dotF16F32RowsMultiAVX512
 		}
 	}
 	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }

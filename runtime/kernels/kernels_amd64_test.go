@@ -15,10 +15,12 @@ func init() {
 		mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx2", mulF16AVX2})
 		f16F32Kernels = append(f16F32Kernels, kernel{"avx2", dotF16F32AVX2, dotF16F32RowsAVX2})
 		f16F32Rows = append(f16F32Rows, streamsKernels("avx2", dotF16F32RowsAsm, dotF16F32Rows4Asm)...)
+		f16F32Multi = append(f16F32Multi, multiKernel{"avx2", dotF16F32RowsMultiAVX2})
 		if hasAVX512 {
 			mulF16Kernels = append(mulF16Kernels, mulF16Kernel{"avx512", mulF16AVX512})
 			f16F32Kernels = append(f16F32Kernels, kernel{"avx512", dotF16F32AVX512, dotF16F32RowsAVX512})
 			f16F32Rows = append(f16F32Rows, streamsKernels("avx512", dotF16F32RowsAsm512, dotF16F32Rows4Asm512)...)
+			f16F32Multi = append(f16F32Multi, multiKernel{"avx512", dotF16F32RowsMultiAVX512})
 		}
 	}
 }

@@ -8,13 +8,6 @@
 // each product meets the same partial sum, in the same sequence, as in the
 // AVX2 kernels' Y0..Y3, and the results are the same bits.
 
-// SPLIT moves Z0, Z1 into the AVX2 layout Y0..Y3 (lane j of Yk is l[8k+j])
-// for the shared tail and REDUCE.
-#define SPLIT \
-	VEXTRACTF64X4 $1, Z1, Y3 \
-	VMOVAPS       Y1, Y2     \
-	VEXTRACTF64X4 $1, Z0, Y1
-
 // MAC32F adds the products of 32 binary16 weights at off(a) and 32 float32
 // activations at 2·off(b) to Z0, Z1, with T0, T1 as scratch.
 #define MAC32F(off, a, b, T0, T1, T2, T3) \
@@ -138,15 +131,6 @@ z1reduce:
 // conversion takes two micro-ops; the fused multiply-add halves the rest.
 TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-64
 	ROWPAIRS(PAIR512)
-
-// SUMZ stores at D the result of the row whose partial sums are in A, B
-// (l[0..15], l[16..31]).
-#define SUMZ(A, B, D) \
-	VMOVAPS A, Z0 \
-	VMOVAPS B, Z1 \
-	SPLIT         \
-	REDUCE        \
-	VMOVSS  X0, D
 
 // func dotF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
 //

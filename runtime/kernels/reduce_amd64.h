@@ -26,6 +26,22 @@
 	VPXORD C, C, C \
 	VPXORD D, D, D
 
+// SPLIT moves Z0, Z1 into the AVX2 layout Y0..Y3 (lane j of Yk is l[8k+j])
+// for the shared tail and REDUCE.
+#define SPLIT \
+	VEXTRACTF64X4 $1, Z1, Y3 \
+	VMOVAPS       Y1, Y2     \
+	VEXTRACTF64X4 $1, Z0, Y1
+
+// SUMZ stores at D the result of the row whose partial sums are in A, B
+// (l[0..15], l[16..31]).
+#define SUMZ(A, B, D) \
+	VMOVAPS A, Z0 \
+	VMOVAPS B, Z1 \
+	SPLIT         \
+	REDUCE        \
+	VMOVSS  X0, D
+
 // ROWPAIRS is a whole decode rows kernel, func(w unsafe.Pointer, rowBytes,
 // pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut
 // int): for i < pairs, rows i and i+far/rowBytes of w (rowBytes apart),
