@@ -13,10 +13,6 @@ import (
 // from /proc/self/status), or 0 where that is not available.
 func PeakRSS() int64 { return procStatusKB("VmHWM:") * 1024 }
 
-// CurrentRSS returns the process's resident set size in bytes (VmRSS),
-// or 0 where that is not available.
-func CurrentRSS() int64 { return procStatusKB("VmRSS:") * 1024 }
-
 // ResetPeakRSS restarts the peak RSS count at the current resident set
 // (Linux: "5" written to /proc/self/clear_refs), so that PeakRSS measures
 // what follows. It reports whether the reset worked.

@@ -83,9 +83,6 @@ func (f *File) Close() error {
 	return err
 }
 
-// Size is the size of the file in bytes.
-func (f *File) Size() int64 { return f.size }
-
 // Tensor returns the tensor named name. It is safe for concurrent use.
 func (f *File) Tensor(name string) (*TensorInfo, bool) {
 	if i, ok := f.byName[name]; ok && i < len(f.Tensors) && f.Tensors[i].Name == name {

@@ -208,8 +208,6 @@ func (h *hfMapper) transform(name string, t *Tensor) *Tensor {
 	return t
 }
 
-func suffix(sub string) string { return sub[strings.LastIndexByte(sub, '.'):] }
-
 // deltaNet maps a Gated DeltaNet tensor of layer n (§6.4 of the
 // architecture reference).
 func (h *hfMapper) deltaNet(n int, sub string, t *Tensor) {

@@ -121,12 +121,6 @@ func (j *hfJSON) bool(key string, def bool) bool {
 	return b
 }
 
-func (j *hfJSON) string(key string) string {
-	v, _ := j.get(key)
-	s, _ := v.(string)
-	return s
-}
-
 // tokenID reads bos/eos_token_id: an integer, or a list whose first entry
 // is taken; absent or null is -1.
 func (j *hfJSON) tokenID(key string) int {

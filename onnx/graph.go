@@ -33,7 +33,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 
 	pb "github.com/qnnprep/qnnprep/onnx/onnxpb"
 )
@@ -233,11 +232,6 @@ func AttrInts(name string, v ...int64) Attr {
 	return &pb.AttributeProto{Name: name, Type: pb.AttributeProto_INTS, Ints: v}
 }
 
-// AttrFloat returns a FLOAT attribute.
-func AttrFloat(name string, v float32) Attr {
-	return &pb.AttributeProto{Name: name, Type: pb.AttributeProto_FLOAT, F: v}
-}
-
 // Node adds a node with explicit output names.
 func (g *Graph) Node(op string, inputs, outputs []string, attrs ...Attr) {
 	for _, o := range outputs {
@@ -274,18 +268,4 @@ func (g *Graph) InitBytes() int64 {
 		n += g.Inits[i].Bytes()
 	}
 	return n
-}
-
-// Ops lists the distinct operator types, sorted.
-func (g *Graph) Ops() []string {
-	seen := map[string]bool{}
-	for _, n := range g.Nodes {
-		seen[n.OpType] = true
-	}
-	var ops []string
-	for op := range seen {
-		ops = append(ops, op)
-	}
-	sort.Strings(ops)
-	return ops
 }

@@ -27,9 +27,6 @@ const (
 	Container8Bit = shard.Container8Bit // symmetric 8-bit, offset −128
 )
 
-// ParseContainer parses "4bit" or "8bit".
-func ParseContainer(s string) (Container, error) { return shard.ParseContainer(s) }
-
 // blockScale reads a block's fp16 scale as the positive encoding scale
 // |d| and refuses a non-finite one. (Q2_0's MSE scale search may pick a
 // negative d; its codes are then negated, see Codes.)

@@ -58,17 +58,6 @@ func (l Lineage) Origin() string {
 	return l.Inputs[0]
 }
 
-// Contains reports whether the model with fingerprint sha is one the chain
-// passed through.
-func (l Lineage) Contains(sha string) bool {
-	for _, s := range l.Inputs {
-		if s == sha {
-			return true
-		}
-	}
-	return false
-}
-
 // Derive returns the metadata of a model made from src by step: src's keys
 // with src's chain extended by src's own fingerprint and step. The source
 // hash is dropped (the new model is not the quantization of anything);

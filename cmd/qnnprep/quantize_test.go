@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
-	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
 )
@@ -29,16 +28,6 @@ func TestQuantizeInterrupted(t *testing.T) {
 			t.Errorf("interrupted quantize left %s", e.Name())
 		}
 	}
-}
-
-func hasTemp(dir string) bool {
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if atomicfile.IsTemp(e.Name()) {
-			return true
-		}
-	}
-	return false
 }
 
 // writeBigLlama writes dir/src.gguf, an F32 synthetic llama (hidden 1024,
