@@ -2,8 +2,10 @@ package onnx
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -347,4 +349,25 @@ func TestExportRefusesOtherContainer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "re-plan with --container 8bit") {
 		t.Fatalf("err = %v, want a refusal naming --container 8bit", err)
 	}
+}
+
+// matrixBytes is writeMatrix into memory.
+func matrixBytes(t *model.Tensor, enc *Encoding, transpose bool) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(int(4 * t.Elements()))
+	if err := writeMatrix(context.Background(), &buf, t, enc, transpose); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Codes returns the signed integer codes of row r of a Q8_0, Q1_0 or
+// Q2_0 tensor (see blockCodes).
+func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
+	cols := int(t.Dims[0])
+	rb, err := t.Type.RowBytes(int64(cols))
+	if err != nil {
+		return fmt.Errorf("onnx: tensor %q: %w", t.Name, err)
+	}
+	return blockCodes(t, data[r*int(rb):(r+1)*int(rb)], dst[:cols])
 }

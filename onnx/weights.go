@@ -1,7 +1,6 @@
 package onnx
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -103,23 +102,13 @@ func ParamEncoding(t *model.Tensor, c Container) (*Encoding, error) {
 	return e, nil
 }
 
-// Codes returns the signed integer codes of row r of a Q8_0, Q1_0 or
-// Q2_0 tensor on the positive scale |d| of their block, read straight
-// from its bits: Q8_0 the int8s, Q1_0 +1 for a set bit and −1 for a clear
-// one, Q2_0 the 2-bit field minus 1; negated in a block whose d is
-// negative, so code × |d| is always the value. A block whose scale is 0
-// reads as codes 0, the values it holds.
-func Codes(t *model.Tensor, data []byte, r int, dst []int8) error {
-	cols := int(t.Dims[0])
-	rb, err := t.Type.RowBytes(int64(cols))
-	if err != nil {
-		return fmt.Errorf("onnx: tensor %q: %w", t.Name, err)
-	}
-	return blockCodes(t, data[r*int(rb):(r+1)*int(rb)], dst[:cols])
-}
-
-// blockCodes is Codes for the whole blocks src of one row: len(dst)
-// codes.
+// blockCodes writes the len(dst) signed integer codes of the whole
+// blocks src of one row of a Q8_0, Q1_0 or Q2_0 tensor, on the positive
+// scale |d| of their block, read straight from its bits: Q8_0 the int8s,
+// Q1_0 +1 for a set bit and −1 for a clear one, Q2_0 the 2-bit field
+// minus 1; negated in a block whose d is negative, so code × |d| is
+// always the value. A block whose scale is 0 reads as codes 0, the values
+// it holds.
 func blockCodes(t *model.Tensor, src []byte, dst []int8) error {
 	bb, bs := int(t.Type.BlockBytes()), int(t.Type.BlockSize())
 	if t.Type != gguf.Q8_0 && t.Type != gguf.Q1_0 && t.Type != gguf.Q2_0 {
@@ -343,16 +332,6 @@ func dequantRange(t *model.Tensor, enc *Encoding, src []byte, r, c0 int, dst []f
 		return nil
 	}
 	return roundTrip(t, enc, src, r, c0, dst, codes[:len(dst)])
-}
-
-// matrixBytes is writeMatrix into memory.
-func matrixBytes(t *model.Tensor, enc *Encoding, transpose bool) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(int(4 * t.Elements()))
-	if err := writeMatrix(context.Background(), &buf, t, enc, transpose); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // roundTrip checks the values vals of row r, columns c0… (whose blocks

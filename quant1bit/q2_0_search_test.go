@@ -431,3 +431,26 @@ func TestQ2ErrAsmMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// q2Code returns the code (q−1 ∈ {−1,0,1,2}) nearest to x/d.
+func q2Code(x, d float64) int {
+	if d == 0 {
+		return 0
+	}
+	return min(max(int(math.Round(x/d)), -1), 2)
+}
+
+// q2Error is Σ (x − c·d)² with each c the best code for d, summed in
+// four interleaved partial sums (element i into sum i%4) that are then
+// added as (e0+e1)+(e2+e3); len(x) must be a multiple of 4.
+func q2Error(x []float32, d float64) float64 {
+	var e [4]float64
+	for i, v := range x {
+		// Explicit conversions keep each product rounded on its own: Go may
+		// otherwise fuse a*b+c, and the chosen scale must not depend on
+		// the build.
+		r := float64(v) - float64(float64(q2Code(float64(v), d))*d)
+		e[i%4] += float64(r * r)
+	}
+	return float64(e[0]+e[1]) + float64(e[2]+e[3])
+}

@@ -53,19 +53,6 @@ func (e *Engine) checkToken(t int32) error {
 	return nil
 }
 
-// CausalMask returns the mask RunLayers uses when given nil: t new tokens
-// after past cached positions, token i seeing slots 0…past+i.
-func CausalMask(past, t int) []bool {
-	n := past + t
-	m := make([]bool, t*n)
-	for i := 0; i < t; i++ {
-		for j := 0; j <= past+i; j++ {
-			m[i*n+j] = true
-		}
-	}
-	return m
-}
-
 // RunLayers runs decoder layers [a, b) on the hidden states x (T rows of
 // Hidden, updated in place) of T new tokens. pos gives each token's RoPE
 // position (nil: past+i, where past is the layers' current length). Each

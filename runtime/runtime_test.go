@@ -190,7 +190,7 @@ func TestRunLayersStages(t *testing.T) {
 			for i := range pos {
 				pos[i] = int32(past + i)
 			}
-			mask := CausalMask(past, len(chunk))
+			mask := causalMask(past, len(chunk))
 			for l := 0; l < e.Layers(); l++ {
 				if err := st.RunLayers(l, l+1, x, pos, mask); err != nil {
 					t.Fatal(err)
@@ -546,4 +546,17 @@ func TestCacheHoldsPositionsUsed(t *testing.T) {
 	_, _, err = s.Speculate(context.Background(), d, prompt, n, k)
 	require.NoError(t, err)
 	check("Speculate", s, len(prompt)+n+k)
+}
+
+// causalMask returns the mask RunLayers uses when given nil: t new tokens
+// after past cached positions, token i seeing slots 0…past+i.
+func causalMask(past, t int) []bool {
+	n := past + t
+	m := make([]bool, t*n)
+	for i := 0; i < t; i++ {
+		for j := 0; j <= past+i; j++ {
+			m[i*n+j] = true
+		}
+	}
+	return m
 }
