@@ -43,8 +43,8 @@ type PackStats struct {
 // and every file it lists, in sorted path order, as regular files with
 // mode 0644, owner 0:0 and a fixed time, so the same bundle always packs to
 // the same bytes. Each file is hashed while it is read and must match the
-// manifest; a file the manifest does not list, or anything but a regular
-// file, fails the pack.
+// manifest; a file the manifest does not list, anything but a regular
+// file, a dry-run bundle or one marked incomplete fails the pack.
 func Pack(ctx context.Context, dir string, w io.Writer) (PackStats, error) {
 	var st PackStats
 	mp := filepath.Join(dir, qnnpack.ManifestName)
@@ -55,6 +55,14 @@ func Pack(ctx context.Context, dir string, w io.Writer) (PackStats, error) {
 	m, err := qnnpack.ParseManifest(mb, mp)
 	if err != nil {
 		return st, err
+	}
+	// Unpack and pull refuse what VerifyBundle refuses; so does pack,
+	// rather than write an archive nobody can unpack.
+	if m.DryRun {
+		return st, fmt.Errorf("bundle pack: %s is a dry-run bundle: the SDK did not run, so the context binaries are missing", dir)
+	}
+	if m.Incomplete != "" {
+		return st, fmt.Errorf("bundle pack: %s is marked incomplete: %s", dir, m.Incomplete)
 	}
 	if err := checkListed(dir, m); err != nil {
 		return st, err

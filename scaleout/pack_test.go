@@ -93,6 +93,24 @@ func TestPackRefusesChangedBundle(t *testing.T) {
 	assert.ErrorContains(t, err, "changed since the manifest was written")
 }
 
+// A bundle that unpack would refuse is not packed: a dry run, or one its
+// build marked incomplete.
+func TestPackRefusesUnfinishedBundle(t *testing.T) {
+	dir := testBundle(t)
+	require.NoError(t, qnnpack.MarkIncomplete(dir, "build interrupted"))
+	_, err := Pack(context.Background(), dir, io.Discard)
+	assert.ErrorContains(t, err, "is marked incomplete: build interrupted")
+
+	e := newEnv(t)
+	dry := filepath.Join(t.TempDir(), "bundle")
+	o := e.options(dry, dry+".work")
+	o.DryRun = true
+	_, err = qnnpack.Build(context.Background(), o)
+	require.NoError(t, err)
+	_, err = Pack(context.Background(), dry, io.Discard)
+	assert.ErrorContains(t, err, "is a dry-run bundle")
+}
+
 type entry struct {
 	hdr  tar.Header
 	body string
