@@ -115,12 +115,16 @@ func ciKubernetes(c *command, args []string) error {
 		return err
 	}
 	o.Image, o.PVC, o.SDK, o.Name = *image, *pvc, *sdk, *name
-	files := []string{filepath.Join(*out, *name+"-shards.yaml"), filepath.Join(*out, *name+"-assemble.yaml")}
-	if err := checkPaths([]string{fs.Arg(0)}, files, nil); err != nil {
-		return err
-	}
 	shards, assemble, err := scaleout.KubernetesJobs(o)
 	if err != nil {
+		return err
+	}
+	// The output directory may not exist yet (ci github makes its too).
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	files := []string{filepath.Join(*out, *name+"-shards.yaml"), filepath.Join(*out, *name+"-assemble.yaml")}
+	if err := checkPaths([]string{fs.Arg(0)}, files, nil); err != nil {
 		return err
 	}
 	for i, b := range [][]byte{shards, assemble} {

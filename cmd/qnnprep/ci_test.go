@@ -10,7 +10,8 @@ import (
 )
 
 // TestCICommands: every flag of ci github and ci kubernetes lands in the
-// files they write; more shards than stages is refused.
+// files they write (in directories they make); more shards than stages is
+// refused.
 func TestCICommands(t *testing.T) {
 	needStories(t)
 	dir := t.TempDir()
@@ -30,10 +31,10 @@ func TestCICommands(t *testing.T) {
 	assert.Equal(t, 2, run(append([]string{"ci", "github"}, append(common, "--soc", "nosuchsoc", "-o", wf)...)))
 
 	require.Equal(t, 0, run(append([]string{"ci", "kubernetes"}, append(common, "--shards", "2", "--image", "reg.example/qnnprep:1", "--pvc", "work-claim",
-		"--qnn-sdk", "/opt/qairt/2.40", "--name", "tiny", "-o", dir)...)))
-	shards, err := os.ReadFile(filepath.Join(dir, "tiny-shards.yaml"))
+		"--qnn-sdk", "/opt/qairt/2.40", "--name", "tiny", "-o", filepath.Join(dir, "k8s"))...)), "-o names a directory not made yet")
+	shards, err := os.ReadFile(filepath.Join(dir, "k8s", "tiny-shards.yaml"))
 	require.NoError(t, err)
-	asm, err := os.ReadFile(filepath.Join(dir, "tiny-assemble.yaml"))
+	asm, err := os.ReadFile(filepath.Join(dir, "k8s", "tiny-assemble.yaml"))
 	require.NoError(t, err)
 	for _, want := range []string{"image: reg.example/qnnprep:1", "claimName: work-claim", "value: /opt/qairt/2.40", "name: tiny-", "completions: 2"} {
 		assert.Contains(t, string(shards), want)
