@@ -88,7 +88,7 @@ func bundleBuild(ctx context.Context, c *command, args []string) error {
 	fs := newFlags(c)
 	planPath := fs.String("plan", "", "plan.json from 'qnnprep plan'")
 	modelPath := fs.String("model", "", "the quantized model (qmodel GGUF) the plan was made from: BOS/EOS and rope theta for genie_config.json")
-	graphs := fs.String("graphs", "", "directory with the exported stage graphs: <graph>.onnx and <graph>.encodings")
+	graphs := fs.String("graphs", "", "directory with the exported stage graphs: <graph>.onnx and <graph>.encodings.json")
 	out := fs.String("out", "", "bundle directory to write (replaced atomically)")
 	work := fs.String("work", "", "work directory for DLCs, context binaries, logs and the cache (default OUT.work)")
 	soc := addSoCFlags(fs, "")

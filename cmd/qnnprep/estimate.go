@@ -28,7 +28,7 @@ func runEstimate(ctx context.Context, c *command, args []string) error {
 	draft := fs.Float64("draft-step-ms", 0, "draft cost per proposed token, ms")
 	host := fs.Float64("host-ms", 0, "host overhead per window, ms")
 	k := fs.IntP("k", "k", 0, "draft tokens per window (0: no speculation; a plan with a speculative dialog gives its own)")
-	acc := fs.Float64("acceptance", 0, "mean accepted draft tokens per window (as `run --draft` reports)")
+	acc := fs.Float64("acceptance", 0, "mean accepted draft tokens per window (the acceptance length speculate and bench --draft report)")
 	frac := fs.Float64("weight-fraction", 1, "fraction of the weights kept (structured pruning), scales weights and per-position compute")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
