@@ -105,3 +105,33 @@ func checkModel(t *testing.T, m *Model) {
 	defer m2.Close()
 	sameModel(t, m, m2)
 }
+
+// FuzzIndex feeds arbitrary bytes to the parser of
+// model.safetensors.index.json. Nothing may panic; every error is a
+// *FormatError naming the file; what parses has a non-empty weight_map of
+// plain shard file names.
+func FuzzIndex(f *testing.F) {
+	f.Add([]byte(`{"metadata":{"total_size":16},"weight_map":{"a.weight":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"../x.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"x"},"weight_map":{"b":"y"}}`))
+	f.Add([]byte(`{"weight_map":{}} {}`))
+	f.Add([]byte(`{"weight_map":{"a":1}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		wm, err := parseIndex(b, "index.json")
+		if err != nil {
+			var fe *FormatError
+			if !errors.As(err, &fe) || fe.File != "index.json" {
+				t.Fatalf("error %v is not a *FormatError naming the index", err)
+			}
+			return
+		}
+		if len(wm) == 0 {
+			t.Fatal("an empty weight_map parsed")
+		}
+		for name, shard := range wm {
+			if checkShardName(shard) != nil {
+				t.Fatalf("tensor %q: shard %q is not a plain file name", name, shard)
+			}
+		}
+	})
+}

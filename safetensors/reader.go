@@ -176,9 +176,6 @@ func openSharded(dir, index string) (*Model, error) {
 // readIndex reads the weight_map of a sharded model's index and checks
 // that every shard is a plain file name; the rest of the index is ignored.
 func readIndex(path string) (map[string]string, error) {
-	bad := func(err error) error {
-		return &FormatError{File: path, Err: ErrIndex, Msg: "invalid index: " + msgOf(err), Cause: err}
-	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
@@ -189,6 +186,14 @@ func readIndex(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	return parseIndex(b, path)
+}
+
+// parseIndex is readIndex on the index's bytes b; path names it in errors.
+func parseIndex(b []byte, path string) (map[string]string, error) {
+	bad := func(err error) error {
+		return &FormatError{File: path, Err: ErrIndex, Msg: "invalid index: " + msgOf(err), Cause: err}
 	}
 	if !utf8.Valid(b) {
 		return nil, bad(errors.New("not valid UTF-8"))
