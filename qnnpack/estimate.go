@@ -1,9 +1,11 @@
 package qnnpack
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -18,17 +20,32 @@ type Device struct {
 	HostMs        float64 `json:"host_ms"`            // per window: sampling, KV bookkeeping, I/O
 }
 
-// ReadDevice reads a device profile JSON file.
+// ReadDevice reads a device profile JSON file (see parseDevice).
 func ReadDevice(path string) (Device, error) {
-	var d Device
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return d, err
+		return Device{}, err
 	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("device profile %s: %w", path, err)
+	return parseDevice(b, path)
+}
+
+// parseDevice parses a device profile: one JSON object with Device's
+// fields and no others, so that a misspelt key is an error rather than a
+// zero. Errors name the file, name.
+func parseDevice(b []byte, name string) (Device, error) {
+	var d Device
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return Device{}, fmt.Errorf("device profile %s: %w", name, err)
 	}
-	return d, d.validate()
+	if _, err := dec.Token(); err != io.EOF {
+		return Device{}, fmt.Errorf("device profile %s: unexpected data after the JSON object", name)
+	}
+	if err := d.validate(); err != nil {
+		return Device{}, fmt.Errorf("device profile %s: %w", name, err)
+	}
+	return d, nil
 }
 
 func (d Device) validate() error {

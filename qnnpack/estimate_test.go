@@ -2,6 +2,7 @@ package qnnpack
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -56,4 +57,43 @@ func TestEstimateTermsAndErrors(t *testing.T) {
 	if _, err := Estimate(Device{}, 1e9, 1, 0, 1); err == nil {
 		t.Error("zero bandwidth accepted")
 	}
+}
+
+func TestParseDevice(t *testing.T) {
+	d, err := parseDevice([]byte(`{"name":"npu","bandwidth_gb_per_s":20,"position_ms":1.5,"draft_step_ms":0.8,"host_ms":2}`), "npu.json")
+	if err != nil || d.BandwidthGBps != 20 || d.HostMs != 2 {
+		t.Fatalf("got %+v, %v", d, err)
+	}
+	for in, want := range map[string]string{
+		`{"name":"npu","bandwith_gb_per_s":20}`: `npu.json: json: unknown field "bandwith_gb_per_s"`,
+		`{"bandwidth_gb_per_s":0}`:              `npu.json: device: bandwidth must be positive`,
+		`{"bandwidth_gb_per_s":1,"host_ms":-1}`: `npu.json: device: times must not be negative`,
+		`{"bandwidth_gb_per_s":1} {}`:           `npu.json: unexpected data after the JSON object`,
+		`[1]`:                                   `npu.json: json: cannot unmarshal array`,
+		``:                                      `npu.json: EOF`,
+	} {
+		if _, err := parseDevice([]byte(in), "npu.json"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", in, err, want)
+		}
+	}
+}
+
+// FuzzParseDevice: no input panics; every error names the file; what
+// parses is a valid device.
+func FuzzParseDevice(f *testing.F) {
+	f.Add([]byte(`{"name":"npu","bandwidth_gb_per_s":20,"position_ms":1.5,"draft_step_ms":0.8,"host_ms":2}`))
+	f.Add([]byte(`{"bandwidth_gb_per_s":1e308,"position_ms":1e-320}`))
+	f.Add([]byte(`{"bandwidth_gb_per_s":1}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := parseDevice(b, "dev.json")
+		if err != nil {
+			if !strings.Contains(err.Error(), "dev.json") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if err := d.validate(); err != nil {
+			t.Fatalf("parsed an invalid device %+v: %v", d, err)
+		}
+	})
 }
