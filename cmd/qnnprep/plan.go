@@ -174,7 +174,7 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*mul > 1<<50 {
+	if n := v * mul; err != nil || !(n >= 1 && n <= 1<<50) { // NaN fails both
 		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with GiB, MiB, KiB, GB, MB or KB", s)
 	}
 	return int64(v * mul), nil

@@ -65,7 +65,7 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "GiB", "-1", "0", "2TB"} {
+	for _, in := range []string{"", "GiB", "-1", "0", "2TB", "NaN", "NaNGiB", "Inf", "0.5B"} {
 		if _, err := parseBytes(in); err == nil {
 			t.Errorf("parseBytes(%q) accepted", in)
 		}
