@@ -127,7 +127,10 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		}
 		return fmt.Errorf("%v: %w", err, errUsage)
 	}
-	return checkThreads(fs)
+	if err := checkThreads(fs); err != nil {
+		return err
+	}
+	return checkContext(fs)
 }
 
 func printCommands(w io.Writer) {

@@ -40,3 +40,16 @@ func checkThreads(fs *pflag.FlagSet) error {
 	}
 	return nil
 }
+
+// checkContext refuses a negative --ctx (0 means the model's context
+// length); the runtime would take it as 0 without a word.
+func checkContext(fs *pflag.FlagSet) error {
+	f := fs.Lookup("ctx")
+	if f == nil || !f.Changed {
+		return nil
+	}
+	if n, err := strconv.Atoi(f.Value.String()); err == nil && n < 0 {
+		return usageError("--ctx %d: want 0 (the model's context length) or more", n)
+	}
+	return nil
+}

@@ -6,7 +6,7 @@ import (
 )
 
 // Thread and job counts are bounded before any work: a typo like
-// -t 100000 is refused with the limit.
+// -t 100000 is refused with the limit; so is a negative --ctx.
 func TestThreadCountsBounded(t *testing.T) {
 	model := fixture(t, "stories260K/stories260K-llamacpp.gguf")
 	for _, c := range []struct {
@@ -18,6 +18,8 @@ func TestThreadCountsBounded(t *testing.T) {
 		{[]string{"quantize", model, "x.gguf", "--recipe", "q8_0", "-t", "100000"}, "--threads 100000 is too large"},
 		{[]string{"bench", model, "-t", "2,5000"}, "--threads 5000 is too large"},
 		{[]string{"bench", model, "--ref-threads", "9999"}, "--ref-threads 9999 is too large"},
+		{[]string{"run", model, "--ids", "1", "-n", "1", "--ctx", "-5"}, "--ctx -5: want 0 (the model's context length) or more"},
+		{[]string{"verify", model, "--golden", "g.json", "--ctx", "-1"}, "--ctx -1: want 0"},
 	} {
 		t.Run(strings.Join(c.args[:1], " ")+" "+c.args[len(c.args)-1], func(t *testing.T) {
 			var code int
