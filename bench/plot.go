@@ -395,12 +395,10 @@ func (f *figure) machines() []string {
 // bars is one bar chart per series (and depth) over the groups, with its
 // run values as dots and its mean written above it.
 type bars struct {
-	p      *plot.Plot
-	n      int // bars per group
-	i      int
-	width  vg.Length
-	labels plotter.XYLabels
-	dots   plotter.XYs
+	p     *plot.Plot
+	n     int // bars per group
+	i     int
+	width vg.Length
 }
 
 // newBars lays out n bars per group over a data area about area wide.

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -173,5 +172,5 @@ func problemError(where string, problems []string) error {
 	if where != "" {
 		prefix += where + ": "
 	}
-	return errors.New(fmt.Sprintf("%s%d %s: %s%s", prefix, len(problems), noun, strings.Join(list, "; "), more))
+	return fmt.Errorf("%s%d %s: %s%s", prefix, len(problems), noun, strings.Join(list, "; "), more)
 }

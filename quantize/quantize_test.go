@@ -143,11 +143,11 @@ func TestOverrideOrderFirstMatchWins(t *testing.T) {
 	shapes := []TensorShape{{Name: "blk.0.ffn_up.weight", Dims: []int64{256, 512}, Type: gguf.F32}}
 	a, _ := ParseOverride("blk.0.*=F16")
 	b, _ := ParseOverride("blk.*.ffn_up.weight=int8")
-	ds, err := Recipes["q1"].Decide(shapes, []Rule{a, b}, false)
+	_, err := Recipes["q1"].Decide(shapes, []Rule{a, b}, false)
 	if err == nil {
 		t.Fatal("second override matches nothing and should be reported")
 	}
-	ds, err = Recipes["q1"].Decide(shapes, []Rule{b}, false)
+	ds, err := Recipes["q1"].Decide(shapes, []Rule{b}, false)
 	if err != nil || ds[0].Kind.String() != "INT8" {
 		t.Fatalf("got %v, %v", ds, err)
 	}

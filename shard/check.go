@@ -453,7 +453,6 @@ func (c *checker) groupRules() {
 func (c *checker) encodingRule() {
 	type first struct{ enc, graph, tensor string }
 	seen := map[string]first{}
-	var keys []string
 	for _, g := range c.p.Graphs {
 		for _, t := range append(g.Inputs[:len(g.Inputs):len(g.Inputs)], g.Outputs...) {
 			if t.Name == Logits {
@@ -469,7 +468,6 @@ func (c *checker) encodingRule() {
 			f, ok := seen[key]
 			if !ok {
 				seen[key] = first{t.Encoding, g.Name, t.Name}
-				keys = append(keys, key)
 				continue
 			}
 			if f.enc != t.Encoding {

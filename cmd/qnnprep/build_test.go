@@ -160,8 +160,7 @@ func TestBuildDryRun(t *testing.T) {
 	}
 
 	// Without --allow-recurrent-state the hybrid fails check, naming the rule.
-	var stderr string
-	stderr = captureStderr(t, func() {
+	stderr := captureStderr(t, func() {
 		captureStdout(t, func() {
 			code = run([]string{"build", src, filepath.Join(t.TempDir(), "out2"), "--recipe", "q1", "--stages", "2", "--ar", "32,1", "--cl", "256", "--no-verify", "-q"})
 		})

@@ -138,8 +138,8 @@ func TestGoldenVerifyCommands(t *testing.T) {
 		t.Fatalf("mismatched model: exit %d: %s", code, errOut)
 	}
 	errOut = captureStderr(t, func() { code = run([]string{"verify", q8, "--golden", g, "--min-match", "2"}) })
-	if code != 2 {
-		t.Fatalf("--min-match 2: exit %d", code)
+	if code != 2 || !strings.Contains(errOut, "--min-match 2: want a fraction in [0, 1]") {
+		t.Fatalf("--min-match 2: exit %d: %s", code, errOut)
 	}
 	// --plan: the plan must describe the artifact's model.
 	plan := filepath.Join(dir, "plan.json")
