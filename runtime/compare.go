@@ -68,7 +68,7 @@ func CompareSpeculative(ctx context.Context, target *Engine, m *model.Model, o C
 		want = append(want, s.Token)
 		return true
 	}
-	speculate := target.Speculate
+	var speculate func(context.Context, Drafter, []int32, int, int) ([]int32, SpecStats, error)
 	if o.Plan != "" {
 		p, err := shard.ReadPlan(o.Plan)
 		if err != nil {

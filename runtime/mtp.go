@@ -170,7 +170,7 @@ type MTPDrafter struct {
 	stable int
 	feats  [][]float32
 	toks   []int32
-	x, e   []float32
+	e      []float32
 	cat    []float32
 	in     acts
 	logits []float32

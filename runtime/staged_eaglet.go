@@ -53,7 +53,7 @@ import (
 type stagedEaglet struct {
 	head     *Eagle3            // fc for last_hidden_states (plans with a draft)
 	local    map[int][]float32  // taps computed inside the last stage
-	cat, fc  []float32          // fc input and output scratch
+	cat      []float32          // fc input scratch
 	in       acts               // fc input rows
 	pending  [][]float32        // last_hidden_states of committed rows, not yet taken
 	record   bool               // keep last_hidden_states rows of every call
