@@ -15,7 +15,7 @@ import (
 
 var quantizeCmd = &command{
 	Name:    "quantize",
-	Usage:   "qnnprep quantize IN OUT --recipe q1|int8|q8_0|f16|bf16 [--override 'PATTERN=TYPE']... [--report FILE] [--json]",
+	Usage:   "qnnprep quantize IN OUT --recipe q1|int8|q8_0|f16|bf16|keep [--override 'PATTERN=TYPE']... [--report FILE] [--json]",
 	Summary: "quantize an HF directory or GGUF into a qmodel GGUF (streaming, both cores)",
 	Run:     runQuantize,
 }
