@@ -67,6 +67,12 @@ func readEagle3HFConfig(dir string, targetLayers int) (Eagle3Config, error) {
 	if err != nil {
 		return Eagle3Config{}, err
 	}
+	return parseEagle3HFConfig(b, dir, targetLayers)
+}
+
+// parseEagle3HFConfig is readEagle3HFConfig on config.json's bytes b;
+// dir names the head in errors.
+func parseEagle3HFConfig(b []byte, dir string, targetLayers int) (Eagle3Config, error) {
 	var hc eagle3HFConfig
 	if err := json.Unmarshal(b, &hc); err != nil {
 		return Eagle3Config{}, fmt.Errorf("%s: config.json: %w", dir, err)
@@ -96,6 +102,20 @@ func readEagle3HFConfig(dir string, targetLayers int) (Eagle3Config, error) {
 	}
 	if cfg.HeadDim == 0 && cfg.Heads > 0 {
 		cfg.HeadDim = cfg.Hidden / cfg.Heads
+	}
+	// convert writes a GGUF from these sizes before NewEagle3 would
+	// check them (a zero head_dim divided the q/k permutation).
+	for _, v := range []struct {
+		key string
+		n   int
+	}{{"hidden_size", cfg.Hidden}, {"intermediate_size", cfg.FFN}, {"num_attention_heads", cfg.Heads},
+		{"num_key_value_heads", cfg.KVHeads}, {"head_dim", cfg.HeadDim}} {
+		if v.n <= 0 || v.n > 1<<24 {
+			return cfg, fmt.Errorf("%s: config.json: %s %d, want 1…%d", dir, v.key, v.n, 1<<24)
+		}
+	}
+	if cfg.DraftVocab < 0 || cfg.TargetHidden < 0 || cfg.DraftVocab > 1<<24 || cfg.TargetHidden > 1<<24 {
+		return cfg, fmt.Errorf("%s: config.json: draft_vocab_size %d, target_hidden_size %d, want 0…%d", dir, cfg.DraftVocab, cfg.TargetHidden, 1<<24)
 	}
 	aux := top.AuxLayers
 	if aux == nil && top.EagleConfig != nil {

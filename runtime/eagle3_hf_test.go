@@ -195,3 +195,51 @@ func FuzzEagle3GGUF(f *testing.F) {
 		}
 	})
 }
+
+// An HF head's config.json with a missing or absurd size is refused when
+// read, naming the key: convert writes a GGUF from these sizes before
+// anything else checks them.
+func TestEagle3HFConfigSizes(t *testing.T) {
+	good := eagle3TestConfig(64, 512)
+	if _, err := parseEagle3HFConfig([]byte(good), "head", 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"head_dim":32`, `"head_dim":0`, ""}, // hidden / heads
+		{`"hidden_size":64`, `"hidden_size":-64`, "hidden_size -64, want 1…"},
+		{`"num_key_value_heads":2`, `"num_key_value_heads":0`, ""}, // the heads
+		{`"intermediate_size":256`, `"intermediate_size":0`, "intermediate_size 0, want 1…"},
+		{`"draft_vocab_size":64`, `"draft_vocab_size":-1`, "draft_vocab_size -1"},
+		// More heads than hidden dims, no head_dim: hidden / heads is 0.
+		{`"num_attention_heads":4`, `"num_attention_heads":100`, "head_dim 0, want 1…"},
+	} {
+		conf := strings.Replace(good, c.from, c.to, 1)
+		if c.from == `"num_attention_heads":4` {
+			conf = strings.Replace(conf, `"head_dim":32`, `"head_dim":0`, 1)
+		}
+		_, err := parseEagle3HFConfig([]byte(conf), "head", 4)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.to, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), "head: config.json: "+c.want)):
+			t.Errorf("%s: got %v, want %q", c.to, err, c.want)
+		}
+	}
+}
+
+// FuzzEagle3HFConfig: no config.json panics the reader; what it accepts
+// has positive sizes.
+func FuzzEagle3HFConfig(f *testing.F) {
+	f.Add([]byte(eagle3TestConfig(64, 512)), 4)
+	f.Add([]byte(`{"hidden_size":8,"num_attention_heads":16,"intermediate_size":1,"transformer_layer_config":{"hidden_size":1}}`), 0)
+	f.Add([]byte(`{"hidden_size":64,"num_attention_heads":4,"intermediate_size":8,"eagle_aux_hidden_state_layer_ids":[1,2]}`), 3)
+	f.Fuzz(func(t *testing.T, b []byte, layers int) {
+		cfg, err := parseEagle3HFConfig(b, "head", layers)
+		if err != nil {
+			return
+		}
+		if cfg.Hidden <= 0 || cfg.FFN <= 0 || cfg.Heads <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 || cfg.DraftVocab < 0 {
+			t.Fatalf("accepted sizes %+v", cfg)
+		}
+	})
+}
