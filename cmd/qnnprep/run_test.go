@@ -50,6 +50,15 @@ func TestRunCommand(t *testing.T) {
 	if code != 0 || out != string(wantText) {
 		t.Fatalf("exit %d, output\n%q\nwant\n%q", code, out, wantText)
 	}
+	// speculate prints the same text (prompt and continuation).
+	out = captureStdout(t, func() {
+		captureStderr(t, func() {
+			code = run([]string{"speculate", storiesGGUF, "--draft", storiesGGUF, "-k", "2", "--prompt", "Once upon a time", "-n", "60", "-t", "1"})
+		})
+	})
+	if code != 0 || out != string(wantText) {
+		t.Fatalf("speculate: exit %d, output\n%q\nwant\n%q", code, out, wantText)
+	}
 
 	// --ids on the HF form, --json and --logits: the ids are the fixture's,
 	// and each logits row's argmax is the token generated from it.

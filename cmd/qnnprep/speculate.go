@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
@@ -101,7 +102,14 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 		}
 	} else {
 		if tok != nil {
-			fmt.Println(tok.Decode(res.Generated))
+			// Prompt and continuation without a leading BOS, as run prints
+			// them (runtime.Run's Text): decoded alone, a continuation
+			// could lose a leading space (SPM vocabularies).
+			all := append(slices.Clone(ids), res.Generated...)
+			if len(all) > 0 && all[0] == tok.Vocab().BOS {
+				all = all[1:]
+			}
+			fmt.Println(tok.Decode(all))
 		} else {
 			fmt.Println(joinIDs(res.Generated))
 		}
