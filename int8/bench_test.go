@@ -3,9 +3,12 @@ package int8
 import (
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/internal/mmapfile"
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
@@ -153,4 +156,70 @@ func mapFile(b *testing.B, path string) []byte {
 	b.Cleanup(func() { mmapfile.Unmap(data) })
 	mmapfile.PopulateHuge([][]byte{data})
 	return data
+}
+
+// BenchmarkDotQ8_0Decode runs the row kernels this CPU runs over the
+// weight matrices of the Q8_0 GGUF that QNNPREP_BENCH_Q8_FILE names, each
+// in one call as decoding at one thread takes them, in file order (the
+// order a decode step reads them: each layer's attention and FFN
+// matrices, then the output head), from its memory map: "cpu-GB/s" is
+// weight bytes per CPU second of the calling thread, to set beside the
+// memory-read ceiling `qnnprep bench` measures over the same bytes.
+func BenchmarkDotQ8_0Decode(b *testing.B) {
+	path := os.Getenv("QNNPREP_BENCH_Q8_FILE")
+	if path == "" {
+		b.Skip("QNNPREP_BENCH_Q8_FILE names no Q8_0 GGUF")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	type mat struct {
+		w   []byte
+		nb  int
+		x   []byte
+		out []float32
+	}
+	var ms []mat
+	var spans [][]byte
+	var bytes int64
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if t.Type != gguf.Q8_0 || len(t.Dims) != 2 || !strings.HasPrefix(t.Name, "blk.") && t.Name != "output.weight" {
+			continue
+		}
+		w, err := f.Data(t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nb := int(t.Dims[0]) / BlockQ8_0
+		ms = append(ms, mat{w, nb, symmetric(randomQ8Row(r, nb)), make([]float32, t.Dims[1])})
+		spans = append(spans, w)
+		bytes += int64(len(w))
+	}
+	if len(ms) == 0 {
+		b.Skip(path + ": no Q8_0 matrices")
+	}
+	mmapfile.PopulateHuge(spans)
+	for set, k := range rowsImpls() {
+		if set == "go" {
+			continue
+		}
+		b.Run(set, func(b *testing.B) {
+			b.SetBytes(bytes)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := cpubench.Thread()
+			for b.Loop() {
+				for _, m := range ms {
+					k(m.w, m.nb*BlockBytesQ8_0, m.x, m.nb, m.out)
+				}
+			}
+			if c := cpubench.Thread() - c0; c0 != 0 && c > 0 {
+				b.ReportMetric(float64(bytes)*float64(b.N)/c.Seconds()/1e9, "cpu-GB/s")
+			}
+		})
+	}
 }
