@@ -45,7 +45,7 @@ func dotQ8_0SymAVX2(w, x []byte, nb int) float32 {
 }
 
 // rowsPrefetch is how far ahead (bytes) the decoding row kernels
-// prefetch each of their two streams: 1024 on Intel, none elsewhere. On
+// prefetch each of their two streams: 1024 on Intel, 4352 elsewhere. On
 // the Intel Xeon (KVM) they were tuned on, the hardware prefetcher alone
 // leaves the loads waiting: over the mapped 700M file (BenchmarkDotQ8_0Rows
 // "file", interleaved, load 8-11) the AVX2 kernel read 15.4-16.3 against
@@ -62,12 +62,24 @@ func dotQ8_0SymAVX2(w, x []byte, nb int) float32 {
 // (-6% to +4%); after the AVX2 kernel's unpacking sums, at two threads
 // AVX2 none 46.0 / 256 B 44.0 / 1 KiB 41.1 / 2 KiB 44.9 / 4 KiB 45.7,
 // AVX-512 none 48.5 / 2 KiB 47.2 / 4 KiB 47.4. Plain reads there were
-// slower with prefetch too.
+// slower with prefetch too. On the same EPYC in session 11, measured
+// over the file's matrices in decoding's order (BenchmarkDotQ8_0Decode's
+// calls; GB per CPU second, 40-60 interleaved rounds, per-round ratios
+// against none: median and quartiles), 4352 bytes (16 groups) ahead
+// read level while the machine was lightly shared (load 3: AVX-512 0.99
+// at one thread and at two, AVX2 1.00 and 1.03, quartiles within
+// 0.95-1.14) and faster while it was loaded (load 6-10: AVX-512 1.18
+// (1.02-1.28) and 1.30 (1.10-1.56), AVX2 1.12 (1.08-1.19) and 1.25
+// (1.11-1.32); 2176 bytes a little less), its slowest rounds faster
+// always: under load the memory's latency grows and the hardware
+// prefetchers alone leave the kernels' loads waiting. The 2- and
+// 3-token kernel (multi_amd64.go) takes it too: 1.36 and 1.28 at load 5.
+// Other AMD CPUs take it untried at this distance.
 var rowsPrefetch = func() int {
 	if cpuvendor.Intel {
 		return 1024
 	}
-	return 0
+	return 4352
 }()
 
 // dotQ8_0SymRowsAVX2 reads the rows as dotQ8_0RowsAVX512 does: two
