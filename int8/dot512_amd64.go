@@ -55,7 +55,24 @@ func (q *q8Prep) set(x []byte, nb int) {
 // pages were level too (four streams 28.5-33.1, two 28.5-32.9 at one
 // thread). The kernel reads 87-89% of such a plain read; a copy that
 // only loads what it loads read 92-95%, one without the block reduction
-// and scales ~1-3% faster than the kernel.
+// and scales ~1-3% faster than the kernel. Session 11 (same EPYC, the
+// file's matrices in decoding's order, one call each, GB per CPU second,
+// interleaved, load 4-10): the kernel read 0.63-0.84 of a copy of
+// bench's probe loop over the same bytes (the less, the more loaded the
+// machine), a copy of it that only makes its code loads 0.91 of the
+// probe's loop at two streams, one making 64-byte loads from line
+// starts instead 0.96-1.01; adding this kernel's four 64-byte scale
+// loads, which cross lines, to that last one cost a quarter. Yet a
+// kernel that loads each line once from its start and takes codes and
+// scales out with VBMI permutes (VPERMT2B, VPERMI2W; 1.13x in cache)
+// read 0.86-0.98 of this one, and cutting instructions gained nothing
+// from memory: the activation loaded once for both streams (1.10x in
+// cache) 0.99, the scales as scalar loads (1.03x) 0.99, VPGATHERDD for
+// them (0.59x) 0.88, the sums of a call formed a quarter per row during
+// the next 0.89-0.92, though a copy without SUMTERMS at all read
+// 1.01-1.10 (6% of the kernel's samples in a decode, its group loop
+// 93%). The calls' preparation and the Go wrapper are under 0.5% of a
+// decode's samples at one and two threads.
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
