@@ -99,7 +99,11 @@ var rowsPrefetch = func() int {
 // at one thread and 1.04-1.16 at two in one stretch, 0.82-0.89 and
 // 0.93-1.02 in another (less bandwidth, nothing else running in the VM),
 // 1.03 and 0.94-1.03 idle; with 1 KiB prefetch 0.94-1.05 and 0.98-1.07
-// in all three: not worth a second kernel.
+// in all three: not worth a second kernel. In session 11 (the file's
+// matrices in decoding's order, one call each, interleaved, load 3-9)
+// it read 0.77-0.79 of a copy of bench's AVX2 probe loop over the same
+// bytes (GB per CPU second); in cache (BenchmarkDotQ8_0Rows "2048") it
+// runs at 35 GB per CPU second, the AVX-512 kernel at 50.
 func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := symPrepPool.Get().(*symPrep)
 	defer symPrepPool.Put(q)
