@@ -72,12 +72,3 @@ type Window struct {
 	TokensPerWin float64 `json:"tokens_per_window"`
 	TokensPerSec float64 `json:"tokens_per_s"`
 }
-
-// Estimate models one window of chained speculative decoding (a draft
-// model or head proposing K tokens in a row) on d: EstimateSpec of
-// ChainSpec(k, acceptance). K = 0 is plain decoding: one position, no
-// draft. weightFraction scales both the weight bytes and the per-position
-// compute, as pruning a bandwidth-bound model does (1 = dense).
-func Estimate(d Device, weightBytes float64, k int, acceptance, weightFraction float64) (Window, error) {
-	return EstimateSpec(d, weightBytes, ChainSpec(k, acceptance), weightFraction)
-}

@@ -23,7 +23,7 @@ func TestEstimatePublishedBuild(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := Estimate(phone27B, 3.80e9, 2, 0.72, c.fraction)
+			w, err := estimate(phone27B, 3.80e9, 2, 0.72, c.fraction)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +38,7 @@ func TestEstimatePublishedBuild(t *testing.T) {
 }
 
 func TestEstimateTermsAndErrors(t *testing.T) {
-	w, err := Estimate(phone27B, 3.80e9, 0, 0, 1)
+	w, err := estimate(phone27B, 3.80e9, 0, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +50,11 @@ func TestEstimateTermsAndErrors(t *testing.T) {
 		k         int
 		acc, frac float64
 	}{{2, 3, 1}, {-1, 0, 1}, {2, 0.5, 0}, {2, 0.5, 1.5}} {
-		if _, err := Estimate(phone27B, 1e9, bad.k, bad.acc, bad.frac); err == nil {
-			t.Errorf("Estimate(k=%d, acc=%g, frac=%g) accepted", bad.k, bad.acc, bad.frac)
+		if _, err := estimate(phone27B, 1e9, bad.k, bad.acc, bad.frac); err == nil {
+			t.Errorf("estimate(k=%d, acc=%g, frac=%g) accepted", bad.k, bad.acc, bad.frac)
 		}
 	}
-	if _, err := Estimate(Device{}, 1e9, 1, 0, 1); err == nil {
+	if _, err := estimate(Device{}, 1e9, 1, 0, 1); err == nil {
 		t.Error("zero bandwidth accepted")
 	}
 }
@@ -96,4 +96,13 @@ func FuzzParseDevice(f *testing.F) {
 			t.Fatalf("parsed an invalid device %+v: %v", d, err)
 		}
 	})
+}
+
+// estimate models one window of chained speculative decoding (a draft
+// model or head proposing K tokens in a row) on d: EstimateSpec of
+// ChainSpec(k, acceptance). K = 0 is plain decoding: one position, no
+// draft. weightFraction scales both the weight bytes and the per-position
+// compute, as pruning a bandwidth-bound model does (1 = dense).
+func estimate(d Device, weightBytes float64, k int, acceptance, weightFraction float64) (Window, error) {
+	return EstimateSpec(d, weightBytes, ChainSpec(k, acceptance), weightFraction)
 }
