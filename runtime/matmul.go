@@ -533,9 +533,8 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			return nil
 		}
 		// A short batch (2-3 tokens): each weight row read and widened
-		// once for all the tokens, the decoding kernel's bits per token;
-		// no blocks of rows (shortBatchRows), since no token reads a row
-		// again. EPYC, run -t 1, CPU time, 50 interleaved rounds under
+		// once for all the tokens, the decoding kernel's bits per token.
+		// EPYC, run -t 1, CPU time, 50 interleaved rounds under
 		// load: a 3-token prompt beyond a 1-token one 44 -> 20 ms, a
 		// 2-token one 27 -> 9 ms.
 		kernels.DotF16F32RowsMulti(w.data[r0*rb:], rb, r1-r0, a.f16[:a.t*n], n, out[r0:], rows)
@@ -611,20 +610,6 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		}
 	}
 	return nil
-}
-
-// shortBatchRows is how many weight rows of rowBytes each a batch of 2 to
-// panelTokens-1 tokens takes at a time: each block is read from memory
-// once, by the first token's call of the decoding row kernel, and from
-// cache by the others' (256 KiB, within a core's L2 on current x86 CPUs).
-// Against every row dotted with each token in turn (the row then in L1),
-// on the EPYC (Zen 5), run -t 1, CPU time, 5 interleaved rounds under load:
-// a 3-token prompt's cost beyond a 1-token one fell from 120 to 45 ms
-// (700M Q8_0) and from 100 to 25 ms (F16), about 1.3 decode steps instead
-// of 3-4; speculate with a self-draft, k 2 (3-token verify batches), rose
-// from 3.7-6.0 to 5.5-10.8 tokens/s in the same rounds.
-func shortBatchRows(rowBytes int) int {
-	return max(16, (256<<10)/rowBytes&^7)
 }
 
 // panelTokens is the batch from which Q8_0 and F16 products take weight
