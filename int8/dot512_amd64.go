@@ -68,24 +68,39 @@ func (q *q8Prep) set(x []byte, nb int) {
 // read 0.86-0.98 of this one, and cutting instructions gained nothing
 // from memory: the activation loaded once for both streams (1.10x in
 // cache) 0.99, the scales as scalar loads (1.03x) 0.99, VPGATHERDD for
-// them (0.59x) 0.88, the sums of a call formed a quarter per row during
-// the next 0.89-0.92, though a copy without SUMTERMS at all read
-// 1.01-1.10 (6% of the kernel's samples in a decode, its group loop
-// 93%). The calls' preparation and the Go wrapper are under 0.5% of a
-// decode's samples at one and two threads.
+// them (0.59x) 0.88, the sums of a call formed a quarter at the start
+// of each row of the next 0.89-0.92. A copy without SUMTERMS at all read
+// 1.01-1.10 (SUMTERMS, a chain of ⌈nb/8⌉·8 dependent additions between
+// calls, was 6% of the kernel's samples in a decode, its group loop
+// 93%); so each call now forms the previous call's sums a step after
+// each group of its first row (dotRows2Q8_0Asm), which with the 4352-byte
+// prefetch read 1.085 (quartiles 1.05-1.11) at one thread and 1.07
+// (1.02-1.10) at two of the kernel that summed at its end (load 3, 40
+// rounds; the best rounds 29.4 against 28.1 and 49.6 against 47.8; in
+// cache level). The calls' preparation and the Go wrapper are under
+// 0.5% of a decode's samples at one and two threads.
 func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
 	q.set(x, nb)
 	var stride int
-	q.t, stride = rowTerms(q.t, nb)
-	xp, t := unsafe.Pointer(&q.p[0]), unsafe.Pointer(&q.t[0])
+	q.t, stride = rowTermsN(q.t, nb, 16)
+	xp := unsafe.Pointer(&q.p[0])
+	// Each call's terms go to one half of t while the call forms the
+	// sums of the previous call's, in the other.
+	ts := [2]unsafe.Pointer{unsafe.Pointer(&q.t[0]), unsafe.Pointer(&q.t[8*stride])}
 	h := len(out) / 2 &^ 3
+	var prev, outPrev, outFarPrev unsafe.Pointer
 	for r := 0; r < h; r += 4 {
-		dotRows2Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r]), t, 4*stride, rowsPrefetch)
+		t := ts[r/4%2]
+		dotRows2Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, t, 4*stride, rowsPrefetch, prev, outPrev, outFarPrev)
+		prev, outPrev, outFarPrev = t, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r])
+	}
+	if prev != nil {
+		sumTermsPairAsm(prev, 4*stride, nb, outPrev, outFarPrev)
 	}
 	for r := 2 * h; r < len(out); r += 8 {
-		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, xp, nb, unsafe.Pointer(&out[r]), min(8, len(out)-r), t, 4*stride)
+		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, xp, nb, unsafe.Pointer(&out[r]), min(8, len(out)-r), ts[0], 4*stride)
 	}
 }
 
@@ -93,7 +108,10 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 func prepQ8_0Asm(x unsafe.Pointer, nb int, xp unsafe.Pointer)
 
 //go:noescape
-func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
+func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev, outFarPrev unsafe.Pointer)
+
+//go:noescape
+func sumTermsPairAsm(t unsafe.Pointer, tStride, nb int, out, outFar unsafe.Pointer)
 
 //go:noescape
 func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)

@@ -171,37 +171,139 @@ next:
 	VZEROUPPER
 	RET
 
-// func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
+// SUMSTEP is one iteration of SUMTERMS (the next eight terms of each of
+// eight rows added to its sum in Y15, in block order) in registers the
+// group loop leaves free (Y14, Y16-Y29; VSHUFF32X4 for VPERM2F128,
+// which takes no EVEX registers): rows 0, 1, 2 and 4 at AX (+0, R12,
+// 2·R12, 4·R12), rows 3, 5 and 7 at R11 (+0, 2·R12, 4·R12), row 6 at
+// R10.
+#define SUMSTEP \
+	VMOVUPS     (AX), Y16           \
+	VMOVUPS     (AX)(R12*1), Y17    \
+	VMOVUPS     (AX)(R12*2), Y18    \
+	VMOVUPS     (R11), Y19          \
+	VMOVUPS     (AX)(R12*4), Y20    \
+	VMOVUPS     (R11)(R12*2), Y21   \
+	VMOVUPS     (R10), Y22          \
+	VMOVUPS     (R11)(R12*4), Y23   \
+	VUNPCKLPS   Y17, Y16, Y24       \
+	VUNPCKHPS   Y17, Y16, Y25       \
+	VUNPCKLPS   Y19, Y18, Y26       \
+	VUNPCKHPS   Y19, Y18, Y27       \
+	VUNPCKLPS   Y21, Y20, Y28       \
+	VUNPCKHPS   Y21, Y20, Y29       \
+	VUNPCKLPS   Y23, Y22, Y14       \
+	VUNPCKHPS   Y23, Y22, Y16       \
+	VSHUFPS     $0x44, Y26, Y24, Y17 \
+	VSHUFPS     $0xee, Y26, Y24, Y18 \
+	VSHUFPS     $0x44, Y27, Y25, Y19 \
+	VSHUFPS     $0xee, Y27, Y25, Y20 \
+	VSHUFPS     $0x44, Y14, Y28, Y21 \
+	VSHUFPS     $0xee, Y14, Y28, Y22 \
+	VSHUFPS     $0x44, Y16, Y29, Y23 \
+	VSHUFPS     $0xee, Y16, Y29, Y24 \
+	VSHUFF32X4  $0, Y21, Y17, Y25   \
+	VADDPS      Y25, Y15, Y15       \
+	VSHUFF32X4  $0, Y22, Y18, Y25   \
+	VADDPS      Y25, Y15, Y15       \
+	VSHUFF32X4  $0, Y23, Y19, Y25   \
+	VADDPS      Y25, Y15, Y15       \
+	VSHUFF32X4  $0, Y24, Y20, Y25   \
+	VADDPS      Y25, Y15, Y15       \
+	VSHUFF32X4  $3, Y21, Y17, Y25   \
+	VADDPS      Y25, Y15, Y15       \
+	VSHUFF32X4  $3, Y22, Y18, Y25   \
+	VADDPS      Y25, Y15, Y15       \
+	VSHUFF32X4  $3, Y23, Y19, Y25   \
+	VADDPS      Y25, Y15, Y15       \
+	VSHUFF32X4  $3, Y24, Y20, Y25   \
+	VADDPS      Y25, Y15, Y15
+
+// func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev, outFarPrev unsafe.Pointer)
 //
-// dotRowsQ8_0Asm for four rows at w and four at w+far, read as two
-// streams: row i and row i of the far set go group by group side by
-// side, each with the lines pf bytes ahead prefetched (pf 0: none).
-// Their products go to out and outFar; their terms to rows i and 4+i of
-// t.
-TEXT ·dotRows2Q8_0Asm(SB), NOSPLIT, $0-80
+// Puts in t the terms of four rows at w and four at w+far (rows i and
+// 4+i of t), read as two streams: row i and row i of the far set go
+// group by group side by side, each with the lines pf bytes ahead
+// prefetched (pf 0: none). Their sums are left to the next call, or to
+// sumTermsPairAsm after the last: unless prev is nil, this call forms
+// those of the call before (its terms at prev, its products to outPrev
+// and outFarPrev) during its first row, a step of SUMTERMS after each
+// group, so that the serial additions run while the rows stream in
+// instead of as a chain between calls.
+TEXT ·dotRows2Q8_0Asm(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), R11
 	MOVQ nb+32(FP), R13
-	MOVQ t+56(FP), R8
-	MOVQ tStride+64(FP), R12
-	MOVQ pf+72(FP), R14
+	MOVQ t+40(FP), R8
+	MOVQ tStride+48(FP), R12
+	MOVQ pf+56(FP), R14
 	LEAQ (R12*4), R9 // from row i of t to row 4+i
 	MOVQ $4, R10
 	ROWSETUP
+	MOVQ prev+64(FP), AX
+	TESTQ AX, AX
+	JZ   rowq
 
-row2:
+	// Row 0, with a step of the sums of the call before after each group.
+	MOVQ R11, SI
+	MOVQ R11, DX
+	ADDQ far+8(FP), DX
+	LEAQ (R12)(R12*2), R10
+	LEAQ (AX)(R10*1), R11
+	LEAQ (R11)(R10*1), R10
+	VXORPS Y15, Y15, Y15
+	XSTART(xp+24(FP))
+	JZ   tail0
+
+group0:
+	TESTQ R14, R14
+	JZ    fetched0
+	PREFETCH5(SI)
+	PREFETCH5(DX)
+
+fetched0:
+	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
+	SUMSTEP
+	ADDQ    $32, AX
+	ADDQ    $32, R11
+	ADDQ    $32, R10
+	ADDQ    $272, SI
+	ADDQ    $272, DX
+	ADDQ    $256, DI
+	ADDQ    $32, BX
+	ADDQ    $32, R8
+	DECQ    CX
+	JNZ     group0
+
+tail0:
+	TESTQ $7, R13
+	JZ    stored0
+	SUMSTEP
+
+stored0:
+	MOVQ         outPrev+72(FP), AX
+	VMOVUPS      X15, (AX)
+	MOVQ         outFarPrev+80(FP), AX
+	VEXTRACTF128 $1, Y15, X0
+	VMOVUPS      X0, (AX)
+	MOVQ         w+0(FP), R11
+	MOVQ         $4, R10
+	JMP          tailq
+
+rowq:
 	MOVQ R11, SI
 	MOVQ R11, DX
 	ADDQ far+8(FP), DX
 	XSTART(xp+24(FP))
-	JZ   tail2
+	JZ   tailq
 
-group2:
+groupq:
 	TESTQ R14, R14
-	JZ    fetched2
+	JZ    fetchedq
 	PREFETCH5(SI)
 	PREFETCH5(DX)
 
-fetched2:
+fetchedq:
 	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
 	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
 	ADDQ    $272, SI
@@ -210,14 +312,14 @@ fetched2:
 	ADDQ    $32, BX
 	ADDQ    $32, R8
 	DECQ    CX
-	JNZ     group2
+	JNZ     groupq
 
-tail2:
+tailq:
 	MOVQ R13, CX
 	ANDQ $7, CX
-	JZ   next2
+	JZ   nextq
 
-one2:
+oneq:
 	TERM1(SI)
 	VMOVSS X11, (R8)
 	TERM1(DX)
@@ -228,11 +330,21 @@ one2:
 	ADDQ   $4, BX
 	ADDQ   $4, R8
 	DECQ   CX
-	JNZ    one2
+	JNZ    oneq
 
-next2:
-	ROWPAIRNEXT(rowBytes+16(FP), row2)
-	SUMSTOREPAIR(t+56(FP), out+40(FP), outFar+48(FP))
+nextq:
+	ROWPAIRNEXT(rowBytes+16(FP), rowq)
+	VZEROUPPER
+	RET
+
+// func sumTermsPairAsm(t unsafe.Pointer, tStride, nb int, out, outFar unsafe.Pointer)
+//
+// The sums of the terms at t that dotRows2Q8_0Asm leaves to the next
+// call (SUMSTOREPAIR), for the last call.
+TEXT ·sumTermsPairAsm(SB), NOSPLIT, $0-40
+	MOVQ tStride+8(FP), R12
+	MOVQ nb+16(FP), R13
+	SUMSTOREPAIR(t+0(FP), out+24(FP), outFar+32(FP))
 
 // Word indices of the four block scales (at bytes 0, 34, 68, 102) in the
 // two 64-byte loads at 0 and 68: table words 0 and 17 of each.

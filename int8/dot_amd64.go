@@ -132,10 +132,13 @@ var symPrepPool = sync.Pool{New: func() any { return new(symPrep) }}
 // rowTerms returns t resized for the two-stream row kernels' terms of
 // eight rows, stride terms per row (nb rounded up to a multiple of eight),
 // with each row's padding past nb cleared: SUMTERMS adds it.
-func rowTerms(t []float32, nb int) ([]float32, int) {
+func rowTerms(t []float32, nb int) ([]float32, int) { return rowTermsN(t, nb, 8) }
+
+// rowTermsN is rowTerms for rows rows of terms.
+func rowTermsN(t []float32, nb, rows int) ([]float32, int) {
 	stride := (nb + 7) &^ 7
-	t = slices.Grow(t[:0], 8*stride)[:8*stride]
-	for r := range 8 {
+	t = slices.Grow(t[:0], rows*stride)[:rows*stride]
+	for r := range rows {
 		clear(t[r*stride+nb : (r+1)*stride])
 	}
 	return t, stride

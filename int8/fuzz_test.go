@@ -84,6 +84,9 @@ func FuzzDotQ8_0Rows(f *testing.F) {
 	// Ten rows and an activation without -128: the two-stream row kernels
 	// of both sets (the AVX2 one takes symmetric activations only).
 	f.Add([]byte{9, 8, 1}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 1500))
+	// Eighteen rows of twelve blocks: two calls of the two-stream kernels,
+	// the second forming the first's sums (AVX-512), and block tails.
+	f.Add([]byte{17, 11, 0}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 2000))
 	f.Fuzz(func(t *testing.T, shape []byte, data []byte) {
 		if len(shape) < 3 {
 			return
