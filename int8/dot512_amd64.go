@@ -111,7 +111,4 @@ func prepQ8_0Asm(x unsafe.Pointer, nb int, xp unsafe.Pointer)
 func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev, outFarPrev unsafe.Pointer)
 
 //go:noescape
-func sumTermsPairAsm(t unsafe.Pointer, tStride, nb int, out, outFar unsafe.Pointer)
-
-//go:noescape
 func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)

@@ -337,15 +337,6 @@ nextq:
 	VZEROUPPER
 	RET
 
-// func sumTermsPairAsm(t unsafe.Pointer, tStride, nb int, out, outFar unsafe.Pointer)
-//
-// The sums of the terms at t that dotRows2Q8_0Asm leaves to the next
-// call (SUMSTOREPAIR), for the last call.
-TEXT ·sumTermsPairAsm(SB), NOSPLIT, $0-40
-	MOVQ tStride+8(FP), R12
-	MOVQ nb+16(FP), R13
-	SUMSTOREPAIR(t+0(FP), out+24(FP), outFar+32(FP))
-
 // Word indices of the four block scales (at bytes 0, 34, 68, 102) in the
 // two 64-byte loads at 0 and 68: table words 0 and 17 of each.
 DATA q8scaleidx<>+0(SB)/8, $0x0031002000110000

@@ -103,7 +103,9 @@ var rowsPrefetch = func() int {
 // matrices in decoding's order, one call each, interleaved, load 3-9)
 // it read 0.77-0.79 of a copy of bench's AVX2 probe loop over the same
 // bytes (GB per CPU second); in cache (BenchmarkDotQ8_0Rows "2048") it
-// runs at 35 GB per CPU second, the AVX-512 kernel at 50.
+// runs at 35 GB per CPU second, the AVX-512 kernel at 50. As that
+// kernel's, each call forms the previous call's sums during its first
+// row (dotRows2SymAsm) rather than at its end.
 func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := symPrepPool.Get().(*symPrep)
 	defer symPrepPool.Put(q)
@@ -112,11 +114,18 @@ func dotQ8_0SymRowsAVX2(w []byte, rowBytes int, x []byte, nb int, out []float32)
 		q.xs[b] = f16At(x[b*BlockBytesQ8_0:])
 	}
 	var stride int
-	q.t, stride = rowTerms(q.t, nb)
-	px, xs, t := unsafe.Pointer(&x[0]), unsafe.Pointer(&q.xs[0]), unsafe.Pointer(&q.t[0])
+	q.t, stride = rowTermsN(q.t, nb, 16)
+	px, xs := unsafe.Pointer(&x[0]), unsafe.Pointer(&q.xs[0])
+	ts := [2]unsafe.Pointer{unsafe.Pointer(&q.t[0]), unsafe.Pointer(&q.t[8*stride])}
 	h := len(out) / 2 &^ 3
+	var prev, outPrev, outFarPrev unsafe.Pointer
 	for r := 0; r < h; r += 4 {
-		dotRows2SymAsm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, px, xs, nb, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r]), t, 4*stride, rowsPrefetch)
+		t := ts[r/4%2]
+		dotRows2SymAsm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, px, xs, nb, t, 4*stride, rowsPrefetch, prev, outPrev, outFarPrev)
+		prev, outPrev, outFarPrev = t, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r])
+	}
+	if prev != nil {
+		sumTermsPairAsm(prev, 4*stride, nb, outPrev, outFarPrev)
 	}
 	for r := 2 * h; r < len(out); r++ {
 		out[r] = dotQ8_0SymAsm(unsafe.Pointer(&w[r*rowBytes]), px, nb)
@@ -145,7 +154,10 @@ func rowTermsN(t []float32, nb, rows int) ([]float32, int) {
 }
 
 //go:noescape
-func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
+func sumTermsPairAsm(t unsafe.Pointer, tStride, nb int, out, outFar unsafe.Pointer)
+
+//go:noescape
+func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev, outFarPrev unsafe.Pointer)
 
 //go:noescape
 func dotQ8_0SymAsm(w, x unsafe.Pointer, nb int) float32

@@ -254,25 +254,146 @@ symdone:
 	PREFETCHT0 64(R)(R14*1)  \
 	PREFETCHT0 128(R)(R14*1)
 
-// func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, out, outFar, t unsafe.Pointer, tStride, pf int)
+
+// SUMSTEP2 is one iteration of SUMTERMS with its sum in Y12 and Y15
+// among its temporaries (the group loop's ones, to be reloaded), rows
+// 0, 1, 2 and 4 at AX (+0, R12, 2·R12, 4·R12), rows 3, 5 and 7 at R11
+// (+0, 2·R12, 4·R12), row 6 at R10.
+#define SUMSTEP2 \
+	VMOVUPS    (AX), Y0 \
+	VMOVUPS    (AX)(R12*1), Y1 \
+	VMOVUPS    (AX)(R12*2), Y2 \
+	VMOVUPS    (R11), Y3 \
+	VMOVUPS    (AX)(R12*4), Y4 \
+	VMOVUPS    (R11)(R12*2), Y5 \
+	VMOVUPS    (R10), Y6 \
+	VMOVUPS    (R11)(R12*4), Y7 \
+	VUNPCKLPS  Y1, Y0, Y8 \
+	VUNPCKHPS  Y1, Y0, Y9 \
+	VUNPCKLPS  Y3, Y2, Y10 \
+	VUNPCKHPS  Y3, Y2, Y11 \
+	VUNPCKLPS  Y5, Y4, Y15 \
+	VUNPCKHPS  Y5, Y4, Y13 \
+	VUNPCKLPS  Y7, Y6, Y14 \
+	VUNPCKHPS  Y7, Y6, Y0 \
+	VSHUFPS    $0x44, Y10, Y8, Y1 \
+	VSHUFPS    $0xee, Y10, Y8, Y2 \
+	VSHUFPS    $0x44, Y11, Y9, Y3 \
+	VSHUFPS    $0xee, Y11, Y9, Y4 \
+	VSHUFPS    $0x44, Y14, Y15, Y5 \
+	VSHUFPS    $0xee, Y14, Y15, Y6 \
+	VSHUFPS    $0x44, Y0, Y13, Y7 \
+	VSHUFPS    $0xee, Y0, Y13, Y8 \
+	VPERM2F128 $0x20, Y5, Y1, Y0 \
+	VADDPS     Y0, Y12, Y12 \
+	VPERM2F128 $0x20, Y6, Y2, Y0 \
+	VADDPS     Y0, Y12, Y12 \
+	VPERM2F128 $0x20, Y7, Y3, Y0 \
+	VADDPS     Y0, Y12, Y12 \
+	VPERM2F128 $0x20, Y8, Y4, Y0 \
+	VADDPS     Y0, Y12, Y12 \
+	VPERM2F128 $0x31, Y5, Y1, Y0 \
+	VADDPS     Y0, Y12, Y12 \
+	VPERM2F128 $0x31, Y6, Y2, Y0 \
+	VADDPS     Y0, Y12, Y12 \
+	VPERM2F128 $0x31, Y7, Y3, Y0 \
+	VADDPS     Y0, Y12, Y12 \
+	VPERM2F128 $0x31, Y8, Y4, Y0 \
+	VADDPS     Y0, Y12, Y12
+
+// STEPIF does, while steps are left (left-16(SP)), the next SUMSTEP2 of
+// the previous call's terms (at p-8(SP)) and reloads the ones in Y15.
+#define STEPIF(DONE) \
+	MOVQ     left-16(SP), AX      \
+	TESTQ    AX, AX               \
+	JZ       DONE                 \
+	DECQ     AX                   \
+	MOVQ     AX, left-16(SP)      \
+	MOVQ     p-8(SP), AX          \
+	LEAQ     (R12)(R12*2), R10    \
+	LEAQ     (AX)(R10*1), R11     \
+	LEAQ     (R11)(R10*1), R10    \
+	SUMSTEP2                      \
+	ADDQ     $32, AX              \
+	MOVQ     AX, p-8(SP)          \
+	VMOVDQU  q8ones16<>(SB), Y15  \
+DONE:
+
+// func dotRows2SymAsm(w unsafe.Pointer, far, rowBytes int, x, xs unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev, outFarPrev unsafe.Pointer)
 //
 // dotQ8_0SymAsm for four rows at w (rowBytes apart) and four at w+far,
 // read as dot512_amd64.s's dotRows2Q8_0Asm reads them: row i and row i
 // of the far set side by side, four blocks at a time (two streams far
 // apart), each with the lines pf bytes ahead prefetched (pf 0: none).
-// Their terms go to rows i and 4+i of t (rows tStride bytes apart); then
-// SUMTERMS forms the eight serial sums at once, with lanes over rows. xs
-// holds the activation scales as float32 (exact). The sums go to out
-// and outFar.
-TEXT ·dotRows2SymAsm(SB), NOSPLIT, $0-88
+// Their terms go to rows i and 4+i of t (rows tStride bytes apart). xs
+// holds the activation scales as float32 (exact). As dotRows2Q8_0Asm,
+// it leaves their sums to the next call or sumTermsPairAsm and, unless
+// prev is nil, forms those of the call before (SUMTERMS' steps, to
+// outPrev and outFarPrev) during its first row, one after each of its
+// first ⌈nb/8⌉ groups.
+TEXT ·dotRows2SymAsm(SB), NOSPLIT, $16-96
 	MOVQ    w+0(FP), R11
 	MOVQ    nb+40(FP), R13
-	MOVQ    t+64(FP), R8
-	MOVQ    tStride+72(FP), R12
-	MOVQ    pf+80(FP), R14
+	MOVQ    t+48(FP), R8
+	MOVQ    tStride+56(FP), R12
+	MOVQ    pf+64(FP), R14
 	LEAQ    (R12*4), R9 // from row i of t to row 4+i
 	MOVQ    $4, R10
 	VMOVDQU q8ones16<>(SB), Y15
+	MOVQ    prev+72(FP), AX
+	TESTQ   AX, AX
+	JZ      pair
+
+	// Row 0, with the steps of the sums of the call before.
+	MOVQ   AX, p-8(SP)
+	MOVQ   R13, AX
+	ADDQ   $7, AX
+	SHRQ   $3, AX
+	MOVQ   AX, left-16(SP)
+	VXORPS Y12, Y12, Y12
+	MOVQ   R11, SI
+	MOVQ   R11, DX
+	ADDQ   far+8(FP), DX
+	MOVQ   x+24(FP), DI
+	MOVQ   xs+32(FP), BX
+	MOVQ   R13, CX
+	SHRQ   $2, CX
+	JZ     steps0
+
+group0:
+	TESTQ R14, R14
+	JZ    fetched0
+	PREFETCH3(SI)
+	PREFETCH3(DX)
+
+fetched0:
+	PAIRTERMS4
+	VMOVUPS      X1, (R8)
+	VEXTRACTF128 $1, Y1, (R8)(R9*1)
+	STEPIF(stepped0)
+	ADDQ         $136, SI
+	ADDQ         $136, DX
+	ADDQ         $136, DI
+	ADDQ         $16, BX
+	ADDQ         $16, R8
+	DECQ         CX
+	JNZ          group0
+
+steps0:
+	STEPIF(stepped1)
+	MOVQ  left-16(SP), AX
+	TESTQ AX, AX
+	JNZ   steps0
+
+	// The sums of the call before, to its products.
+	MOVQ         outPrev+80(FP), AX
+	VMOVUPS      X12, (AX)
+	MOVQ         outFarPrev+88(FP), AX
+	VEXTRACTF128 $1, Y12, X0
+	VMOVUPS      X0, (AX)
+	MOVQ         w+0(FP), R11
+	MOVQ         $4, R10
+	JMP          pairtail
 
 pair:
 	MOVQ R11, SI
@@ -323,7 +444,17 @@ pairone:
 
 pairnext:
 	ROWPAIRNEXT(rowBytes+16(FP), pair)
-	SUMSTOREPAIR(t+64(FP), out+48(FP), outFar+56(FP))
+	VZEROUPPER
+	RET
+
+// func sumTermsPairAsm(t unsafe.Pointer, tStride, nb int, out, outFar unsafe.Pointer)
+//
+// The sums of the terms at t that dotRows2Q8_0Asm and dotRows2SymAsm
+// leave to the next call (SUMSTOREPAIR), for the last call.
+TEXT ·sumTermsPairAsm(SB), NOSPLIT, $0-40
+	MOVQ tStride+8(FP), R12
+	MOVQ nb+16(FP), R13
+	SUMSTOREPAIR(t+0(FP), out+24(FP), outFar+32(FP))
 
 DATA q8ones16<>+0(SB)/8, $0x0001000100010001
 DATA q8ones16<>+8(SB)/8, $0x0001000100010001
