@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/qnnprep/qnnprep/internal/bytesize"
 	"github.com/qnnprep/qnnprep/model"
 )
 
@@ -81,4 +82,66 @@ func (p *Plan) Fits(c model.Config) error {
 		return errors.New(strings.Join(bad, ", "))
 	}
 	return nil
+}
+
+// SizedFor refuses a plan whose stage sizes are not m's. Fits compares
+// shapes only, and two models of one shape (an F32 file and its Q8_0
+// quantization) differ in what their stages weigh: a plan made for one
+// would give the other's graphs and bundle its stage bytes, which the
+// manifest then states and Check's stage rules (RuleContextBytes by the
+// bytes, RuleVTCMOneBit by the weight type) judge. SizedFor measures m as the planner does (ModelSizes in the
+// plan's container) and compares every stage's device bytes, qmodel bytes
+// and weight type with the plan's. Call it, after Fits, wherever a plan
+// meets the weights its graphs or bundle are made from.
+func (p *Plan) SizedFor(m *model.Model) error {
+	s, err := ModelSizes(m, p.Container)
+	if err != nil {
+		return err
+	}
+	var first string
+	differ := 0
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		if st.FirstLayer < 0 || st.LastLayer >= len(s.Layers) || st.LastLayer < st.FirstLayer {
+			return fmt.Errorf("stage %d covers layers %d–%d, but %s has %d layers", i, st.FirstLayer, st.LastLayer, m.Path, len(s.Layers))
+		}
+		dev, q, wt := s.stage(st, s.LayerTypes, m.Config.TiedEmbeddings)
+		var d string
+		switch {
+		case dev != st.Bytes:
+			d = fmt.Sprintf("stage %d %s on the device (%s container), this model %s", i, sizePair(st.Bytes, dev), p.Container, sizePair(dev, st.Bytes))
+		case q != st.QModelBytes:
+			d = fmt.Sprintf("stage %d %s in the qmodel, this model %s", i, sizePair(st.QModelBytes, q), sizePair(q, st.QModelBytes))
+		case wt != st.WeightType:
+			d = fmt.Sprintf("stage %d %s weights, this model %s", i, orUnknown(st.WeightType), orUnknown(wt))
+		default:
+			continue
+		}
+		if differ == 0 {
+			first = d
+		}
+		differ++
+	}
+	if differ == 0 {
+		return nil
+	}
+	if differ > 1 {
+		first += fmt.Sprintf(" (%d of %d stages differ)", differ, len(p.Stages))
+	}
+	return fmt.Errorf("sized for other weights: %s; run `qnnprep plan %s` (with the flags that made this plan) for a plan of this model", first, m.Path)
+}
+
+// sizePair formats a, exactly when b would look the same rounded.
+func sizePair(a, b int64) string {
+	if bytesize.Format(a) == bytesize.Format(b) {
+		return fmt.Sprintf("%d bytes", a)
+	}
+	return bytesize.Format(a)
+}
+
+func orUnknown(t string) string {
+	if t == "" {
+		return "unknown"
+	}
+	return t
 }

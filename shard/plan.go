@@ -333,29 +333,7 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 			Embedding:  i == 0,
 			Head:       i == len(sizes)-1,
 		}
-		for l := first; l < first+n; l++ {
-			st.Bytes += layerBytes[l]
-			if s.QLayers != nil {
-				st.QModelBytes += s.QLayers[l]
-			}
-			if len(o.LayerTypes) > 0 {
-				t := o.LayerTypes[min(l, len(o.LayerTypes)-1)]
-				if cur, err := gguf.ParseType(st.WeightType); err != nil || t.BitsPerWeight() < cur.BitsPerWeight() {
-					st.WeightType = t.String()
-				}
-			}
-		}
-		if st.Embedding {
-			st.Bytes += embedBytes
-			st.QModelBytes += s.QEmbed
-		}
-		if st.Head {
-			st.Bytes += headBytes
-			st.QModelBytes += s.QHead
-			if st.Embedding && cfg.TiedEmbeddings { // in the qmodel a tied head in the embedding's stage is the same tensor
-				st.QModelBytes -= min(s.QEmbed, s.QHead)
-			}
-		}
+		st.Bytes, st.QModelBytes, st.WeightType = s.stage(&st, o.LayerTypes, cfg.TiedEmbeddings)
 		p.Stages = append(p.Stages, st)
 		first += n
 	}
@@ -391,6 +369,38 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 		return nil, fmt.Errorf("shard: model %s: %w", name, err)
 	}
 	return p, nil
+}
+
+// stage is what st's layers, with the embedding in the first stage and the
+// head in the last, weigh in s: device bytes, qmodel bytes (0 if s has no
+// QLayers and no embedding or head) and the lowest-bit weight type among
+// types (per layer, the last one standing for the rest; "" if none).
+// NewPlan sizes stages with it, and SizedFor measures a model with it.
+func (s *Sizes) stage(st *Stage, types []gguf.Type, tied bool) (dev, q int64, weightType string) {
+	for l := st.FirstLayer; l <= st.LastLayer; l++ {
+		dev += s.Layers[l]
+		if s.QLayers != nil {
+			q += s.QLayers[l]
+		}
+		if len(types) > 0 {
+			t := types[min(l, len(types)-1)]
+			if cur, err := gguf.ParseType(weightType); err != nil || t.BitsPerWeight() < cur.BitsPerWeight() {
+				weightType = t.String()
+			}
+		}
+	}
+	if st.Embedding {
+		dev += s.Embed
+		q += s.QEmbed
+	}
+	if st.Head {
+		dev += s.Head
+		q += s.QHead
+		if st.Embedding && tied { // in the qmodel a tied head in the embedding's stage is the same tensor
+			q -= min(s.QEmbed, s.QHead)
+		}
+	}
+	return dev, q, weightType
 }
 
 // fillSteps records, per variant, the probe step's mask length, n_process
