@@ -43,7 +43,8 @@ type Exported struct {
 
 // Export writes every graph of o.Plan for o.Model as ONNX with its QNN
 // encodings into o.OutDir (onnx.ExportContext), after checking the plan
-// against Genie's contract and the model, with activation ranges from
+// against Genie's contract and the model (its shapes, and its stage sizes:
+// a plan made for other weights is refused), with activation ranges from
 // o.Ranges and the calibration.
 func Export(ctx context.Context, o ExportOptions) (*Exported, error) {
 	p, err := shard.ReadPlan(o.Plan)
@@ -68,6 +69,9 @@ func Export(ctx context.Context, o ExportOptions) (*Exported, error) {
 	defer m.Close()
 	if err := p.Fits(m.Config); err != nil {
 		return nil, fmt.Errorf("%s does not describe %s: %w", o.Plan, o.Model, err)
+	}
+	if err := p.SizedFor(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Plan, err)
 	}
 	if co := o.Calibration; co != nil {
 		if co.Text != "" && co.Tokenizer == nil {

@@ -244,14 +244,18 @@ func loadBundleInputs(b bundleInputs) (*loadedBundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer m.Close()
 	l.cfg = m.Config
-	l.tok, err = pipeline.ModelTokenizer(m, b.tok, nil, nil)
-	m.Close()
-	if err != nil {
+	if l.tok, err = pipeline.ModelTokenizer(m, b.tok, nil, nil); err != nil {
 		return nil, err
 	}
 	if err := l.plan.Fits(l.cfg); err != nil {
 		return nil, fmt.Errorf("%s does not describe %s: %w", b.plan, b.model, err)
+	}
+	// The manifest states the plan's stage bytes and the bundle's check
+	// judges them: they must be this model's.
+	if err := l.plan.SizedFor(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", b.plan, err)
 	}
 	if l.files, err = qnnpack.FindGraphFiles(l.plan, b.graphs); err != nil {
 		return nil, err

@@ -316,9 +316,10 @@ func TestBundleBuildRecurrentState(t *testing.T) {
 			}
 		}
 	})
-	// --model is the HF source: its config.json names BOS and EOS, which
-	// genie_config.json needs.
-	build := []string{"bundle", "build", "--plan", plan, "--model", src, "--graphs", graphs, "--out", out, "--soc", "8elite", "--dry-run",
+	// --model is the qmodel the plan was sized for (the HF source's stages
+	// weigh more, and bundle build refuses it); quantize copied the
+	// source's BOS and EOS into it, which genie_config.json needs.
+	build := []string{"bundle", "build", "--plan", plan, "--model", q, "--graphs", graphs, "--out", out, "--soc", "8elite", "--dry-run",
 		"--tokenizer", filepath.Join(src, "tokenizer.json")}
 	var code int
 	stderr := captureStderr(t, func() { captureStdout(t, func() { code = run(build) }) })
