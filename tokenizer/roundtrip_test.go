@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -79,47 +78,4 @@ func summary(v *Vocab) string {
 	c := *v
 	c.Tokens, c.Scores, c.Types, c.Merges = nil, nil, nil, nil
 	return fmt.Sprintf("%+v (%d tokens, %d merges)", c, len(v.Tokens), len(v.Merges))
-}
-
-// Streaming decode gives the same text as Decode, in pieces that are valid
-// UTF-8 whenever the whole text is.
-func TestStreamDecoder(t *testing.T) {
-	for _, name := range []string{"qwen2", "llama-spm"} {
-		tok, _ := loadGGUF(t, vocabPath(t, name))
-		for i, p := range readPairs(t, name) {
-			ids := tok.Encode("<s>"+p.text+"<|im_end|>"+p.text, false)
-			d := tok.NewStreamDecoder()
-			var b strings.Builder
-			for _, id := range ids {
-				s := d.Add(id)
-				if !utf8.ValidString(s) {
-					t.Errorf("%s test %d: Add(%d) = %q, not valid UTF-8", name, i, id, s)
-				}
-				b.WriteString(s)
-			}
-			b.WriteString(d.Flush())
-			if want := tok.Decode(ids); b.String() != want {
-				t.Errorf("%s test %d: streamed %q, Decode %q", name, i, b.String(), want)
-			}
-		}
-	}
-	tok, _ := loadGGUF(t, vocabPath(t, "qwen2"))
-	d := tok.NewStreamDecoder()
-	if s := d.Add(-5) + d.Add(99999999); s != "" || d.Flush() != "" {
-		t.Error("invalid ids decode to text")
-	}
-}
-
-func TestCompleteUTF8(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want int
-	}{
-		{"", 0}, {"a", 1}, {"a\xe2", 1}, {"a\xe2\x96", 1}, {"a\xe2\x96\x81", 4}, {"\xf0\x9f\xa6", 0},
-		{"\xf0\x9f\xa6\x99", 4}, {"\xff", 1}, {"\x80", 1}, {"a\xc3", 1}, {"\xc3(", 2},
-	} {
-		if got := completeUTF8([]byte(c.in)); got != c.want {
-			t.Errorf("completeUTF8(%q) = %d, want %d", c.in, got, c.want)
-		}
-	}
 }
