@@ -32,6 +32,13 @@ type RunOptions struct {
 	// Tokenizer, if set, turns the prompt and continuation into
 	// RunResult.Text.
 	Tokenizer *tokenizer.Tokenizer
+
+	// OnToken, if set, is called with each generated token as soon as it
+	// is chosen, in the order of RunResult.Generated (the end-of-sequence
+	// token that ends a decode with StopEOS included): qnnprep run prints
+	// the text as it comes. Its time is left out of the timings. An error
+	// from it ends the decode, and Run returns it.
+	OnToken func(id int32) error
 }
 
 // RunResult is what a run decoded and how fast (qnnprep run --json).
@@ -99,7 +106,7 @@ func timedGreedy(ctx context.Context, d Decoder, eos int32, o RunOptions) (*RunR
 		defer f.Abort() // a no-op after Commit
 		lw = bufio.NewWriter(f)
 	}
-	var werr error
+	var werr, herr error
 	start := time.Now()
 	last := start
 	buf := make([]byte, 4)
@@ -120,6 +127,12 @@ func timedGreedy(ctx context.Context, d Decoder, eos int32, o RunOptions) (*RunR
 				}
 			}
 		}
+		if o.OnToken != nil {
+			if herr = o.OnToken(s.Token); herr != nil {
+				return false
+			}
+			last = time.Now() // the caller's time is not the decode's
+		}
 		if o.StopEOS && eos >= 0 && s.Token == eos {
 			res.StoppedAtEOS = true
 			return false
@@ -128,6 +141,9 @@ func timedGreedy(ctx context.Context, d Decoder, eos int32, o RunOptions) (*RunR
 	})
 	if err != nil {
 		return nil, err
+	}
+	if herr != nil {
+		return nil, herr
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("%s: %w", o.Logits, werr)

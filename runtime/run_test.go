@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -19,8 +20,9 @@ import (
 
 // TestRun: the logits file holds one row per generated token whose argmax
 // is that token, through a plan it is byte-identical to the whole model's,
-// StopEOS ends the decode at the end-of-sequence token, and a failed
-// decode leaves no logits file.
+// StopEOS ends the decode at the end-of-sequence token, OnToken sees each
+// token as it comes and can end the decode, and a failed decode leaves no
+// logits file.
 func TestRun(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -67,14 +69,40 @@ func TestRun(t *testing.T) {
 	eos := res.Generated[2]
 	stop := filepath.Join(dir, "stop.bin")
 	eosEngine, _ := engine(int(eos))
-	eres, err := runtime.Run(ctx, eosEngine, runtime.RunOptions{Prompt: prompt, Tokens: 8, StopEOS: true, Logits: stop})
+	var seen []int32
+	onToken := func(id int32) error { seen = append(seen, id); return nil }
+	eres, err := runtime.Run(ctx, eosEngine, runtime.RunOptions{Prompt: prompt, Tokens: 8, StopEOS: true, Logits: stop, OnToken: onToken})
 	require.NoError(t, err)
 	first := slices.Index(res.Generated, eos)
 	require.Equal(t, res.Generated[:first+1], eres.Generated)
 	require.True(t, eres.StoppedAtEOS)
+	require.Equal(t, eres.Generated, seen, "OnToken sees each generated token, the EOS too")
 	st, err := os.Stat(stop)
 	require.NoError(t, err)
 	require.EqualValues(t, (first+1)*vocab*4, st.Size())
+
+	// OnToken, also through a plan, sees each token as it is generated,
+	// and its error ends the decode there: Run returns it and writes no
+	// logits file.
+	for _, plan := range []*shard.Plan{nil, p} {
+		seen = nil
+		_, err = runtime.Run(ctx, e, runtime.RunOptions{Prompt: prompt, Tokens: 8, Plan: plan, OnToken: onToken})
+		require.NoError(t, err)
+		require.Equal(t, res.Generated, seen)
+		errStop := errors.New("stop")
+		failed := filepath.Join(dir, "failed.bin")
+		seen = nil
+		_, err = runtime.Run(ctx, e, runtime.RunOptions{Prompt: prompt, Tokens: 8, Plan: plan, Logits: failed, OnToken: func(id int32) error {
+			if seen = append(seen, id); len(seen) == 3 {
+				return errStop
+			}
+			return nil
+		}})
+		require.ErrorIs(t, err, errStop)
+		require.Equal(t, res.Generated[:3], seen)
+		_, err = os.Stat(failed)
+		require.True(t, os.IsNotExist(err), "a failed run left %s", failed)
+	}
 
 	bad := filepath.Join(dir, "bad.bin")
 	_, err = runtime.Run(ctx, e, runtime.RunOptions{Prompt: []int32{int32(vocab)}, Tokens: 4, Logits: bad})
