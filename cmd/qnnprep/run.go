@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -79,7 +81,20 @@ func runRun(ctx context.Context, c *command, args []string) error {
 			return err
 		}
 	}
+	var out *textStream
+	if !*asJSON {
+		out = newTextStream(os.Stdout, tok, ids)
+		o.OnToken = out.token
+	}
 	res, err := runtime.Run(ctx, e, o)
+	if out != nil {
+		// The text so far ends its line even when the decode failed. A
+		// write error (which ends the decode) is the output's, not the
+		// plan's.
+		if cerr := out.close(); cerr != nil && (err == nil || errors.Is(err, cerr)) {
+			return cerr
+		}
+	}
 	if err != nil {
 		if o.Plan != nil {
 			return fmt.Errorf("--plan %s: %w", *planPath, err)
@@ -99,14 +114,82 @@ func runRun(ctx context.Context, c *command, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	if tok != nil {
-		fmt.Println(res.Text)
-	} else {
-		fmt.Println(joinIDs(res.Generated))
-	}
 	fmt.Fprintf(os.Stderr, "prompt: %d tokens in %.3f s (%.1f tokens/s); generation: %d tokens, %d decode steps in %.3f s (%.1f tokens/s)\n",
 		len(res.Prompt), res.PromptSeconds, res.PromptTokensPerSec, len(res.Generated), max(len(res.Generated)-1, 0), res.GenSeconds, res.GenTokensPerSec)
 	return nil
+}
+
+// A textStream prints a run's output as it is generated: with a
+// tokenizer, the text runtime.Run puts in RunResult.Text (the prompt's,
+// without a leading BOS, then the continuation's), each token's as soon as
+// it completes a UTF-8 character; without one, the generated ids separated
+// by spaces, as joinIDs prints them. close ends the line. Each token's
+// text is one Write on w, unbuffered, so a pipe sees it at once; nothing
+// is written before the first token, so a decode that fails at the prompt
+// prints nothing.
+type textStream struct {
+	w      io.Writer
+	d      *tokenizer.StreamDecoder // nil without a tokenizer
+	prompt []int32                  // decoded with the first token
+	buf    []byte
+	n      int // tokens written
+	err    error
+}
+
+func newTextStream(w io.Writer, tok *tokenizer.Tokenizer, prompt []int32) *textStream {
+	s := &textStream{w: w}
+	if tok != nil {
+		s.d = tok.NewStreamDecoder()
+		if len(prompt) > 0 && prompt[0] == tok.Vocab().BOS {
+			prompt = prompt[1:] // as runtime.Run's Text
+		}
+		s.prompt = prompt
+	}
+	return s
+}
+
+// token writes id's text, and before the first token the prompt's.
+func (s *textStream) token(id int32) error {
+	s.buf = s.buf[:0]
+	if s.d == nil {
+		if s.n > 0 {
+			s.buf = append(s.buf, ' ')
+		}
+		s.buf = strconv.AppendInt(s.buf, int64(id), 10)
+	} else {
+		if s.n == 0 {
+			for _, p := range s.prompt {
+				s.buf = append(s.buf, s.d.Add(p)...)
+			}
+		}
+		s.buf = append(s.buf, s.d.Add(id)...)
+	}
+	s.n++
+	return s.write()
+}
+
+// close writes what the decoder held back (an unfinished UTF-8 character)
+// and the newline, once a token was written; it returns the first write
+// error.
+func (s *textStream) close() error {
+	if s.n > 0 && s.err == nil {
+		s.buf = s.buf[:0]
+		if s.d != nil {
+			s.buf = append(s.buf, s.d.Flush()...)
+		}
+		s.buf = append(s.buf, '\n')
+		s.write()
+	}
+	return s.err
+}
+
+func (s *textStream) write() error {
+	if len(s.buf) > 0 && s.err == nil {
+		if _, err := s.w.Write(s.buf); err != nil {
+			s.err = fmt.Errorf("writing the output: %w", err)
+		}
+	}
+	return s.err
 }
 
 func parseIDs(s string) ([]int32, error) {
