@@ -14,6 +14,8 @@ import (
 	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNeverDestroysInputs runs every data-loss case of issue #19: each
@@ -239,5 +241,56 @@ func TestCLAboveContext(t *testing.T) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s was written", p)
 		}
+	}
+}
+
+// TestNeverReplacesUsersFiles: a regular file the user made at a single-file
+// output path is refused before any work and left byte-identical; a file
+// the command wrote there itself is replaced by the next run.
+func TestNeverReplacesUsersFiles(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("QNN_SDK_ROOT", "")
+	t.Setenv("QAIRT_SDK_ROOT", "")
+	require.NoError(t, synth.WriteGGUF("X.gguf", synth.Config(model.Llama, true), 3, gguf.F32))
+	require.NoError(t, os.WriteFile("p.txt", []byte("ids: 1 2 3\n"), 0o644))
+	cases := []struct {
+		name string
+		args func(out string) []string
+	}{
+		{"quantize", func(out string) []string { return []string{"quantize", "X.gguf", out, "--recipe", "q8_0"} }},
+		{"quantize --report", func(out string) []string {
+			return []string{"quantize", "X.gguf", out + ".gguf", "--report", out, "--recipe", "q8_0"}
+		}},
+		{"run --logits", func(out string) []string {
+			return []string{"run", "X.gguf", "--ids", "1,2", "-n", "2", "--ignore-eos", "--logits", out}
+		}},
+		{"golden record", func(out string) []string { return []string{"golden", "record", "X.gguf", "--prompts", "p.txt", out} }},
+		{"plan -o", func(out string) []string { return []string{"plan", "X.gguf", "--stages", "2", "-o", out} }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			user := "mine-" + strings.ReplaceAll(strings.ReplaceAll(c.name, " ", ""), "-", "")
+			require.NoError(t, os.WriteFile(user, []byte("precious\n"), 0o644))
+			before := snapshot(t, dir)
+			var code int
+			stderr := captureStderr(t, func() { captureStdout(t, func() { code = run(c.args(user)) }) })
+			require.NotEqual(t, 0, code, "exit 0 over the user's file\n%s", stderr)
+			assert.Contains(t, stderr, user+" exists and qnnprep did not write it (it is not listed in "+atomicfile.MarkerName+"); remove it or choose another output name")
+			assert.Equal(t, before, snapshot(t, dir), "the tree changed")
+
+			// Its own output, a rerun replaces.
+			own := "own-" + user
+			for round := range 2 {
+				stderr := captureStderr(t, func() { captureStdout(t, func() { code = run(c.args(own)) }) })
+				require.Equal(t, 0, code, "round %d\n%s", round+1, stderr)
+			}
+			b, err := os.ReadFile(atomicfile.MarkerName)
+			require.NoError(t, err)
+			assert.Contains(t, strings.Split(string(b), "\n"), own, "the marker does not list the output")
+			b, err = os.ReadFile(user)
+			require.NoError(t, err)
+			assert.Equal(t, "precious\n", string(b))
+		})
 	}
 }

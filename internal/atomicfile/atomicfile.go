@@ -6,9 +6,12 @@
 // RemoveTemps deletes the ones still registered, which is what the CLI's
 // signal handler calls before it exits.
 //
-// Nothing here replaces what the user has: a file is never renamed over
-// anything but a regular file, and a directory is replaced only when its
-// marker (MarkerName) lists everything in it.
+// Nothing here replaces what the user has. A file is renamed only over a
+// regular file (or a symlink to one) that qnnprep wrote: one its
+// directory's marker (MarkerName) lists, or one inside a directory
+// qnnprep owns whole (a temporary output directory, or an entry a marker
+// lists). Committing a file records its name in its directory's marker.
+// A directory is replaced only when its marker lists everything in it.
 package atomicfile
 
 import (
@@ -87,8 +90,12 @@ func Create(path string) (*File, error) {
 	return &File{File: f, final: path}, nil
 }
 
-// Commit flushes the file to disk and renames it to its final name.
-func (f *File) Commit() error {
+// Commit flushes the file to disk and renames it to its final name,
+// which must not hold a file qnnprep did not write (CheckFile), and
+// records the name in its directory's marker.
+func (f *File) Commit() error { return f.commit(placeOwned) }
+
+func (f *File) commit(put func(tmp, final string) error) error {
 	if f.done {
 		return errors.New("atomicfile: commit after commit or abort")
 	}
@@ -104,11 +111,168 @@ func (f *File) Commit() error {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", f.final, err)
 	}
-	if err := place(tmp, f.final); err != nil {
+	if err := put(tmp, f.final); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", f.final, err)
 	}
 	return nil
+}
+
+// fileMu serialises the check, the marker update and the rename of every
+// commit in this process, so two files committed into one directory at
+// once both end up in its marker.
+var fileMu sync.Mutex
+
+// placeOwned is place for an output: an existing file at final is
+// replaced only if qnnprep wrote it (owner), and final's name is recorded
+// in its directory's marker (before the rename, as Claim does, so an
+// interrupted run leaves a file the next run may replace) unless a
+// directory above covers it.
+func placeOwned(tmp, final string) error {
+	fileMu.Lock()
+	defer fileMu.Unlock()
+	o, err := owner(final)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(final)
+	switch {
+	case err == nil:
+		if err := checkRegular(final, fi); err != nil {
+			return err
+		}
+		if o == notOwned {
+			return notWritten(final)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if o == notOwned {
+		dir, base := splitFinal(final)
+		if err := record(dir, base); err != nil {
+			return err
+		}
+		if err := place(tmp, final); err != nil {
+			// Nothing of ours is at final: take the name back out.
+			if _, lerr := os.Lstat(final); errors.Is(lerr, fs.ErrNotExist) {
+				unrecord(dir, base)
+			}
+			return err
+		}
+		return nil
+	}
+	return place(tmp, final)
+}
+
+// ErrNotWritten is returned for an output path holding a file qnnprep did
+// not write (its directory's marker does not list it).
+var ErrNotWritten = errors.New("exists and qnnprep did not write it")
+
+func notWritten(path string) error {
+	dir, _ := splitFinal(path)
+	return fmt.Errorf("%s %w (it is not listed in %s); remove it or choose another output name", path, ErrNotWritten, filepath.Join(dir, MarkerName))
+}
+
+// splitFinal returns path's directory ("." for a bare name) and base.
+func splitFinal(path string) (dir, base string) {
+	path = filepath.Clean(path)
+	return filepath.Dir(path), filepath.Base(path)
+}
+
+// ownership is what owner found for a path.
+type ownership int
+
+const (
+	notOwned ownership = iota // no marker lists it (nor any directory above it)
+	listed                    // its directory's marker lists it
+	covered                   // it lies in a directory qnnprep owns whole
+)
+
+// owner reports whether path is qnnprep's: listed in its directory's
+// marker, or covered by a directory above it that is a temporary output
+// directory of this process (CreateDir) or an entry some marker lists
+// (an output directory, or a Claim'd one, is qnnprep's whole, as
+// CheckOwned treats it). Whether anything exists at path does not matter.
+func owner(path string) (ownership, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return notOwned, err
+	}
+	temps := tempDirs()
+	child := abs
+	for {
+		dir := filepath.Dir(child)
+		if dir == child {
+			return notOwned, nil
+		}
+		if temps[dir] {
+			return covered, nil
+		}
+		names, err := readMarker(dir)
+		if err != nil {
+			return notOwned, fmt.Errorf("%s: %w", filepath.Join(dir, MarkerName), err)
+		}
+		if names[filepath.Base(child)] {
+			if child == abs {
+				return listed, nil
+			}
+			return covered, nil
+		}
+		child = dir
+	}
+}
+
+// tempDirs returns the absolute paths of the registered temporaries.
+func tempDirs() map[string]bool {
+	mu.Lock()
+	defer mu.Unlock()
+	m := make(map[string]bool, len(temps))
+	for p := range temps {
+		if a, err := filepath.Abs(p); err == nil {
+			m[a] = true
+		}
+	}
+	return m
+}
+
+// recordable reports whether base can be a line of a marker.
+func recordable(base string) error {
+	if strings.ContainsAny(base, "\n\r") || strings.HasPrefix(base, "#") {
+		return fmt.Errorf("output name %q cannot be recorded in %s (it holds a line break or starts with '#'); choose another name", base, MarkerName)
+	}
+	return nil
+}
+
+// record adds base to dir's marker, creating the marker if needed.
+func record(dir, base string) error {
+	if err := recordable(base); err != nil {
+		return err
+	}
+	names, err := readMarker(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, MarkerName), err)
+	}
+	if names[base] {
+		return nil
+	}
+	if names == nil {
+		names = map[string]bool{}
+	}
+	names[base] = true
+	if err := writeMarker(dir, names); err != nil {
+		return fmt.Errorf("record %s in %s: %w", base, filepath.Join(dir, MarkerName), err)
+	}
+	return nil
+}
+
+// unrecord takes base back out of dir's marker, best effort.
+func unrecord(dir, base string) {
+	names, err := readMarker(dir)
+	if err != nil || !names[base] {
+		return
+	}
+	delete(names, base)
+	writeMarker(dir, names)
 }
 
 // ErrNotRegular is returned when an output path holds something other
@@ -120,6 +284,7 @@ var ErrNotRegular = errors.New("exists and is not a regular file; refusing to re
 // whatever appeared there since; an existing one must be a regular file
 // (or a symlink to one, which the rename replaces, leaving its target).
 // Only a file swapped in between the check and the rename can slip through.
+// Whose file it is, placeOwned decides; place itself writes markers.
 func place(tmp, final string) error {
 	fi, err := os.Lstat(final)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -178,13 +343,31 @@ func kind(m fs.FileMode) string {
 }
 
 // CheckFile returns an error if path exists and is not a regular file (or a
-// symlink to one), so a command can refuse its output before any work.
+// symlink to one), or is a file qnnprep did not write (wrapping
+// ErrNotWritten: its directory's marker does not list it and no directory
+// above it is qnnprep's), so a command can refuse its output before any
+// work. Commit checks again.
 func CheckFile(path string) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
+		if _, base := splitFinal(path); errors.Is(err, fs.ErrNotExist) {
+			if o, oerr := owner(path); oerr == nil && o == notOwned {
+				return recordable(base)
+			}
+		}
 		return nil
 	}
-	return checkRegular(path, fi)
+	if err := checkRegular(path, fi); err != nil {
+		return err
+	}
+	o, err := owner(path)
+	if err != nil {
+		return err
+	}
+	if o == notOwned {
+		return notWritten(path)
+	}
+	return nil
 }
 
 // Abort closes and removes the temporary file. It does nothing after
@@ -326,7 +509,22 @@ func writeMarker(dir string, names map[string]bool) error {
 		b.WriteString(n)
 		b.WriteByte('\n')
 	}
-	return WriteFile(filepath.Join(dir, MarkerName), []byte(b.String()))
+	return writeRaw(filepath.Join(dir, MarkerName), []byte(b.String()))
+}
+
+// writeRaw writes data to path by write-then-rename like WriteFile but
+// with neither the ownership check nor a marker entry: for the marker
+// itself.
+func writeRaw(path string, data []byte) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.commit(place)
 }
 
 // Dir is an output directory built under a temporary name and renamed to

@@ -30,7 +30,7 @@ func TestFileCommitAndAbort(t *testing.T) {
 	if string(b) != "done" {
 		t.Fatalf("content %q", b)
 	}
-	assertOnly(t, dir, "out.bin")
+	assertOnly(t, dir, MarkerName, "out.bin")
 }
 
 func TestRemoveTemps(t *testing.T) {

@@ -1,5 +1,6 @@
 // Package outpath decides, before a command does any work, whether it may
-// write its outputs: never over something that is not a regular file,
+// write its outputs: never over something that is not a regular file, nor
+// over a file qnnprep did not write (atomicfile.CheckFile),
 // never onto one of its own inputs or into an input directory (however the
 // path is spelled: "..", symlinks, hard links), never into a directory
 // holding files qnnprep did not write, and never where the write would
@@ -98,9 +99,6 @@ type input struct {
 // checkFile applies the rules for an output file and returns its resolved
 // path.
 func checkFile(out string, ins []input) (string, error) {
-	if err := atomicfile.CheckFile(out); err != nil {
-		return "", err
-	}
 	dir, _ := filepath.Split(out)
 	if dir == "" {
 		dir = "."
@@ -124,6 +122,10 @@ func checkFile(out string, ins []input) (string, error) {
 				return "", fmt.Errorf("output %s is a hard link to %s in the input directory %s; refusing to overwrite it", out, twin, in.path)
 			}
 		}
+	}
+	// Last, so that an output which is an input says so.
+	if err := atomicfile.CheckFile(out); err != nil {
+		return "", err
 	}
 	return real, nil
 }

@@ -24,10 +24,12 @@ func TestCheck(t *testing.T) {
 	write("hf/config.json", "{}")
 	write("hf/model.safetensors", "weights")
 	write("other.gguf", "someone else's")
+	must(t, atomicfile.WriteFile("mine.gguf", []byte("an earlier output")))
 	write("userdir/notes.txt", "mine")
 	write("graphs/g.onnx", "graph")
 	must(t, os.Symlink("a/x.gguf", "link.gguf"))
 	must(t, os.Symlink("a", "alink"))
+	must(t, os.Symlink("nowhere", "dangling"))
 	must(t, os.Link("a/x.gguf", "hard.gguf"))
 	must(t, os.Link("hf/config.json", "hardcfg.json"))
 	must(t, syscall.Mkfifo("fifo", 0o644))
@@ -41,7 +43,11 @@ func TestCheck(t *testing.T) {
 		want []string // substrings of the error; nil: allowed
 	}{
 		{"new file", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"out.gguf"}}, nil},
-		{"replace an unrelated regular file", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"other.gguf"}}, nil},
+		{"a file qnnprep did not write", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"other.gguf"}}, []string{"other.gguf exists and qnnprep did not write it", "not listed in " + atomicfile.MarkerName, "remove it or choose another output name"}},
+		{"a file qnnprep wrote", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"mine.gguf"}}, nil},
+		{"a file in a directory qnnprep owns", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"owned/bundle.bin"}}, nil},
+		{"a file in the user's directory", Paths{Files: []string{"userdir/notes.txt"}}, []string{"userdir/notes.txt", "did not write it", filepath.Join("userdir", atomicfile.MarkerName)}},
+		{"a symlink qnnprep did not make", Paths{Files: []string{"dangling"}}, []string{"dangling", "did not write it"}},
 		{"output is the input", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"a/x.gguf"}}, []string{"output a/x.gguf is the input a/x.gguf"}},
 		{"through ..", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"./a/../a/x.gguf"}}, []string{"./a/../a/x.gguf", "the input a/x.gguf"}},
 		{"through a symlinked file", Paths{Inputs: []string{"a/x.gguf"}, Files: []string{"link.gguf"}}, []string{"link.gguf", "a/x.gguf"}},
@@ -87,7 +93,7 @@ func TestCheck(t *testing.T) {
 		})
 	}
 	// Nothing was touched, and the probes left no file behind.
-	for name, want := range map[string]string{"a/x.gguf": "model", "hf/config.json": "{}", "userdir/notes.txt": "mine", "graphs/g.onnx": "graph"} {
+	for name, want := range map[string]string{"other.gguf": "someone else's", "a/x.gguf": "model", "hf/config.json": "{}", "userdir/notes.txt": "mine", "graphs/g.onnx": "graph"} {
 		if b, err := os.ReadFile(name); err != nil || string(b) != want {
 			t.Errorf("%s: %q, %v; want %q", name, b, err, want)
 		}
