@@ -153,10 +153,9 @@ func placeOwned(tmp, final string) error {
 			return err
 		}
 		if err := place(tmp, final); err != nil {
-			// Nothing of ours is at final: take the name back out.
-			if _, lerr := os.Lstat(final); errors.Is(lerr, fs.ErrNotExist) {
-				unrecord(dir, base)
-			}
+			// Whatever is at final now (a file that appeared meanwhile)
+			// is not ours: take the name back out.
+			unrecord(dir, base)
 			return err
 		}
 		return nil

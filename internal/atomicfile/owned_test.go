@@ -202,3 +202,21 @@ func TestUnrecordableName(t *testing.T) {
 	}
 	assertOnly(t, dir)
 }
+
+// A file the user puts at the output path while qnnprep works is refused
+// at Commit and kept; nothing is recorded for it.
+func TestCommitRefusesAFileThatAppeared(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	f, err := Create(out)
+	require.NoError(t, err)
+	defer f.Abort()
+	_, err = f.Write([]byte("hours of work"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(out, []byte("precious"), 0o644))
+	require.ErrorIs(t, f.Commit(), ErrNotWritten)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "precious", string(b))
+	assertOnly(t, dir, "out")
+}
