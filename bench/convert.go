@@ -110,7 +110,7 @@ func Convert(ctx context.Context, src string, opt ConvertOptions) (*ConvertRepor
 	}
 
 	out := filepath.Join(dir, fmt.Sprintf("qnnprep-bench-convert-%d-%s.gguf", os.Getpid(), r.Name))
-	defer os.Remove(out)
+	defer atomicfile.Remove(out)
 	logf("convert: %s → %s (recipe %s), end to end", src, out, r.Name)
 	full, readSec, peak, err := timedRun(ctx, m, out, quantize.Options{Recipe: r, Workers: opt.Workers, Metadata: md})
 	if err != nil {
@@ -124,7 +124,7 @@ func Convert(ctx context.Context, src string, opt ConvertOptions) (*ConvertRepor
 			How: "page faults of the source tensors inside the end-to-end run"})
 
 	hot := filepath.Join(scratch, fmt.Sprintf("qnnprep-bench-convert-%d-%s-mem.gguf", os.Getpid(), r.Name))
-	defer os.Remove(hot)
+	defer atomicfile.Remove(hot)
 	if err := touchAll(m); err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func Convert(ctx context.Context, src string, opt ConvertOptions) (*ConvertRepor
 	if err != nil {
 		return nil, err
 	}
-	os.Remove(hot)
+	atomicfile.Remove(hot)
 	q := max(mem.Seconds-memRead, 1e-9)
 	rep.Stages = append(rep.Stages,
 		Stage{Name: "quantize", Bytes: mem.SourceBytes, Seconds: q, GBPerSec: gbps(mem.SourceBytes, q), PeakRSS: memPeak,

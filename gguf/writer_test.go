@@ -260,7 +260,7 @@ func TestWriteFile(t *testing.T) {
 		t.Errorf("error %v does not name the file", err)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("directory holds %d entries after a failed write, want only m.gguf", len(entries))
+	if len(entries) != 2 || entries[0].Name() != ".qnnprep-outputs" || entries[1].Name() != "m.gguf" {
+		t.Errorf("directory holds %v after a failed write, want only m.gguf and the marker listing it", entries)
 	}
 }

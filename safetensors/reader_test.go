@@ -184,7 +184,7 @@ func TestSharded(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if want := "[model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json]"; fmt.Sprint(names) != want {
+	if want := "[.qnnprep-outputs model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json]"; fmt.Sprint(names) != want {
 		t.Fatalf("files %v", names)
 	}
 	var idx struct {

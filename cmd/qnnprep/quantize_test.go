@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/atomicfile"
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/synth"
 )
@@ -24,9 +26,13 @@ func TestQuantizeInterrupted(t *testing.T) {
 	r.check(t, "quantize")
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.Name() != "src.gguf" {
+		if e.Name() != "src.gguf" && e.Name() != atomicfile.MarkerName {
 			t.Errorf("interrupted quantize left %s", e.Name())
 		}
+	}
+	// The marker lists the source writeBigLlama wrote, not the output.
+	if b, err := os.ReadFile(filepath.Join(dir, atomicfile.MarkerName)); err != nil || strings.Contains(string(b), "out.gguf") {
+		t.Errorf("marker after an interrupted quantize: %q, %v", b, err)
 	}
 }
 

@@ -148,6 +148,11 @@ func placeOwned(tmp, final string) error {
 		return err
 	}
 	if o == notOwned {
+		// RemoveTemps (an interrupt) may have taken tmp while it synced:
+		// then there is nothing to record.
+		if _, err := os.Lstat(tmp); err != nil {
+			return err
+		}
 		dir, base := splitFinal(final)
 		if err := record(dir, base); err != nil {
 			return err
@@ -264,14 +269,48 @@ func record(dir, base string) error {
 	return nil
 }
 
-// unrecord takes base back out of dir's marker, best effort.
+// unrecord takes base back out of dir's marker, best effort, and removes
+// the marker when it then lists nothing (it says nothing then: a directory
+// with no marker and one listing nothing are the same to CheckOwned).
 func unrecord(dir, base string) {
 	names, err := readMarker(dir)
 	if err != nil || !names[base] {
 		return
 	}
 	delete(names, base)
+	if len(names) == 0 {
+		os.Remove(filepath.Join(dir, MarkerName))
+		return
+	}
 	writeMarker(dir, names)
+}
+
+// Remove deletes the file at path, which qnnprep wrote, and its name from
+// its directory's marker, so that a scratch output (bench's) leaves no
+// trace. It refuses a file qnnprep did not write.
+func Remove(path string) error {
+	fileMu.Lock()
+	defer fileMu.Unlock()
+	o, err := owner(path)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	} else if err == nil {
+		if o == notOwned {
+			return notWritten(path)
+		}
+		if err := checkRegular(path, fi); err != nil {
+			return err
+		}
+		err = os.Remove(path)
+	}
+	if o == listed {
+		unrecord(splitFinal(path))
+	}
+	return err
 }
 
 // ErrNotRegular is returned when an output path holds something other

@@ -220,3 +220,33 @@ func TestCommitRefusesAFileThatAppeared(t *testing.T) {
 	assert.Equal(t, "precious", string(b))
 	assertOnly(t, dir, "out")
 }
+
+// Remove takes a scratch output and its marker entry away (the marker too
+// when it lists nothing more); the user's file it refuses.
+func TestRemove(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	require.NoError(t, WriteFile(a, []byte("a")))
+	require.NoError(t, WriteFile(b, []byte("b")))
+	require.NoError(t, Remove(a))
+	assertOnly(t, dir, MarkerName, "b")
+	require.NoError(t, Remove(b))
+	require.NoError(t, Remove(b), "removing what is gone")
+	assertOnly(t, dir)
+
+	user := filepath.Join(dir, "user")
+	require.NoError(t, os.WriteFile(user, []byte("mine"), 0o644))
+	require.ErrorIs(t, Remove(user), ErrNotWritten)
+	assertOnly(t, dir, "user")
+}
+
+// An interrupt (RemoveTemps) while a commit syncs leaves neither the
+// output nor a marker.
+func TestCommitAfterRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Create(filepath.Join(dir, "out"))
+	require.NoError(t, err)
+	RemoveTemps()
+	require.Error(t, f.Commit())
+	assertOnly(t, dir)
+}
