@@ -322,7 +322,7 @@ var ErrNotRegular = errors.New("exists and is not a regular file; refusing to re
 // whatever appeared there since; an existing one must be a regular file
 // (or a symlink to one, which the rename replaces, leaving its target).
 // Only a file swapped in between the check and the rename can slip through.
-// Whose file it is, placeOwned decides; place itself writes markers.
+// Whose file it is, placeOwned decides; place itself writes no marker.
 func place(tmp, final string) error {
 	fi, err := os.Lstat(final)
 	if errors.Is(err, fs.ErrNotExist) {
