@@ -679,6 +679,7 @@ func (f *figure) depthPanel(group string) (*plot.Plot, bool) {
 	p.X.Label.Text = "depth (tokens before the test)"
 	p.Y.Label.Text = "tokens/s"
 	p.Y.Min, p.Y.Max = 0, max(ymax, 1)*1.08
+	p.Y.Tick.Marker = roundTicks(p.Y.Max)
 	p.Add(plotter.NewGrid())
 	if len(depths) == 1 {
 		for d := range depths {
@@ -777,6 +778,21 @@ func specPanel(s *Suite) (*plot.Plot, bool) {
 	one.Color = color.Gray{128}
 	p.Add(one)
 	return p, true
+}
+
+// roundTicks labels a tokens/s axis from 0 to ymax at a 1, 2 or 5 step
+// giving three to seven labels, as whole numbers where the step allows
+// (plot's default ticker may print "250.00" beside "0.00").
+func roundTicks(ymax float64) stepTicks {
+	step := math.Pow(10, math.Floor(math.Log10(ymax/3)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if ymax/(m*step) <= 6 {
+			step *= m
+			break
+		}
+	}
+	digits := max(0, int(-math.Floor(math.Log10(step)+1e-9)))
+	return stepTicks{step, fmt.Sprintf("%%.%df", digits)}
 }
 
 // stepTicks labels every multiple of step (1.0 among them on a ratio
