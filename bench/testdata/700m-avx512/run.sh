@@ -21,5 +21,8 @@ uptime
 ./qnnprep bench llama700m-Q1_0.gguf llama700m-Q8_0.gguf llama700m-F16.gguf \
 	-p 64 -n 32 -r 3 -t 1,2 --llama --llama-peer llama-bench -o json > "$out/results.json"
 uptime
+# The plot this script wrote before (committed, so no .qnnprep-outputs
+# lists it): qnnprep replaces only files it recorded writing.
+rm -f "$out/bench-700m-avx512.png"
 ./qnnprep bench report "$out/results.json" -o table --plot "$out/bench-700m-avx512.png" > "$out/table.md"
 git -C "$root" rev-parse --short HEAD
