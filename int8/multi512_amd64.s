@@ -195,59 +195,7 @@ SKIP:
 
 // MSUMTERMS is SUMTERMS for one token's terms from TBASE: eight at a time
 // 96 bytes apart, rows R12 bytes apart, ⌈nb/8⌉ (R13) steps.
-#define MSUMTERMS(TBASE) \
-	VXORPS     Y15, Y15, Y15     \
-	MOVQ       R13, CX           \
-	ADDQ       $7, CX            \
-	SHRQ       $3, CX            \
-	MOVQ       TBASE, SI         \
-	LEAQ       (R12)(R12*2), AX  \
-	LEAQ       (SI)(R12*4), DX   \
-msum:                            \
-	VMOVUPS    (SI), Y0          \
-	VMOVUPS    (SI)(R12*1), Y1   \
-	VMOVUPS    (SI)(R12*2), Y2   \
-	VMOVUPS    (SI)(AX*1), Y3    \
-	VMOVUPS    (DX), Y4          \
-	VMOVUPS    (DX)(R12*1), Y5   \
-	VMOVUPS    (DX)(R12*2), Y6   \
-	VMOVUPS    (DX)(AX*1), Y7    \
-	VUNPCKLPS  Y1, Y0, Y8        \
-	VUNPCKHPS  Y1, Y0, Y9        \
-	VUNPCKLPS  Y3, Y2, Y10       \
-	VUNPCKHPS  Y3, Y2, Y11       \
-	VUNPCKLPS  Y5, Y4, Y12       \
-	VUNPCKHPS  Y5, Y4, Y13       \
-	VUNPCKLPS  Y7, Y6, Y14       \
-	VUNPCKHPS  Y7, Y6, Y0        \
-	VSHUFPS    $0x44, Y10, Y8, Y1 \
-	VSHUFPS    $0xee, Y10, Y8, Y2 \
-	VSHUFPS    $0x44, Y11, Y9, Y3 \
-	VSHUFPS    $0xee, Y11, Y9, Y4 \
-	VSHUFPS    $0x44, Y14, Y12, Y5 \
-	VSHUFPS    $0xee, Y14, Y12, Y6 \
-	VSHUFPS    $0x44, Y0, Y13, Y7 \
-	VSHUFPS    $0xee, Y0, Y13, Y8 \
-	VPERM2F128 $0x20, Y5, Y1, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x20, Y6, Y2, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x20, Y7, Y3, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x20, Y8, Y4, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y5, Y1, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y6, Y2, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y7, Y3, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y8, Y4, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	ADDQ       $96, SI           \
-	ADDQ       $96, DX           \
-	DECQ       CX                \
-	JNZ        msum
+#define MSUMTERMS(TBASE) SUMTERMSBY(TBASE, $96, msum)
 
 // MROWBACK moves R8 from past a row's terms back to the row's start
 // (⌊nb/8⌋ groups of 96 bytes and nb%8 tail slots of 4) and on to the

@@ -66,14 +66,15 @@
 	ADDQ $256, AX  \
 	DECQ DX
 
-// SUMTERMS forms in Y15 the serial sums of the eight rows of terms at
+// SUMTERMSBY forms in Y15 the serial sums of the eight rows of terms at
 // TBASE (rows R12 bytes apart, R13 terms each, padded with +0 to a
-// multiple of eight), with lanes over rows, adding the terms in block
+// multiple of eight; each row's eight terms of a step STEP bytes past
+// the last's), with lanes over rows, adding the terms in block
 // order: eight terms of each row at a time, transposed so that each
 // VPERM2F128 result holds one block of every row. The padding adds +0,
 // which leaves a sum that starts at +0 unchanged. It uses only Y0..Y15,
 // so the AVX2 kernels take it too.
-#define SUMTERMS(TBASE) \
+#define SUMTERMSBY(TBASE, STEP, LOOP) \
 	VXORPS     Y15, Y15, Y15     \
 	MOVQ       R13, CX           \
 	ADDQ       $7, CX            \
@@ -81,7 +82,7 @@
 	MOVQ       TBASE, SI         \
 	LEAQ       (R12)(R12*2), AX  \
 	LEAQ       (SI)(R12*4), DX   \
-sum:                             \
+LOOP:                            \
 	VMOVUPS    (SI), Y0          \
 	VMOVUPS    (SI)(R12*1), Y1   \
 	VMOVUPS    (SI)(R12*2), Y2   \
@@ -122,10 +123,13 @@ sum:                             \
 	VADDPS     Y0, Y15, Y15      \
 	VPERM2F128 $0x31, Y8, Y4, Y0 \
 	VADDPS     Y0, Y15, Y15      \
-	ADDQ       $32, SI           \
-	ADDQ       $32, DX           \
+	ADDQ       STEP, SI          \
+	ADDQ       STEP, DX          \
 	DECQ       CX                \
-	JNZ        sum
+	JNZ        LOOP
+
+// SUMTERMS is SUMTERMSBY for rows of terms one after another.
+#define SUMTERMS(TBASE) SUMTERMSBY(TBASE, $32, sum)
 
 
 // ROWPAIRNEXT ends a pass of the two-stream decode kernels over one row of
