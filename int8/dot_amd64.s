@@ -268,38 +268,7 @@ symdone:
 	VMOVUPS    (R11)(R12*2), Y5 \
 	VMOVUPS    (R10), Y6 \
 	VMOVUPS    (R11)(R12*4), Y7 \
-	VUNPCKLPS  Y1, Y0, Y8 \
-	VUNPCKHPS  Y1, Y0, Y9 \
-	VUNPCKLPS  Y3, Y2, Y10 \
-	VUNPCKHPS  Y3, Y2, Y11 \
-	VUNPCKLPS  Y5, Y4, Y15 \
-	VUNPCKHPS  Y5, Y4, Y13 \
-	VUNPCKLPS  Y7, Y6, Y14 \
-	VUNPCKHPS  Y7, Y6, Y0 \
-	VSHUFPS    $0x44, Y10, Y8, Y1 \
-	VSHUFPS    $0xee, Y10, Y8, Y2 \
-	VSHUFPS    $0x44, Y11, Y9, Y3 \
-	VSHUFPS    $0xee, Y11, Y9, Y4 \
-	VSHUFPS    $0x44, Y14, Y15, Y5 \
-	VSHUFPS    $0xee, Y14, Y15, Y6 \
-	VSHUFPS    $0x44, Y0, Y13, Y7 \
-	VSHUFPS    $0xee, Y0, Y13, Y8 \
-	VPERM2F128 $0x20, Y5, Y1, Y0 \
-	VADDPS     Y0, Y12, Y12 \
-	VPERM2F128 $0x20, Y6, Y2, Y0 \
-	VADDPS     Y0, Y12, Y12 \
-	VPERM2F128 $0x20, Y7, Y3, Y0 \
-	VADDPS     Y0, Y12, Y12 \
-	VPERM2F128 $0x20, Y8, Y4, Y0 \
-	VADDPS     Y0, Y12, Y12 \
-	VPERM2F128 $0x31, Y5, Y1, Y0 \
-	VADDPS     Y0, Y12, Y12 \
-	VPERM2F128 $0x31, Y6, Y2, Y0 \
-	VADDPS     Y0, Y12, Y12 \
-	VPERM2F128 $0x31, Y7, Y3, Y0 \
-	VADDPS     Y0, Y12, Y12 \
-	VPERM2F128 $0x31, Y8, Y4, Y0 \
-	VADDPS     Y0, Y12, Y12
+	TRANSPOSEADD(Y12, Y15)
 
 // STEPIF does, while steps are left (left-16(SP)), the next SUMSTEP2 of
 // the previous call's terms (at p-8(SP)) and reloads the ones in Y15.

@@ -66,6 +66,44 @@
 	ADDQ $256, AX  \
 	DECQ DX
 
+// TRANSPOSEADD adds to SUM the eight rows' eight terms in Y0..Y7 (row i
+// in Yi) in block order: transposed so that each VPERM2F128 result holds
+// one block of every row, through Y8..Y11, Y13, Y14 and T, all of which
+// (and Y0..Y7) it overwrites.
+#define TRANSPOSEADD(SUM, T) \
+	VUNPCKLPS  Y1, Y0, Y8 \
+	VUNPCKHPS  Y1, Y0, Y9 \
+	VUNPCKLPS  Y3, Y2, Y10 \
+	VUNPCKHPS  Y3, Y2, Y11 \
+	VUNPCKLPS  Y5, Y4, T \
+	VUNPCKHPS  Y5, Y4, Y13 \
+	VUNPCKLPS  Y7, Y6, Y14 \
+	VUNPCKHPS  Y7, Y6, Y0 \
+	VSHUFPS    $0x44, Y10, Y8, Y1 \
+	VSHUFPS    $0xee, Y10, Y8, Y2 \
+	VSHUFPS    $0x44, Y11, Y9, Y3 \
+	VSHUFPS    $0xee, Y11, Y9, Y4 \
+	VSHUFPS    $0x44, Y14, T, Y5 \
+	VSHUFPS    $0xee, Y14, T, Y6 \
+	VSHUFPS    $0x44, Y0, Y13, Y7 \
+	VSHUFPS    $0xee, Y0, Y13, Y8 \
+	VPERM2F128 $0x20, Y5, Y1, Y0 \
+	VADDPS     Y0, SUM, SUM \
+	VPERM2F128 $0x20, Y6, Y2, Y0 \
+	VADDPS     Y0, SUM, SUM \
+	VPERM2F128 $0x20, Y7, Y3, Y0 \
+	VADDPS     Y0, SUM, SUM \
+	VPERM2F128 $0x20, Y8, Y4, Y0 \
+	VADDPS     Y0, SUM, SUM \
+	VPERM2F128 $0x31, Y5, Y1, Y0 \
+	VADDPS     Y0, SUM, SUM \
+	VPERM2F128 $0x31, Y6, Y2, Y0 \
+	VADDPS     Y0, SUM, SUM \
+	VPERM2F128 $0x31, Y7, Y3, Y0 \
+	VADDPS     Y0, SUM, SUM \
+	VPERM2F128 $0x31, Y8, Y4, Y0 \
+	VADDPS     Y0, SUM, SUM
+
 // SUMTERMSBY forms in Y15 the serial sums of the eight rows of terms at
 // TBASE (rows R12 bytes apart, R13 terms each, padded with +0 to a
 // multiple of eight; each row's eight terms of a step STEP bytes past
@@ -91,38 +129,7 @@ LOOP:                            \
 	VMOVUPS    (DX)(R12*1), Y5   \
 	VMOVUPS    (DX)(R12*2), Y6   \
 	VMOVUPS    (DX)(AX*1), Y7    \
-	VUNPCKLPS  Y1, Y0, Y8        \
-	VUNPCKHPS  Y1, Y0, Y9        \
-	VUNPCKLPS  Y3, Y2, Y10       \
-	VUNPCKHPS  Y3, Y2, Y11       \
-	VUNPCKLPS  Y5, Y4, Y12       \
-	VUNPCKHPS  Y5, Y4, Y13       \
-	VUNPCKLPS  Y7, Y6, Y14       \
-	VUNPCKHPS  Y7, Y6, Y0        \
-	VSHUFPS    $0x44, Y10, Y8, Y1 \
-	VSHUFPS    $0xee, Y10, Y8, Y2 \
-	VSHUFPS    $0x44, Y11, Y9, Y3 \
-	VSHUFPS    $0xee, Y11, Y9, Y4 \
-	VSHUFPS    $0x44, Y14, Y12, Y5 \
-	VSHUFPS    $0xee, Y14, Y12, Y6 \
-	VSHUFPS    $0x44, Y0, Y13, Y7 \
-	VSHUFPS    $0xee, Y0, Y13, Y8 \
-	VPERM2F128 $0x20, Y5, Y1, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x20, Y6, Y2, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x20, Y7, Y3, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x20, Y8, Y4, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y5, Y1, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y6, Y2, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y7, Y3, Y0 \
-	VADDPS     Y0, Y15, Y15      \
-	VPERM2F128 $0x31, Y8, Y4, Y0 \
-	VADDPS     Y0, Y15, Y15      \
+	TRANSPOSEADD(Y15, Y12)       \
 	ADDQ       STEP, SI          \
 	ADDQ       STEP, DX          \
 	DECQ       CX                \
