@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -113,6 +114,39 @@ func FuzzParseHF(f *testing.F) {
 			t.Fatalf("parsed vocab rejected by New: %v", err)
 		}
 		tok.Decode(tok.Encode("ab 12 <|end|>", true))
+	})
+}
+
+// FuzzHFSidecars: arbitrary tokenizer_config.json and config.json beside
+// a valid tokenizer.json give a vocab New accepts (the specials they name
+// inside the vocabulary) or an error naming the file, never a panic.
+func FuzzHFSidecars(f *testing.F) {
+	f.Add([]byte(`{"bos_token":"<s>","eos_token":{"content":"</s>"},"add_bos_token":true,"add_eos_token":false}`),
+		[]byte(`{"vocab_size":7,"bos_token_id":1,"eos_token_id":[2,5],"pad_token_id":null}`))
+	f.Add([]byte(`{"unk_token":"<unk>","pad_token":"nope"}`), []byte(`{"text_config":{"vocab_size":7,"eos_token_id":99}}`))
+	f.Add([]byte(`{"bos_token":7}`), []byte(`{"vocab_size":-1}`))
+	f.Add([]byte(`[]`), []byte(`{"bos_token_id":"x"}`))
+	tj, err := WriteHF(fuzzVocabs[1])
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, tokCfg, cfg []byte) {
+		dir := t.TempDir()
+		for name, data := range map[string][]byte{"tokenizer_config.json": tokCfg, "config.json": cfg} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := parseHF(tj, dir)
+		if err != nil {
+			if msg := err.Error(); !strings.Contains(msg, "config.json") && !strings.Contains(msg, "tokenizer") {
+				t.Fatalf("error names no file: %v", err)
+			}
+			return
+		}
+		if _, err := New(v); err != nil {
+			t.Fatalf("parsed vocab rejected by New: %v", err)
+		}
 	})
 }
 

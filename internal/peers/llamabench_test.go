@@ -136,3 +136,27 @@ func TestRunLlamaBenchFake(t *testing.T) {
 		t.Errorf("nothing to time: %v", err)
 	}
 }
+
+// FuzzParseLlamaBench: any output of a peer gives a result that holds
+// what was asked (reps positive samples per requested test) or an error,
+// never a panic.
+func FuzzParseLlamaBench(f *testing.F) {
+	f.Add([]byte(lbJSON([5]any{16, 0, 32, 2, "[1000000, 2000000]"}, [5]any{0, 8, 32, 2, "[3000000, 4000000]"})), uint8(2))
+	f.Add([]byte(lbJSON([5]any{0, 8, 32, 2, "[3000000, -1]"})), uint8(2))
+	f.Add([]byte(`[{"n_prompt": 16}] trailing`), uint8(1))
+	f.Add([]byte(`[]`), uint8(0))
+	f.Fuzz(func(t *testing.T, out []byte, reps uint8) {
+		r, err := parseLlamaBench(out, 16, 8, 32, 2, int(reps))
+		if err != nil {
+			return
+		}
+		if len(r.PPSeconds) != int(reps) || len(r.TGSeconds) != int(reps) {
+			t.Fatalf("accepted %d pp and %d tg samples, asked for %d each", len(r.PPSeconds), len(r.TGSeconds), reps)
+		}
+		for _, s := range append(r.PPSeconds, r.TGSeconds...) {
+			if !(s > 0) {
+				t.Fatalf("accepted a sample of %v s", s)
+			}
+		}
+	})
+}
