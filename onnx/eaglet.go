@@ -61,8 +61,19 @@ func (b *builder) lastHiddenStates(taps map[int]string) error {
 		}
 		parts = append(parts, name)
 	}
+	hm := h.model()
+	if t := hm.Tensor("fc.weight"); t != nil {
+		// The plan's last stage bytes count fc as the planned head's.
+		dev, err := shard.DeviceBytes(t, b.p.Container)
+		if err != nil {
+			return fmt.Errorf("EAGLE-3 head: %w", err)
+		}
+		if dev != d.Head.FCBytes {
+			return fmt.Errorf("EAGLE-3 head: fc.weight is %d bytes on the device (%s container), the plan counts %d for it: plan with this head", dev, b.p.Container, d.Head.FCBytes)
+		}
+	}
 	cat := b.opAttr("Concat", parts, AttrInt("axis", 2))
-	fc, err := b.matrixOf(h.model(), "fc.weight", "fc.weight")
+	fc, err := b.matrixOf(hm, "fc.weight", "fc.weight")
 	if err != nil {
 		return fmt.Errorf("EAGLE-3 head: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -106,5 +107,17 @@ func TestExportEagletChecker(t *testing.T) {
 				t.Error("exported the last stage without the head's fc")
 			}
 		})
+	}
+}
+
+// TestExportEagletFCBytes: the last stage's fc must weigh what the plan
+// counts for it (draft.head.fc_bytes), or the export is refused.
+func TestExportEagletFCBytes(t *testing.T) {
+	m := tinyModel(t, synth.Config(model.Llama, false), 5)
+	p, _, head, _ := eagletExport(t, m, t.TempDir(), true)
+	p.Draft.Head.FCBytes--
+	opts := ExportOptions{Options: Options{Eagle3: &Eagle3Head{Tensors: head.Tensors()}}}
+	if _, err := Export(m, p, t.TempDir(), opts, nil); err == nil || !strings.Contains(err.Error(), "the plan counts") {
+		t.Fatalf("export with a plan that undercounts fc: %v", err)
 	}
 }

@@ -33,8 +33,8 @@ func (b *builder) openEagle3(e *runtime.Engine) (*runtime.Eagle3, error) {
 }
 
 // eagletHead opens the head against the qmodel and returns its shape for
-// the plan.
-func (b *builder) eagletHead() (*shard.EagletHead, error) {
+// the plan, with its fc's device bytes in container c.
+func (b *builder) eagletHead(c shard.Container) (*shard.EagletHead, error) {
 	e, err := runtime.New(b.qm, runtime.Options{Threads: b.o.Threads})
 	if err != nil {
 		return nil, err
@@ -45,6 +45,16 @@ func (b *builder) eagletHead() (*shard.EagletHead, error) {
 	}
 	b.head = h
 	eh := h.EagletHead()
+	for _, t := range h.Tensors() {
+		if t.Name == "fc.weight" {
+			if eh.FCBytes, err = shard.DeviceBytes(t, c); err != nil {
+				return nil, fmt.Errorf("EAGLE-3 head %s: %w", b.o.Eagle3, err)
+			}
+		}
+	}
+	if eh.FCBytes == 0 {
+		return nil, fmt.Errorf("EAGLE-3 head %s has no fc.weight", b.o.Eagle3)
+	}
 	return &eh, nil
 }
 

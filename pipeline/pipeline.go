@@ -325,7 +325,7 @@ func (b *builder) plan() error {
 			name = b.srcName
 		}
 		if b.o.Eagle3 != "" {
-			if opts.EagletHead, err = b.eagletHead(); err != nil {
+			if opts.EagletHead, err = b.eagletHead(sizes.Container); err != nil {
 				return err
 			}
 		}

@@ -50,6 +50,10 @@ type EagletHead struct {
 	DraftVocab int `json:"draft_vocab"` // Genie's context.draft-n-vocab
 	// ExtractLayers are the target layers whose inputs fc reads, ascending.
 	ExtractLayers [3]int `json:"extract_layers"`
+	// FCBytes is what the head's fc.weight, which the target's last stage
+	// graph holds, weighs on the device in the plan's container; the last
+	// stage's bytes count it. NewPlan takes 0 as float32.
+	FCBytes int64 `json:"fc_bytes,omitempty"`
 }
 
 // DraftPlan is the eaglet draft engine: one single-stage graph per
@@ -163,6 +167,9 @@ func (p *Plan) validateDraft() error {
 	}
 	if err := d.Head.validate(&p.Model); err != nil {
 		return err
+	}
+	if d.Head.FCBytes <= 0 {
+		return fmt.Errorf("eaglet head: fc_bytes %d: the last stage's bytes do not count the head's fc (a plan of an older qnnprep?); plan again", d.Head.FCBytes)
 	}
 	if err := CheckName("draft name", d.Name); err != nil {
 		return err

@@ -98,6 +98,7 @@ func (p *Plan) SizedFor(m *model.Model) error {
 	if err != nil {
 		return err
 	}
+	embed, head := p.endBytes(&s)
 	var first string
 	differ := 0
 	for i := range p.Stages {
@@ -105,7 +106,7 @@ func (p *Plan) SizedFor(m *model.Model) error {
 		if st.FirstLayer < 0 || st.LastLayer >= len(s.Layers) || st.LastLayer < st.FirstLayer {
 			return fmt.Errorf("stage %d covers layers %d–%d, but %s has %d layers", i, st.FirstLayer, st.LastLayer, m.Path, len(s.Layers))
 		}
-		dev, q, wt := s.stage(st, s.LayerTypes, m.Config.TiedEmbeddings)
+		dev, q, wt := s.stage(st, s.LayerTypes, m.Config.TiedEmbeddings, embed, head)
 		var d string
 		switch {
 		case dev != st.Bytes:

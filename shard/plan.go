@@ -251,7 +251,8 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 	if opts.LayerTypes == nil {
 		opts.LayerTypes = s.LayerTypes
 	}
-	layerBytes, headBytes, embedBytes := s.Layers, s.Head, s.Embed
+	layerBytes := s.Layers
+	var headBytes, embedBytes int64
 	if t := cfg.RopeScaling.Type; opts.Positional == "" && t != model.RopeNoScaling && t != model.RopeLlama3 {
 		// Genie computes cos/sin tables only with llama3 scaling
 		// (RuleRopeScaling); absolute positions let the graphs hold them.
@@ -285,6 +286,19 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 		p.Dialog.PrefixKV = o.Dialog.ForecastPrefix
 		p.Dialog.EmbeddingRows += o.Dialog.ForecastTokenCount
 	}
+
+	if o.EagletHead != nil {
+		p.Draft = &DraftPlan{Head: *o.EagletHead}
+		if err := p.Draft.Head.validate(&p.Model); err != nil {
+			return nil, fmt.Errorf("shard: model %s: %w", name, err)
+		}
+		if p.Draft.Head.FCBytes == 0 {
+			// Unknown: fc.weight [3·hidden, hidden] as float32, the
+			// most a weight takes on the device.
+			p.Draft.Head.FCBytes = 3 * int64(cfg.Hidden) * int64(cfg.Hidden) * 4
+		}
+	}
+	embedBytes, headBytes = p.endBytes(&s)
 
 	// Each layer's cost carries the embedding (first) or head (last) so
 	// no split can leave them on their own.
@@ -333,7 +347,7 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 			Embedding:  i == 0,
 			Head:       i == len(sizes)-1,
 		}
-		st.Bytes, st.QModelBytes, st.WeightType = s.stage(&st, o.LayerTypes, cfg.TiedEmbeddings)
+		st.Bytes, st.QModelBytes, st.WeightType = s.stage(&st, o.LayerTypes, cfg.TiedEmbeddings, embedBytes, headBytes)
 		p.Stages = append(p.Stages, st)
 		first += n
 	}
@@ -345,12 +359,6 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 				mode = ModeARc
 			}
 			p.Variants = append(p.Variants, Variant{AR: ar, CL: cl, Mode: mode})
-		}
-	}
-	if o.EagletHead != nil {
-		p.Draft = &DraftPlan{Head: *o.EagletHead}
-		if err := p.Draft.Head.validate(&p.Model); err != nil {
-			return nil, fmt.Errorf("shard: model %s: %w", name, err)
 		}
 	}
 	for _, v := range p.Variants {
@@ -371,12 +379,35 @@ func NewPlan(cfg model.Config, s Sizes, name string, opts Options) (*Plan, error
 	return p, nil
 }
 
-// stage is what st's layers, with the embedding in the first stage and the
-// head in the last, weigh in s: device bytes, qmodel bytes (0 if s has no
-// QLayers and no embedding or head) and the lowest-bit weight type among
-// types (per layer, the last one standing for the rest; "" if none).
-// NewPlan sizes stages with it, and SizedFor measures a model with it.
-func (s *Sizes) stage(st *Stage, types []gguf.Type, tied bool) (dev, q int64, weightType string) {
+// endBytes is what the first stage's graph (embed) and the last stage's
+// (head) hold on the device beyond their layers, as the exporter writes
+// them for p's dialog: the embedding table with the plan's embedding rows
+// (ssd-q1's forecast rows are rows of it, in its layout) unless the graph
+// takes embeddings (eaglet: Genie's LUT embeds the tokens), and the head
+// with, for an eaglet draft, the EAGLE-3 head's fc (Draft.Head.FCBytes)
+// that makes last_hidden_states from the taps. NewPlan and SizedFor size
+// the end stages with it.
+func (p *Plan) endBytes(s *Sizes) (embed, head int64) {
+	embed, head = s.Embed, s.Head
+	if v, rows := int64(p.Model.Vocab), int64(p.Dialog.EmbeddingRows); v > 0 && rows > v {
+		embed += (s.Embed*(rows-v) + v - 1) / v // whole rows: exact
+	}
+	if p.Dialog.Type == Eaglet {
+		embed = 0
+	}
+	if p.Draft != nil {
+		head += p.Draft.Head.FCBytes
+	}
+	return embed, head
+}
+
+// stage is what st's layers, with the embedding (embed device bytes) in
+// the first stage and the head (head device bytes) in the last, weigh in
+// s: device bytes, qmodel bytes (0 if s has no QLayers and no embedding or
+// head) and the lowest-bit weight type among types (per layer, the last
+// one standing for the rest; "" if none). NewPlan sizes stages with it,
+// and SizedFor measures a model with it, both with Plan.endBytes.
+func (s *Sizes) stage(st *Stage, types []gguf.Type, tied bool, embed, head int64) (dev, q int64, weightType string) {
 	for l := st.FirstLayer; l <= st.LastLayer; l++ {
 		dev += s.Layers[l]
 		if s.QLayers != nil {
@@ -390,11 +421,11 @@ func (s *Sizes) stage(st *Stage, types []gguf.Type, tied bool) (dev, q int64, we
 		}
 	}
 	if st.Embedding {
-		dev += s.Embed
+		dev += embed
 		q += s.QEmbed
 	}
 	if st.Head {
-		dev += s.Head
+		dev += head
 		q += s.QHead
 		if st.Embedding && tied { // in the qmodel a tied head in the embedding's stage is the same tensor
 			q -= min(s.QEmbed, s.QHead)
