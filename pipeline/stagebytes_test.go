@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/onnx"
 	"github.com/qnnprep/qnnprep/shard"
 )
@@ -43,7 +44,7 @@ func graphDeviceBytes(t *testing.T, dir, graph string, min int64) (total int64, 
 
 // TestStageBytesAreGraphBytes: every stage's plan bytes are what its
 // exported graph holds on the device, for a plain, an eaglet and an
-// ssd-q1 plan.
+// ssd-q1 plan, and SizedFor finds them in the plan's own qmodel.
 func TestStageBytesAreGraphBytes(t *testing.T) {
 	src, cfg := synthLlama(t)
 	for _, tc := range []struct {
@@ -70,6 +71,15 @@ func TestStageBytesAreGraphBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := res.Plan
+			// SizedFor measures the qmodel as the planner did.
+			qm, err := model.Open(filepath.Join(o.OutDir, WorkDir, QModelName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer qm.Close()
+			if err := p.SizedFor(qm); err != nil {
+				t.Errorf("SizedFor its own qmodel: %v", err)
+			}
 			for _, st := range p.Stages {
 				got, names := graphDeviceBytes(t, filepath.Join(o.OutDir, WorkDir, ONNXDir), st.Graphs[0], int64(cfg.Hidden))
 				if got != st.Bytes {
