@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "q8_amd64.h"
+#include "q8_512_amd64.h"
 
 // AVX-512 (F, BW, VL, VNNI) decoding row kernels for 2 or 3 tokens: the
 // codes of each group of a weight row are loaded, XORed with 0x80 and
@@ -24,58 +25,13 @@
 // eight terms at 96g+32k (tail blocks: the first slots of the last
 // group's), +0 in the slots past nb.
 
-// MREDUCE sums the eight int32 lanes of each block half in A..D ([block
-// p | block p+4] for p = 0..3) to the eight block sums in order in Y9
-// (dot512_amd64.s's REDUCE; the integer sums are exact in any order).
-#define MREDUCE(A, B, C, D) \
-	VPUNPCKLQDQ   B, A, Z8        \
-	VPUNPCKHQDQ   B, A, Z9        \
-	VPADDD        Z9, Z8, Z8      \
-	VPUNPCKLQDQ   D, C, Z10       \
-	VPUNPCKHQDQ   D, C, Z11       \
-	VPADDD        Z11, Z10, Z10   \
-	VSHUFPS       $0x88, Z10, Z8, Z9  \
-	VSHUFPS       $0xdd, Z10, Z8, Z11 \
-	VPADDD        Z11, Z9, Z9     \
-	VSHUFI64X2    $0xd8, Z9, Z9, Z9 \
-	VEXTRACTI64X4 $1, Z9, Y10     \
-	VPADDD        Y10, Y9, Y9
-
-// MPREFETCH5 prefetches the five lines from R14 bytes past the group at
-// R (a group is 272 bytes).
-#define MPREFETCH5(R) \
-	PREFETCHT0 (R)(R14*1)    \
-	PREFETCHT0 64(R)(R14*1)  \
-	PREFETCHT0 128(R)(R14*1) \
-	PREFETCHT0 192(R)(R14*1) \
-	PREFETCHT0 256(R)(R14*1)
-
-// MSETUP loads the kernels' constants: Z31 the bytes 0x80, Z30 the
-// scale indices.
-#define MSETUP \
-	MOVL         $0x80808080, AX  \
-	VPBROADCASTD AX, Z31          \
-	VMOVDQU64    mscaleidx<>(SB), Z30
-
-// Word indices of the four block scales (at bytes 0, 34, 68, 102) in the
-// two 64-byte loads at 0 and 68: table words 0 and 17 of each.
-DATA mscaleidx<>+0(SB)/8, $0x0031002000110000
-DATA mscaleidx<>+8(SB)/8, $0
-DATA mscaleidx<>+16(SB)/8, $0
-DATA mscaleidx<>+24(SB)/8, $0
-DATA mscaleidx<>+32(SB)/8, $0
-DATA mscaleidx<>+40(SB)/8, $0
-DATA mscaleidx<>+48(SB)/8, $0
-DATA mscaleidx<>+56(SB)/8, $0
-GLOBL mscaleidx<>(SB), RODATA|NOPTR, $64
-
 // MPERM permutes the dwords of the code pairs P0..P3 (pair p is [block
-// p | block p+4]) as MREDUCE's first two stages move the lanes of their
+// p | block p+4]) as REDUCE's first two stages move the lanes of their
 // products (those are lane-wise, so permuting the codes of weights and
 // activations alike permutes the products alike), using Q0..Q3: then
-// the four products of a group add up lane by lane to MREDUCE's sixteen
+// the four products of a group add up lane by lane to REDUCE's sixteen
 // lanes, two per block, and VPDPBUSD does the adding. The weights'
-// shuffles are done once for all the tokens, instead of MREDUCE's per
+// shuffles are done once for all the tokens, instead of REDUCE's per
 // token.
 #define MPERM(P0, P1, P2, P3, Q0, Q1, Q2, Q3) \
 	VPUNPCKLQDQ P1, P0, Q0        \
@@ -115,7 +71,7 @@ GLOBL mscaleidx<>(SB), RODATA|NOPTR, $64
 // MTOK2 stores at DST the sixteen terms of tokens 0 and 1 (eight each)
 // of the group loaded by MWLOAD: each token's products summed in one
 // accumulator (Z0, Z4), then both tokens' last reduction stage (that of
-// MREDUCE), correction, conversion and scaling in one zmm each.
+// REDUCE), correction, conversion and scaling in one zmm each.
 #define MTOK2(DST) \
 	VPXORD     Z0, Z0, Z0                \
 	VPXORD     Z4, Z4, Z4                \
@@ -227,7 +183,7 @@ TEXT ·dotRows2MultiAsm(SB), NOSPLIT, $0-96
 	MOVQ pf+88(FP), R14
 	LEAQ (R12*4), R9 // from row i of t to row 4+i
 	MOVQ $4, R10
-	MSETUP
+	ROWSETUP
 
 mrow2:
 	MOVQ R11, SI
@@ -241,8 +197,8 @@ mrow2:
 mgroup2:
 	TESTQ R14, R14
 	JZ    mfetched2
-	MPREFETCH5(SI)
-	MPREFETCH5(DX)
+	PREFETCH5(SI)
+	PREFETCH5(DX)
 
 mfetched2:
 	MGROUP(SI, (R8), 64(R8), mnear3)
@@ -306,7 +262,7 @@ TEXT ·dotRowsMultiAsm(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R10
 	MOVQ t+64(FP), R8
 	MOVQ tStride+72(FP), R12
-	MSETUP
+	ROWSETUP
 
 mrow:
 	MOVQ R11, SI
@@ -385,7 +341,7 @@ TEXT ·prepMultiAsm(SB), NOSPLIT, $0-48
 	MOVQ cs+24(FP), BX
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z31
-	VMOVDQU64 mscaleidx<>(SB), Z30
+	VMOVDQU64 q8scaleidx<>(SB), Z30
 	MOVQ R13, CX
 	SHRQ $3, CX
 	JZ   mpreptail
@@ -400,7 +356,7 @@ mprepgroup:
 	VMOVDQU64   Z17, 64(DI)
 	VMOVDQU64   Z18, 128(DI)
 	VMOVDQU64   Z19, 192(DI)
-	MREDUCE(Z0, Z1, Z2, Z3)
+	REDUCE(Z0, Z1, Z2, Z3)
 	VMOVDQU     Y9, (BX)
 	VMOVDQU64   0(SI), Z12
 	VPERMT2W    68(SI), Z30, Z12
