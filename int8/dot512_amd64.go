@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/qnnprep/qnnprep/internal/cpuvendor"
 )
 
 // hasAVX512 reports whether the CPU has what the AVX-512 kernels use.
@@ -43,7 +45,7 @@ func (q *q8Prep) set(x []byte, nb int) {
 // one on the EPYC this was tuned on (plain reads of the mapped 700M
 // file, interleaved: 29-33 against 25-29 GB per CPU second), while two
 // adjacent rows side by side, or software prefetch, read slower than
-// one stream. On Intel the streams are prefetched rowsPrefetch bytes
+// one stream. The streams are prefetched rowsPrefetch512 bytes
 // ahead (see there). On the EPYC Zen 5 of session 10, four streams far
 // apart (the quarters of the rows, two rows of each per call, as the
 // memory-read probe reads) read level with two (GB per CPU second,
@@ -93,7 +95,7 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 	var prev, outPrev, outFarPrev unsafe.Pointer
 	for r := 0; r < h; r += 4 {
 		t := ts[r/4%2]
-		dotRows2Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, t, 4*stride, rowsPrefetch, prev, outPrev, outFarPrev)
+		dotRows2Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, t, 4*stride, rowsPrefetch512, prev, outPrev, outFarPrev)
 		prev, outPrev, outFarPrev = t, unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r])
 	}
 	if prev != nil {
@@ -103,6 +105,26 @@ func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) 
 		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, xp, nb, unsafe.Pointer(&out[r]), min(8, len(out)-r), ts[0], 4*stride)
 	}
 }
+
+// rowsPrefetch512 is rowsPrefetch for dotQ8_0RowsAVX512: 1024 bytes on
+// Intel, 3264 (twelve groups) elsewhere. On the EPYC Zen 5 of session 12
+// (a host with more bandwidth than session 11's: the probe read 38 GB/s
+// on one core), BenchmarkDotQ8_0Decode read at one thread, GB per CPU
+// second, idle, interleaved rounds: none 21.6-23.0, 1024 26.1-26.9, 2176
+// 31.0-33.1, 2720 31.4-34.3, 2992 32.3-33.6, 3264 32.2-34.9, 3536
+// 32.4-32.8, 3808 31.8-32.3, 4352 29.1-31.1, 8704 30.7-31.2 (4352: the distance session 11
+// chose for every kernel): a plateau from ten to fourteen groups, and
+// 4352 past its edge. qnnprep bench (700M Q8_0, -n 48, four interleaved
+// rounds): 43.0-43.4 tokens/s at one thread against 38.7-39.2 with 4352.
+// The AVX2 kernel read 27.9-29.0 at 3264 and 31.2-31.8 at 4352 in the
+// same rounds, and the 2-3-token AVX-512 kernel 26.0-27.1 against
+// 26.8-28.9 GB/s (two tokens): both keep rowsPrefetch.
+var rowsPrefetch512 = func() int {
+	if cpuvendor.Intel {
+		return rowsPrefetch
+	}
+	return 3264
+}()
 
 //go:noescape
 func prepQ8_0Asm(x unsafe.Pointer, nb int, xp unsafe.Pointer)
