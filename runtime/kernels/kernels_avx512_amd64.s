@@ -138,9 +138,14 @@ TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-64
 // call's rows, four memory streams): for i < quads, rows i+k·far/rowBytes
 // of w (rowBytes apart) for k < 4, results to out[i+k·farOut/4]. Each row
 // has its own partial sums (Z16..Z23), fed in PAIR512's order, so the
-// results are its bits. The weights are fetched 1 KiB ahead: on the EPYC
-// (Zen 5) this read the mapped 700M F16 file's rows 1.15-1.22x as fast as
-// two streams per CPU second at one and two threads (see rows4Streams).
+// results are its bits. On the EPYC (Zen 5) this read the mapped 700M F16
+// file's rows 1.15-1.22x as fast as two streams per CPU second at one and
+// two threads (see rows4Streams). The weights are fetched 1.5 KiB ahead:
+// in session 12 (700M F16, qnnprep bench -n 32, idle, six interleaved
+// rounds) 1536 bytes decoded 28.1-28.9 tokens/s at one thread and
+// 52.2-54.2 at two, against 26.5-28.0 and 49.7-51.1 with 1024, 27.3-28.5
+// and 51.0-52.3 with 1280, 27.1-28.1 and 49.0-50.9 with 1792, 26.6-27.1
+// and 48.8-50.7 with 2048.
 TEXT ·dotF16F32Rows4Asm512(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), R8
 	MOVQ rowBytes+8(FP), R9
@@ -162,10 +167,10 @@ quad:
 	ZEROZ4(Z20, Z21, Z22, Z23)
 
 quadloop:
-	PREFETCHT0  1024(SI)
-	PREFETCHT0  1024(SI)(R13*1)
-	PREFETCHT0  1024(DX)
-	PREFETCHT0  1024(DX)(R13*1)
+	PREFETCHT0  1536(SI)
+	PREFETCHT0  1536(SI)(R13*1)
+	PREFETCHT0  1536(DX)
+	PREFETCHT0  1536(DX)(R13*1)
 	VMOVUPS     (DI), Z8
 	VMOVUPS     64(DI), Z9
 	VCVTPH2PS   (SI), Z0
