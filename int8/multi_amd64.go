@@ -9,8 +9,11 @@ import (
 )
 
 func init() {
-	if hasAVX512 {
+	switch {
+	case hasAVX512:
 		dotQ8_0SymRowsTokens = dotQ8_0RowsTokensAVX512
+	case hasAVX2:
+		dotQ8_0SymRowsTokens = dotQ8_0RowsTokensAVX2
 	}
 }
 
@@ -29,16 +32,31 @@ var multiPrepPool = sync.Pool{New: func() any { return new(multiPrep) }}
 // bytes apart in x.
 func (q *multiPrep) set(x []byte, xStride, tokens, nb int) {
 	g := nb / 8
-	n := g*960 + nb%8*120
-	q.buf = slices.Grow(q.buf[:0], n+64)[:n+64]
-	off := -int(uintptr(unsafe.Pointer(&q.buf[0]))) & 63
-	q.p = q.buf[off : off+n]
-	p := unsafe.Pointer(&q.p[0])
+	p := q.alloc(g*960 + nb%8*120)
 	tail := unsafe.Add(p, g*960)
 	for k := range tokens {
 		prepMultiAsm(unsafe.Pointer(&x[k*xStride]), nb, unsafe.Add(p, 256*k), unsafe.Add(p, 768+32*k),
 			unsafe.Add(tail, 32*k), unsafe.Add(tail, 96+4*k))
 	}
+}
+
+// setAVX2 is set for the AVX2 kernel's records (multi2_amd64.s).
+func (q *multiPrep) setAVX2(x []byte, xStride, tokens, nb int) {
+	g := nb / 8
+	p := q.alloc(g*864 + nb%8*128)
+	tail := unsafe.Add(p, g*864)
+	for k := range tokens {
+		prepMulti2Asm(unsafe.Pointer(&x[k*xStride]), nb, unsafe.Add(p, 256*k), unsafe.Add(p, 768+32*k),
+			unsafe.Add(tail, 32*k), unsafe.Add(tail, 96+4*k))
+	}
+}
+
+// alloc sizes q.p to n bytes from a 64-byte boundary and returns it.
+func (q *multiPrep) alloc(n int) unsafe.Pointer {
+	q.buf = slices.Grow(q.buf[:0], n+64)[:n+64]
+	off := -int(uintptr(unsafe.Pointer(&q.buf[0]))) & 63
+	q.p = q.buf[off : off+n]
+	return unsafe.Pointer(&q.p[0])
 }
 
 // terms sizes q.t for eight rows of terms of nb blocks (⌈nb/8⌉ groups of
@@ -94,6 +112,49 @@ func rowsMultiAVX512(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb
 			unsafe.Pointer(&out[r]), 4*outStride, min(8, rows-r), t, tStride)
 	}
 }
+
+// dotQ8_0RowsTokensAVX2 is dotQ8_0RowsTokensAVX512 for AVX2
+// (multi2_amd64.s): the tokens three or two at a time (one alone:
+// dotQ8_0SymRowsAVX2), the weight rows read as dotQ8_0SymRowsAVX2 reads
+// them, each group of a row loaded, permuted, its absolute values taken
+// and its scales gathered once for all the tokens.
+func dotQ8_0RowsTokensAVX2(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
+	for k0 := 0; k0 < tokens; k0 += 3 {
+		c := min(3, tokens-k0)
+		xk, ok := x[k0*xStride:], out[k0*outStride:]
+		if c == 1 {
+			dotQ8_0SymRowsAVX2(w, rowBytes, xk, nb, ok[:rows])
+			continue
+		}
+		rowsMultiAVX2(w, rowBytes, rows, xk, xStride, c, nb, ok, outStride)
+	}
+}
+
+func rowsMultiAVX2(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
+	q := multiPrepPool.Get().(*multiPrep)
+	defer multiPrepPool.Put(q)
+	q.setAVX2(x, xStride, tokens, nb)
+	tStride := q.terms(nb)
+	xp, t := unsafe.Pointer(&q.p[0]), unsafe.Pointer(&q.t[0])
+	h := rows / 2 &^ 3
+	for r := 0; r < h; r += 4 {
+		dotRows2Multi2Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, tokens,
+			unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r]), 4*outStride, t, tStride, rowsPrefetch)
+	}
+	// The last rows (fewer than eight) one by one, token by token, as
+	// dotQ8_0SymRowsAVX2 takes them.
+	for r := 2 * h; r < rows; r++ {
+		for k := range tokens {
+			out[k*outStride+r] = dotQ8_0SymAsm(unsafe.Pointer(&w[r*rowBytes]), unsafe.Pointer(&x[k*xStride]), nb)
+		}
+	}
+}
+
+//go:noescape
+func prepMulti2Asm(x unsafe.Pointer, nb int, codes, scales, tcodes, tscales unsafe.Pointer)
+
+//go:noescape
+func dotRows2Multi2Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb, tokens int, out, outFar unsafe.Pointer, outStride int, t unsafe.Pointer, tStride, pf int)
 
 //go:noescape
 func prepMultiAsm(x unsafe.Pointer, nb int, codes, cs, tcodes, tcs unsafe.Pointer)

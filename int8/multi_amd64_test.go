@@ -8,6 +8,9 @@ func tokensImpls() map[string]func(w []byte, rowBytes, rows int, x []byte, xStri
 	m := map[string]func(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int){
 		"go": rowsTokensGo, "blocks": rowsTokensBlocks,
 	}
+	if hasAVX2 {
+		m["avx2"] = dotQ8_0RowsTokensAVX2
+	}
 	if hasAVX512 {
 		m["avx512"] = dotQ8_0RowsTokensAVX512
 	}

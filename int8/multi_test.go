@@ -12,8 +12,8 @@ import (
 // checkTokenKernels runs every implementation of dotQ8_0SymRowsTokens
 // on rows weight rows (rb bytes apart) and tokens activation rows (xb
 // apart) and compares each product with dotQ8_0Go and with the selected
-// row kernel per token. The AVX2 row kernel takes symmetric activations
-// only, so the "blocks" form is checked only for those.
+// row kernel per token. The AVX2 kernels take symmetric activations
+// only, so the "blocks" and "avx2" forms are checked only for those.
 func checkTokenKernels(t *testing.T, w []byte, rb, rows int, x []byte, xb, tokens, nb int) {
 	t.Helper()
 	sym := true
@@ -23,7 +23,7 @@ func checkTokenKernels(t *testing.T, w []byte, rb, rows int, x []byte, xb, token
 	outStride := rows + 3 // a gap between the tokens' outputs, which stays untouched
 	per := make([]float32, rows)
 	for set, f := range tokensImpls() {
-		if set == "blocks" && !sym {
+		if (set == "blocks" || set == "avx2") && !sym {
 			continue
 		}
 		out := make([]float32, (tokens-1)*outStride+rows+3)
@@ -55,7 +55,9 @@ func checkTokenKernels(t *testing.T, w []byte, rb, rows int, x []byte, xb, token
 
 // TestRowsTokensMatchGo covers 1 to 4 tokens, row counts below, at and
 // above the two-stream kernel's eight (with the single-stream rest), and
-// rows of whole groups of eight blocks, tails, and both.
+// rows of whole groups of eight blocks, tails, and both; each case once
+// as drawn and once with the activations made symmetric, which the AVX2
+// forms take.
 func TestRowsTokensMatchGo(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 2))
 	for _, tokens := range []int{1, 2, 3, 4} {
@@ -70,6 +72,10 @@ func TestRowsTokensMatchGo(t *testing.T) {
 				x := make([]byte, tokens*xb)
 				for k := range tokens {
 					copy(x[k*xb:], randomQ8Row(r, nb))
+				}
+				checkTokenKernels(t, w, rb, rows, x, xb, tokens, nb)
+				for k := range tokens {
+					symmetric(x[k*xb : k*xb+nb*BlockBytesQ8_0])
 				}
 				checkTokenKernels(t, w, rb, rows, x, xb, tokens, nb)
 			}
@@ -106,7 +112,8 @@ func panics(f func()) (p bool) {
 
 // FuzzDotQ8_0RowsTokens cuts arbitrary bytes into weight rows (padded to
 // a stride or not) and 1 to 4 activation rows, and checks every
-// implementation against dotQ8_0Go. The seeds reach two and three
+// implementation against dotQ8_0Go, then again with the activations
+// made symmetric (for the AVX2 forms). The seeds reach two and three
 // tokens, the two-stream kernel with its single-stream rest, and rows
 // with and without a tail of blocks (nb%8 != 0).
 func FuzzDotQ8_0RowsTokens(f *testing.F) {
@@ -123,6 +130,8 @@ func FuzzDotQ8_0RowsTokens(f *testing.F) {
 		if len(data) < rows*rb+tokens*xb {
 			return
 		}
-		checkTokenKernels(t, data[:rows*rb], rb, rows, data[rows*rb:rows*rb+tokens*xb], xb, tokens, nb)
+		w, x := data[:rows*rb], data[rows*rb:rows*rb+tokens*xb]
+		checkTokenKernels(t, w, rb, rows, x, xb, tokens, nb)
+		checkTokenKernels(t, w, rb, rows, symmetric(bytes.Clone(x)), xb, tokens, nb)
 	})
 }
