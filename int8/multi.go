@@ -6,11 +6,12 @@ import "fmt"
 // x[k*xStride:], n) for every token k < tokens and row r < rows: a short
 // batch's decoding products, bit for bit those of DotQ8_0SymRows per
 // token (so a speculative verify window gives the logits of decoding
-// token by token). With AVX-512 each weight row is read once for two or
-// three tokens (see dotQ8_0RowsTokensAVX512); elsewhere the row kernel
-// runs per token over 256 KiB blocks of rows, each read from memory once
-// and from cache by the later tokens. It panics if the rows, tokens or
-// outputs do not fit or overlap.
+// token by token). With AVX-512 or AVX2 each weight row is read once for
+// two or three tokens (see dotQ8_0RowsTokensAVX512 and
+// dotQ8_0RowsTokensAVX2); elsewhere the row kernel runs per token over
+// 256 KiB blocks of rows, each read from memory once and from cache by
+// the later tokens. It panics if the rows, tokens or outputs do not fit
+// or overlap.
 func DotQ8_0SymRowsTokens(w []byte, rowBytes, rows int, x []byte, xStride, tokens, n int, out []float32, outStride int) {
 	if rows < 0 || tokens < 0 {
 		panic(fmt.Sprintf("int8: DotQ8_0SymRowsTokens: %d rows, %d tokens", rows, tokens))
