@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/internal/mmapfile"
 	"github.com/qnnprep/qnnprep/model"
 )
 
@@ -119,7 +120,9 @@ func WeightLayout(t *model.Tensor, c Container) (Layout, error) {
 }
 
 // rowScaled reports whether every block of each row of the Q8_0 tensor t
-// (nb blocks per row) carries the row's first scale.
+// (nb blocks per row) carries the row's first scale. Only the data can
+// tell (a per-block tensor may be copied into a file under any recipe), so
+// sizing a Q8_0 model reads its Q8_0 tensors.
 func rowScaled(t *model.Tensor, nb int) (bool, error) {
 	data, err := t.Data()
 	if err != nil {
@@ -128,15 +131,39 @@ func rowScaled(t *model.Tensor, nb int) (bool, error) {
 	defer t.Release()
 	bb := t.Type.BlockBytes()
 	rb := nb * bb
-	for r := 0; r+rb <= len(data); r += rb {
-		first := binary.LittleEndian.Uint16(data[r:])
-		for j := 1; j < nb; j++ {
-			if binary.LittleEndian.Uint16(data[r+j*bb:]) != first {
-				return false, nil
-			}
+	if len(data) < rb {
+		return true, nil
+	}
+	// The first row decides a per-block tensor. Read it with pread, not
+	// through the mapping: a fault there makes the kernel read around it
+	// (up to read_ahead_kb, 8 MiB on the build host), which for a per-block
+	// model reads most of the file. A per-channel tensor is read whole
+	// either way, and the mapping reads it faster.
+	row := make([]byte, rb)
+	if !mmapfile.ReadInto(row, data[:rb]) {
+		row = data[:rb]
+	}
+	if !sameScales(row, nb, bb) {
+		return false, nil
+	}
+	for r := rb; r+rb <= len(data); r += rb {
+		if !sameScales(data[r:r+rb], nb, bb) {
+			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// sameScales reports whether the nb blocks of bb bytes in row share the
+// first block's fp16 scale.
+func sameScales(row []byte, nb, bb int) bool {
+	first := binary.LittleEndian.Uint16(row)
+	for j := 1; j < nb; j++ {
+		if binary.LittleEndian.Uint16(row[j*bb:]) != first {
+			return false
+		}
+	}
+	return true
 }
 
 // DeviceBytes is t's size on the device in container c (see Layout).
