@@ -12,20 +12,10 @@ import (
 	"strings"
 )
 
-// Host paths inside a QAIRT/QNN SDK for an x86-64 Linux build machine
-// (LinuxX64); Host gives every layout.
+// The SDK tools a build runs, under bin/ in the host's folder (Host).
 const (
-	HostBinDir = "bin/x86_64-linux-clang"
-	HostLibDir = "lib/x86_64-linux-clang"
-
 	ToolConverter = "qairt-converter"
 	ToolCtxGen    = "qnn-context-binary-generator"
-
-	LibHtp           = "libQnnHtp.so"
-	LibHtpExtensions = "libQnnHtpNetRunExtensions.so"
-	// LibModelDlc lets qnn-context-binary-generator load DLCs through
-	// --model on SDKs that need it; newer ones take --dlc_path alone.
-	LibModelDlc = "libQnnModelDlc.so"
 )
 
 // Host is a build machine's part of the SDK: the folder under bin/ and

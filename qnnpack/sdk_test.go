@@ -103,13 +103,14 @@ func TestFindSDKWindowsLayouts(t *testing.T) {
 
 func TestFindSDKNamesMissingPieces(t *testing.T) {
 	root := fakeSDK(t)
-	os.Remove(filepath.Join(root, HostBinDir, ToolCtxGen))
-	os.Remove(filepath.Join(root, HostLibDir, LibHtpExtensions))
-	_, err := FindSDK(root)
+	ext := LinuxX64.lib("QnnHtpNetRunExtensions")
+	os.Remove(filepath.Join(root, "bin", LinuxX64.Dir, ToolCtxGen))
+	os.Remove(filepath.Join(root, "lib", LinuxX64.Dir, ext))
+	_, err := FindSDKFor(root, LinuxX64)
 	if err == nil {
 		t.Fatal("incomplete SDK accepted")
 	}
-	for _, want := range []string{ToolCtxGen, LibHtpExtensions, "missing"} {
+	for _, want := range []string{ToolCtxGen, ext, "missing"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s: %v", want, err)
 		}
