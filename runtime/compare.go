@@ -21,6 +21,11 @@ type CompareOptions struct {
 	Prompt []int32
 	Tokens int // tokens to generate
 	K      int // draft tokens per window
+	// OnToken, if set, is called with each token of the speculative
+	// decode as soon as its window is accepted (qnnprep speculate streams
+	// the text with it). An error from it ends the decode and is returned.
+	// The time it takes counts in SpecTokensPerSec.
+	OnToken func(id int32) error
 }
 
 // Comparison is what CompareSpeculative measured (qnnprep speculate --json).
@@ -68,7 +73,7 @@ func CompareSpeculative(ctx context.Context, target *Engine, m *model.Model, o C
 		want = append(want, s.Token)
 		return true
 	}
-	var speculate func(context.Context, Drafter, []int32, int, int) ([]int32, SpecStats, error)
+	var speculate func(context.Context, Drafter, []int32, int, int, func(int32) error) ([]int32, SpecStats, error)
 	if o.Plan != "" {
 		p, err := shard.ReadPlan(o.Plan)
 		if err != nil {
@@ -82,7 +87,7 @@ func CompareSpeculative(ctx context.Context, target *Engine, m *model.Model, o C
 		if _, err = st.Generate(ctx, o.Prompt, n, record); err != nil {
 			return nil, err
 		}
-		speculate = st.Speculate
+		speculate = st.speculate
 	} else {
 		// The greedy pass's State, emptied, then serves the speculative one:
 		// its scratch and cache are not held twice.
@@ -91,14 +96,14 @@ func CompareSpeculative(ctx context.Context, target *Engine, m *model.Model, o C
 			return nil, err
 		}
 		gs.Reset()
-		speculate = gs.Speculate
+		speculate = gs.speculate
 	}
 	res.GreedySeconds = time.Since(t1).Seconds()
 	d, err := ds.New()
 	if err != nil {
 		return nil, err
 	}
-	got, st, err := speculate(ctx, d, o.Prompt, n, o.K)
+	got, st, err := speculate(ctx, d, o.Prompt, n, o.K, o.OnToken)
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,12 @@ func speculateArgs(d Drafter, prompt []int32, k int) error {
 // Speculate is Engine.Speculate on s, which must be empty. Afterwards s
 // holds the prompt and every emitted token but the last.
 func (s *State) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k int) ([]int32, SpecStats, error) {
+	return s.speculate(ctx, d, prompt, n, k, nil)
+}
+
+// speculate is Speculate that passes each token, as it is accepted, to
+// onToken if set (see acceptLoop).
+func (s *State) speculate(ctx context.Context, d Drafter, prompt []int32, n, k int, onToken func(int32) error) ([]int32, SpecStats, error) {
 	var st SpecStats
 	e := s.e
 	if err := speculateArgs(d, prompt, k); err != nil {
@@ -158,7 +164,7 @@ func (s *State) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k i
 			feats = feats[:a+1]
 		}
 		return a, Argmax(rows[a]), feats, nil
-	})
+	}, onToken)
 	if err != nil {
 		return nil, st, err
 	}
@@ -178,7 +184,24 @@ type verifyFunc func(last int32, draft []int32) (a int, next int32, feats [][]fl
 // least the prompt's next token); each window proposes up to k tokens,
 // verifies them, tells the drafter what was accepted and appends the
 // accepted prefix plus the target's next token, until out holds n tokens.
-func acceptLoop(ctx context.Context, d Drafter, out []int32, n, k int, st *SpecStats, verify verifyFunc) ([]int32, error) {
+// onToken, if set, gets the first n tokens of out in order: those it
+// starts with, then each window's as the window is accepted. An error
+// from it ends the loop and is returned.
+func acceptLoop(ctx context.Context, d Drafter, out []int32, n, k int, st *SpecStats, verify verifyFunc, onToken func(int32) error) ([]int32, error) {
+	emit := func(ids []int32) error {
+		if onToken == nil {
+			return nil
+		}
+		for _, id := range ids {
+			if err := onToken(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := emit(out[:min(len(out), n)]); err != nil {
+		return nil, err
+	}
 	for len(out) < n {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -197,12 +220,17 @@ func acceptLoop(ctx context.Context, d Drafter, out []int32, n, k int, st *SpecS
 		if err := d.Commit(last, draft, a, feats); err != nil {
 			return nil, err
 		}
+		w := len(out)
 		out = append(out, draft[:a]...)
 		out = append(out, next)
 		st.Windows++
 		st.TargetCalls++
 		st.Proposed += len(draft)
 		st.Accepted += a
+		// The last window's bonus token may be the (n+1)-th.
+		if err := emit(out[w:min(len(out), n)]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

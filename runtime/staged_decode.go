@@ -158,6 +158,12 @@ func (s *Staged) TeacherForced(ctx context.Context, prompt, cont []int32) ([][]f
 // the accepted rows' only. The tokens equal Greedy's, and the drafter sees
 // exactly what Engine.Speculate gives it, so the acceptance is the same.
 func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k int) ([]int32, SpecStats, error) {
+	return s.speculate(ctx, d, prompt, n, k, nil)
+}
+
+// speculate is Speculate that passes each token, as it is accepted, to
+// onToken if set (see acceptLoop).
+func (s *Staged) speculate(ctx context.Context, d Drafter, prompt []int32, n, k int, onToken func(int32) error) ([]int32, SpecStats, error) {
 	var st SpecStats
 	if err := speculateArgs(d, prompt, k); err != nil {
 		return nil, st, err
@@ -190,7 +196,7 @@ func (s *Staged) Speculate(ctx context.Context, d Drafter, prompt []int32, n, k 
 			return 0, 0, nil, err
 		}
 		return a, next, s.TakeFeatures(), nil
-	})
+	}, onToken)
 	if err != nil {
 		return nil, st, err
 	}

@@ -213,3 +213,58 @@ func TestRunCommandStreamedText(t *testing.T) {
 		})
 	}
 }
+
+// speculate streams too: the speculative decode's text comes in writes
+// window by window, whole and through a plan, and together they are run's
+// text for the same prompt (the tokens are greedy's) and a newline; a
+// write error ends the decode.
+func TestSpeculateStreams(t *testing.T) {
+	m, err := model.Open(storiesGGUF)
+	require.NoError(t, err)
+	defer m.Close()
+	tok, err := tokenizer.ForModel(m, storiesGGUF)
+	require.NoError(t, err)
+	e, err := runtime.New(m, runtime.Options{Threads: 1})
+	require.NoError(t, err)
+	p, err := shard.PlanModel(m, shard.Options{Stages: 2, AR: []int{32, 1}, CL: []int{128}})
+	require.NoError(t, err)
+	planPath := filepath.Join(t.TempDir(), "plan.json")
+	require.NoError(t, shard.WritePlan(planPath, p))
+	const n = 40
+	ids := tok.Encode("Once upon a time", true)
+	greedy, err := runtime.Run(context.Background(), e, runtime.RunOptions{Prompt: ids, Tokens: n, Tokenizer: tok})
+	require.NoError(t, err)
+	compare := func(plan string, onToken func(int32) error) (*runtime.Comparison, error) {
+		return runtime.CompareSpeculative(context.Background(), e, m, runtime.CompareOptions{
+			Drafts: runtime.DraftSource{Model: storiesGGUF}, Options: runtime.Options{Threads: 1},
+			Plan: plan, Prompt: ids, Tokens: n, K: 3, OnToken: onToken,
+		})
+	}
+	for _, plan := range []string{"", planPath} {
+		t.Run("plan="+filepath.Base(plan), func(t *testing.T) {
+			var w chunkWriter
+			s := newTextStream(&w, tok, ids)
+			res, err := compare(plan, func(id int32) error {
+				w.tokens++
+				return s.token(id)
+			})
+			require.NoError(t, err)
+			require.NoError(t, s.close())
+			require.True(t, res.EqualsGreedy)
+			require.Equal(t, greedy.Text+"\n", strings.Join(w.chunks, ""))
+			require.Equal(t, n, w.tokens)
+			require.Equal(t, 1, w.at[0])
+			require.Greater(t, len(w.chunks), res.Stats.Windows/2)
+			require.True(t, slices.IsSorted(w.at))
+		})
+	}
+	w := chunkWriter{fail: errors.New("disk full")}
+	s := newTextStream(&w, tok, ids)
+	calls := 0
+	_, err = compare("", func(id int32) error {
+		calls++
+		return s.token(id)
+	})
+	require.ErrorIs(t, err, w.fail)
+	require.Equal(t, 1, calls, "the decode goes on after its output failed")
+}

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/runtime"
@@ -86,10 +86,24 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := runtime.CompareSpeculative(ctx, target, m, runtime.CompareOptions{
+	co := runtime.CompareOptions{
 		Drafts:  runtime.DraftSource{Model: *draftPath, Eagle3: *eaglePath, MTP: *useMTP},
 		Options: opt, Plan: *planPath, Prompt: ids, Tokens: *n, K: *k,
-	})
+	}
+	var out *textStream
+	if !*asJSON {
+		// The speculative decode's text (prompt and continuation, as run
+		// prints them), window by window as it is accepted; the greedy
+		// pass it is compared with runs first, silently.
+		out = newTextStream(os.Stdout, tok, ids)
+		co.OnToken = out.token
+	}
+	res, err := runtime.CompareSpeculative(ctx, target, m, co)
+	if out != nil {
+		if cerr := out.close(); cerr != nil && (err == nil || errors.Is(err, cerr)) {
+			return cerr
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -101,18 +115,6 @@ func runSpeculate(ctx context.Context, c *command, args []string) error {
 			return err
 		}
 	} else {
-		if tok != nil {
-			// Prompt and continuation without a leading BOS, as run prints
-			// them (runtime.Run's Text): decoded alone, a continuation
-			// could lose a leading space (SPM vocabularies).
-			all := append(slices.Clone(ids), res.Generated...)
-			if len(all) > 0 && all[0] == tok.Vocab().BOS {
-				all = all[1:]
-			}
-			fmt.Println(tok.Decode(all))
-		} else {
-			fmt.Println(joinIDs(res.Generated))
-		}
 		fmt.Fprintf(os.Stderr, "%s, K=%d: acceptance length %.2f of %d (%.2f tokens per target call), %.3f target calls per token\n",
 			res.Drafter, *k, res.AcceptanceLength, *k, res.TokensPerWindow, res.TargetCallsPerToken)
 		fmt.Fprintf(os.Stderr, "greedy %.1f tokens/s, speculative %.1f tokens/s (%d tokens after the first); equal to greedy: %v\n",
