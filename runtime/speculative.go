@@ -207,8 +207,9 @@ func acceptLoop(ctx context.Context, d Drafter, out []int32, n, k int, st *SpecS
 			return nil, err
 		}
 		last := out[len(out)-1]
-		// No proposal past what is asked for: the last window's bonus token
-		// is the n-th token at most.
+		// No proposal past what is asked for: drafts end at the n-th
+		// token. A last window accepted whole still adds the target's
+		// bonus token, the (n+1)-th, which the callers drop.
 		draft, err := propose(d, last, min(k, n-len(out)))
 		if err != nil {
 			return nil, err
