@@ -564,13 +564,14 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 			return nil
 		}
 		if w.typ == gguf.Q8_0 && a.q8Sym {
-			// A short batch: with AVX-512 each weight row is read once
-			// for all the tokens, so no blocks of rows are needed (AVX2
-			// and Go: the row kernel per token over 256 KiB blocks of
-			// rows, inside int8.DotQ8_0SymRowsTokens). EPYC (Zen 5), run
-			// -t 1 on the 700M Q8_0 file, CPU time, 20 interleaved rounds
-			// under load 6-8: a 3-token prompt beyond a 1-token one 49 ->
-			// 15 ms, a 2-token one 25 -> 17 ms.
+			// A short batch: with AVX-512 or AVX2 each weight row is read
+			// once for all the tokens (two or three at a time), so no
+			// blocks of rows are needed (Go: the row kernel per token
+			// over 256 KiB blocks of rows, inside
+			// int8.DotQ8_0SymRowsTokens). EPYC (Zen 5), run -t 1 on the
+			// 700M Q8_0 file, CPU time, interleaved rounds: a 3-token
+			// prompt beyond a 1-token one 49 -> 15 ms with AVX-512 (load
+			// 6-8), about 45 -> 27 ms with AVX2 (AVX-512 masked, load 2).
 			int8.DotQ8_0SymRowsTokens(w.data[r0*rb:], rb, r1-r0, a.q8, a.q8Bytes, a.t, n, out[r0:], rows)
 			return nil
 		}
