@@ -178,15 +178,6 @@ S3:
 	XTERM1(2, D2)          \
 S:
 
-// PREFETCHGROUP prefetches the five lines from R14 bytes past the group
-// at R (272 bytes).
-#define PREFETCHGROUP(R) \
-	PREFETCHT0 (R)(R14*1)    \
-	PREFETCHT0 64(R)(R14*1)  \
-	PREFETCHT0 128(R)(R14*1) \
-	PREFETCHT0 192(R)(R14*1) \
-	PREFETCHT0 256(R)(R14*1)
-
 // func dotRows2Multi2Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb, tokens int, out, outFar unsafe.Pointer, outStride int, t unsafe.Pointer, tStride, pf int)
 //
 // dotRows2SymAsm for tokens (2 or 3) prepared activation rows at xp:
@@ -217,8 +208,8 @@ xrow:
 xgroup:
 	TESTQ R14, R14
 	JZ    xfetched
-	PREFETCHGROUP(SI)
-	PREFETCHGROUP(DX)
+	PREFETCH5(SI)
+	PREFETCH5(DX)
 
 xfetched:
 	XGROUP(SI, (R8), 32(R8), 64(R8), xn1, xn2, xn3)

@@ -85,14 +85,22 @@ func (q *multiPrep) terms(nb int) int {
 // (MREDUCE) instead of MPERM: 3 tokens 3.8 µs in cache, 36.6 ms over the
 // file.
 func dotQ8_0RowsTokensAVX512(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
+	byThrees(w, rowBytes, rows, x, xStride, tokens, nb, out, outStride, dotQ8_0RowsAVX512, rowsMultiAVX512)
+}
+
+// byThrees runs multi on the tokens three or two at a time and one on a
+// token left alone.
+func byThrees(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int,
+	one func(w []byte, rowBytes int, x []byte, nb int, out []float32),
+	multi func(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int)) {
 	for k0 := 0; k0 < tokens; k0 += 3 {
 		c := min(3, tokens-k0)
 		xk, ok := x[k0*xStride:], out[k0*outStride:]
 		if c == 1 {
-			dotQ8_0RowsAVX512(w, rowBytes, xk, nb, ok[:rows])
+			one(w, rowBytes, xk, nb, ok[:rows])
 			continue
 		}
-		rowsMultiAVX512(w, rowBytes, rows, xk, xStride, c, nb, ok, outStride)
+		multi(w, rowBytes, rows, xk, xStride, c, nb, ok, outStride)
 	}
 }
 
@@ -128,15 +136,7 @@ func rowsMultiAVX512(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb
 // 4.4-4.7 against 5.2-5.5 µs (1.15-1.20) and 5.6-6.1 against 7.6-8.2
 // (1.33-1.38). Prefetching 4352 bytes ahead read level with none there.
 func dotQ8_0RowsTokensAVX2(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
-	for k0 := 0; k0 < tokens; k0 += 3 {
-		c := min(3, tokens-k0)
-		xk, ok := x[k0*xStride:], out[k0*outStride:]
-		if c == 1 {
-			dotQ8_0SymRowsAVX2(w, rowBytes, xk, nb, ok[:rows])
-			continue
-		}
-		rowsMultiAVX2(w, rowBytes, rows, xk, xStride, c, nb, ok, outStride)
-	}
+	byThrees(w, rowBytes, rows, x, xStride, tokens, nb, out, outStride, dotQ8_0SymRowsAVX2, rowsMultiAVX2)
 }
 
 func rowsMultiAVX2(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {

@@ -17,15 +17,6 @@
 	VEXTRACTI64X4 $1, Z9, Y10     \
 	VPADDD        Y10, Y9, Y9
 
-// PREFETCH5 prefetches the five lines from R14 bytes past the group at
-// R (a group is 272 bytes).
-#define PREFETCH5(R) \
-	PREFETCHT0 (R)(R14*1)    \
-	PREFETCHT0 64(R)(R14*1)  \
-	PREFETCHT0 128(R)(R14*1) \
-	PREFETCHT0 192(R)(R14*1) \
-	PREFETCHT0 256(R)(R14*1)
-
 // ROWSETUP loads the kernels' constants: Z31 the bytes 0x80, Z30 the
 // scale indices.
 #define ROWSETUP \

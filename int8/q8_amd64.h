@@ -163,3 +163,12 @@ LOOP:                            \
 	VMOVUPS      X0, (DI)        \
 	VZEROUPPER                   \
 	RET
+
+// PREFETCH5 prefetches the five lines from R14 bytes past the group at
+// R (a group is 272 bytes).
+#define PREFETCH5(R) \
+	PREFETCHT0 (R)(R14*1)    \
+	PREFETCHT0 64(R)(R14*1)  \
+	PREFETCHT0 128(R)(R14*1) \
+	PREFETCHT0 192(R)(R14*1) \
+	PREFETCHT0 256(R)(R14*1)
