@@ -50,6 +50,20 @@ func storiesTokenizer(t *testing.T) *tokenizer.Tokenizer {
 	return tok
 }
 
+// storiesEngine opens the stories GGUF (closed when t ends) with its
+// tokenizer and a one-thread engine.
+func storiesEngine(t *testing.T) (*model.Model, *tokenizer.Tokenizer, *runtime.Engine) {
+	t.Helper()
+	m, err := model.Open(storiesGGUF)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	tok, err := tokenizer.ForModel(m, storiesGGUF)
+	require.NoError(t, err)
+	e, err := runtime.New(m, runtime.Options{Threads: 1})
+	require.NoError(t, err)
+	return m, tok, e
+}
+
 // textStream prints what run printed at the end before it streamed (the
 // whole text's Decode, or the generated ids, and a newline), in chunks as
 // the tokens come: the prompt's text with the first token, then each
@@ -135,13 +149,7 @@ func TestTextStream(t *testing.T) {
 // printed at the end before (RunResult.Text and a newline); a write error
 // ends the decode.
 func TestRunStreams(t *testing.T) {
-	m, err := model.Open(storiesGGUF)
-	require.NoError(t, err)
-	defer m.Close()
-	tok, err := tokenizer.ForModel(m, storiesGGUF)
-	require.NoError(t, err)
-	e, err := runtime.New(m, runtime.Options{Threads: 1})
-	require.NoError(t, err)
+	m, tok, e := storiesEngine(t)
 	for _, c := range []struct {
 		prompt string
 		n      int
@@ -156,6 +164,7 @@ func TestRunStreams(t *testing.T) {
 				return s.token(id)
 			}}
 			if c.plan {
+				var err error
 				o.Plan, err = shard.PlanModel(m, shard.Options{Stages: 2, AR: []int{32, 1}, CL: []int{128}})
 				require.NoError(t, err)
 			}
@@ -178,7 +187,7 @@ func TestRunStreams(t *testing.T) {
 	ids := tok.Encode("Once", true)
 	s := newTextStream(&w, tok, ids)
 	calls := 0
-	_, err = runtime.Run(context.Background(), e, runtime.RunOptions{Prompt: ids, Tokens: 20, OnToken: func(id int32) error {
+	_, err := runtime.Run(context.Background(), e, runtime.RunOptions{Prompt: ids, Tokens: 20, OnToken: func(id int32) error {
 		calls++
 		return s.token(id)
 	}})
@@ -219,13 +228,7 @@ func TestRunCommandStreamedText(t *testing.T) {
 // text for the same prompt (the tokens are greedy's) and a newline; a
 // write error ends the decode.
 func TestSpeculateStreams(t *testing.T) {
-	m, err := model.Open(storiesGGUF)
-	require.NoError(t, err)
-	defer m.Close()
-	tok, err := tokenizer.ForModel(m, storiesGGUF)
-	require.NoError(t, err)
-	e, err := runtime.New(m, runtime.Options{Threads: 1})
-	require.NoError(t, err)
+	m, tok, e := storiesEngine(t)
 	p, err := shard.PlanModel(m, shard.Options{Stages: 2, AR: []int{32, 1}, CL: []int{128}})
 	require.NoError(t, err)
 	planPath := filepath.Join(t.TempDir(), "plan.json")
