@@ -22,8 +22,8 @@ const (
 	actF32      actKind = iota // F32 weights, and types decoded row by row
 	actF16                     // F16 weights: activations rounded to binary16
 	actBF16                    // BF16 weights: activations rounded to bfloat16
-	actQ8                      // Q8_0, Q1_0, Q2_0 weights: Q8_0 blocks of 32
-	actQ1                      // Q1_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
+	actQ8                      // Q8_0 weights: Q8_0 blocks of 32
+	actQ1                      // Q1_0 and Q2_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
 	actQ8f                     // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
 	actQ8Kf                    // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
 	actQ8Batch                 // Q8_0 weights and a prompt: the Q8_0 rows widened (int8.Q8_0Batch)
@@ -84,9 +84,9 @@ func (m *matrix) kind() actKind {
 		return actF16
 	case gguf.BF16:
 		return actBF16
-	case gguf.Q1_0:
+	case gguf.Q1_0, gguf.Q2_0:
 		return actQ1
-	case gguf.Q8_0, gguf.Q2_0:
+	case gguf.Q8_0:
 		return actQ8
 	case gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.IQ4_NL, gguf.MXFP4, gguf.NVFP4:
 		return actQ8f
@@ -330,6 +330,9 @@ func (e *Engine) prepareMatmul(w *matrix, a *acts) error {
 	if (k == actQ8 || k == actQ1 || k == actQ8f) && w.cols%32 != 0 {
 		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 32", w.name, w.cols)
 	}
+	if w.typ == gguf.Q2_0 && w.cols%64 != 0 {
+		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 64", w.name, w.cols)
+	}
 	if k == actQ8Kf && w.cols%256 != 0 {
 		return fmt.Errorf("runtime: tensor %q: row length %d is not a multiple of 256", w.name, w.cols)
 	}
@@ -549,21 +552,34 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		// The batch kernel expands each weight row's bits once for up to
 		// four tokens; it is also the faster kernel for one.
 		quant1bit.DotQ1_0ActsRows(w.data[r0*rb:], rb, r1-r0, a.q1, out[r0:], rows)
-	case gguf.Q8_0, gguf.Q2_0:
-		if w.typ == gguf.Q8_0 && a.t >= panelTokens {
+	case gguf.Q2_0:
+		// The head of 1-bit models, against the unpacked activations
+		// (the same bits as DotQ2_0 on the Q8_0 rows). DotQ2_0Acts read
+		// 30-34 against 26-28 G weights per CPU second in cache
+		// (BenchmarkDotQ2_0*, EPYC Zen 5); a 1-bit model of 4 Qwen3-4B-shaped
+		// layers and a 151936-token Q2_0 head decoded 48 tokens in
+		// 943-1023 against 1098-1142 ms task-clock (run -t 1, three rounds).
+		for r := r0; r < r1; r++ {
+			row := w.data[r*rb : (r+1)*rb]
+			for t := range a.q1 {
+				out[t*rows+r] = quant1bit.DotQ2_0Acts(row, &a.q1[t])
+			}
+		}
+	case gguf.Q8_0:
+		if a.t >= panelTokens {
 			// Prompts: weight panels against the whole batch, exact for any
 			// codes.
 			int8.MulQ8_0(w.data[r0*rb:], rb, r1-r0, &a.q8Batch, out[r0:], rows)
 			return nil
 		}
-		if w.typ == gguf.Q8_0 && a.q8Sym && a.t == 1 {
+		if a.q8Sym && a.t == 1 {
 			// Decoding: all the rows in one call, which reads them in the
 			// order the CPU's kernel streams fastest (two streams far
 			// apart).
 			int8.DotQ8_0SymRows(w.data[r0*rb:], rb, a.q8[:a.q8Bytes], n, out[r0:r1])
 			return nil
 		}
-		if w.typ == gguf.Q8_0 && a.q8Sym {
+		if a.q8Sym {
 			// A short batch: with AVX-512 or AVX2 each weight row is read
 			// once for all the tokens (two or three at a time), so no
 			// blocks of rows are needed (Go: the row kernel per token
@@ -578,9 +594,6 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		dot := int8.DotQ8_0
 		if a.q8Sym {
 			dot = int8.DotQ8_0Sym
-		}
-		if w.typ == gguf.Q2_0 {
-			dot = quant1bit.DotQ2_0
 		}
 		xb := a.q8Bytes
 		for r := r0; r < r1; r++ {
