@@ -21,6 +21,7 @@ func init() {
 		kernelSet = "avx2"
 		if hasQuad {
 			useQuad()
+			dotQ2_0ActsRows = dotQ2_0ActsRows512
 		}
 	}
 }
