@@ -9,10 +9,10 @@
 // weights) against sixteen activation blocks L = 0..15; block L is half
 // L%2 of weight block L/2. Activation vector r = 0..7 holds at bytes
 // 4L+b code 4r+b of block L, whose weight code is field b (bits 2b, 2b+1)
-// of code byte 8(L%2)+r of weight block L/2. Per r, VPMULTISHIFTQB picks
-// those fields out of a qword holding code bytes r%4, r%4+4 apart
-// (P0: bytes 0-3 and 8-11, P1: 4-7 and 12-15 of each weight block), and
-// an AND keeps the two bits: a vector of codes q in 0..3. VPDPBUSD of it
+// of code byte 8(L%2)+r of weight block L/2. Qword Q of P0 holds code
+// bytes 0-3 and 8-11 of weight block Q, of P1 bytes 4-7 and 12-15; per r,
+// VPMULTISHIFTQB picks the fields out of P0 (r < 4) or P1 and an AND
+// keeps their two bits: a vector of codes q in 0..3. VPDPBUSD of it
 // with activation codes r adds Σ q·x of every block into its own int32
 // lane; starting the lanes at −Σx gives Σ(q−1)·x, exact. The float32
 // steps are dotQ2_0Go's, lane for lane: l[i%8] += float32(s) · (d0 · d1),
