@@ -22,6 +22,7 @@ type Acts struct {
 	sum   []int32   // Σ codes per block
 	bq    []byte    // the batch kernel's layout (see setBatch), when in use
 	bq4   []byte    // the AVX-512 batch kernel's layout (see setQuad), when in use
+	bq2   []byte    // the AVX2 Q2_0 rows kernel's layout (see setQ2), when in use
 }
 
 // Set unpacks the Q8_0 activation row x of n elements (n a multiple of
@@ -65,6 +66,9 @@ func (a *Acts) Set(x []byte, n int) {
 	}
 	if quadLayout {
 		a.setQuad(np)
+	}
+	if q2Layout {
+		a.setQ2(np)
 	}
 }
 

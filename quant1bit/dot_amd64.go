@@ -16,12 +16,13 @@ func init() {
 		dotQ2_0Acts = dotQ2_0ActsAVX2
 		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
 		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
+		dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRowsAVX2, true
 		batchLayout = true
 		packWords = packWordsAVX2
 		kernelSet = "avx2"
 		if hasQuad {
 			useQuad()
-			dotQ2_0ActsRows = dotQ2_0ActsRows512
+			dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRows512, false
 		}
 	}
 }

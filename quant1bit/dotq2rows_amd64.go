@@ -47,3 +47,35 @@ func q2QuadRows2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Po
 
 //go:noescape
 func q2QuadRows1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+// dotQ2_0ActsRowsAVX2 runs the AVX2 rows kernel (four Q2_0 blocks a
+// step, on Acts.bq2) on pairs of tokens (then one), all rows per pair.
+// Rows that are not whole steps take the per-row kernel, and so do all
+// while a test has the AVX-512 layout alone.
+func dotQ2_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	if nb%4 != 0 || !q2Layout {
+		dotQ2_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
+		return
+	}
+	w0 := unsafe.Pointer(&w[0])
+	var toks [4]unsafe.Pointer
+	for t := 0; t < len(acts); {
+		k := min(2, len(acts)-t)
+		for i := range k {
+			toks[i] = unsafe.Pointer(&acts[t+i].bq2[0])
+		}
+		o := unsafe.Pointer(&out[t*stride])
+		if k == 2 {
+			q2RowsAVX2_2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		} else {
+			q2RowsAVX2_1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		}
+		t += k
+	}
+}
+
+//go:noescape
+func q2RowsAVX2_2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q2RowsAVX2_1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
