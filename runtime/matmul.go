@@ -555,12 +555,14 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 	case gguf.Q2_0:
 		// The head of 1-bit models, against the unpacked activations
 		// (the same bits as DotQ2_0 on the Q8_0 rows), all the rows in
-		// one call: with AVX-512 each row's codes are expanded once for up
-		// to four tokens. EPYC (Zen 5), one token, 65536 rows of 2560
-		// streamed: 100 against 33 G weights per CPU second for a loop of
-		// DotQ2_0Acts; 48 tokens of a 1-bit model with 4 Qwen3-4B-shaped
-		// layers and a 151936-token Q2_0 head 532-662 against 954-1026 ms
-		// task-clock (run -t 1, 5 interleaved rounds).
+		// one call: each row's codes are expanded once for up to four
+		// tokens with AVX-512, two with AVX2. EPYC (Zen 5), one token,
+		// 65536 rows of 2560 streamed: 100 (AVX-512) and 63 (AVX2)
+		// against 33 G weights per CPU second for a loop of DotQ2_0Acts;
+		// 48 tokens of a 1-bit model with 4 Qwen3-4B-shaped layers and a
+		// 151936-token Q2_0 head 532-662 against 954-1026 ms task-clock
+		// (run -t 1, 5 interleaved rounds; AVX2 805-1048 against
+		// 1068-1200 ms).
 		quant1bit.DotQ2_0ActsRows(w.data[r0*rb:], rb, r1-r0, a.q1, out[r0:], rows)
 	case gguf.Q8_0:
 		if a.t >= panelTokens {
