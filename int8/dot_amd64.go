@@ -24,6 +24,11 @@ func init() {
 		mulQ8_0 = mulQ8_0AVX2
 		kernelSet = "avx2"
 	}
+	if hasAVXVNNI && !hasAVX512 {
+		mulQ8_0 = mulQ8_0AVXVNNI
+		setVNNI = setVNNIBatch
+		kernelSet = "avx2+avxvnni"
+	}
 	if hasAVX512 {
 		dotQ8_0SymRows = dotQ8_0RowsAVX512
 		mulQ8_0 = mulQ8_0AVX512

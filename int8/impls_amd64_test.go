@@ -22,6 +22,16 @@ func mulImpls() map[string]func([]byte, int, int, *Q8_0Batch, []float32, int) {
 	if hasAVX2 {
 		m["avx2"] = mulQ8_0AVX2
 	}
+	if hasAVXVNNI {
+		m["avx2+avxvnni"] = func(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
+			// Where another kernel is selected, Set has not laid the
+			// batch out for this one.
+			if setVNNI == nil {
+				setVNNIBatch(x)
+			}
+			mulQ8_0AVXVNNI(w, rowBytes, rows, x, out, outStride)
+		}
+	}
 	if hasAVX512 {
 		m["avx512"] = mulQ8_0AVX512
 	}

@@ -8,7 +8,9 @@ var kernelSet = "go"
 // take AMX-INT8, on CPUs that have it once Linux grants the tile state),
 // "avx512" (AVX-512 F, BW, VL and VNNI, with AVX2 and F16C: prompt
 // products and decoding's many-rows kernel take AVX-512, single dot
-// products and quantization stay AVX2), "avx2"
-// (AVX2 and F16C), or "go" for the Go reference versions (neither,
+// products and quantization stay AVX2), "avx2+avxvnni" ("avx2" whose
+// prompt products take the VEX-encoded AVX-VNNI multiply-adds, on CPUs
+// that have them without the AVX-512 set above: Intel Alder Lake and
+// later client cores), "avx2" (AVX2 and F16C), or "go" for the Go reference versions (neither,
 // another architecture, or the purego build tag).
 func KernelSet() string { return kernelSet }

@@ -30,10 +30,19 @@ type Q8_0Batch struct {
 	// kernel is selected and there are at least amxMinTokens rows.
 	xa  []byte    // [16-token group][block][code quad][token][4] int8 codes
 	xad []float32 // [16-token group][block][token] scales
+
+	// The AVX-VNNI layout (vnni_amd64.go), which setVNNI fills when that
+	// kernel is selected.
+	xb []byte  // [token][stride] int8 codes
+	xc []int32 // [token group][block][4] −128·Σx, the unsigned weights' correction
 }
 
 // setAMX lays a batch out for the AMX kernel; nil unless it is selected.
 var setAMX func(b *Q8_0Batch, x []byte, xstride int)
+
+// setVNNI lays a batch out for the AVX-VNNI kernel; nil unless it is
+// selected.
+var setVNNI func(b *Q8_0Batch)
 
 // Set fills b from t Q8_0 rows of n elements (n a multiple of 32), row i
 // at x[i*xstride:]. It reuses b's storage. It panics if the rows do not
@@ -75,6 +84,10 @@ func (b *Q8_0Batch) Set(x []byte, xstride, t, n int) {
 	b.xa, b.xad = b.xa[:0], b.xad[:0]
 	if setAMX != nil {
 		setAMX(b, x, xstride)
+	}
+	b.xb, b.xc = b.xb[:0], b.xc[:0]
+	if setVNNI != nil {
+		setVNNI(b)
 	}
 }
 

@@ -52,24 +52,6 @@
 	VPMADDWD     Y13, Y8, Y3          \
 	VPMADDWD     Y13, Y9, Y7
 
-// FLUSH adds token T's block sums (S0 rows 0-7, S1 rows 8-15) into the
-// running sums at AX: sum = sum + float32(s)·(dw·dx), each operation in
-// DotQ8_0's operand order (dw in Y8/Y9).
-#define FLUSH(T, S0, S1) \
-	VBROADCASTSS (T*4)(R9), Y10       \
-	VMULPS       Y10, Y8, Y11         \
-	VMULPS       Y10, Y9, Y12         \
-	VCVTDQ2PS    S0, S0               \
-	VMULPS       Y11, S0, S0          \
-	VMOVUPS      (T*64)(AX), Y13      \
-	VADDPS       S0, Y13, Y13         \
-	VMOVUPS      Y13, (T*64)(AX)      \
-	VCVTDQ2PS    S1, S1               \
-	VMULPS       Y12, S1, S1          \
-	VMOVUPS      (T*64+32)(AX), Y14   \
-	VADDPS       S1, Y14, Y14         \
-	VMOVUPS      Y14, (T*64+32)(AX)
-
 // func mulQ8_0KernelAsm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums unsafe.Pointer)
 //
 // Sixteen rows by four tokens, for each of groups token groups: group g's

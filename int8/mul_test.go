@@ -139,7 +139,7 @@ func BenchmarkMulQ8_0(b *testing.B) {
 		macs := shape.rows * shape.n * shape.tokens
 		name := fmt.Sprintf("%dx%dx%d", shape.rows, shape.n, shape.tokens)
 		impls := mulImpls()
-		for _, set := range []string{"avx2", "avx512", "avx512+amx"} {
+		for _, set := range []string{"avx2", "avx2+avxvnni", "avx512", "avx512+amx"} {
 			if mul := impls[set]; mul != nil {
 				b.Run(name+"/panel-"+set, func(b *testing.B) {
 					cpubench.Run(b, macs, func() { mul(w, rb, shape.rows, &q, out, shape.rows) })

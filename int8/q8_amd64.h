@@ -31,8 +31,10 @@
 // is mulQ8_0KernelAsm's) and the steps between token groups: per group,
 // x moves on by 4·xstride and xd by 16·xdBlocks, less what the block
 // loop advanced them (R13 and R12). DI = x, R10 = xstride, R11 =
-// 3·xstride, R9 = xd, BX = nb, DX = groups, AX = sums.
-#define PANELARGS \
+// 3·xstride, R9 = xd, BX = nb, DX = groups, AX = sums. PANELARGSBY is
+// it for 1<<XSHIFT activation bytes per block (PANELARGS: 64, int16).
+#define PANELARGS PANELARGSBY(6)
+#define PANELARGSBY(XSHIFT) \
 	MOVQ x+16(FP), DI          \
 	MOVQ xstride+24(FP), R10   \
 	MOVQ xd+32(FP), R9         \
@@ -41,20 +43,40 @@
 	MOVQ sums+64(FP), AX       \
 	LEAQ (R10)(R10*2), R11     \
 	MOVQ BX, R12               \
-	SHLQ $6, R12               \
+	SHLQ $XSHIFT, R12          \
 	LEAQ (R10*4), R13          \
 	SUBQ R12, R13              \
 	MOVQ xdBlocks+40(FP), R12  \
 	SUBQ BX, R12               \
 	SHLQ $4, R12
 
+// FLUSH adds token T's block sums (S0 rows 0-7, S1 rows 8-15) into the
+// running sums at AX: sum = sum + float32(s)·(dw·dx), each operation in
+// DotQ8_0's operand order (dw in Y8/Y9).
+#define FLUSH(T, S0, S1) \
+	VBROADCASTSS (T*4)(R9), Y10       \
+	VMULPS       Y10, Y8, Y11         \
+	VMULPS       Y10, Y9, Y12         \
+	VCVTDQ2PS    S0, S0               \
+	VMULPS       Y11, S0, S0          \
+	VMOVUPS      (T*64)(AX), Y13      \
+	VADDPS       S0, Y13, Y13         \
+	VMOVUPS      Y13, (T*64)(AX)      \
+	VCVTDQ2PS    S1, S1               \
+	VMULPS       Y12, S1, S1          \
+	VMOVUPS      (T*64+32)(AX), Y14   \
+	VADDPS       S1, Y14, Y14         \
+	VMOVUPS      Y14, (T*64+32)(AX)
+
 // PANELNEXT moves the panel kernels on to the next block (SI: panel
 // codes, R8: panel scales, DI: activation codes, R9: activation scales)
-// and counts it down in CX.
-#define PANELNEXT \
-	ADDQ $1024, SI \
+// and counts it down in CX. PANELNEXTBY is it for WB panel bytes and XB
+// activation bytes per block (PANELNEXT: int16 codes).
+#define PANELNEXT PANELNEXTBY(1024, 64)
+#define PANELNEXTBY(WB, XB) \
+	ADDQ $WB, SI   \
 	ADDQ $64, R8   \
-	ADDQ $64, DI   \
+	ADDQ $XB, DI   \
 	ADDQ $16, R9   \
 	DECQ CX
 

@@ -17,7 +17,7 @@ func TestKernelSet(t *testing.T) {
 	x := cpu.X86
 	// Each package's extra AVX-512 needs beyond F, BW and VL.
 	sets := []struct{ pkg, want string }{
-		{"int8", blocks.KernelSet(puregoBuild, x.HasAVX512VNNI) + int8AMX()},
+		{"int8", int8VNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI)) + int8AMX()},
 		{"quant1bit", blocks.KernelSet(puregoBuild, x.HasAVX512VNNI && x.HasAVX512VBMI && x.HasAVX512BITALG)},
 		{"kernels", blocks.KernelSet(puregoBuild, true)},
 	}
@@ -44,4 +44,13 @@ func int8AMX() string {
 		return "+amx"
 	}
 	return ""
+}
+
+// int8VNNI is set with "+avxvnni" when int8 takes its AVX-VNNI kernels
+// instead of plain AVX2 ones (on CPUs with AVX-VNNI and no AVX-512 in use).
+func int8VNNI(set string) string {
+	if set == "avx2" && cpu.X86.HasAVXVNNI {
+		return set + "+avxvnni"
+	}
+	return set
 }

@@ -1,0 +1,63 @@
+//go:build !purego
+
+package int8
+
+import (
+	"slices"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasAVXVNNI reports whether the CPU has what the AVX-VNNI kernels
+// (vnni_amd64.s) use: AVX2, F16C and the VEX-encoded VPDPBUSD.
+var hasAVXVNNI = hasAVX2 && cpu.X86.HasAVXVNNI
+
+// mulQ8_0AVXVNNI is mulQ8_0 with VPDPBUSD: four codes of sixteen rows
+// multiplied and added per instruction against a token's four codes
+// broadcast, where the AVX2 kernel takes two (VPMADDWD) and then an
+// addition. The weights go in as unsigned bytes w+128 (w XOR 0x80), so
+// each block sum starts at −128·Σx (setVNNIBatch) and ends exact. The
+// batch must have been laid out by setVNNIBatch.
+func mulQ8_0AVXVNNI(w []byte, rowBytes, rows int, x *Q8_0Batch, out []float32, outStride int) {
+	mulQ8_0Panels(panelPath{layoutBytes, kernelVNNI}, w, rowBytes, rows, x, out, outStride)
+}
+
+// layoutBytes lays a piece out for mulQ8_0KernelVNNIAsm (layoutBytesAsm).
+func layoutBytes(src []byte, stride, nb int, s *panelScratch) {
+	s.bytes = slices.Grow(s.bytes[:0], panelBlocks*panelRows*BlockQ8_0)[:panelBlocks*panelRows*BlockQ8_0]
+	_ = src[(panelRows-1)*stride+nb*BlockBytesQ8_0-1]
+	layoutBytesAsm(unsafe.Pointer(&src[0]), stride, nb, unsafe.Pointer(&s.bytes[0]), unsafe.Pointer(&s.d[0]))
+}
+
+func kernelVNNI(s *panelScratch, x *Q8_0Batch, k0, k1, groups int) {
+	mulQ8_0KernelVNNIAsm(unsafe.Pointer(&s.bytes[0]), unsafe.Pointer(&s.d[0]), unsafe.Pointer(&x.xb[k0*BlockQ8_0]), x.stride,
+		unsafe.Pointer(&x.d[k0*4]), x.nb, k1-k0, groups, unsafe.Pointer(&s.sums[0]), unsafe.Pointer(&x.xc[k0*4]))
+}
+
+// setVNNIBatch lays b out for mulQ8_0AVXVNNI from its int16 codes: the
+// codes as bytes (b.xb, b.stride bytes a token) and per token and block
+// the correction −128·Σx (b.xc, laid out as b.d).
+func setVNNIBatch(b *Q8_0Batch) {
+	tp := (b.t + 3) &^ 3
+	b.xb = slices.Grow(b.xb[:0], len(b.x))[:len(b.x)]
+	b.xc = slices.Grow(b.xc[:0], tp*b.nb)[:tp*b.nb]
+	for i := range tp {
+		for k := range b.nb {
+			var s int32
+			xs := b.x[i*b.stride+k*BlockQ8_0 : i*b.stride+(k+1)*BlockQ8_0]
+			xb := b.xb[i*b.stride+k*BlockQ8_0 : i*b.stride+(k+1)*BlockQ8_0]
+			for j, c := range xs {
+				xb[j] = byte(c)
+				s += int32(c)
+			}
+			b.xc[((i/4)*b.nb+k)*4+i%4] = -128 * s
+		}
+	}
+}
+
+//go:noescape
+func mulQ8_0KernelVNNIAsm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums, xc unsafe.Pointer)
+
+//go:noescape
+func layoutBytesAsm(w unsafe.Pointer, rowBytes, nb int, codes, d unsafe.Pointer)
