@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
@@ -229,14 +230,18 @@ func TestRowKernelsMatchGo(t *testing.T) {
 	}
 }
 
+// symOnly reports whether the decoding kernels of set take symmetric
+// activations only (the AVX2 and AVX-VNNI ones).
+func symOnly(set string) bool { return strings.HasPrefix(set, "avx2") }
+
 // checkRowKernels checks every row kernel this CPU runs on rows weight
-// rows, rb bytes apart, against dotQ8_0Go (the AVX2 kernel only when x
+// rows, rb bytes apart, against dotQ8_0Go (the AVX2 kernels only when x
 // is symmetric).
 func checkRowKernels(t *testing.T, w []byte, rb, rows int, x []byte, nb int) {
 	t.Helper()
 	for set, f := range rowsImpls() {
-		if set == "avx2" && !SymmetricQ8_0(x) {
-			continue // the AVX2 row kernel takes symmetric activations only
+		if symOnly(set) && !SymmetricQ8_0(x) {
+			continue
 		}
 		out := make([]float32, rows)
 		f(w, rb, x, nb, out)

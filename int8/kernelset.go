@@ -9,8 +9,9 @@ var kernelSet = "go"
 // "avx512" (AVX-512 F, BW, VL and VNNI, with AVX2 and F16C: prompt
 // products and decoding's many-rows kernel take AVX-512, single dot
 // products and quantization stay AVX2), "avx2+avxvnni" ("avx2" whose
-// prompt products take the VEX-encoded AVX-VNNI multiply-adds, on CPUs
-// that have them without the AVX-512 set above: Intel Alder Lake and
-// later client cores), "avx2" (AVX2 and F16C), or "go" for the Go reference versions (neither,
-// another architecture, or the purego build tag).
+// prompt products and 2-3-token decoding kernel take the VEX-encoded
+// AVX-VNNI VPDPBUSD, on CPUs that have it without the AVX-512 set above:
+// Intel Alder Lake and later client cores; one-token decoding stays
+// AVX2), "avx2" (AVX2 and F16C), or "go" for the Go reference versions
+// (neither, another architecture, or the purego build tag).
 func KernelSet() string { return kernelSet }

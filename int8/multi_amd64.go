@@ -12,6 +12,8 @@ func init() {
 	switch {
 	case hasAVX512:
 		dotQ8_0SymRowsTokens = dotQ8_0RowsTokensAVX512
+	case hasAVXVNNI:
+		dotQ8_0SymRowsTokens = dotQ8_0RowsTokensAVXVNNI
 	case hasAVX2:
 		dotQ8_0SymRowsTokens = dotQ8_0RowsTokensAVX2
 	}
@@ -140,6 +142,13 @@ func dotQ8_0RowsTokensAVX2(w []byte, rowBytes, rows int, x []byte, xStride, toke
 }
 
 func rowsMultiAVX2(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
+	rowsMulti2(dotRows2Multi2Asm, w, rowBytes, rows, x, xStride, tokens, nb, out, outStride)
+}
+
+// rowsMulti2 is rowsMultiAVX2 with the kernel rows2 (dotRows2Multi2Asm's
+// contract).
+func rowsMulti2(rows2 func(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb, tokens int, out, outFar unsafe.Pointer, outStride int, t unsafe.Pointer, tStride, pf int),
+	w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
 	q := multiPrepPool.Get().(*multiPrep)
 	defer multiPrepPool.Put(q)
 	q.setAVX2(x, xStride, tokens, nb)
@@ -147,7 +156,7 @@ func rowsMultiAVX2(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb i
 	xp, t := unsafe.Pointer(&q.p[0]), unsafe.Pointer(&q.t[0])
 	h := rows / 2 &^ 3
 	for r := 0; r < h; r += 4 {
-		dotRows2Multi2Asm(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, tokens,
+		rows2(unsafe.Pointer(&w[r*rowBytes]), h*rowBytes, rowBytes, xp, nb, tokens,
 			unsafe.Pointer(&out[r]), unsafe.Pointer(&out[h+r]), 4*outStride, t, tStride, rowsPrefetch)
 	}
 	// The last rows (fewer than eight) one by one, token by token, as

@@ -11,6 +11,9 @@ func tokensImpls() map[string]func(w []byte, rowBytes, rows int, x []byte, xStri
 	if hasAVX2 {
 		m["avx2"] = dotQ8_0RowsTokensAVX2
 	}
+	if hasAVXVNNI {
+		m["avx2+avxvnni"] = dotQ8_0RowsTokensAVXVNNI
+	}
 	if hasAVX512 {
 		m["avx512"] = dotQ8_0RowsTokensAVX512
 	}

@@ -40,7 +40,7 @@ func BenchmarkDotQ8_0RowsTokens(b *testing.B) {
 		call := min(rows, 2048)
 		out := make([]float32, 3*call)
 		for _, tokens := range []int{2, 3} {
-			for _, set := range []string{"blocks", "avx2", "avx512"} {
+			for _, set := range []string{"blocks", "avx2", "avx2+avxvnni", "avx512"} {
 				f := impls[set]
 				if f == nil {
 					continue

@@ -56,6 +56,20 @@ func setVNNIBatch(b *Q8_0Batch) {
 	}
 }
 
+// dotQ8_0RowsTokensAVXVNNI is dotQ8_0RowsTokensAVX2 with VPDPBUSD
+// forming the block sums (dotRows2MultiVNNIAsm; a token alone takes
+// dotQ8_0SymRowsAVX2, as decoding does).
+func dotQ8_0RowsTokensAVXVNNI(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
+	byThrees(w, rowBytes, rows, x, xStride, tokens, nb, out, outStride, dotQ8_0SymRowsAVX2, rowsMultiVNNI)
+}
+
+func rowsMultiVNNI(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
+	rowsMulti2(dotRows2MultiVNNIAsm, w, rowBytes, rows, x, xStride, tokens, nb, out, outStride)
+}
+
+//go:noescape
+func dotRows2MultiVNNIAsm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb, tokens int, out, outFar unsafe.Pointer, outStride int, t unsafe.Pointer, tStride, pf int)
+
 //go:noescape
 func mulQ8_0KernelVNNIAsm(codes, d, x unsafe.Pointer, xstride int, xd unsafe.Pointer, xdBlocks, nb, groups int, sums, xc unsafe.Pointer)
 

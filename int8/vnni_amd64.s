@@ -3,6 +3,7 @@
 #include "textflag.h"
 #include "q8_amd64.h"
 #include "vnni_amd64.h"
+#include "multi2_amd64.h"
 
 // AVX-VNNI (VEX, 256-bit) kernels, for CPUs with AVX2 and AVX-VNNI but
 // no AVX-512 (or with it unused). Their int32 block sums are exact, so
@@ -174,3 +175,20 @@ lblock:
 
 	VZEROUPPER
 	RET
+
+// XPROD (multi2_amd64.h) with VPDPBUSD: the activation codes take the
+// weights' signs and meet their absolute values as unsigned bytes, the
+// four products of each lane added to ACC at once where the AVX2 kernel
+// takes VPMADDUBSW, VPMADDWD and VPADDD.
+#define XPROD(M, YW, YA, ACC, NA, NACC) \
+	VMOVDQU M, Y8         \
+	VPSIGNB YW, Y8, Y8    \
+	VPDPBUSDY(NACC, NA, 8)
+
+#define XONES
+
+// func dotRows2MultiVNNIAsm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb, tokens int, out, outFar unsafe.Pointer, outStride int, t unsafe.Pointer, tStride, pf int)
+//
+// dotRows2Multi2Asm with the XPROD above.
+TEXT ·dotRows2MultiVNNIAsm(SB), NOSPLIT, $0-96
+	ROWS2MULTI
