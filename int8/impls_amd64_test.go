@@ -27,7 +27,7 @@ func mulImpls() map[string]func([]byte, int, int, *Q8_0Batch, []float32, int) {
 			// Where another kernel is selected, Set has not laid the
 			// batch out for this one.
 			if setVNNI == nil {
-				setVNNIBatch(x)
+				setVNNIBatchGo(x)
 			}
 			mulQ8_0AVXVNNI(w, rowBytes, rows, x, out, outStride)
 		}

@@ -42,7 +42,7 @@ var setAMX func(b *Q8_0Batch, x []byte, xstride int)
 
 // setVNNI lays a batch out for the AVX-VNNI kernel; nil unless it is
 // selected.
-var setVNNI func(b *Q8_0Batch)
+var setVNNI func(b *Q8_0Batch, x []byte, xstride int)
 
 // Set fills b from t Q8_0 rows of n elements (n a multiple of 32), row i
 // at x[i*xstride:]. It reuses b's storage. It panics if the rows do not
@@ -87,7 +87,7 @@ func (b *Q8_0Batch) Set(x []byte, xstride, t, n int) {
 	}
 	b.xb, b.xc = b.xb[:0], b.xc[:0]
 	if setVNNI != nil {
-		setVNNI(b)
+		setVNNI(b, x, xstride)
 	}
 }
 

@@ -35,24 +35,25 @@ func kernelVNNI(s *panelScratch, x *Q8_0Batch, k0, k1, groups int) {
 		unsafe.Pointer(&x.d[k0*4]), x.nb, k1-k0, groups, unsafe.Pointer(&s.sums[0]), unsafe.Pointer(&x.xc[k0*4]))
 }
 
-// setVNNIBatch lays b out for mulQ8_0AVXVNNI from its int16 codes: the
-// codes as bytes (b.xb, b.stride bytes a token) and per token and block
-// the correction −128·Σx (b.xc, laid out as b.d).
-func setVNNIBatch(b *Q8_0Batch) {
+// setVNNIBatch lays b's t rows (row i at x[i·xstride:]) out for
+// mulQ8_0AVXVNNI: the codes as bytes (b.xb, b.stride bytes a token) and
+// per token and block the correction −128·Σx (b.xc, laid out as b.d),
+// zero for the padding tokens (prepVNNIAsm; setVNNIBatchGo in the tests
+// is its twin).
+func setVNNIBatch(b *Q8_0Batch, x []byte, xstride int) {
 	tp := (b.t + 3) &^ 3
 	b.xb = slices.Grow(b.xb[:0], len(b.x))[:len(b.x)]
 	b.xc = slices.Grow(b.xc[:0], tp*b.nb)[:tp*b.nb]
 	for i := range tp {
-		for k := range b.nb {
-			var s int32
-			xs := b.x[i*b.stride+k*BlockQ8_0 : i*b.stride+(k+1)*BlockQ8_0]
-			xb := b.xb[i*b.stride+k*BlockQ8_0 : i*b.stride+(k+1)*BlockQ8_0]
-			for j, c := range xs {
-				xb[j] = byte(c)
-				s += int32(c)
+		if i >= b.t {
+			clear(b.xb[i*b.stride : (i+1)*b.stride])
+			for k := range b.nb {
+				b.xc[((i/4)*b.nb+k)*4+i%4] = 0
 			}
-			b.xc[((i/4)*b.nb+k)*4+i%4] = -128 * s
+			continue
 		}
+		_ = x[i*xstride+b.nb*BlockBytesQ8_0-1]
+		prepVNNIAsm(unsafe.Pointer(&x[i*xstride]), b.nb, unsafe.Pointer(&b.xb[i*b.stride]), unsafe.Pointer(&b.xc[(i/4)*b.nb*4+i%4]))
 	}
 }
 
@@ -66,6 +67,9 @@ func dotQ8_0RowsTokensAVXVNNI(w []byte, rowBytes, rows int, x []byte, xStride, t
 func rowsMultiVNNI(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
 	rowsMulti2(dotRows2MultiVNNIAsm, w, rowBytes, rows, x, xStride, tokens, nb, out, outStride)
 }
+
+//go:noescape
+func prepVNNIAsm(x unsafe.Pointer, nb int, xb, xc unsafe.Pointer)
 
 //go:noescape
 func dotRows2MultiVNNIAsm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb, tokens int, out, outFar unsafe.Pointer, outStride int, t unsafe.Pointer, tStride, pf int)

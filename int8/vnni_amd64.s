@@ -192,3 +192,35 @@ lblock:
 // dotRows2Multi2Asm with the XPROD above.
 TEXT ·dotRows2MultiVNNIAsm(SB), NOSPLIT, $0-96
 	ROWS2MULTI
+
+// func prepVNNIAsm(x unsafe.Pointer, nb int, xb, xc unsafe.Pointer)
+//
+// Copies the codes of the nb blocks of the Q8_0 row x to xb (32 bytes a
+// block) and stores each block's −128·Σx at xc (16 bytes apart): the
+// VPDPBUSD of 0x80 bytes and the codes, reduced (exact in int32).
+TEXT ·prepVNNIAsm(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ xb+16(FP), DI
+	MOVQ xc+24(FP), BX
+	MOVL $0x80808080, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+
+pblock:
+	VMOVDQU 2(SI), Y0
+	VMOVDQU Y0, (DI)
+	VPXOR   Y1, Y1, Y1
+	VPDPBUSDY(1, 15, 0)
+	HSUM8(Y1, X1, X2)
+	VPXOR   X3, X3, X3
+	VPSUBD  X1, X3, X1
+	VMOVD   X1, (BX)
+	ADDQ    $34, SI
+	ADDQ    $32, DI
+	ADDQ    $16, BX
+	DECQ    CX
+	JNZ     pblock
+
+	VZEROUPPER
+	RET
