@@ -60,6 +60,16 @@ func setVNNIBatch(b *Q8_0Batch, x []byte, xstride int) {
 // dotQ8_0RowsTokensAVXVNNI is dotQ8_0RowsTokensAVX2 with VPDPBUSD
 // forming the block sums (dotRows2MultiVNNIAsm; a token alone takes
 // dotQ8_0SymRowsAVX2, as decoding does).
+//
+// Decoding one token stays AVX2: on the EPYC (Zen 5) with AVX-512 masked,
+// dotRows2SymAsm with VPDPBUSD (weights XOR 0x80 against the codes, the
+// blocks' 128·Σx subtracted from the sums) ran 1.26x in cache
+// (BenchmarkDotQ8_0Rows/2048: 2.06-2.25 against 2.59-2.70 µs, 6
+// interleaved rounds, load 2.5-3.5) but read the mapped 700M file level
+// (BenchmarkDotQ8_0Decode per-round ratios 0.97-1.04), and run --ids 5
+// -n 64 -t 1 took level task-clock (ratios 0.98-1.03 in five of six
+// rounds); VPSIGNB, VPABSB and VPDPBUSD instead was 1.10x in cache and
+// 0.85-1.01 from the file (six rounds, five of them 0.97-1.01).
 func dotQ8_0RowsTokensAVXVNNI(w []byte, rowBytes, rows int, x []byte, xStride, tokens, nb int, out []float32, outStride int) {
 	byThrees(w, rowBytes, rows, x, xStride, tokens, nb, out, outStride, dotQ8_0SymRowsAVX2, rowsMultiVNNI)
 }
