@@ -23,6 +23,7 @@ type Acts struct {
 	bq    []byte    // the batch kernel's layout (see setBatch), when in use
 	bq4   []byte    // the AVX-512 batch kernel's layout (see setQuad), when in use
 	bq2   []byte    // the AVX2 Q2_0 rows kernel's layout (see setQ2), when in use
+	bqv   []byte    // the AVX-VNNI batch kernel's layout (see setVNNI), when in use
 }
 
 // Set unpacks the Q8_0 activation row x of n elements (n a multiple of
@@ -70,11 +71,14 @@ func (a *Acts) Set(x []byte, n int) {
 	if q2Layout {
 		a.setQ2(np)
 	}
+	if vnniLayout {
+		a.setVNNI(np)
+	}
 }
 
-// batchLayout and quadLayout are set at init when DotQ1_0ActsBatch's
-// kernel reads Acts.bq or Acts.bq4.
-var batchLayout, quadLayout bool
+// batchLayout, quadLayout and vnniLayout are set at init when
+// DotQ1_0ActsBatch's kernel reads Acts.bq, Acts.bq4 or Acts.bqv.
+var batchLayout, quadLayout, vnniLayout bool
 
 // setBatch fills a.bq for the np (a multiple of 8) padded blocks: per
 // pair of Q1_0 blocks (eight activation blocks D = 0..7), 320 bytes:
@@ -110,6 +114,42 @@ func (a *Acts) setQuad(np int) {
 
 // quadBytes is the size of one quad's entry in Acts.bq4.
 const quadBytes = 640
+
+// setVNNI fills a.bqv for the np (a multiple of 8) padded blocks: per
+// pair of Q1_0 blocks (eight activation blocks D = 0..7), 320 bytes:
+//
+//	[0, 256)   the codes transposed by bytes: bytes 32r+4D .. 32r+4D+3
+//	           are codes r, 8+r, 16+r, 24+r of block D (r = 0..7)
+//	[256, 288) the eight block scales as float32
+//	[288, 320) the eight code sums, negated, as int32
+//
+// so that byte q of block D in the load at 32r pairs with bit r of the
+// block's sign byte q.
+func (a *Acts) setVNNI(np int) {
+	a.bqv = grow(a.bqv, np/8*batchPairBytes)
+	packBytes(a.bqv, a.codes, a.d, a.sum, np/8)
+}
+
+// packBytes fills dst with groups groups of eight activation blocks, 320
+// bytes each, in the layout of Acts.bqv. An assembly version replaces it
+// where the AVX-VNNI kernel is in use.
+var packBytes = packBytesGo
+
+func packBytesGo(dst, codes []byte, d []float32, sum []int32, groups int) {
+	for g := range groups {
+		out := dst[g*batchPairBytes : (g+1)*batchPairBytes]
+		for b := range 8 {
+			blk := codes[(g*8+b)*32:][:32]
+			for r := range 8 {
+				for q := range 4 {
+					out[32*r+4*b+q] = blk[8*q+r]
+				}
+			}
+			binary.LittleEndian.PutUint32(out[256+4*b:], math.Float32bits(d[g*8+b]))
+			binary.LittleEndian.PutUint32(out[288+4*b:], uint32(-sum[g*8+b]))
+		}
+	}
+}
 
 // packWords fills dst with groups groups of n activation blocks (n a
 // multiple of 8), 40n bytes each: the codes transposed by 4-byte words

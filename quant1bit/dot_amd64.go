@@ -20,9 +20,12 @@ func init() {
 		batchLayout = true
 		packWords = packWordsAVX2
 		kernelSet = "avx2"
-		if hasQuad {
+		switch {
+		case hasQuad:
 			useQuad()
 			dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRows512, false
+		case hasVNNI:
+			useVNNI()
 		}
 	}
 }

@@ -15,28 +15,40 @@ func packWordsAVX2(dst, codes []byte, d []float32, sum []int32, groups, n int, s
 //go:noescape
 func q1PackWords(codes, d, sum unsafe.Pointer, groups, n int, sign int32, dst unsafe.Pointer)
 
+// batchKind names one of the batch kernels and its activation layout:
+// AVX2 (Acts.bq, a step a pair of Q1_0 blocks), AVX-VNNI (Acts.bqv, a
+// pair) or AVX-512 (Acts.bq4, a quad).
+type batchKind int
+
+const (
+	kindAVX2 batchKind = iota
+	kindVNNI
+	kindQuad
+)
+
 // groupToks points toks at the activations of the first tokens of acts
-// (at most four, in the layout of the AVX-512 kernel if quad, else the
-// AVX2 one's) and returns how many.
-func groupToks(toks *[4]unsafe.Pointer, acts []Acts, quad bool) int {
+// (at most four, in the layout of kind's kernel) and returns how many.
+func groupToks(toks *[4]unsafe.Pointer, acts []Acts, kind batchKind) int {
 	k := min(4, len(acts))
 	for i := range k {
-		if quad {
+		switch kind {
+		case kindQuad:
 			toks[i] = unsafe.Pointer(&acts[i].bq4[0])
-		} else {
+		case kindVNNI:
+			toks[i] = unsafe.Pointer(&acts[i].bqv[0])
+		default:
 			toks[i] = unsafe.Pointer(&acts[i].bq[0])
 		}
 	}
 	return k
 }
 
-// dotQ1_0ActsBatchAsm runs the AVX2 kernel (a step a pair of Q1_0
-// blocks) or, if quad, the AVX-512 one (a quad) on groups of four tokens
-// (then three, two or one), expanding the weight bits once per group.
-// A partial last step comes from a zero-padded copy.
-func dotQ1_0ActsBatchAsm(w []byte, acts []Acts, out []float32, stride, nb int, quad bool) {
+// dotQ1_0ActsBatchAsm runs kind's kernel on groups of four tokens (then
+// three, two or one), expanding the weight bits once per group. A
+// partial last step comes from a zero-padded copy.
+func dotQ1_0ActsBatchAsm(w []byte, acts []Acts, out []float32, stride, nb int, kind batchKind) {
 	per := 2
-	if quad {
+	if kind == kindQuad {
 		per = 4
 	}
 	var tw [4 * BlockBytesQ1_0]byte
@@ -48,33 +60,41 @@ func dotQ1_0ActsBatchAsm(w []byte, acts []Acts, out []float32, stride, nb int, q
 	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer
 	for t := 0; t < len(acts); {
-		k := groupToks(&toks, acts[t:], quad)
-		batchKernel(quad, k, w0, nb/per, pw, &toks, unsafe.Pointer(&out[t*stride]), 4*stride)
+		k := groupToks(&toks, acts[t:], kind)
+		batchKernel(kind, k, w0, nb/per, pw, &toks, unsafe.Pointer(&out[t*stride]), 4*stride)
 		t += k
 	}
 }
 
 func dotQ1_0ActsBatchAVX2(w []byte, acts []Acts, out []float32, stride, nb int) {
-	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, false)
+	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, kindAVX2)
 }
 
 func dotQ1_0ActsBatch512(w []byte, acts []Acts, out []float32, stride, nb int) {
-	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, true)
+	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, kindQuad)
 }
 
-// batchKernel calls q1QuadK (quad) or q1BatchK for k tokens. The calls
-// are direct so that tw and toks stay on the caller's stack (through a
-// func value they escape).
-func batchKernel(quad bool, k int, w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int) {
+// batchKernel calls kind's kernel for k tokens. The calls are direct so
+// that tw and toks stay on the caller's stack (through a func value they
+// escape).
+func batchKernel(kind batchKind, k int, w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int) {
 	switch {
-	case quad && k == 4:
+	case kind == kindQuad && k == 4:
 		q1Quad4(w, steps, tw, toks, out, stride)
-	case quad && k == 3:
+	case kind == kindQuad && k == 3:
 		q1Quad3(w, steps, tw, toks, out, stride)
-	case quad && k == 2:
+	case kind == kindQuad && k == 2:
 		q1Quad2(w, steps, tw, toks, out, stride)
-	case quad:
+	case kind == kindQuad:
 		q1Quad1(w, steps, tw, toks, out, stride)
+	case kind == kindVNNI && k == 4:
+		q1VNNI4(w, steps, tw, toks, out, stride)
+	case kind == kindVNNI && k == 3:
+		q1VNNI3(w, steps, tw, toks, out, stride)
+	case kind == kindVNNI && k == 2:
+		q1VNNI2(w, steps, tw, toks, out, stride)
+	case kind == kindVNNI:
+		q1VNNI1(w, steps, tw, toks, out, stride)
 	case k == 4:
 		q1Batch4(w, steps, tw, toks, out, stride)
 	case k == 3:
@@ -94,9 +114,9 @@ func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float3
 		return
 	}
 	var toks [4]unsafe.Pointer
-	k := groupToks(&toks, acts, false)
+	k := groupToks(&toks, acts, kindAVX2)
 	for r := range rows {
-		batchKernel(false, k, unsafe.Pointer(&w[r*rowBytes]), nb/2, nil, &toks, unsafe.Pointer(&out[r]), 4*stride)
+		batchKernel(kindAVX2, k, unsafe.Pointer(&w[r*rowBytes]), nb/2, nil, &toks, unsafe.Pointer(&out[r]), 4*stride)
 	}
 }
 
@@ -112,7 +132,7 @@ func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32
 	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer
 	for t := 0; t < len(acts); {
-		k := groupToks(&toks, acts[t:], true)
+		k := groupToks(&toks, acts[t:], kindQuad)
 		o := unsafe.Pointer(&out[t*stride])
 		switch k {
 		case 4:

@@ -159,8 +159,9 @@ func TestDotQ1_0ActsBatchChecks(t *testing.T) {
 }
 
 // TestPackWords compares the batch kernels' layouts (pairs of Q1_0
-// blocks for AVX2, quads for AVX-512) made at init's choice with the Go
-// reference, for block counts that fill groups exactly and that pad them.
+// blocks for AVX2 and AVX-VNNI, quads for AVX-512) made at init's choice
+// with the Go reference, for block counts that fill groups exactly and
+// that pad them.
 func TestPackWords(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, c := range []struct {
@@ -177,6 +178,14 @@ func TestPackWords(t *testing.T) {
 			packWords(got, a.codes, a.d, a.sum, groups, c.n, c.sign)
 			if string(got) != string(want) {
 				t.Fatalf("groups of %d, %d blocks: packed layouts differ", c.n, nb)
+			}
+			if c.n != 8 {
+				continue
+			}
+			packBytesGo(want, a.codes, a.d, a.sum, groups)
+			packBytes(got, a.codes, a.d, a.sum, groups)
+			if string(got) != string(want) {
+				t.Fatalf("%d blocks: AVX-VNNI layouts differ", nb)
 			}
 		}
 	}

@@ -18,7 +18,7 @@ func dotQ2_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32
 	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer
 	for t := 0; t < len(acts); {
-		k := groupToks(&toks, acts[t:], true)
+		k := groupToks(&toks, acts[t:], kindQuad)
 		o := unsafe.Pointer(&out[t*stride])
 		switch k {
 		case 4:

@@ -16,7 +16,7 @@ func TestQ2RowsKernel(t *testing.T) {
 	switch kernelSet {
 	case "avx512":
 		want = reflect.ValueOf(dotQ2_0ActsRows512).Pointer()
-	case "avx2":
+	case "avx2", "avx2+avxvnni":
 		want = reflect.ValueOf(dotQ2_0ActsRowsAVX2).Pointer()
 	}
 	if got != want {

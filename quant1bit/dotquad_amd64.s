@@ -154,42 +154,14 @@ GLOBL qwsel<>(SB), RODATA|NOPTR, $64
 	VMOVDQU64    qsel<>(SB), Z19    \
 	VMOVDQU64    qwsel<>(SB), Z20
 
-// q1QuadK is BATCH for K tokens (each &Acts.bq4[0]), a step a quad of
-// Q1_0 blocks. Q1QUADROWS is q1QuadK for rows consecutive weight rows of rowBytes
-// bytes, each of whole quads: row r's results go to out+4r, out+4r+stride,
-// ... The constants stay in registers across rows, which matters for
-// short rows (a 2048-column row is four quads).
-#define Q1QUADROWS(TOKS, ZERO, STEP, SUMS) \
-	MOVQ  w+0(FP), R14       \
-	MOVQ  rows+16(FP), BX    \
-	MOVQ  toks+32(FP), AX    \
-	MOVQ  out+40(FP), R13    \
-	MOVQ  stride+48(FP), R12 \
-	TOKS                     \
-	QCONSTS                  \
-	TESTQ BX, BX             \
-	JE    done               \
-row:                             \
-	MOVQ  R14, SI            \
-	MOVQ  nquads+24(FP), CX  \
-	ZERO                     \
-	XORQ  DX, DX             \
-	STEPS(STEP, 72, 640)     \
-	MOVQ  R13, DI            \
-	SUMS                     \
-	ADDQ  $4, R13            \
-	ADDQ  rowBytes+8(FP), R14 \
-	DECQ  BX                 \
-	JNZ   row                \
-done:                            \
-	VZEROUPPER               \
-	RET
+// q1QuadK is BATCH and q1QuadRowsK ROWS for K tokens (each &Acts.bq4[0]),
+// a step a quad of Q1_0 blocks.
 
-// func q1QuadRows1..4(w unsafe.Pointer, rowBytes, rows, nquads int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-TEXT ·q1QuadRows4(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_4, ZERO_4, QSTEP_4, SUMS_4)
-TEXT ·q1QuadRows3(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_3, ZERO_3, QSTEP_3, SUMS_3)
-TEXT ·q1QuadRows2(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_2, ZERO_2, QSTEP_2, SUMS_2)
-TEXT ·q1QuadRows1(SB), NOSPLIT, $0-56; Q1QUADROWS(TOKS_1, ZERO_1, QSTEP_1, SUMS_1)
+// func q1QuadRows1..4(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1QuadRows4(SB), NOSPLIT, $0-56; ROWS(TOKS_4, QCONSTS, ZERO_4, QSTEP_4, 72, 640, SUMS_4)
+TEXT ·q1QuadRows3(SB), NOSPLIT, $0-56; ROWS(TOKS_3, QCONSTS, ZERO_3, QSTEP_3, 72, 640, SUMS_3)
+TEXT ·q1QuadRows2(SB), NOSPLIT, $0-56; ROWS(TOKS_2, QCONSTS, ZERO_2, QSTEP_2, 72, 640, SUMS_2)
+TEXT ·q1QuadRows1(SB), NOSPLIT, $0-56; ROWS(TOKS_1, QCONSTS, ZERO_1, QSTEP_1, 72, 640, SUMS_1)
 
 // func q1Quad1..4(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
 TEXT ·q1Quad4(SB), NOSPLIT, $0-48; BATCH(TOKS_4, QCONSTS, ZERO_4, QSTEP_4, 72, 640, SUMS_4)

@@ -81,8 +81,8 @@ func FuzzQuantizeRowQ2_0(f *testing.F) {
 	})
 }
 
-// FuzzDotQ1_0ActsBatch checks the batch kernel (AVX-512 or AVX2 where
-// the CPU has them) against the Go kernel on arbitrary bytes: the first
+// FuzzDotQ1_0ActsBatch checks every batch kernel the CPU has (AVX2,
+// AVX-VNNI, AVX-512) against the Go kernel on arbitrary bytes: the first
 // byte picks the row length in blocks, the second the number of tokens.
 func FuzzDotQ1_0ActsBatch(f *testing.F) {
 	f.Add([]byte{4, 1}, bytes.Repeat([]byte{0x80, 0x01, 0x7f, 0x3c}, 600))
@@ -99,15 +99,17 @@ func FuzzDotQ1_0ActsBatch(f *testing.F) {
 		}
 		w := data[:wb]
 		acts := make([]Acts, k)
-		for i := range acts {
-			acts[i].Set(data[wb+i*xb:wb+(i+1)*xb], nb*BlockQ1_0)
-		}
 		out := make([]float32, k)
-		DotQ1_0ActsBatch(w, acts, out, 1)
-		for i := range acts {
-			if want := dotQ1_0Go(w, acts[i].raw, nb); !blocks.SameFloat(out[i], want) {
-				t.Fatalf("%d blocks, token %d of %d: %v (%#08x), Go %v (%#08x)", nb, i, k, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
+		eachBatchKernel(func(name string) {
+			for i := range acts {
+				acts[i].Set(data[wb+i*xb:wb+(i+1)*xb], nb*BlockQ1_0)
 			}
-		}
+			DotQ1_0ActsBatch(w, acts, out, 1)
+			for i := range acts {
+				if want := dotQ1_0Go(w, acts[i].raw, nb); !blocks.SameFloat(out[i], want) {
+					t.Fatalf("%s, %d blocks, token %d of %d: %v (%#08x), Go %v (%#08x)", name, nb, i, k, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
+				}
+			}
+		})
 	})
 }

@@ -7,6 +7,8 @@ var kernelSet = "go"
 // use on this CPU: "avx512" when the Q1_0 kernels for prepared
 // activations (DotQ1_0ActsBatch, DotQ1_0ActsRows, which decoding and
 // prompts run on) use AVX-512 (BW, VL, VBMI, VNNI, BITALG) and the others
-// AVX2, "avx2", or "go" for the Go reference versions (no AVX2 and F16C,
-// another architecture, or the purego build tag).
+// AVX2, "avx2+avxvnni" when those use AVX-VNNI (the 256-bit VEX VPDPBUSD
+// of Intel client CPUs without AVX-512) and the others AVX2, "avx2", or
+// "go" for the Go reference versions (no AVX2 and F16C, another
+// architecture, or the purego build tag).
 func KernelSet() string { return kernelSet }

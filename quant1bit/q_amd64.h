@@ -113,3 +113,37 @@ reduce:                        \
 	SUMS                   \
 	VZEROUPPER             \
 	RET
+
+// ROWS is the body of a rows kernel
+//
+//	func(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+//
+// BATCH for rows consecutive weight rows of rowBytes bytes, each of
+// steps whole steps: row r's results go to out+4r, out+4r+stride, ...
+// The constants stay in registers across rows, which matters for short
+// rows (a 2048-column row is four quads).
+#define ROWS(TOKS, CONSTS, ZERO, STEP, WBYTES, ABYTES, SUMS) \
+	MOVQ  w+0(FP), R14       \
+	MOVQ  rows+16(FP), BX    \
+	MOVQ  toks+32(FP), AX    \
+	MOVQ  out+40(FP), R13    \
+	MOVQ  stride+48(FP), R12 \
+	TOKS                     \
+	CONSTS                   \
+	TESTQ BX, BX             \
+	JE    done               \
+row:                             \
+	MOVQ  R14, SI            \
+	MOVQ  steps+24(FP), CX   \
+	ZERO                     \
+	XORQ  DX, DX             \
+	STEPS(STEP, WBYTES, ABYTES) \
+	MOVQ  R13, DI            \
+	SUMS                     \
+	ADDQ  $4, R13            \
+	ADDQ  rowBytes+8(FP), R14 \
+	DECQ  BX                 \
+	JNZ   row                \
+done:                            \
+	VZEROUPPER               \
+	RET

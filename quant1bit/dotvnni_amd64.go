@@ -1,0 +1,83 @@
+//go:build !purego
+
+package quant1bit
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasVNNI reports whether the CPU has AVX-VNNI (VEX-encoded VPDPBUSD on
+// 256-bit registers), which the AVX-VNNI batch kernel needs besides AVX2
+// and F16C; init uses it where the AVX-512 kernel does not run (Intel
+// client CPUs since Alder Lake).
+var hasVNNI = cpu.X86.HasAVXVNNI
+
+// useVNNI makes the AVX-VNNI kernel DotQ1_0ActsBatch's and
+// DotQ1_0ActsRows', with its activation layout in place of the AVX2
+// one. Its int32 block sums and float32 steps are the AVX2 kernel's, so
+// the results are the same bits.
+func useVNNI() {
+	dotQ1_0ActsBatch = dotQ1_0ActsBatchVNNI
+	dotQ1_0ActsRows = dotQ1_0ActsRowsVNNI
+	batchLayout, vnniLayout = false, true
+	kernelSet = "avx2+avxvnni"
+}
+
+func dotQ1_0ActsBatchVNNI(w []byte, acts []Acts, out []float32, stride, nb int) {
+	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, kindVNNI)
+}
+
+// dotQ1_0ActsRowsVNNI runs the rows kernel on groups of four tokens
+// (then three, two or one), all rows per group, as dotQ1_0ActsRows512
+// does. Rows that need a padded last pair take the per-row path.
+func dotQ1_0ActsRowsVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	if nb%2 != 0 {
+		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
+		return
+	}
+	w0 := unsafe.Pointer(&w[0])
+	var toks [4]unsafe.Pointer
+	for t := 0; t < len(acts); {
+		k := groupToks(&toks, acts[t:], kindVNNI)
+		o := unsafe.Pointer(&out[t*stride])
+		switch k {
+		case 4:
+			q1VNNIRows4(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		case 3:
+			q1VNNIRows3(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		case 2:
+			q1VNNIRows2(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		default:
+			q1VNNIRows1(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		}
+		t += k
+	}
+}
+
+// The kernels of dotvnni_amd64.s.
+
+//go:noescape
+func q1VNNI4(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1VNNI3(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1VNNI2(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1VNNI1(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1VNNIRows4(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1VNNIRows3(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1VNNIRows2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1VNNIRows1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
