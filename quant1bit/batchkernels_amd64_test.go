@@ -26,9 +26,9 @@ var batchKernels = []struct {
 }
 
 // eachBatchKernel calls f with each batch kernel that the CPU runs in
-// place of init's choice (and its activation layout), or once with
-// init's choice where there is no assembly kernel; it returns the names
-// of the kernels it skipped.
+// place of init's choice (with its activation layout and packing), or
+// once with init's choice where there is no assembly kernel; it returns
+// the names of the kernels it skipped.
 func eachBatchKernel(f func(name string)) (skipped []string) {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C {
 		f(kernelSet)
@@ -39,12 +39,15 @@ func eachBatchKernel(f func(name string)) (skipped []string) {
 			skipped = append(skipped, k.name)
 			continue
 		}
-		batch, rows, set := dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet
+		batch, rows, set, pack := dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet, packBytes
 		b, q, v := batchLayout, quadLayout, vnniLayout
 		dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet = k.batch, k.rows, k.name
 		batchLayout, quadLayout, vnniLayout = k.kind == kindAVX2, k.kind == kindQuad, k.kind == kindVNNI
+		if k.kind == kindVNNI {
+			packBytes = packBytesAVX2
+		}
 		f(k.name)
-		dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet = batch, rows, set
+		dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet, packBytes = batch, rows, set, pack
 		batchLayout, quadLayout, vnniLayout = b, q, v
 	}
 	return skipped
@@ -59,6 +62,7 @@ func TestBatchKernels(t *testing.T) {
 			TestDotQ1_0ActsBatch(t)
 			TestDotQ1_0ActsBatchSpecial(t)
 			TestDotQ1_0ActsRows(t)
+			TestPackWords(t)
 		})
 	})
 	for _, name := range skipped {
