@@ -17,8 +17,8 @@ func TestKernelSet(t *testing.T) {
 	x := cpu.X86
 	// Each package's extra AVX-512 needs beyond F, BW and VL.
 	sets := []struct{ pkg, want string }{
-		{"int8", int8VNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI)) + int8AMX()},
-		{"quant1bit", blocks.KernelSet(puregoBuild, x.HasAVX512VNNI && x.HasAVX512VBMI && x.HasAVX512BITALG)},
+		{"int8", avxVNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI)) + int8AMX()},
+		{"quant1bit", avxVNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI && x.HasAVX512VBMI && x.HasAVX512BITALG))},
 		{"kernels", blocks.KernelSet(puregoBuild, true)},
 	}
 	want := sets[0].want
@@ -46,9 +46,10 @@ func int8AMX() string {
 	return ""
 }
 
-// int8VNNI is set with "+avxvnni" when int8 takes its AVX-VNNI kernels
-// instead of plain AVX2 ones (on CPUs with AVX-VNNI and no AVX-512 in use).
-func int8VNNI(set string) string {
+// avxVNNI is set with "+avxvnni" when a package (int8, quant1bit) takes
+// its AVX-VNNI kernels instead of plain AVX2 ones (on CPUs with AVX-VNNI
+// and no AVX-512 in use).
+func avxVNNI(set string) string {
 	if set == "avx2" && cpu.X86.HasAVXVNNI {
 		return set + "+avxvnni"
 	}
