@@ -119,7 +119,7 @@ GLOBL q2perm<>(SB), RODATA|NOPTR, $32
 	Q1SUMS8(Q1SUB, 2, 34)        \
 	VCVTDQ2PS   Y3, Y3           \
 	Q8SCALES8                    \
-	Q1SCALES2(X5)                \
+	Q1SCALES2(X5, AX, BX)                \
 	VPERMPS     Y5, Y6, Y5       \
 	VMULPS      Y5, Y4, Y4       \
 	VMULPS      Y4, Y3, Y3       \
@@ -214,7 +214,7 @@ reduce:                        \
 	VPSLLD      $1, Y3, Y3           \
 	VPSUBD      0(R9), Y3, Y3        \
 	VCVTDQ2PS   Y3, Y3               \
-	Q1SCALES2(X5)                    \
+	Q1SCALES2(X5, AX, BX)                    \
 	VPERMPS     Y5, Y6, Y5           \
 	VMULPS      0(R8), Y5, Y4        \
 	VMULPS      Y4, Y3, Y3           \

@@ -106,17 +106,30 @@ func batchKernel(kind batchKind, k int, w unsafe.Pointer, steps int, tw unsafe.P
 	}
 }
 
-// dotQ1_0ActsRowsAVX2 calls the kernel for each row directly when all
-// tokens fit one group and the rows need no padded last block.
+// dotQ1_0ActsRowsAVX2 runs the rows kernel when all tokens fit one
+// group and the rows need no padded last pair, else the batch kernel
+// row by row.
 func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	if len(acts) > 4 || nb%2 == 1 {
+	if nb%2 != 0 {
 		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
 		return
 	}
+	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer
-	k := groupToks(&toks, acts, kindAVX2)
-	for r := range rows {
-		batchKernel(kindAVX2, k, unsafe.Pointer(&w[r*rowBytes]), nb/2, nil, &toks, unsafe.Pointer(&out[r]), 4*stride)
+	for t := 0; t < len(acts); {
+		k := groupToks(&toks, acts[t:], kindAVX2)
+		o := unsafe.Pointer(&out[t*stride])
+		switch k {
+		case 4:
+			q1BatchRows4(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		case 3:
+			q1BatchRows3(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		case 2:
+			q1BatchRows2(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		default:
+			q1BatchRows1(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
+		}
+		t += k
 	}
 }
 
@@ -161,3 +174,15 @@ func q1Batch2(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Po
 
 //go:noescape
 func q1Batch1(w unsafe.Pointer, steps int, tw unsafe.Pointer, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1BatchRows4(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1BatchRows3(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1BatchRows2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q1BatchRows1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)

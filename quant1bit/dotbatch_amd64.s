@@ -89,7 +89,8 @@ GLOBL bperm<>(SB), RODATA|NOPTR, $32
 	VPMINUB Y15, Y14, Y14
 
 // BPAIR adds the pair of Q1_0 blocks at SI to the tokens: M0 and M(off)
-// invoke BMADD0 / BMADD for every token, FINS BFIN.
+// invoke BMADD0 / BMADD for every token, FINS BFIN. It clobbers AX and DI
+// (not BX, the row count of ROWS).
 #define BPAIR(M0, M, FINS) \
 	VMOVDQU     2(SI), X13              \
 	VINSERTI128 $1, 20(SI), Y13, Y13    \
@@ -113,7 +114,7 @@ GLOBL bperm<>(SB), RODATA|NOPTR, $32
 	M(192)                              \
 	BODD                                \
 	M(224)                              \
-	Q1SCALES2(X10)                      \
+	Q1SCALES2(X10, AX, DI)              \
 	VMOVDQU     bperm<>(SB), Y8         \
 	VPERMPS     Y10, Y8, Y10            \
 	FINS
@@ -139,8 +140,8 @@ GLOBL bperm<>(SB), RODATA|NOPTR, $32
 	VMOVDQU bmhi<>(SB), Y11 \
 	VMOVDQU bones8<>(SB), Y15
 
-// q1BatchK is BATCH for K tokens (each &Acts.bq[0]), a step a pair of
-// Q1_0 blocks.
+// q1BatchK is BATCH and q1BatchRowsK ROWS for K tokens (each
+// &Acts.bq[0]), a step a pair of Q1_0 blocks.
 #define BSTEP_4 BPAIR(BM0_4, BM_4, BFIN_4)
 #define BSTEP_3 BPAIR(BM0_3, BM_3, BFIN_3)
 #define BSTEP_2 BPAIR(BM0_2, BM_2, BFIN_2)
@@ -219,3 +220,9 @@ packword:
 packdone:
 	VZEROUPPER
 	RET
+
+// func q1BatchRows1..4(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+TEXT ·q1BatchRows4(SB), NOSPLIT, $0-56; ROWS(TOKS_4, BCONSTS, ZERO_4, BSTEP_4, 36, 320, SUMS_4)
+TEXT ·q1BatchRows3(SB), NOSPLIT, $0-56; ROWS(TOKS_3, BCONSTS, ZERO_3, BSTEP_3, 36, 320, SUMS_3)
+TEXT ·q1BatchRows2(SB), NOSPLIT, $0-56; ROWS(TOKS_2, BCONSTS, ZERO_2, BSTEP_2, 36, 320, SUMS_2)
+TEXT ·q1BatchRows1(SB), NOSPLIT, $0-56; ROWS(TOKS_1, BCONSTS, ZERO_1, BSTEP_1, 36, 320, SUMS_1)

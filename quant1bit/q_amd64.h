@@ -12,13 +12,13 @@
 	VADDSS       T, D, D
 
 // Q1SCALES2 loads the fp16 scales of the Q1_0 blocks at SI and SI+18 into
-// the low two lanes of X as float32 (AX and BX clobbered).
-#define Q1SCALES2(X) \
-	MOVWLZX   0(SI), AX  \
-	MOVWLZX   18(SI), BX \
-	SHLL      $16, BX    \
-	ORL       BX, AX     \
-	VMOVD     AX, X      \
+// the low two lanes of X as float32 (A and B clobbered).
+#define Q1SCALES2(X, A, B) \
+	MOVWLZX   0(SI), A   \
+	MOVWLZX   18(SI), B  \
+	SHLL      $16, B     \
+	ORL       B, A       \
+	VMOVD     A, X       \
 	VCVTPH2PS X, X
 
 // F16X4 gathers the four fp16 words at a, b, c and d into R, from the
