@@ -53,6 +53,15 @@ func q2QuadRows1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Po
 // Rows that are not whole steps take the per-row kernel, and so do all
 // while a test has the AVX-512 layout alone.
 func dotQ2_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, false)
+}
+
+// dotQ2_0ActsRowsVNNI is dotQ2_0ActsRowsAVX2 with the AVX-VNNI kernels.
+func dotQ2_0ActsRowsVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, true)
+}
+
+func dotQ2_0ActsRowsY(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int, vnni bool) {
 	if nb%4 != 0 || !q2Layout {
 		dotQ2_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
 		return
@@ -65,9 +74,14 @@ func dotQ2_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float3
 			toks[i] = unsafe.Pointer(&acts[t+i].bq2[0])
 		}
 		o := unsafe.Pointer(&out[t*stride])
-		if k == 2 {
+		switch {
+		case vnni && k == 2:
+			q2RowsVNNI2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case vnni:
+			q2RowsVNNI1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case k == 2:
 			q2RowsAVX2_2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-		} else {
+		default:
 			q2RowsAVX2_1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
 		}
 		t += k
@@ -79,3 +93,9 @@ func q2RowsAVX2_2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.P
 
 //go:noescape
 func q2RowsAVX2_1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q2RowsVNNI2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q2RowsVNNI1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)

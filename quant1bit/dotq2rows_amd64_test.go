@@ -16,23 +16,37 @@ func TestQ2RowsKernel(t *testing.T) {
 	switch kernelSet {
 	case "avx512":
 		want = reflect.ValueOf(dotQ2_0ActsRows512).Pointer()
-	case "avx2", "avx2+avxvnni":
+	case "avx2":
 		want = reflect.ValueOf(dotQ2_0ActsRowsAVX2).Pointer()
+	case "avx2+avxvnni":
+		want = reflect.ValueOf(dotQ2_0ActsRowsVNNI).Pointer()
 	}
 	if got != want {
 		t.Errorf("kernel set %s: DotQ2_0ActsRows does not run the expected kernel", kernelSet)
 	}
 }
 
-// TestQ2RowsAVX2 keeps the AVX2 rows kernel tested on AVX-512 CPUs: the
-// rows tests again with it, Acts filling both layouts.
+// TestQ2RowsAVX2 keeps the AVX2 rows kernels (plain and AVX-VNNI) tested
+// where init chose another: the rows tests again with each, Acts filling
+// the AVX2 layout too.
 func TestQ2RowsAVX2(t *testing.T) {
-	if kernelSet != "avx512" {
-		t.Skip("the AVX2 kernel is the one in use, or none")
+	if kernelSet == "go" {
+		t.Skip("no AVX2 kernels")
 	}
-	rows, layout := dotQ2_0ActsRows, q2Layout
-	defer func() { dotQ2_0ActsRows, q2Layout = rows, layout }()
-	dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRowsAVX2, true
-	TestDotQ2_0ActsRows(t)
-	TestDotQ2_0ActsRowsSpecial(t)
+	for _, k := range []struct {
+		name string
+		has  bool
+		f    func([]byte, int, int, []Acts, []float32, int, int)
+	}{{"avx2", true, dotQ2_0ActsRowsAVX2}, {"avx2+avxvnni", hasVNNI, dotQ2_0ActsRowsVNNI}} {
+		t.Run(k.name, func(t *testing.T) {
+			if !k.has {
+				t.Skip("the CPU lacks this kernel's instructions")
+			}
+			rows, layout := dotQ2_0ActsRows, q2Layout
+			defer func() { dotQ2_0ActsRows, q2Layout = rows, layout }()
+			dotQ2_0ActsRows, q2Layout = k.f, true
+			TestDotQ2_0ActsRows(t)
+			TestDotQ2_0ActsRowsSpecial(t)
+		})
+	}
 }

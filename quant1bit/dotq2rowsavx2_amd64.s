@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "q_amd64.h"
+#include "vnni_amd64.h"
 
 // The AVX2 rows kernel for Q2_0 weights (DotQ2_0ActsRows without the
 // AVX-512 one), on the activation layout Acts.bq2 (see Acts.setQ2). A step
@@ -134,3 +135,54 @@ done:                             \
 
 TEXT ·q2RowsAVX2_2(SB), NOSPLIT, $0-56; Q2YROWS(TOKS_2, Q2YZERO_2, Q2YSTEP_2, Q2YSUMS_2)
 TEXT ·q2RowsAVX2_1(SB), NOSPLIT, $0-56; Q2YROWS(TOKS_1, Q2YZERO_1, Q2YSTEP_1, Q2YSUMS_1)
+
+// With AVX-VNNI (q2RowsVNNI1, 2), VPDPBUSD of code vector u and
+// activation vector u adds Σ q·x straight into the int32 lanes, in place
+// of the VPMADDUBSW, int16 adds and VPMADDWD: the same exact sums. The
+// token pointers point 128 bytes into each step's entry (Q2VTOKS), so
+// that the vectors (32u − 128) take 8-bit displacements; the scales are
+// at 128, the code sums at 160. One token sums even and odd u in two
+// chains (T0, T1), added at the end.
+#define Q2VTOKS_1 TOKS_1 ; ADDQ $128, R8
+#define Q2VTOKS_2 TOKS_2 ; ADDQ $128, R8 ; ADDQ $128, R9
+
+// Q2VDOTS adds the eight products of token P (register number) to the
+// int32 lanes E (even u) and O (odd u), by number.
+#define Q2VDOTS(P, E, O) \
+	VPDPBUSD_M(-128, P, 2, 8, E)  \
+	VPDPBUSD_M(-96, P, 2, 9, O)   \
+	VPDPBUSD_M(-64, P, 2, 10, E)  \
+	VPDPBUSD_M(-32, P, 2, 11, O)  \
+	VPDPBUSD_M(0, P, 2, 12, E)    \
+	VPDPBUSD_M(32, P, 2, 13, O)   \
+	VPDPBUSD_M(64, P, 2, 14, E)   \
+	VPDPBUSD_M(96, P, 2, 15, O)
+
+// Q2VFIN finishes token P's int32 lanes T0 into its float32 lanes F as
+// Q2YTOK does (T1 clobbered).
+#define Q2VFIN(P, T0, T1, F) \
+	VPSUBD    160(P)(DX*1), T0, T0 \
+	VCVTDQ2PS T0, T0               \
+	VMULPS    128(P)(DX*1), Y0, T1 \
+	VMULPS    T1, T0, T0           \
+	VADDPS    T0, F, F
+
+#define Q2VSTEP_1 \
+	Q2YEXPAND                      \
+	VPXOR     Y4, Y4, Y4           \
+	VPXOR     Y5, Y5, Y5           \
+	Q2VDOTS(8, 4, 5)               \
+	VPADDD    Y5, Y4, Y4           \
+	Q2VFIN(R8, Y4, Y5, Y7)
+
+#define Q2VSTEP_2 \
+	Q2YEXPAND                      \
+	VPXOR     Y4, Y4, Y4           \
+	VPXOR     Y1, Y1, Y1           \
+	Q2VDOTS(8, 4, 4)               \
+	Q2VDOTS(9, 1, 1)               \
+	Q2VFIN(R8, Y4, Y5, Y7)         \
+	Q2VFIN(R9, Y1, Y2, Y3)
+
+TEXT ·q2RowsVNNI2(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_2, Q2YZERO_2, Q2VSTEP_2, Q2YSUMS_2)
+TEXT ·q2RowsVNNI1(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_1, Q2YZERO_1, Q2VSTEP_1, Q2YSUMS_1)

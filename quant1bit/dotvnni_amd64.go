@@ -16,11 +16,13 @@ var hasVNNI = cpu.X86.HasAVXVNNI
 
 // useVNNI makes the AVX-VNNI kernel DotQ1_0ActsBatch's and
 // DotQ1_0ActsRows', with its activation layout in place of the AVX2
-// one. Its int32 block sums and float32 steps are the AVX2 kernel's, so
-// the results are the same bits.
+// one, and DotQ2_0ActsRows' (on the AVX2 one's layout). Their int32
+// block sums and float32 steps are the AVX2 kernels', so the results are
+// the same bits.
 func useVNNI() {
 	dotQ1_0ActsBatch = dotQ1_0ActsBatchVNNI
 	dotQ1_0ActsRows = dotQ1_0ActsRowsVNNI
+	dotQ2_0ActsRows = dotQ2_0ActsRowsVNNI
 	batchLayout, vnniLayout = false, true
 	packBytes = packBytesAVX2
 	kernelSet = "avx2+avxvnni"
