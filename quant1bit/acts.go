@@ -20,10 +20,9 @@ type Acts struct {
 	codes []byte    // 32 codes per block, contiguous
 	d     []float32 // block scales
 	sum   []int32   // Σ codes per block
-	bq    []byte    // the batch kernel's layout (see setBatch), when in use
 	bq4   []byte    // the AVX-512 batch kernel's layout (see setQuad), when in use
 	bq2   []byte    // the AVX2 Q2_0 rows kernel's layout (see setQ2), when in use
-	bqv   []byte    // the AVX-VNNI batch kernel's layout (see setVNNI), when in use
+	bqb   []byte    // the AVX2 and AVX-VNNI batch kernels' layout (see setBytes), when in use
 }
 
 // Set unpacks the Q8_0 activation row x of n elements (n a multiple of
@@ -62,40 +61,22 @@ func (a *Acts) Set(x []byte, n int) {
 		}
 		a.sum[b] = s
 	}
-	if batchLayout {
-		a.setBatch(np)
-	}
 	if quadLayout {
 		a.setQuad(np)
 	}
 	if q2Layout {
 		a.setQ2(np)
 	}
-	if vnniLayout {
-		a.setVNNI(np)
+	if byteLayout {
+		a.setBytes(np)
 	}
 }
 
-// batchLayout, quadLayout and vnniLayout are set at init when
-// DotQ1_0ActsBatch's kernel reads Acts.bq, Acts.bq4 or Acts.bqv.
-var batchLayout, quadLayout, vnniLayout bool
+// byteLayout and quadLayout are set at init when DotQ1_0ActsBatch's
+// kernel reads Acts.bqb or Acts.bq4.
+var byteLayout, quadLayout bool
 
-// setBatch fills a.bq for the np (a multiple of 8) padded blocks: per
-// pair of Q1_0 blocks (eight activation blocks D = 0..7), 320 bytes:
-//
-//	[0, 256)   the codes transposed by 4-byte words: bytes 32r+4D .. 32r+4D+3
-//	           are codes 4r .. 4r+3 of block D (r = 0..7)
-//	[256, 288) the eight block scales as float32
-//	[288, 320) the eight code sums as int32
-//
-// so that one 32-byte load at 32r holds a piece of every block, and the
-// kernel adds the products of different r vertically.
-func (a *Acts) setBatch(np int) {
-	a.bq = grow(a.bq, np/8*batchPairBytes)
-	packWords(a.bq, a.codes, a.d, a.sum, np/8, 8, 1)
-}
-
-// batchPairBytes is the size of one pair's entry in Acts.bq.
+// batchPairBytes is the size of one pair's entry in Acts.bqb.
 const batchPairBytes = 320
 
 // setQuad fills a.bq4 for the np (a multiple of 16) padded blocks: per
@@ -115,7 +96,7 @@ func (a *Acts) setQuad(np int) {
 // quadBytes is the size of one quad's entry in Acts.bq4.
 const quadBytes = 640
 
-// setVNNI fills a.bqv for the np (a multiple of 8) padded blocks: per
+// setBytes fills a.bqb for the np (a multiple of 8) padded blocks: per
 // pair of Q1_0 blocks (eight activation blocks D = 0..7), 320 bytes:
 //
 //	[0, 256)   the codes transposed by bytes: bytes 32r+4D .. 32r+4D+3
@@ -125,13 +106,13 @@ const quadBytes = 640
 //
 // so that byte q of block D in the load at 32r pairs with bit r of the
 // block's sign byte q.
-func (a *Acts) setVNNI(np int) {
-	a.bqv = grow(a.bqv, np/8*batchPairBytes)
-	packBytes(a.bqv, a.codes, a.d, a.sum, np/8)
+func (a *Acts) setBytes(np int) {
+	a.bqb = grow(a.bqb, np/8*batchPairBytes)
+	packBytes(a.bqb, a.codes, a.d, a.sum, np/8)
 }
 
 // packBytes fills dst with groups groups of eight activation blocks, 320
-// bytes each, in the layout of Acts.bqv. An assembly version replaces it
+// bytes each, in the layout of Acts.bqb. An assembly version replaces it
 // where the AVX-VNNI kernel is in use.
 var packBytes = packBytesGo
 

@@ -26,9 +26,9 @@ var batchKernels = []struct {
 }
 
 // eachBatchKernel calls f with each batch kernel that the CPU runs in
-// place of init's choice (with its activation layout and packing), or
-// once with init's choice where there is no assembly kernel; it returns
-// the names of the kernels it skipped.
+// place of init's choice (with its activation layout), or once with
+// init's choice where there is no assembly kernel; it returns the names
+// of the kernels it skipped.
 func eachBatchKernel(f func(name string)) (skipped []string) {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C {
 		f(kernelSet)
@@ -39,16 +39,13 @@ func eachBatchKernel(f func(name string)) (skipped []string) {
 			skipped = append(skipped, k.name)
 			continue
 		}
-		batch, rows, set, pack := dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet, packBytes
-		b, q, v := batchLayout, quadLayout, vnniLayout
+		batch, rows, set := dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet
+		b, q := byteLayout, quadLayout
 		dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet = k.batch, k.rows, k.name
-		batchLayout, quadLayout, vnniLayout = k.kind == kindAVX2, k.kind == kindQuad, k.kind == kindVNNI
-		if k.kind == kindVNNI {
-			packBytes = packBytesAVX2
-		}
+		byteLayout, quadLayout = k.kind != kindQuad, k.kind == kindQuad
 		f(k.name)
-		dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet, packBytes = batch, rows, set, pack
-		batchLayout, quadLayout, vnniLayout = b, q, v
+		dotQ1_0ActsBatch, dotQ1_0ActsRows, kernelSet = batch, rows, set
+		byteLayout, quadLayout = b, q
 	}
 	return skipped
 }
@@ -73,9 +70,9 @@ func TestBatchKernels(t *testing.T) {
 // allLayouts makes Acts.Set fill the layouts of every batch kernel the
 // CPU has while a benchmark runs, so that they can run on the same rows.
 func allLayouts(b *testing.B) {
-	l := [3]bool{batchLayout, quadLayout, vnniLayout}
-	batchLayout, quadLayout, vnniLayout = true, hasQuad, hasVNNI
-	b.Cleanup(func() { batchLayout, quadLayout, vnniLayout = l[0], l[1], l[2] })
+	l := [2]bool{byteLayout, quadLayout}
+	byteLayout, quadLayout = true, hasQuad
+	b.Cleanup(func() { byteLayout, quadLayout = l[0], l[1] })
 }
 
 // BenchmarkQ1Kernels compares the batch kernels the CPU has in one

@@ -17,8 +17,9 @@ func init() {
 		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
 		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
 		dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRowsAVX2, true
-		batchLayout = true
+		byteLayout = true
 		packWords = packWordsAVX2
+		packBytes = packBytesAVX2
 		kernelSet = "avx2"
 		switch {
 		case hasQuad:

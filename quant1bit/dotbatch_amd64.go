@@ -15,9 +15,19 @@ func packWordsAVX2(dst, codes []byte, d []float32, sum []int32, groups, n int, s
 //go:noescape
 func q1PackWords(codes, d, sum unsafe.Pointer, groups, n int, sign int32, dst unsafe.Pointer)
 
-// batchKind names one of the batch kernels and its activation layout:
-// AVX2 (Acts.bq, a step a pair of Q1_0 blocks), AVX-VNNI (Acts.bqv, a
-// pair) or AVX-512 (Acts.bq4, a quad).
+func packBytesAVX2(dst, codes []byte, d []float32, sum []int32, groups int) {
+	if groups == 0 {
+		return
+	}
+	_, _, _, _ = dst[groups*batchPairBytes-1], codes[groups*256-1], d[groups*8-1], sum[groups*8-1]
+	q1PackBytes(unsafe.Pointer(&codes[0]), unsafe.Pointer(&d[0]), unsafe.Pointer(&sum[0]), groups, unsafe.Pointer(&dst[0]))
+}
+
+//go:noescape
+func q1PackBytes(codes, d, sum unsafe.Pointer, groups int, dst unsafe.Pointer)
+
+// batchKind names one of the batch kernels: AVX2 or AVX-VNNI (on
+// Acts.bqb, a step a pair of Q1_0 blocks) or AVX-512 (Acts.bq4, a quad).
 type batchKind int
 
 const (
@@ -31,13 +41,10 @@ const (
 func groupToks(toks *[4]unsafe.Pointer, acts []Acts, kind batchKind) int {
 	k := min(4, len(acts))
 	for i := range k {
-		switch kind {
-		case kindQuad:
+		if kind == kindQuad {
 			toks[i] = unsafe.Pointer(&acts[i].bq4[0])
-		case kindVNNI:
-			toks[i] = unsafe.Pointer(&acts[i].bqv[0])
-		default:
-			toks[i] = unsafe.Pointer(&acts[i].bq[0])
+		} else {
+			toks[i] = unsafe.Pointer(&acts[i].bqb[0])
 		}
 	}
 	return k

@@ -185,7 +185,7 @@ func TestPackWords(t *testing.T) {
 			packBytesGo(want, a.codes, a.d, a.sum, groups)
 			packBytes(got, a.codes, a.d, a.sum, groups)
 			if string(got) != string(want) {
-				t.Fatalf("%d blocks: AVX-VNNI layouts differ", nb)
+				t.Fatalf("%d blocks: byte-transposed layouts differ", nb)
 			}
 		}
 	}

@@ -21,7 +21,7 @@ var hasQuad = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &
 func useQuad() {
 	dotQ1_0ActsBatch = dotQ1_0ActsBatch512
 	dotQ1_0ActsRows = dotQ1_0ActsRows512
-	batchLayout, quadLayout = false, true
+	byteLayout, quadLayout = false, true
 	kernelSet = "avx512"
 }
 

@@ -14,30 +14,16 @@ import (
 // client CPUs since Alder Lake).
 var hasVNNI = cpu.X86.HasAVXVNNI
 
-// useVNNI makes the AVX-VNNI kernel DotQ1_0ActsBatch's and
-// DotQ1_0ActsRows', with its activation layout in place of the AVX2
-// one, and DotQ2_0ActsRows' (on the AVX2 one's layout). Their int32
-// block sums and float32 steps are the AVX2 kernels', so the results are
-// the same bits.
+// useVNNI makes the AVX-VNNI kernels DotQ1_0ActsBatch's,
+// DotQ1_0ActsRows' and DotQ2_0ActsRows', on the AVX2 kernels' activation
+// layouts. Their int32 block sums and float32 steps are the AVX2
+// kernels', so the results are the same bits.
 func useVNNI() {
 	dotQ1_0ActsBatch = dotQ1_0ActsBatchVNNI
 	dotQ1_0ActsRows = dotQ1_0ActsRowsVNNI
 	dotQ2_0ActsRows = dotQ2_0ActsRowsVNNI
-	batchLayout, vnniLayout = false, true
-	packBytes = packBytesAVX2
 	kernelSet = "avx2+avxvnni"
 }
-
-func packBytesAVX2(dst, codes []byte, d []float32, sum []int32, groups int) {
-	if groups == 0 {
-		return
-	}
-	_, _, _, _ = dst[groups*batchPairBytes-1], codes[groups*256-1], d[groups*8-1], sum[groups*8-1]
-	q1PackBytes(unsafe.Pointer(&codes[0]), unsafe.Pointer(&d[0]), unsafe.Pointer(&sum[0]), groups, unsafe.Pointer(&dst[0]))
-}
-
-//go:noescape
-func q1PackBytes(codes, d, sum unsafe.Pointer, groups int, dst unsafe.Pointer)
 
 func dotQ1_0ActsBatchVNNI(w []byte, acts []Acts, out []float32, stride, nb int) {
 	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, kindVNNI)

@@ -7,7 +7,7 @@
 // The AVX-VNNI batch kernel (DotQ1_0ActsBatch and DotQ1_0ActsRows on
 // CPUs with AVX2 and AVX-VNNI but not the AVX-512 kernel's features). A
 // step is a pair of Q1_0 blocks (eight activation blocks D = 0..7),
-// with the activations in Acts.bqv (see Acts.setVNNI): vector r = 0..7
+// with the activations in Acts.bqb (see Acts.setBytes): vector r = 0..7
 // holds at byte 4D+q code 8q+r of block D, whose sign is bit r of the
 // pair's sign byte 4D+q (block D/4's sixteen bytes in lane D/4). So the
 // 0/2 vector for r is the sign bytes shifted right by r−1 and ANDed with
@@ -118,92 +118,3 @@ TEXT ·q1VNNIRows4(SB), NOSPLIT, $0-56; ROWS(VTOKS_4, VCONSTS, ZERO_4, VSTEP_4, 
 TEXT ·q1VNNIRows3(SB), NOSPLIT, $0-56; ROWS(VTOKS_3, VCONSTS, ZERO_3, VSTEP_3, 36, 320, SUMS_3)
 TEXT ·q1VNNIRows2(SB), NOSPLIT, $0-56; ROWS(VTOKS_2, VCONSTS, ZERO_2, VSTEP_2, 36, 320, SUMS_2)
 TEXT ·q1VNNIRows1(SB), NOSPLIT, $0-56; ROWS(VTOKS_1, VCONSTS, ZERO_1, VSTEP_1, 36, 320, SUMS_1)
-
-// VPERMD indexes taking dwords 0, 2, 4, 6 (codes 8q..8q+3, q = 0..3) of
-// a block to the low lane, 1, 3, 5, 7 (8q+4..8q+7) to the high lane.
-DATA vpermidx<>+0(SB)/8, $0x0000000200000000
-DATA vpermidx<>+8(SB)/8, $0x0000000600000004
-DATA vpermidx<>+16(SB)/8, $0x0000000300000001
-DATA vpermidx<>+24(SB)/8, $0x0000000700000005
-GLOBL vpermidx<>(SB), RODATA|NOPTR, $32
-
-// VPSHUFB transposing each lane's 4×4 bytes: byte 4r+q takes byte 4q+r.
-DATA vtrans<>+0(SB)/8, $0x0d0905010c080400
-DATA vtrans<>+8(SB)/8, $0x0f0b07030e0a0602
-DATA vtrans<>+16(SB)/8, $0x0d0905010c080400
-DATA vtrans<>+24(SB)/8, $0x0f0b07030e0a0602
-GLOBL vtrans<>(SB), RODATA|NOPTR, $32
-
-// VBLOCK loads block b's codes from SI with dword r holding codes r, 8+r,
-// 16+r, 24+r (Y8 the VPERMD indexes).
-#define VBLOCK(b, Y) \
-	VPERMD  (b*32)(SI), Y8, Y \
-	VPSHUFB vtrans<>(SB), Y, Y
-
-// VROWS stores rows r and r+4 (dword r and r+4 of each of the eight
-// blocks) from the halves of U and V.
-#define VROWS(r, U, V) \
-	VPERM2I128 $0x20, V, U, Y10 \
-	VMOVDQU    Y10, (r*32)(DI)  \
-	VPERM2I128 $0x31, V, U, Y10 \
-	VMOVDQU    Y10, (r*32+128)(DI)
-
-// func q1PackBytes(codes, d, sum unsafe.Pointer, groups int, dst unsafe.Pointer)
-//
-// packBytesGo: for each eight blocks, the codes of each block permuted
-// so that dword r holds the bytes of row r, an 8×8 dword transpose, then
-// the scales and the negated sums.
-TEXT ·q1PackBytes(SB), NOSPLIT, $0-40
-	MOVQ    codes+0(FP), SI
-	MOVQ    d+8(FP), R8
-	MOVQ    sum+16(FP), R9
-	MOVQ    groups+24(FP), CX
-	MOVQ    dst+32(FP), DI
-	VMOVDQU vpermidx<>(SB), Y8
-	TESTQ   CX, CX
-	JE      vpackdone
-
-vpackgroup:
-	VBLOCK(0, Y0)
-	VBLOCK(1, Y1)
-	VBLOCK(2, Y2)
-	VBLOCK(3, Y3)
-	VBLOCK(4, Y4)
-	VBLOCK(5, Y5)
-	VBLOCK(6, Y6)
-	VBLOCK(7, Y7)
-	VPUNPCKLDQ  Y1, Y0, Y9   // blocks 0, 1: dwords 0 and 1, 4 and 5
-	VPUNPCKHDQ  Y1, Y0, Y10  // 2 and 3, 6 and 7
-	VPUNPCKLDQ  Y3, Y2, Y11
-	VPUNPCKHDQ  Y3, Y2, Y12
-	VPUNPCKLDQ  Y5, Y4, Y13
-	VPUNPCKHDQ  Y5, Y4, Y14
-	VPUNPCKLDQ  Y7, Y6, Y15
-	VPUNPCKHDQ  Y7, Y6, Y0
-	VPUNPCKLQDQ Y11, Y9, Y1  // blocks 0..3: dword 0, 4
-	VPUNPCKHQDQ Y11, Y9, Y2  // 1, 5
-	VPUNPCKLQDQ Y12, Y10, Y3 // 2, 6
-	VPUNPCKHQDQ Y12, Y10, Y4 // 3, 7
-	VPUNPCKLQDQ Y15, Y13, Y5 // blocks 4..7
-	VPUNPCKHQDQ Y15, Y13, Y6
-	VPUNPCKLQDQ Y0, Y14, Y7
-	VPUNPCKHQDQ Y0, Y14, Y9
-	VROWS(0, Y1, Y5)
-	VROWS(1, Y2, Y6)
-	VROWS(2, Y3, Y7)
-	VROWS(3, Y4, Y9)
-	VMOVDQU     (R8), Y10
-	VMOVDQU     Y10, 256(DI)
-	VPXOR       Y11, Y11, Y11
-	VPSUBD      (R9), Y11, Y11
-	VMOVDQU     Y11, 288(DI)
-	ADDQ        $256, SI
-	ADDQ        $32, R8
-	ADDQ        $32, R9
-	ADDQ        $320, DI
-	DECQ        CX
-	JNZ         vpackgroup
-
-vpackdone:
-	VZEROUPPER
-	RET
