@@ -113,58 +113,64 @@ func batchKernel(kind batchKind, k int, w unsafe.Pointer, steps int, tw unsafe.P
 	}
 }
 
-// dotQ1_0ActsRowsAVX2 runs the rows kernel when all tokens fit one
-// group and the rows need no padded last pair, else the batch kernel
-// row by row.
-func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	if nb%2 != 0 {
+// dotQ1_0ActsRowsAsm runs kind's rows kernel on groups of four tokens
+// (then three, two or one), all rows per group: the group's activations
+// stay in cache while the rows stream past. Rows that need a padded last
+// step take the per-row Go path.
+func dotQ1_0ActsRowsAsm(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int, kind batchKind) {
+	per := 2
+	if kind == kindQuad {
+		per = 4
+	}
+	if nb%per != 0 {
 		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
 		return
 	}
 	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer
 	for t := 0; t < len(acts); {
-		k := groupToks(&toks, acts[t:], kindAVX2)
-		o := unsafe.Pointer(&out[t*stride])
-		switch k {
-		case 4:
-			q1BatchRows4(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		case 3:
-			q1BatchRows3(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		case 2:
-			q1BatchRows2(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		default:
-			q1BatchRows1(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		}
+		k := groupToks(&toks, acts[t:], kind)
+		rowsKernel(kind, k, w0, rowBytes, rows, nb/per, &toks, unsafe.Pointer(&out[t*stride]), 4*stride)
 		t += k
 	}
 }
 
-// dotQ1_0ActsRows512 runs the rows kernel on groups of four tokens (then
-// three, two or one), all rows per group: the group's activations stay
-// in cache while the rows stream past. Rows that need a padded last
-// quad take the per-row path.
+func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	dotQ1_0ActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindAVX2)
+}
+
 func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	if nb%4 != 0 {
-		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
-		return
-	}
-	w0 := unsafe.Pointer(&w[0])
-	var toks [4]unsafe.Pointer
-	for t := 0; t < len(acts); {
-		k := groupToks(&toks, acts[t:], kindQuad)
-		o := unsafe.Pointer(&out[t*stride])
-		switch k {
-		case 4:
-			q1QuadRows4(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-		case 3:
-			q1QuadRows3(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-		case 2:
-			q1QuadRows2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-		default:
-			q1QuadRows1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-		}
-		t += k
+	dotQ1_0ActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindQuad)
+}
+
+// rowsKernel calls kind's rows kernel for k tokens, directly, as
+// batchKernel does.
+func rowsKernel(kind batchKind, k int, w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int) {
+	switch {
+	case kind == kindQuad && k == 4:
+		q1QuadRows4(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQuad && k == 3:
+		q1QuadRows3(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQuad && k == 2:
+		q1QuadRows2(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQuad:
+		q1QuadRows1(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindVNNI && k == 4:
+		q1VNNIRows4(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindVNNI && k == 3:
+		q1VNNIRows3(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindVNNI && k == 2:
+		q1VNNIRows2(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindVNNI:
+		q1VNNIRows1(w, rowBytes, rows, steps, toks, out, stride)
+	case k == 4:
+		q1BatchRows4(w, rowBytes, rows, steps, toks, out, stride)
+	case k == 3:
+		q1BatchRows3(w, rowBytes, rows, steps, toks, out, stride)
+	case k == 2:
+		q1BatchRows2(w, rowBytes, rows, steps, toks, out, stride)
+	default:
+		q1BatchRows1(w, rowBytes, rows, steps, toks, out, stride)
 	}
 }
 

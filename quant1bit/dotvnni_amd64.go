@@ -29,31 +29,8 @@ func dotQ1_0ActsBatchVNNI(w []byte, acts []Acts, out []float32, stride, nb int) 
 	dotQ1_0ActsBatchAsm(w, acts, out, stride, nb, kindVNNI)
 }
 
-// dotQ1_0ActsRowsVNNI runs the rows kernel on groups of four tokens
-// (then three, two or one), all rows per group, as dotQ1_0ActsRows512
-// does. Rows that need a padded last pair take the per-row path.
 func dotQ1_0ActsRowsVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	if nb%2 != 0 {
-		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
-		return
-	}
-	w0 := unsafe.Pointer(&w[0])
-	var toks [4]unsafe.Pointer
-	for t := 0; t < len(acts); {
-		k := groupToks(&toks, acts[t:], kindVNNI)
-		o := unsafe.Pointer(&out[t*stride])
-		switch k {
-		case 4:
-			q1VNNIRows4(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		case 3:
-			q1VNNIRows3(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		case 2:
-			q1VNNIRows2(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		default:
-			q1VNNIRows1(w0, rowBytes, rows, nb/2, &toks, o, 4*stride)
-		}
-		t += k
-	}
+	dotQ1_0ActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindVNNI)
 }
 
 // The kernels of dotvnni_amd64.s.
