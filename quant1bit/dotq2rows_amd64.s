@@ -162,49 +162,17 @@ GLOBL q2ctl<>(SB), RODATA|NOPTR, $40
 #define Q2STEP_3 Q2STEP_2 ; Q2TOK(R10, Z6, Y6, Y2)
 #define Q2STEP_4 Q2STEP_3 ; Q2TOK(R11, Z7, Y7, Y3)
 
-// Q2ROWS is the body of q2QuadRowsK,
-//
-//	func(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
-//
-// for K tokens (each &Acts.bq4[0]; TOKS, ZERO and SUMS of q_amd64.h):
-// rows consecutive rows of rowBytes bytes, each of steps whole steps;
-// row r's results go to out+4r, out+4r+stride, ... The weights stream
-// from memory: a step spans up to three cache lines, so it fetches two,
-// 2 KiB ahead (the hardware prefetcher takes the rest).
-#define Q2ROWS(TOKS, ZERO, STEP, SUMS) \
-	MOVQ  w+0(FP), R14        \
-	MOVQ  rows+16(FP), BX     \
-	MOVQ  toks+32(FP), AX     \
-	MOVQ  out+40(FP), R13     \
-	MOVQ  stride+48(FP), R12  \
-	TOKS                      \
-	Q2CONSTS                  \
-	TESTQ BX, BX              \
-	JE    done                \
-row:                              \
-	MOVQ  R14, SI             \
-	MOVQ  steps+24(FP), CX    \
-	ZERO                      \
-	XORQ  DX, DX              \
-loop:                             \
-	PREFETCHT0 2048(SI)       \
-	PREFETCHT0 2120(SI)       \
-	STEP                      \
-	ADDQ  $144, SI            \
-	ADDQ  $640, DX            \
-	DECQ  CX                  \
-	JNZ   loop                \
-	MOVQ  R13, DI             \
-	SUMS                      \
-	ADDQ  $4, R13             \
-	ADDQ  rowBytes+8(FP), R14 \
-	DECQ  BX                  \
-	JNZ   row                 \
-done:                             \
-	VZEROUPPER                \
-	RET
+// q2QuadRowsK are ROWS (q_amd64.h) for K tokens (each &Acts.bq4[0]):
+// the weights stream from memory and a step spans up to three cache
+// lines, so each step fetches a second line 2 KiB ahead besides ROWS'
+// one (the hardware prefetcher takes the rest).
+#define Q2FETCH PREFETCHT0 2120(SI)
+#define Q2ROWSTEP_4 Q2FETCH ; Q2STEP_4
+#define Q2ROWSTEP_3 Q2FETCH ; Q2STEP_3
+#define Q2ROWSTEP_2 Q2FETCH ; Q2STEP_2
+#define Q2ROWSTEP_1 Q2FETCH ; Q2STEP_1
 
-TEXT ·q2QuadRows4(SB), NOSPLIT, $0-56; Q2ROWS(TOKS_4, ZERO_4, Q2STEP_4, SUMS_4)
-TEXT ·q2QuadRows3(SB), NOSPLIT, $0-56; Q2ROWS(TOKS_3, ZERO_3, Q2STEP_3, SUMS_3)
-TEXT ·q2QuadRows2(SB), NOSPLIT, $0-56; Q2ROWS(TOKS_2, ZERO_2, Q2STEP_2, SUMS_2)
-TEXT ·q2QuadRows1(SB), NOSPLIT, $0-56; Q2ROWS(TOKS_1, ZERO_1, Q2STEP_1, SUMS_1)
+TEXT ·q2QuadRows4(SB), NOSPLIT, $0-56; ROWS(TOKS_4, Q2CONSTS, ZERO_4, Q2ROWSTEP_4, 144, 640, SUMS_4)
+TEXT ·q2QuadRows3(SB), NOSPLIT, $0-56; ROWS(TOKS_3, Q2CONSTS, ZERO_3, Q2ROWSTEP_3, 144, 640, SUMS_3)
+TEXT ·q2QuadRows2(SB), NOSPLIT, $0-56; ROWS(TOKS_2, Q2CONSTS, ZERO_2, Q2ROWSTEP_2, 144, 640, SUMS_2)
+TEXT ·q2QuadRows1(SB), NOSPLIT, $0-56; ROWS(TOKS_1, Q2CONSTS, ZERO_1, Q2ROWSTEP_1, 144, 640, SUMS_1)
