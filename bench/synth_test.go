@@ -68,10 +68,12 @@ func cached700M(tb testing.TB, typ gguf.Type) string {
 	return path
 }
 
-// TestWrite700M writes the cached 700M models (F16, Q8_0, Q1_0) so later
-// benchmark runs and `qnnprep bench` can use them.
+// TestWrite700M writes the cached 700M models (Q1_0, Q8_0, F16, BF16) so
+// later benchmark runs and `qnnprep bench` can use them. BF16 is the type
+// users' source checkpoints come in, which `verify` and `golden record`
+// decode.
 func TestWrite700M(t *testing.T) {
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q8_0, gguf.F16} {
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q8_0, gguf.F16, gguf.BF16} {
 		p := cached700M(t, typ)
 		m, err := model.Open(p)
 		if err != nil {

@@ -1,5 +1,5 @@
 # Sourced by the run.sh scripts beside it (from the repository root):
-# compare700m times the 700M Q1_0, Q8_0 and F16 models with qnnprep and
+# compare700m times the 700M Q1_0, Q8_0, F16 and BF16 models with qnnprep and
 # llama.cpp's llama-bench side by side (for each thread count llama-bench
 # runs right after qnnprep), writes results.json, table.md and the plot
 # into OUTDIR, and fails unless results.json says what was compared.

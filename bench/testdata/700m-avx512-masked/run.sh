@@ -1,6 +1,6 @@
 #!/bin/sh
-# The "AVX-512 masked" comparison: the 700M synthetic llama in Q1_0, Q8_0
-# and F16, timed by qnnprep and by llama.cpp's llama-bench side by side,
+# The "AVX-512 masked" comparison: the 700M synthetic llama in Q1_0, Q8_0,
+# F16 and BF16, timed by qnnprep and by llama.cpp's llama-bench side by side,
 # with both engines held to AVX2 on this AVX-512 machine: qnnprep through
 # GODEBUG=cpu.avx512f=off,cpu.avxvnni=off (golang.org/x/sys/cpu then
 # reports neither AVX-512 nor AVX-VNNI; the report says kernels "avx2"),

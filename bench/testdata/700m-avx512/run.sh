@@ -1,6 +1,6 @@
 #!/bin/sh
-# Reproduces this directory: the 700M synthetic llama in Q1_0, Q8_0 and
-# F16, timed by qnnprep and by llama.cpp's llama-bench side by side, each
+# Reproduces this directory: the 700M synthetic llama in Q1_0, Q8_0,
+# F16 and BF16, timed by qnnprep and by llama.cpp's llama-bench side by side, each
 # with the best kernels this AVX-512 CPU runs (llama.cpp picks its own
 # backend: zen4 on the EPYC, icelake or sapphirerapids on Intel). Run it
 # from the repository root on an otherwise idle machine; it takes a few

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The "AVX2 + AVX-VNNI" comparison, the instruction sets of Intel's client
 # CPUs since Alder Lake (no AVX-512): the 700M synthetic llama in Q1_0,
-# Q8_0 and F16, timed by qnnprep and by llama.cpp's llama-bench side by
+# Q8_0, F16 and BF16, timed by qnnprep and by llama.cpp's llama-bench side by
 # side, qnnprep held to them through GODEBUG=cpu.avx512f=off (AVX-VNNI
 # stays; the report names the kernels "avx2+avxvnni" where a package has
 # such kernels), llama.cpp through --llama-cpu alderlake (ggml's AVX2 +
