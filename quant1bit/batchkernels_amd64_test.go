@@ -22,6 +22,7 @@ var batchKernels = []struct {
 }{
 	{"avx2", kindAVX2, true, dotQ1_0ActsBatchAVX2, dotQ1_0ActsRowsAVX2},
 	{"avx2+avxvnni", kindVNNI, hasVNNI, dotQ1_0ActsBatchVNNI, dotQ1_0ActsRowsVNNI},
+	{"avx2+avx512vnni", kindEVNNI, hasEVNNI, dotQ1_0ActsBatchEVNNI, dotQ1_0ActsRowsEVNNI},
 	{"avx512", kindQuad, hasQuad, dotQ1_0ActsBatch512, dotQ1_0ActsRows512},
 }
 
@@ -52,7 +53,7 @@ func eachBatchKernel(f func(name string)) (skipped []string) {
 
 // TestBatchKernels runs the batch tests with every batch kernel the CPU
 // has, not only the one init chose: the AVX2 fallback and the AVX-VNNI
-// kernel stay tested on AVX-512 CPUs.
+// kernels (VEX and EVEX) stay tested on AVX-512 CPUs.
 func TestBatchKernels(t *testing.T) {
 	skipped := eachBatchKernel(func(name string) {
 		t.Run(name, func(t *testing.T) {

@@ -26,7 +26,9 @@ func init() {
 			useQuad()
 			dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRows512, false
 		case hasVNNI:
-			useVNNI()
+			useVNNI(kindVNNI)
+		case hasEVNNI:
+			useVNNI(kindEVNNI)
 		}
 	}
 }

@@ -26,13 +26,15 @@ func packBytesAVX2(dst, codes []byte, d []float32, sum []int32, groups int) {
 //go:noescape
 func q1PackBytes(codes, d, sum unsafe.Pointer, groups int, dst unsafe.Pointer)
 
-// batchKind names one of the batch kernels: AVX2 or AVX-VNNI (on
-// Acts.bqb, a step a pair of Q1_0 blocks) or AVX-512 (Acts.bq4, a quad).
+// batchKind names one of the batch kernels: AVX2, AVX-VNNI or its EVEX
+// twin (on Acts.bqb, a step a pair of Q1_0 blocks) or AVX-512 (Acts.bq4,
+// a quad).
 type batchKind int
 
 const (
 	kindAVX2 batchKind = iota
 	kindVNNI
+	kindEVNNI
 	kindQuad
 )
 
@@ -102,6 +104,14 @@ func batchKernel(kind batchKind, k int, w unsafe.Pointer, steps int, tw unsafe.P
 		q1VNNI2(w, steps, tw, toks, out, stride)
 	case kind == kindVNNI:
 		q1VNNI1(w, steps, tw, toks, out, stride)
+	case kind == kindEVNNI && k == 4:
+		q1EVNNI4(w, steps, tw, toks, out, stride)
+	case kind == kindEVNNI && k == 3:
+		q1EVNNI3(w, steps, tw, toks, out, stride)
+	case kind == kindEVNNI && k == 2:
+		q1EVNNI2(w, steps, tw, toks, out, stride)
+	case kind == kindEVNNI:
+		q1EVNNI1(w, steps, tw, toks, out, stride)
 	case k == 4:
 		q1Batch4(w, steps, tw, toks, out, stride)
 	case k == 3:
@@ -163,6 +173,14 @@ func rowsKernel(kind batchKind, k int, w unsafe.Pointer, rowBytes, rows, steps i
 		q1VNNIRows2(w, rowBytes, rows, steps, toks, out, stride)
 	case kind == kindVNNI:
 		q1VNNIRows1(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindEVNNI && k == 4:
+		q1EVNNIRows4(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindEVNNI && k == 3:
+		q1EVNNIRows3(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindEVNNI && k == 2:
+		q1EVNNIRows2(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindEVNNI:
+		q1EVNNIRows1(w, rowBytes, rows, steps, toks, out, stride)
 	case k == 4:
 		q1BatchRows4(w, rowBytes, rows, steps, toks, out, stride)
 	case k == 3:

@@ -53,15 +53,22 @@ func q2QuadRows1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Po
 // Rows that are not whole steps take the per-row kernel, and so do all
 // while a test has the AVX-512 layout alone.
 func dotQ2_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, false)
+	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, kindAVX2)
 }
 
 // dotQ2_0ActsRowsVNNI is dotQ2_0ActsRowsAVX2 with the AVX-VNNI kernels.
 func dotQ2_0ActsRowsVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, true)
+	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, kindVNNI)
 }
 
-func dotQ2_0ActsRowsY(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int, vnni bool) {
+// dotQ2_0ActsRowsEVNNI is dotQ2_0ActsRowsVNNI with the EVEX VPDPBUSD.
+func dotQ2_0ActsRowsEVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
+	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, kindEVNNI)
+}
+
+// dotQ2_0ActsRowsY runs kind's rows kernel (kindAVX2, kindVNNI or
+// kindEVNNI).
+func dotQ2_0ActsRowsY(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int, kind batchKind) {
 	if nb%4 != 0 || !q2Layout {
 		dotQ2_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
 		return
@@ -75,10 +82,14 @@ func dotQ2_0ActsRowsY(w []byte, rowBytes, rows int, acts []Acts, out []float32, 
 		}
 		o := unsafe.Pointer(&out[t*stride])
 		switch {
-		case vnni && k == 2:
+		case kind == kindVNNI && k == 2:
 			q2RowsVNNI2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
-		case vnni:
+		case kind == kindVNNI:
 			q2RowsVNNI1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case kind == kindEVNNI && k == 2:
+			q2RowsEVNNI2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
+		case kind == kindEVNNI:
+			q2RowsEVNNI1(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
 		case k == 2:
 			q2RowsAVX2_2(w0, rowBytes, rows, nb/4, &toks, o, 4*stride)
 		default:
@@ -99,3 +110,9 @@ func q2RowsVNNI2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Po
 
 //go:noescape
 func q2RowsVNNI1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q2RowsEVNNI2(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)
+
+//go:noescape
+func q2RowsEVNNI1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Pointer, out unsafe.Pointer, stride int)

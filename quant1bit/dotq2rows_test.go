@@ -159,9 +159,11 @@ func TestDotQ2_0ActsRowsChecks(t *testing.T) {
 	DotQ2_0ActsRows(w2, two, 2, acts, make([]float32, 4), 2) // exactly fits
 }
 
-// FuzzDotQ2_0ActsRows checks the rows kernel (AVX-512 where the CPU has
-// it) against the Go dot on arbitrary bytes: the shape bytes pick the row
-// length in blocks (whole steps of eight mostly), the tokens and the rows.
+// FuzzDotQ2_0ActsRows checks the rows kernel init chose (AVX-512 where
+// the CPU has it), then each AVX2-layout one the CPU has (AVX2, AVX-VNNI
+// VEX and EVEX), against the Go dot on arbitrary bytes: the shape bytes
+// pick the row length in blocks (whole steps of eight mostly), the
+// tokens and the rows.
 func FuzzDotQ2_0ActsRows(f *testing.F) {
 	f.Add([]byte{0, 1, 2}, bytes.Repeat([]byte{0x80, 0x01, 0x7f, 0x3c}, 900))
 	f.Add([]byte{1, 4, 1}, bytes.Repeat([]byte{0xff, 0x7b, 0x00, 0x81, 0x55}, 900))
@@ -181,10 +183,14 @@ func FuzzDotQ2_0ActsRows(f *testing.F) {
 			return
 		}
 		acts := make([]Acts, k)
-		for i := range acts {
-			acts[i].Set(data[wb+i*xb:wb+(i+1)*xb], nb*BlockQ2_0)
+		check := func(name string) {
+			for i := range acts {
+				acts[i].Set(data[wb+i*xb:wb+(i+1)*xb], nb*BlockQ2_0)
+			}
+			checkQ2Rows(t, name, data[:wb], nb*BlockBytesQ2_0, rows, acts, rows)
 		}
-		checkQ2Rows(t, "fuzz", data[:wb], nb*BlockBytesQ2_0, rows, acts, rows)
+		check(kernelSet)
+		eachQ2RowsKernel(check)
 	})
 }
 

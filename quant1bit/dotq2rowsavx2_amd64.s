@@ -146,17 +146,18 @@ TEXT ·q2RowsAVX2_1(SB), NOSPLIT, $0-56; Q2YROWS(TOKS_1, Q2YZERO_1, Q2YSTEP_1, Q
 #define Q2VTOKS_1 TOKS_1 ; ADDQ $128, R8
 #define Q2VTOKS_2 TOKS_2 ; ADDQ $128, R8 ; ADDQ $128, R9
 
-// Q2VDOTS adds the eight products of token P (register number) to the
-// int32 lanes E (even u) and O (odd u), by number.
-#define Q2VDOTS(P, E, O) \
-	VPDPBUSD_M(-128, P, 2, 8, E)  \
-	VPDPBUSD_M(-96, P, 2, 9, O)   \
-	VPDPBUSD_M(-64, P, 2, 10, E)  \
-	VPDPBUSD_M(-32, P, 2, 11, O)  \
-	VPDPBUSD_M(0, P, 2, 12, E)    \
-	VPDPBUSD_M(32, P, 2, 13, O)   \
-	VPDPBUSD_M(64, P, 2, 14, E)   \
-	VPDPBUSD_M(96, P, 2, 15, O)
+// Q2VDOTS adds the eight products of token P to the int32 lanes E (even
+// u) and O (odd u) with DOT (VEXDOT or EVEXDOT, vnni_amd64.h), which
+// takes each register by name and by number (p, e, o).
+#define Q2VDOTS(DOT, P, p, E, e, O, o) \
+	DOT(-128, P, p, Y8, 8, E, e)  \
+	DOT(-96, P, p, Y9, 9, O, o)   \
+	DOT(-64, P, p, Y10, 10, E, e) \
+	DOT(-32, P, p, Y11, 11, O, o) \
+	DOT(0, P, p, Y12, 12, E, e)   \
+	DOT(32, P, p, Y13, 13, O, o)  \
+	DOT(64, P, p, Y14, 14, E, e)  \
+	DOT(96, P, p, Y15, 15, O, o)
 
 // Q2VFIN finishes token P's int32 lanes T0 into its float32 lanes F as
 // Q2YTOK does (T1 clobbered).
@@ -167,22 +168,26 @@ TEXT ·q2RowsAVX2_1(SB), NOSPLIT, $0-56; Q2YROWS(TOKS_1, Q2YZERO_1, Q2YSTEP_1, Q
 	VMULPS    T1, T0, T0           \
 	VADDPS    T0, F, F
 
-#define Q2VSTEP_1 \
-	Q2YEXPAND                      \
-	VPXOR     Y4, Y4, Y4           \
-	VPXOR     Y5, Y5, Y5           \
-	Q2VDOTS(8, 4, 5)               \
-	VPADDD    Y5, Y4, Y4           \
+#define Q2VSTEP_1(DOT) \
+	Q2YEXPAND                          \
+	VPXOR     Y4, Y4, Y4               \
+	VPXOR     Y5, Y5, Y5               \
+	Q2VDOTS(DOT, R8, 8, Y4, 4, Y5, 5)  \
+	VPADDD    Y5, Y4, Y4               \
 	Q2VFIN(R8, Y4, Y5, Y7)
 
-#define Q2VSTEP_2 \
-	Q2YEXPAND                      \
-	VPXOR     Y4, Y4, Y4           \
-	VPXOR     Y1, Y1, Y1           \
-	Q2VDOTS(8, 4, 4)               \
-	Q2VDOTS(9, 1, 1)               \
-	Q2VFIN(R8, Y4, Y5, Y7)         \
+#define Q2VSTEP_2(DOT) \
+	Q2YEXPAND                          \
+	VPXOR     Y4, Y4, Y4               \
+	VPXOR     Y1, Y1, Y1               \
+	Q2VDOTS(DOT, R8, 8, Y4, 4, Y4, 4)  \
+	Q2VDOTS(DOT, R9, 9, Y1, 1, Y1, 1)  \
+	Q2VFIN(R8, Y4, Y5, Y7)             \
 	Q2VFIN(R9, Y1, Y2, Y3)
 
-TEXT ·q2RowsVNNI2(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_2, Q2YZERO_2, Q2VSTEP_2, Q2YSUMS_2)
-TEXT ·q2RowsVNNI1(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_1, Q2YZERO_1, Q2VSTEP_1, Q2YSUMS_1)
+TEXT ·q2RowsVNNI2(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_2, Q2YZERO_2, Q2VSTEP_2(VEXDOT), Q2YSUMS_2)
+TEXT ·q2RowsVNNI1(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_1, Q2YZERO_1, Q2VSTEP_1(VEXDOT), Q2YSUMS_1)
+
+// The same with the EVEX VPDPBUSD (AVX512_VNNI + AVX512VL).
+TEXT ·q2RowsEVNNI2(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_2, Q2YZERO_2, Q2VSTEP_2(EVEXDOT), Q2YSUMS_2)
+TEXT ·q2RowsEVNNI1(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_1, Q2YZERO_1, Q2VSTEP_1(EVEXDOT), Q2YSUMS_1)

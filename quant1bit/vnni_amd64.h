@@ -1,4 +1,5 @@
-// Hand-encoded AVX-VNNI instructions (#include "vnni_amd64.h").
+// Hand-encoded AVX-VNNI instructions, and the dot-product forms the
+// VNNI kernels are instantiated with (#include "vnni_amd64.h").
 //
 // Go's assembler encodes VPDPBUSD only in its EVEX form (AVX512_VNNI),
 // which faults on the Intel client CPUs that have AVX-VNNI but no
@@ -24,3 +25,16 @@
 	BYTE $(1<<6 | ((acc)&7)<<3 | 4) \
 	BYTE $(((index)&7)<<3 | ((base)&7)) \
 	BYTE $(disp)
+
+// VEXDOT and EVEXDOT are the two forms of the VNNI kernels' dot product,
+//
+//	VPDPBUSD disp(P)(DX*1), V, A
+//
+// with each register given by name (P, V, A) and by number (p, v, a), so
+// that one kernel body takes either: VEXDOT is the AVX-VNNI form above,
+// EVEXDOT Go's own EVEX one, which needs AVX512_VNNI and AVX512VL (Intel
+// Xeons from Cascade Lake on, whose lack of VBMI and BITALG keeps them
+// from the AVX-512 kernels, and which have no AVX-VNNI). The arithmetic
+// is the same.
+#define VEXDOT(disp, P, p, V, v, A, a) VPDPBUSD_M(disp, p, 2, v, a)
+#define EVEXDOT(disp, P, p, V, v, A, a) VPDPBUSD disp(P)(DX*1), V, A

@@ -17,8 +17,8 @@ func TestKernelSet(t *testing.T) {
 	x := cpu.X86
 	// Each package's extra AVX-512 needs beyond F, BW and VL.
 	sets := []struct{ pkg, want string }{
-		{"int8", avxVNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI)) + int8AMX()},
-		{"quant1bit", avxVNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI && x.HasAVX512VBMI && x.HasAVX512BITALG))},
+		{"int8", avxVNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI), false) + int8AMX()},
+		{"quant1bit", avxVNNI(blocks.KernelSet(puregoBuild, x.HasAVX512VNNI && x.HasAVX512VBMI && x.HasAVX512BITALG), true)},
 		{"kernels", blocks.KernelSet(puregoBuild, true)},
 	}
 	want := sets[0].want
@@ -48,10 +48,17 @@ func int8AMX() string {
 
 // avxVNNI is set with "+avxvnni" when a package (int8, quant1bit) takes
 // its AVX-VNNI kernels instead of plain AVX2 ones (on CPUs with AVX-VNNI
-// and no AVX-512 in use).
-func avxVNNI(set string) string {
-	if set == "avx2" && cpu.X86.HasAVXVNNI {
+// and no AVX-512 in use); with evex (quant1bit) "+avx512vnni" when it
+// takes their EVEX twins instead (no AVX-VNNI, AVX512_VNNI with F and
+// VL).
+func avxVNNI(set string, evex bool) string {
+	x := cpu.X86
+	switch {
+	case set != "avx2":
+	case x.HasAVXVNNI:
 		return set + "+avxvnni"
+	case evex && x.HasAVX512F && x.HasAVX512VL && x.HasAVX512VNNI:
+		return set + "+avx512vnni"
 	}
 	return set
 }
