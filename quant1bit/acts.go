@@ -3,6 +3,7 @@ package quant1bit
 import (
 	"encoding/binary"
 	"math"
+	"sync/atomic"
 
 	"github.com/qnnprep/qnnprep/internal/half"
 )
@@ -14,6 +15,9 @@ import (
 // on the weights. DotQ2_0Acts is the same for DotQ2_0, and
 // DotQ1_0ActsBatch computes DotQ1_0Acts for several rows at once.
 // Goroutines may share an Acts while none of them calls Set.
+//
+// Acts may be copied (the copy shares its memory), so it holds no
+// sync or atomic types: q2 is used through atomic functions.
 type Acts struct {
 	n     int
 	raw   []byte    // the Q8_0 row (for the Go kernels)
@@ -21,7 +25,8 @@ type Acts struct {
 	d     []float32 // block scales
 	sum   []int32   // Σ codes per block
 	bq4   []byte    // the AVX-512 batch kernel's layout (see setQuad), when in use
-	bq2   []byte    // the AVX2 Q2_0 rows kernel's layout (see setQ2), when in use
+	bq2   []byte    // the AVX2 Q2_0 rows kernels' layout (see setQ2), filled on first use
+	q2    uint32    // 1 once bq2 holds the row Set last (atomic; see q2Ready)
 	bqb   []byte    // the AVX2 and AVX-VNNI batch kernels' layout (see setBytes), when in use
 }
 
@@ -64,9 +69,7 @@ func (a *Acts) Set(x []byte, n int) {
 	if quadLayout {
 		a.setQuad(np)
 	}
-	if q2Layout {
-		a.setQ2(np)
-	}
+	atomic.StoreUint32(&a.q2, 0)
 	if byteLayout {
 		a.setBytes(np)
 	}

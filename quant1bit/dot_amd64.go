@@ -16,7 +16,7 @@ func init() {
 		dotQ2_0Acts = dotQ2_0ActsAVX2
 		dotQ1_0ActsBatch = dotQ1_0ActsBatchAVX2
 		dotQ1_0ActsRows = dotQ1_0ActsRowsAVX2
-		dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRowsAVX2, true
+		dotQ2_0ActsRows = dotQ2_0ActsRowsAVX2
 		byteLayout = true
 		packWords = packWordsAVX2
 		packBytes = packBytesAVX2
@@ -24,7 +24,7 @@ func init() {
 		switch {
 		case hasQuad:
 			useQuad()
-			dotQ2_0ActsRows, q2Layout = dotQ2_0ActsRows512, false
+			dotQ2_0ActsRows = dotQ2_0ActsRows512
 		case hasVNNI:
 			useVNNI(kindVNNI)
 		case hasEVNNI:

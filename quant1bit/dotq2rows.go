@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 )
 
 // DotQ2_0ActsRows sets out[t*stride+r] = DotQ2_0Acts(row r, &acts[t]),
@@ -60,8 +62,26 @@ func dotQ2_0ActsRowsGo(w []byte, rowBytes, rows int, acts []Acts, out []float32,
 	}
 }
 
-// q2Layout is set at init when DotQ2_0ActsRows' kernel reads Acts.bq2.
-var q2Layout bool
+// q2Ready fills a.bq2 for the row Set last, unless that is done: only
+// the AVX2 Q2_0 rows kernels read it, and only models with Q2_0 weights
+// (the heads of some 1-bit models) call them, so Set leaves it to the
+// first call. Goroutines sharing a may call it at once; q2Mu makes one
+// of them fill it.
+func (a *Acts) q2Ready() {
+	if atomic.LoadUint32(&a.q2) != 0 {
+		return
+	}
+	q2Mu.Lock()
+	defer q2Mu.Unlock()
+	if a.q2 == 0 {
+		a.setQ2(len(a.d)) // Set padded a.d to whole groups of 8 (or 16)
+		atomic.StoreUint32(&a.q2, 1)
+	}
+}
+
+// q2Mu guards the fills of Acts.bq2 (one lock for all: an Acts fills
+// once per Set).
+var q2Mu sync.Mutex
 
 // setQ2 fills a.bq2 for the np (a multiple of 8) padded blocks: per group
 // of eight activation blocks D = 0..7 (four Q2_0 blocks), 320 bytes:

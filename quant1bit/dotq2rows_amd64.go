@@ -50,8 +50,7 @@ func q2QuadRows1(w unsafe.Pointer, rowBytes, rows, steps int, toks *[4]unsafe.Po
 
 // dotQ2_0ActsRowsAVX2 runs the AVX2 rows kernel (four Q2_0 blocks a
 // step, on Acts.bq2) on pairs of tokens (then one), all rows per pair.
-// Rows that are not whole steps take the per-row kernel, and so do all
-// while a test has the AVX-512 layout alone.
+// Rows that are not whole steps take the per-row kernel.
 func dotQ2_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
 	dotQ2_0ActsRowsY(w, rowBytes, rows, acts, out, stride, nb, kindAVX2)
 }
@@ -69,9 +68,12 @@ func dotQ2_0ActsRowsEVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float
 // dotQ2_0ActsRowsY runs kind's rows kernel (kindAVX2, kindVNNI or
 // kindEVNNI).
 func dotQ2_0ActsRowsY(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int, kind batchKind) {
-	if nb%4 != 0 || !q2Layout {
+	if nb%4 != 0 {
 		dotQ2_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
 		return
+	}
+	for t := range acts {
+		acts[t].q2Ready()
 	}
 	w0 := unsafe.Pointer(&w[0])
 	var toks [4]unsafe.Pointer

@@ -41,8 +41,8 @@ var q2RowsKernels = []struct {
 }
 
 // eachQ2RowsKernel calls f with each of q2RowsKernels that the CPU runs
-// as DotQ2_0ActsRows' kernel, Acts filling its layout too (Set after
-// this), and returns the names of the kernels it skipped.
+// as DotQ2_0ActsRows' kernel and returns the names of the kernels it
+// skipped.
 func eachQ2RowsKernel(f func(name string)) (skipped []string) {
 	if kernelSet == "go" {
 		return nil
@@ -52,10 +52,10 @@ func eachQ2RowsKernel(f func(name string)) (skipped []string) {
 			skipped = append(skipped, k.name)
 			continue
 		}
-		rows, layout := dotQ2_0ActsRows, q2Layout
-		dotQ2_0ActsRows, q2Layout = k.f, true
+		rows := dotQ2_0ActsRows
+		dotQ2_0ActsRows = k.f
 		f(k.name)
-		dotQ2_0ActsRows, q2Layout = rows, layout
+		dotQ2_0ActsRows = rows
 	}
 	return skipped
 }

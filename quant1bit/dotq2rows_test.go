@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/qnnprep/qnnprep/testkit/blocks"
@@ -129,6 +130,44 @@ func TestDotQ2_0ActsRowsSpecial(t *testing.T) {
 		rb := nb * BlockBytesQ2_0
 		checkQ2Rows(t, "special", w, rb, len(w)/rb, acts, len(w)/rb)
 	}
+}
+
+// TestDotQ2_0ActsRowsShared has goroutines share Acts fresh from Set, as
+// the runtime's matmul threads do, each with its own rows: their first
+// calls race to fill the AVX2 kernels' layout (see Acts.q2Ready; run
+// with -race), with init's kernel and each AVX2-layout one.
+func TestDotQ2_0ActsRowsShared(t *testing.T) {
+	const nb, rows, k, workers = 40, 64, 3, 4
+	r := rand.New(rand.NewPCG(53, 54))
+	rb := nb * BlockBytesQ2_0
+	var w []byte
+	for range rows {
+		w = append(w, q2Row(r, nb, 1)...)
+	}
+	_, q := batchCase(r, nb/2, k, 1, nil)
+	acts := make([]Acts, k)
+	check := func(name string) {
+		for i := range acts {
+			acts[i].Set(q[i].raw, nb*BlockQ2_0)
+		}
+		out := make([]float32, k*rows)
+		var wg sync.WaitGroup
+		for g := range workers {
+			r0, r1 := rows*g/workers, rows*(g+1)/workers
+			wg.Go(func() { DotQ2_0ActsRows(w[r0*rb:], rb, r1-r0, acts, out[r0:], rows) })
+		}
+		wg.Wait()
+		for ti := range acts {
+			for ri := range rows {
+				want := dotQ2_0Go(w[ri*rb:], acts[ti].raw, nb)
+				if got := out[ti*rows+ri]; !blocks.SameFloat(got, want) {
+					t.Fatalf("%s: row %d token %d: %v, Go %v", name, ri, ti, got, want)
+				}
+			}
+		}
+	}
+	check(kernelSet)
+	eachQ2RowsKernel(check)
 }
 
 func TestDotQ2_0ActsRowsChecks(t *testing.T) {
