@@ -112,7 +112,7 @@ type acts struct {
 	t, cols  int
 	f32      []float32
 	f16      []float32 // binary16-rounded values
-	bf16     []uint16
+	bf16     []float32 // bfloat16-rounded values
 	q8       []byte
 	q8Bytes  int              // bytes per row of q8
 	q8Sym    bool             // no code of q8 is −128: int8.DotQ8_0Sym applies
@@ -141,8 +141,8 @@ func (a *acts) prepare(k actKind) {
 		a.f16 = growF32(a.f16, n)
 		kernels.RoundF16F32(a.f16, a.f32)
 	case actBF16:
-		a.bf16 = grow16(a.bf16, n)
-		kernels.RoundBF16(a.bf16, a.f32)
+		a.bf16 = growF32(a.bf16, n)
+		kernels.RoundBF16F32(a.bf16, a.f32)
 	case actQ8:
 		rb := a.cols / 32 * 34
 		a.q8Bytes = rb
@@ -216,13 +216,6 @@ func roundQ8K(dst, src []float32) {
 			y[i] = float32(min(q, 127)) * d
 		}
 	}
-}
-
-func grow16(b []uint16, n int) []uint16 {
-	if cap(b) < n {
-		return make([]uint16, n)
-	}
-	return b[:n]
 }
 
 // matmul computes out[t*rows+r] = dot(row r of w, activation t) for the
@@ -542,12 +535,14 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		// 2-token one 27 -> 9 ms.
 		kernels.DotF16F32RowsMulti(w.data[r0*rb:], rb, r1-r0, a.f16[:a.t*n], n, out[r0:], rows)
 	case gguf.BF16:
-		for r := r0; r < r1; r++ {
-			row := w.data[r*rb : (r+1)*rb]
-			for t := 0; t < a.t; t++ {
-				out[t*rows+r] = kernels.DotBF16(row, a.bf16[t*n:(t+1)*n])
-			}
+		if a.t == 1 {
+			// Decoding: the F16 kernels with a bfloat16 widening.
+			kernels.DotBF16F32Rows(w.data[r0*rb:], rb, a.bf16[:n], out[r0:r1])
+			return nil
 		}
+		// Batches: each weight row read and widened once for up to three
+		// tokens.
+		kernels.DotBF16F32RowsMulti(w.data[r0*rb:], rb, r1-r0, a.bf16[:a.t*n], n, out[r0:], rows)
 	case gguf.Q1_0:
 		// The batch kernel expands each weight row's bits once for up to
 		// four tokens; it is also the faster kernel for one.

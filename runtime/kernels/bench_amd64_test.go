@@ -38,7 +38,7 @@ func BenchmarkDecodeF16(b *testing.B) {
 			x[i] = half.F16ToF32(half.F32ToF16(float32(r.NormFloat64())))
 		}
 		out := make([]float32, rows)
-		for _, k := range f16F32Kernels {
+		for _, k := range f16Fmt.kernels {
 			b.Run(fmt.Sprintf("%d/%s/each", n, k.name), func(b *testing.B) {
 				b.SetBytes(int64(len(w)))
 				cpubench.Run(b, n*rows, func() {
@@ -71,7 +71,7 @@ func BenchmarkDecodeF16File(b *testing.B) {
 	m := loadF16File(b)
 	x := randomActs(m.maxN)
 	out := make([]float32, m.maxRows)
-	for _, kr := range f16F32Rows {
+	for _, kr := range f16Fmt.streams {
 		b.Run(kr.name, func(b *testing.B) {
 			b.SetBytes(2 * int64(m.weights))
 			cpubench.Run(b, m.weights, func() {
@@ -95,7 +95,7 @@ func BenchmarkShortBatchF16File(b *testing.B) {
 	x := randomActs(3 * m.maxN)
 	out := make([]float32, 3*m.maxRows)
 	for _, tokens := range []int{2, 3} {
-		for _, k := range f16F32Multi[1:] {
+		for _, k := range f16Fmt.multis[1:] {
 			b.Run(fmt.Sprintf("%d/%s/multi", tokens, k.name), func(b *testing.B) {
 				b.SetBytes(2 * int64(m.weights))
 				cpubench.Run(b, m.weights, func() {
@@ -105,7 +105,7 @@ func BenchmarkShortBatchF16File(b *testing.B) {
 				})
 			})
 		}
-		for _, k := range f16F32Kernels {
+		for _, k := range f16Fmt.kernels {
 			b.Run(fmt.Sprintf("%d/%s/blocks", tokens, k.name), func(b *testing.B) {
 				b.SetBytes(2 * int64(m.weights))
 				cpubench.Run(b, m.weights, func() {

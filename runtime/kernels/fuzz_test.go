@@ -47,6 +47,7 @@ func FuzzDot(f *testing.F) {
 		if got, want := dotBF16(w, x), dotBF16Go(w, x); !blocks.SameFloat(got, want) {
 			t.Fatalf("BF16 n=%d: %v, Go %v", m, got, want)
 		}
+		checkBF16F32(t, w, x)
 	})
 }
 

@@ -23,7 +23,6 @@ func init() {
 		dotF32 = dotF32AVX2
 		dotF16 = dotF16AVX2
 		dotF16F32 = dotF16F32AVX2
-		dotBF16 = dotBF16AVX2
 		axpy = axpyAVX2
 		scale = scaleAVX2
 		dotRows, axpyRows = dotRowsAVX2, axpyRowsAVX2
@@ -39,9 +38,14 @@ func init() {
 		// operands, see the package comment).
 		dotF16F32Rows, mulF16 = dotF16F32RowsAVX2, mulF16AVX2
 		dotF16F32RowsMulti = dotF16F32RowsMultiAVX2
+		// The BF16 steps are fused by definition: the F16 kernels with a
+		// bfloat16 widening.
+		dotBF16, dotBF16F32 = dotBF16AVX2, dotBF16F32AVX2
+		dotBF16F32Rows, dotBF16F32RowsMulti = dotBF16F32RowsAVX2, dotBF16F32RowsMultiAVX2
 		if hasAVX512 {
 			dotF16F32Rows, mulF16 = dotF16F32RowsAVX512, mulF16AVX512
 			dotF16F32RowsMulti = dotF16F32RowsMultiAVX512
+			dotBF16F32Rows, dotBF16F32RowsMulti = dotBF16F32RowsAVX512, dotBF16F32RowsMultiAVX512
 		}
 	}
 	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }
@@ -62,7 +66,7 @@ type tail[A, B uint16 | float32] struct {
 // lengths n): the operands, n8 = n &^ 7 elements taken in place, and the
 // last n%8 copied into t (nil when there are none). A padded product is
 // +0, which leaves a partial sum unchanged, since a sum that starts at +0
-// can never be −0.
+// can never be −0 unless the steps are fused (BF16, see bf16Tail).
 func (t *tail[A, B]) args(a []A, b []B) (pa, pb unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) {
 	n := len(a)
 	n8 = n &^ 7
@@ -76,7 +80,24 @@ func (t *tail[A, B]) args(a []A, b []B) (pa, pb unsafe.Pointer, n8 int, ta, tb u
 
 func dotF32AVX2(a, b []float32) float32 { return dotF32Asm(new(tail[float32, float32]).args(a, b)) }
 func dotF16AVX2(w, x []uint16) float32  { return dotF16Asm(new(tail[uint16, uint16]).args(w, x)) }
-func dotBF16AVX2(w, x []uint16) float32 { return dotBF16Asm(new(tail[uint16, uint16]).args(w, x)) }
+
+// bf16Tail returns a tail for the fused BF16 kernels, its padding weights
+// −0: a fused sum can be −0 (products that underflow round to −0), which a
+// +0 product would turn into +0, while a −0 product leaves every sum as
+// it is.
+func bf16Tail[B uint16 | float32]() *tail[uint16, B] {
+	t := new(tail[uint16, B])
+	for i := range t.a {
+		t.a[i] = 0x8000
+	}
+	return t
+}
+
+func dotBF16AVX2(w, x []uint16) float32 { return dotBF16Asm(bf16Tail[uint16]().args(w, x)) }
+
+func dotBF16F32AVX2(w []uint16, x []float32) float32 {
+	return dotBF16F32Asm(bf16Tail[float32]().args(w, x))
+}
 
 func dotF16F32AVX2(w []uint16, x []float32) float32 {
 	return dotF16F32Asm(new(tail[uint16, float32]).args(w, x))
@@ -104,6 +125,9 @@ func dotF16F32RowsAsm(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n
 
 //go:noescape
 func dotBF16Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
+
+//go:noescape
+func dotBF16F32Asm(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 
 //go:noescape
 func axpyAsm(a float32, x, y unsafe.Pointer, n int)
@@ -146,23 +170,35 @@ func dotF16F32AVX512(w []uint16, x []float32) float32 {
 // nothing once prefetched (int8's decoding kernels).
 var rows4Streams = !cpuvendor.Intel
 
-// dotF16F32RowsAVX2 and dotF16F32RowsAVX512 take rows of whole groups of
-// 32 in one call, four or two streams (rows4Streams); other lengths go one
-// row at a time.
+// dotF16F32RowsAVX2 and dotF16F32RowsAVX512, and their BF16 forms, take
+// rows of whole groups of 32 in one call, four or two streams
+// (rows4Streams); other lengths go one row at a time.
 func dotF16F32RowsAVX2(w []byte, rowBytes int, x, out []float32) {
-	if rows4Streams {
-		quadsCall(dotF16F32Rows4Asm, dotF16F32RowsAsm, w, rowBytes, x, out)
-		return
-	}
-	rowsCall(dotF16F32RowsAsm, w, rowBytes, x, out)
+	streamsCall(dotF16F32Rows4Asm, dotF16F32RowsAsm, dotF16F32RowsEach, w, rowBytes, x, out)
 }
 
 func dotF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
+	streamsCall(dotF16F32Rows4Asm512, dotF16F32RowsAsm512, dotF16F32RowsEach, w, rowBytes, x, out)
+}
+
+func dotBF16F32RowsAVX2(w []byte, rowBytes int, x, out []float32) {
+	streamsCall(dotBF16F32Rows4Asm, dotBF16F32RowsAsm, dotBF16F32RowsEach, w, rowBytes, x, out)
+}
+
+func dotBF16F32RowsAVX512(w []byte, rowBytes int, x, out []float32) {
+	streamsCall(dotBF16F32Rows4Asm512, dotBF16F32RowsAsm512, dotBF16F32RowsEach, w, rowBytes, x, out)
+}
+
+// rowsEachFunc takes rows of any length one dot product at a time.
+type rowsEachFunc = func(w []byte, rowBytes int, x, out []float32)
+
+// streamsCall runs quadsCall or rowsCall, as rows4Streams selects.
+func streamsCall(quad, pair rowsAsm, each rowsEachFunc, w []byte, rowBytes int, x, out []float32) {
 	if rows4Streams {
-		quadsCall(dotF16F32Rows4Asm512, dotF16F32RowsAsm512, w, rowBytes, x, out)
+		quadsCall(quad, pair, each, w, rowBytes, x, out)
 		return
 	}
-	rowsCall(dotF16F32RowsAsm512, w, rowBytes, x, out)
+	rowsCall(pair, each, w, rowBytes, x, out)
 }
 
 // rowsAsm is the signature of the decoding row kernels (ROWPAIRS,
@@ -172,11 +208,11 @@ type rowsAsm = func(w unsafe.Pointer, rowBytes, groups int, x unsafe.Pointer, n3
 
 // quadsCall runs a four-stream kernel on the quarters of the rows (row i
 // with rows i+q, i+2q, i+3q, q = len(out)/4) and pairs, as rowsCall, on
-// the last len(out)%4.
-func quadsCall(quad, pair rowsAsm, w []byte, rowBytes int, x, out []float32) {
+// the last len(out)%4; rows that are not whole groups of 32 go to each.
+func quadsCall(quad, pair rowsAsm, each rowsEachFunc, w []byte, rowBytes int, x, out []float32) {
 	n := len(x)
 	if n%32 != 0 {
-		dotF16F32RowsEach(w, rowBytes, x, out)
+		each(w, rowBytes, x, out)
 		return
 	}
 	q := len(out) / 4
@@ -184,16 +220,17 @@ func quadsCall(quad, pair rowsAsm, w []byte, rowBytes int, x, out []float32) {
 		quad(unsafe.Pointer(&w[0]), rowBytes, q, unsafe.Pointer(&x[0]), n, unsafe.Pointer(&out[0]), q*rowBytes, 4*q)
 	}
 	if 4*q < len(out) {
-		rowsCall(pair, w[4*q*rowBytes:], rowBytes, x, out[4*q:])
+		rowsCall(pair, each, w[4*q*rowBytes:], rowBytes, x, out[4*q:])
 	}
 }
 
 // rowsCall runs a rows kernel on pairs of rows far apart: row i with row
-// i+len(out)/2, and a last odd row with itself.
-func rowsCall(asm rowsAsm, w []byte, rowBytes int, x, out []float32) {
+// i+len(out)/2, and a last odd row with itself; rows that are not whole
+// groups of 32 go to each.
+func rowsCall(asm rowsAsm, each rowsEachFunc, w []byte, rowBytes int, x, out []float32) {
 	n := len(x)
 	if n%32 != 0 {
-		dotF16F32RowsEach(w, rowBytes, x, out)
+		each(w, rowBytes, x, out)
 		return
 	}
 	half := len(out) / 2
@@ -216,3 +253,15 @@ func dotF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointe
 
 //go:noescape
 func dotF16F32Rows4Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+//go:noescape
+func dotBF16F32RowsAsm(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+//go:noescape
+func dotBF16F32Rows4Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+//go:noescape
+func dotBF16F32RowsAsm512(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+
+//go:noescape
+func dotBF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)

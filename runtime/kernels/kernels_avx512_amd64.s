@@ -47,11 +47,11 @@ lbl32:                    \
 done:
 
 // PAIR512 is dotF16F32RowsAsm512's two rows: per 32 elements each row's
-// weights widened (exactly) and fused-multiply-added with the float32
+// weights widened (exactly, by W) and fused-multiply-added with the float32
 // activations into Z0, Z1 (the row at SI) and Z2, Z3 (the row at DX), then
 // moved to the AVX2 layout, Y0..Y3 and Y12..Y15. The weights are fetched
 // 1 KiB ahead.
-#define PAIR512 \
+#define PAIR512(W) \
 	VPXORD        Z0, Z0, Z0    \
 	VPXORD        Z1, Z1, Z1    \
 	VPXORD        Z2, Z2, Z2    \
@@ -59,10 +59,10 @@ done:
 zploop:                         \
 	PREFETCHT0    1024(SI)      \
 	PREFETCHT0    1024(DX)      \
-	VCVTPH2PS     (SI), Z4      \
-	VCVTPH2PS     32(SI), Z5    \
-	VCVTPH2PS     (DX), Z6      \
-	VCVTPH2PS     32(DX), Z7    \
+	W((SI), Z4)                 \
+	W(32(SI), Z5)               \
+	W((DX), Z6)                 \
+	W(32(DX), Z7)               \
 	VMOVUPS       (DI), Z8      \
 	VMOVUPS       64(DI), Z9    \
 	VFMADD231PS   Z8, Z4, Z0    \
@@ -79,6 +79,49 @@ zploop:                         \
 	VEXTRACTF64X4 $1, Z2, Y13   \
 	VMOVAPS       Y2, Y12       \
 	SPLIT
+
+// ROWS4Z(W) is the body of dotF16F32Rows4Asm512 (below), the weights
+// widened by W. It stands before the file's first TEXT, where go vet does
+// not check its argument names against another function's.
+#define ROWS4Z(W) \
+	QUADARGS                                             \
+	LEAQ (AX)(R14*2), BX                                 \
+quad:                                                        \
+	/* Rows at SI, SI+R13, DX = SI+2·R13 and DX+R13. */  \
+	MOVQ   R8, SI                                        \
+	LEAQ   (R8)(R13*2), DX                               \
+	MOVQ   R11, DI                                       \
+	MOVQ   R12, CX                                       \
+	ZEROZ4(Z16, Z17, Z18, Z19)                           \
+	ZEROZ4(Z20, Z21, Z22, Z23)                           \
+quadloop:                                                    \
+	PREFETCHT0  1536(SI)                                 \
+	PREFETCHT0  1536(SI)(R13*1)                          \
+	PREFETCHT0  1536(DX)                                 \
+	PREFETCHT0  1536(DX)(R13*1)                          \
+	VMOVUPS     (DI), Z8                                 \
+	VMOVUPS     64(DI), Z9                               \
+	WIDEN4Z(W)                                           \
+	VFMADD231PS Z8, Z0, Z16                              \
+	VFMADD231PS Z9, Z1, Z17                              \
+	VFMADD231PS Z8, Z2, Z18                              \
+	VFMADD231PS Z9, Z3, Z19                              \
+	VFMADD231PS Z8, Z4, Z20                              \
+	VFMADD231PS Z9, Z5, Z21                              \
+	VFMADD231PS Z8, Z6, Z22                              \
+	VFMADD231PS Z9, Z7, Z23                              \
+	ADDQ        $64, SI                                  \
+	ADDQ        $64, DX                                  \
+	ADDQ        $128, DI                                 \
+	SUBQ        $32, CX                                  \
+	JNZ         quadloop                                 \
+	SUMZ(Z16, Z17, (AX))                                 \
+	SUMZ(Z18, Z19, (AX)(R14*1))                          \
+	SUMZ(Z20, Z21, (BX))                                 \
+	SUMZ(Z22, Z23, (BX)(R14*1))                          \
+	ADDQ $4, AX                                          \
+	ADDQ $4, BX                                          \
+	NEXTROWS(quad)
 
 // func dotF16F32Asm512(a, b unsafe.Pointer, n8 int, ta, tb unsafe.Pointer) float32
 //
@@ -130,7 +173,13 @@ z1reduce:
 // cost as many conversions as the weights' on Intel, where a zmm
 // conversion takes two micro-ops; the fused multiply-add halves the rest.
 TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-64
-	ROWPAIRS(PAIR512)
+	ROWPAIRS(PAIR512, WIDENF16)
+
+// func dotBF16F32RowsAsm512(w unsafe.Pointer, rowBytes, pairs int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+//
+// dotF16F32RowsAsm512 for bfloat16 weights.
+TEXT ·dotBF16F32RowsAsm512(SB), NOSPLIT, $0-64
+	ROWPAIRS(PAIR512, WIDENBF16)
 
 // func dotF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
 //
@@ -146,63 +195,12 @@ TEXT ·dotF16F32RowsAsm512(SB), NOSPLIT, $0-64
 // 52.2-54.2 at two, against 26.5-28.0 and 49.7-51.1 with 1024, 27.3-28.5
 // and 51.0-52.3 with 1280, 27.1-28.1 and 49.0-50.9 with 1792, 26.6-27.1
 // and 48.8-50.7 with 2048.
+
 TEXT ·dotF16F32Rows4Asm512(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), R8
-	MOVQ rowBytes+8(FP), R9
-	MOVQ quads+16(FP), R10
-	MOVQ x+24(FP), R11
-	MOVQ n32+32(FP), R12
-	MOVQ out+40(FP), AX
-	MOVQ far+48(FP), R13
-	MOVQ farOut+56(FP), R14
-	LEAQ (AX)(R14*2), BX
+	ROWS4Z(WIDENF16)
 
-quad:
-	// Rows at SI, SI+R13, DX = SI+2·R13 and DX+R13.
-	MOVQ   R8, SI
-	LEAQ   (R8)(R13*2), DX
-	MOVQ   R11, DI
-	MOVQ   R12, CX
-	ZEROZ4(Z16, Z17, Z18, Z19)
-	ZEROZ4(Z20, Z21, Z22, Z23)
-
-quadloop:
-	PREFETCHT0  1536(SI)
-	PREFETCHT0  1536(SI)(R13*1)
-	PREFETCHT0  1536(DX)
-	PREFETCHT0  1536(DX)(R13*1)
-	VMOVUPS     (DI), Z8
-	VMOVUPS     64(DI), Z9
-	VCVTPH2PS   (SI), Z0
-	VCVTPH2PS   32(SI), Z1
-	VCVTPH2PS   (SI)(R13*1), Z2
-	VCVTPH2PS   32(SI)(R13*1), Z3
-	VCVTPH2PS   (DX), Z4
-	VCVTPH2PS   32(DX), Z5
-	VCVTPH2PS   (DX)(R13*1), Z6
-	VCVTPH2PS   32(DX)(R13*1), Z7
-	VFMADD231PS Z8, Z0, Z16
-	VFMADD231PS Z9, Z1, Z17
-	VFMADD231PS Z8, Z2, Z18
-	VFMADD231PS Z9, Z3, Z19
-	VFMADD231PS Z8, Z4, Z20
-	VFMADD231PS Z9, Z5, Z21
-	VFMADD231PS Z8, Z6, Z22
-	VFMADD231PS Z9, Z7, Z23
-	ADDQ        $64, SI
-	ADDQ        $64, DX
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	JNZ         quadloop
-
-	SUMZ(Z16, Z17, (AX))
-	SUMZ(Z18, Z19, (AX)(R14*1))
-	SUMZ(Z20, Z21, (BX))
-	SUMZ(Z22, Z23, (BX)(R14*1))
-	ADDQ $4, AX
-	ADDQ $4, BX
-	ADDQ R9, R8
-	DECQ R10
-	JNZ  quad
-	VZEROUPPER
-	RET
+// func dotBF16F32Rows4Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut int)
+//
+// dotF16F32Rows4Asm512 for bfloat16 weights.
+TEXT ·dotBF16F32Rows4Asm512(SB), NOSPLIT, $0-64
+	ROWS4Z(WIDENBF16)

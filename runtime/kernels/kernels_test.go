@@ -70,9 +70,15 @@ func TestDotAsmMatchesGo(t *testing.T) {
 			}
 			checkF16F32(t, w, x)
 			w, x = randomU16(r, n, half.F32ToBF16), randomU16(r, n, half.F32ToBF16)
+			if iter%4 == 3 {
+				for i := range w {
+					w[i], x[i] = tinyBF16(r), tinyBF16(r)
+				}
+			}
 			if got, want := dotBF16(w, x), dotBF16Go(w, x); !blocks.SameFloat(got, want) {
 				t.Fatalf("BF16 n=%d: asm %v, Go %v", n, got, want)
 			}
+			checkBF16F32(t, w, x)
 		}
 	}
 }
@@ -217,44 +223,111 @@ func TestChecks(t *testing.T) {
 	}
 }
 
+// format is a 16-bit weight type's kernels with float32 activations
+// (DotF16F32 or DotBF16F32 and their Rows, RowsMulti forms), each held to
+// the type's Go twin.
+type format struct {
+	name  string
+	twin  func(w []uint16, x []float32) float32 // the Go definition
+	dot   func(w []uint16, x []float32) float32 // the selected kernel
+	rows  func(w []byte, rowBytes int, x, out []float32)
+	multi func(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int)
+	// multiSel is the selected 2-3-token kernel.
+	multiSel func(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int)
+	act      func(h uint16) float32 // an activation's value from its bits
+	round    func(float32) uint16
+	// kernels are the dot and rows kernels of every set this CPU runs
+	// besides the selected ones (the AVX2 fallback where AVX-512 is
+	// selected); streams each set's rows kernels in both stream forms;
+	// multis the multi-token kernels, the Go twin first.
+	kernels []setKernel
+	streams []rowsKernel
+	multis  []multiKernel
+}
+
+type setKernel struct {
+	name string
+	dot  func(w []uint16, x []float32) float32
+	rows func(w []byte, rowBytes int, x, out []float32)
+}
+
+var (
+	f16Fmt = &format{
+		name: "F16", twin: dotF16F32Go, dot: func(w []uint16, x []float32) float32 { return dotF16F32(w, x) },
+		rows: DotF16F32Rows, multi: DotF16F32RowsMulti,
+		multiSel: func(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int) {
+			dotF16F32RowsMulti(w, rowBytes, rows, x, n, out, ldo)
+		},
+		act: half.F16ToF32, round: half.F32ToF16,
+		multis: []multiKernel{{"go", dotF16F32RowsMultiGo}},
+	}
+	bf16Fmt = &format{
+		name: "BF16", twin: dotBF16Go[float32], dot: func(w []uint16, x []float32) float32 { return dotBF16F32(w, x) },
+		rows: DotBF16F32Rows, multi: DotBF16F32RowsMulti,
+		multiSel: func(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int) {
+			dotBF16F32RowsMulti(w, rowBytes, rows, x, n, out, ldo)
+		},
+		act: bf16, round: half.F32ToBF16,
+		multis: []multiKernel{{"go", dotBF16F32RowsMultiGo}},
+	}
+	formats = []*format{f16Fmt, bf16Fmt}
+)
+
+// checkF32Acts checks that f's kernels, given x as float32, equal want
+// (the dot product with x as bits) bit for bit.
+func (f *format) checkF32Acts(t *testing.T, w, x []uint16, want float32) {
+	t.Helper()
+	xf := make([]float32, len(x))
+	for i, h := range x {
+		xf[i] = f.act(h)
+	}
+	if got := f.dot(w, xf); !blocks.SameFloat(got, want) {
+		t.Fatalf("%sF32 n=%d: %v, want %v", f.name, len(x), got, want)
+	}
+	if got := f.twin(w, xf); !blocks.SameFloat(got, want) {
+		t.Fatalf("%sF32 Go n=%d: %v, want %v", f.name, len(x), got, want)
+	}
+	for _, k := range f.kernels {
+		if got := k.dot(w, xf); !blocks.SameFloat(got, want) {
+			t.Fatalf("%sF32 %s n=%d: %v, want %v", f.name, k.name, len(x), got, want)
+		}
+	}
+	f.checkRowsCut(t, w, xf)
+}
+
 // checkF16F32 checks that DotF16F32's kernels, given x as float32, equal
 // dotF16Go bit for bit.
 func checkF16F32(t *testing.T, w, x []uint16) {
 	t.Helper()
-	xf := make([]float32, len(x))
-	for i, h := range x {
-		xf[i] = half.F16ToF32(h)
-	}
-	want := dotF16Go(w, x)
-	if got := dotF16F32(w, xf); !blocks.SameFloat(got, want) {
-		t.Fatalf("F16F32 n=%d: %v, dotF16Go %v", len(x), got, want)
-	}
-	if got := dotF16F32Go(w, xf); !blocks.SameFloat(got, want) {
-		t.Fatalf("F16F32 Go n=%d: %v, dotF16Go %v", len(x), got, want)
-	}
-	for _, k := range f16F32Kernels {
-		if got := k.dot(w, xf); !blocks.SameFloat(got, want) {
-			t.Fatalf("F16F32 %s n=%d: %v, dotF16Go %v", k.name, len(x), got, want)
-		}
-	}
-	checkF16F32Rows(t, w, xf)
+	f16Fmt.checkF32Acts(t, w, x, dotF16Go(w, x))
 }
 
-// checkF16F32Rows holds the rows kernels (selected, each set's and each
+// checkBF16F32 checks that DotBF16F32's kernels equal dotBF16Go (x as
+// bits) bit for bit.
+func checkBF16F32(t *testing.T, w, x []uint16) {
+	t.Helper()
+	bf16Fmt.checkF32Acts(t, w, x, dotBF16Go(w, x))
+}
+
+// rowsImpls returns the exported Rows function and every rows kernel of f.
+func (f *format) rowsImpls() []rowsKernel {
+	impls := []rowsKernel{{"selected", f.rows}}
+	for _, k := range f.kernels {
+		impls = append(impls, rowsKernel{k.name, k.rows})
+	}
+	return append(impls, f.streams...)
+}
+
+// checkRowsCut holds the rows kernels (selected, each set's and each
 // set's two- and four-stream forms) to the Go twin on 3 to 11 rows cut
 // from w, of a whole number of groups of 32 so that the assembly takes
 // them (pairs or quads far apart and the rows left over).
-func checkF16F32Rows(t *testing.T, w []uint16, xf []float32) {
+func (f *format) checkRowsCut(t *testing.T, w []uint16, xf []float32) {
 	t.Helper()
 	wb := make([]byte, 2*len(w))
 	for i, h := range w {
 		binary.LittleEndian.PutUint16(wb[2*i:], h)
 	}
-	impls := []rowsKernel{{"selected", DotF16F32Rows}}
-	for _, k := range f16F32Kernels {
-		impls = append(impls, rowsKernel{k.name, k.rows})
-	}
-	impls = append(impls, f16F32Rows...)
 	for _, m := range []int{3, 4, 5, 6, 7, 8, 9, 10, 11} {
 		rb := 2 * (len(xf) / m)
 		q := len(xf) / m &^ 31
@@ -262,33 +335,20 @@ func checkF16F32Rows(t *testing.T, w []uint16, xf []float32) {
 			return
 		}
 		out := make([]float32, m)
-		for _, k := range impls {
+		for _, k := range f.rowsImpls() {
 			k.rows(wb, rb, xf[:q], out)
 			for r, got := range out {
-				if want := dotF16F32Go(u16View(wb[r*rb:], q), xf[:q]); !blocks.SameFloat(got, want) {
-					t.Fatalf("F16F32Rows %s n=%d rows=%d row %d: %v, Go %v", k.name, q, m, r, got, want)
+				if want := f.twin(u16View(wb[r*rb:], q), xf[:q]); !blocks.SameFloat(got, want) {
+					t.Fatalf("%sF32Rows %s n=%d rows=%d row %d: %v, Go %v", f.name, k.name, q, m, r, got, want)
 				}
 			}
 		}
 	}
 }
 
-// rowsKernel is a DotF16F32Rows kernel.
+// rowsKernel is a DotF16F32Rows or DotBF16F32Rows kernel.
 type rowsKernel struct {
 	name string
-	rows func(w []byte, rowBytes int, x, out []float32)
-}
-
-// f16F32Rows are the DotF16F32Rows kernels of every set this CPU runs in
-// each of their forms (two and four streams), each held to the Go twin.
-var f16F32Rows []rowsKernel
-
-// f16F32Kernels are the DotF16F32 kernels this CPU runs besides the
-// selected ones (the AVX2 fallback where AVX-512 is selected), each held
-// to the Go twin too.
-var f16F32Kernels []struct {
-	name string
-	dot  func(w []uint16, x []float32) float32
 	rows func(w []byte, rowBytes int, x, out []float32)
 }
 
@@ -316,53 +376,47 @@ func TestRoundF16F32(t *testing.T) {
 	}
 }
 
-// TestDotF16F32Rows checks DotF16F32Rows, and each kernel's rows form,
-// against the Go twin row by row: strided and odd-offset rows, every
-// length class (whole groups of 32 and tails) and all binary16 patterns.
+// TestDotF16F32Rows checks DotF16F32Rows and DotBF16F32Rows, and each
+// kernel's rows form, against the Go twin row by row: strided and
+// odd-offset rows, every length class (whole groups of 32 and tails) and
+// all 16-bit patterns (BF16 ones that underflow among them).
 func TestDotF16F32Rows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	type rowsFunc = func(w []byte, rowBytes int, x, out []float32)
-	impls := []struct {
-		name string
-		rows rowsFunc
-	}{{"selected", DotF16F32Rows}}
-	for _, k := range f16F32Kernels {
-		impls = append(impls, struct {
-			name string
-			rows rowsFunc
-		}{k.name, k.rows})
-	}
-	for _, k := range f16F32Rows { // both stream forms of each set
-		impls = append(impls, struct {
-			name string
-			rows rowsFunc
-		}{k.name, k.rows})
-	}
-	for _, n := range []int{1, 8, 31, 32, 64, 96, 100, 2048, 5632} {
-		for _, nrows := range []int{1, 2, 7, 10} {
-			rowBytes := 2*n + 2*r.IntN(3)
-			off := r.IntN(2) // rows need not be 2-byte aligned
-			w := make([]byte, off+(nrows-1)*rowBytes+2*n)
-			for i := range w {
-				w[i] = byte(r.Uint32())
-			}
-			xh := randomU16(r, n, half.F32ToF16)
-			x := make([]float32, n)
-			for i, h := range xh {
-				if nrows == 7 && i%5 == 0 {
-					// Any binary16 activation (subnormal, huge, ±Inf,
-					// NaN): the fused products must stay exact.
-					h = uint16(r.Uint32())
+	for _, f := range formats {
+		for _, n := range []int{1, 8, 31, 32, 64, 96, 100, 2048, 5632} {
+			for _, nrows := range []int{1, 2, 7, 10} {
+				rowBytes := 2*n + 2*r.IntN(3)
+				off := r.IntN(2) // rows need not be 2-byte aligned
+				w := make([]byte, off+(nrows-1)*rowBytes+2*n)
+				tiny := f == bf16Fmt && nrows == 10
+				for i := 0; i+1 < len(w); i += 2 {
+					h := uint16(r.Uint32())
+					if tiny {
+						h = tinyBF16(r)
+					}
+					binary.LittleEndian.PutUint16(w[i:], h)
 				}
-				x[i] = half.F16ToF32(h)
-			}
-			for _, k := range impls {
-				out := make([]float32, nrows)
-				k.rows(w[off:], rowBytes, x, out)
-				for ri, got := range out {
-					row := w[off+ri*rowBytes : off+ri*rowBytes+2*n]
-					if want := dotF16F32Go(u16View(row, n), x); !blocks.SameFloat(got, want) {
-						t.Fatalf("%s n=%d rows=%d: row %d: %v, Go %v", k.name, n, nrows, ri, got, want)
+				xh := randomU16(r, n, f.round)
+				x := make([]float32, n)
+				for i, h := range xh {
+					if nrows == 7 && i%5 == 0 {
+						// Any activation (subnormal, huge, ±Inf, NaN):
+						// the fused products must stay exact.
+						h = uint16(r.Uint32())
+					}
+					if tiny {
+						h = tinyBF16(r)
+					}
+					x[i] = f.act(h)
+				}
+				for _, k := range f.rowsImpls() {
+					out := make([]float32, nrows)
+					k.rows(w[off:], rowBytes, x, out)
+					for ri, got := range out {
+						row := w[off+ri*rowBytes : off+ri*rowBytes+2*n]
+						if want := f.twin(u16View(row, n), x); !blocks.SameFloat(got, want) {
+							t.Fatalf("%s %s n=%d rows=%d: row %d: %v, Go %v", f.name, k.name, n, nrows, ri, got, want)
+						}
 					}
 				}
 			}

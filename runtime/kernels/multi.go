@@ -14,32 +14,59 @@ import (
 // a multiple of n; the activations are binary16 values as for DotF16F32.
 // It panics if the rows do not fit in w or the results in out.
 func DotF16F32RowsMulti(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int) {
+	rowsMulti("DotF16F32RowsMulti", dotF16F32Rows, dotF16F32RowsMulti, w, rowBytes, rows, x, n, out, ldo)
+}
+
+// DotBF16F32RowsMulti is DotF16F32RowsMulti for bfloat16 weights and
+// activations: out[t·ldo+r] = DotBF16F32(w[r·rowBytes:], x[t·n:(t+1)·n]).
+func DotBF16F32RowsMulti(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int) {
+	rowsMulti("DotBF16F32RowsMulti", dotBF16F32Rows, dotBF16F32RowsMulti, w, rowBytes, rows, x, n, out, ldo)
+}
+
+// rowsMulti checks a RowsMulti call and runs it in groups of up to three
+// tokens: one token on the decoding kernel one, 2 or 3 on multi.
+func rowsMulti(name string, one func(w []byte, rowBytes int, x, out []float32), multi multiKernelFunc,
+	w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int) {
 	if rows <= 0 || len(x) == 0 {
 		return
 	}
 	if n <= 0 || len(x)%n != 0 {
-		panic(fmt.Sprintf("kernels: DotF16F32RowsMulti: %d activations are not tokens of %d", len(x), n))
+		panic(fmt.Sprintf("kernels: %s: %d activations are not tokens of %d", name, len(x), n))
 	}
 	tokens := len(x) / n
 	if rowBytes < 2*n || (rows-1)*rowBytes+2*n > len(w) {
-		panic(fmt.Sprintf("kernels: DotF16F32RowsMulti: %d rows of %d elements at stride %d do not fit in %d bytes", rows, n, rowBytes, len(w)))
+		panic(fmt.Sprintf("kernels: %s: %d rows of %d elements at stride %d do not fit in %d bytes", name, rows, n, rowBytes, len(w)))
 	}
 	if ldo < rows || (tokens-1)*ldo+rows > len(out) {
-		panic(fmt.Sprintf("kernels: DotF16F32RowsMulti: %d tokens of %d results at stride %d do not fit in %d", tokens, rows, ldo, len(out)))
+		panic(fmt.Sprintf("kernels: %s: %d tokens of %d results at stride %d do not fit in %d", name, tokens, rows, ldo, len(out)))
 	}
 	for t := 0; t < tokens; {
 		g := min(tokens-t, 3)
 		if g == 1 {
-			dotF16F32Rows(w, rowBytes, x[t*n:(t+1)*n], out[t*ldo:t*ldo+rows])
+			one(w, rowBytes, x[t*n:(t+1)*n], out[t*ldo:t*ldo+rows])
 		} else {
-			dotF16F32RowsMulti(w, rowBytes, rows, x[t*n:(t+g)*n], n, out[t*ldo:], ldo)
+			multi(w, rowBytes, rows, x[t*n:(t+g)*n], n, out[t*ldo:], ldo)
 		}
 		t += g
 	}
 }
 
-// dotF16F32RowsMulti takes 2 or 3 tokens (len(x)/n).
-var dotF16F32RowsMulti = dotF16F32RowsMultiGo
+// multiKernelFunc is a multi-token rows kernel (2 or 3 tokens, len(x)/n).
+type multiKernelFunc = func(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int)
+
+// dotF16F32RowsMulti and dotBF16F32RowsMulti take 2 or 3 tokens (len(x)/n).
+var (
+	dotF16F32RowsMulti  = dotF16F32RowsMultiGo
+	dotBF16F32RowsMulti = dotBF16F32RowsMultiGo
+)
+
+// dotBF16F32RowsMultiGo is the BF16 multi-token twin: DotBF16F32's
+// definition per row and token (with -tags purego, speed aside).
+func dotBF16F32RowsMultiGo(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int) {
+	for t := range len(x) / n {
+		rowsEach(dotBF16F32, w, rowBytes, x[t*n:(t+1)*n], out[t*ldo:t*ldo+rows])
+	}
+}
 
 // dotF16F32RowsMultiGo is the twin of the multi-token kernels: each
 // weight widened once, then its product with each token's activation

@@ -27,32 +27,16 @@
 	VFMADD231PS XLO, Z6, A6 \
 	VFMADD231PS XHI, Z7, A7
 
-// ZQUAD widens 32 weights of each of the rows at SI, SI+R13, DX and
-// DX+R13 into Z0..Z7, fetching them 1 KiB ahead.
-#define ZQUAD \
+// ZQUAD widens (by W) 32 weights of each of the rows at SI, SI+R13, DX
+// and DX+R13 into Z0..Z7, fetching them 1 KiB ahead.
+#define ZQUAD(W) \
 	PREFETCHT0 1024(SI)            \
 	PREFETCHT0 1024(SI)(R13*1)     \
 	PREFETCHT0 1024(DX)            \
 	PREFETCHT0 1024(DX)(R13*1)     \
-	VCVTPH2PS  (SI), Z0            \
-	VCVTPH2PS  32(SI), Z1          \
-	VCVTPH2PS  (SI)(R13*1), Z2     \
-	VCVTPH2PS  32(SI)(R13*1), Z3   \
-	VCVTPH2PS  (DX), Z4            \
-	VCVTPH2PS  32(DX), Z5          \
-	VCVTPH2PS  (DX)(R13*1), Z6     \
-	VCVTPH2PS  32(DX)(R13*1), Z7
+	WIDEN4Z(W)
 
-#define ZARGS \
-	MOVQ w+0(FP), R8          \
-	MOVQ rowBytes+8(FP), R9   \
-	MOVQ quads+16(FP), R10    \
-	MOVQ x+24(FP), R11        \
-	MOVQ n32+32(FP), R12      \
-	MOVQ out+40(FP), AX       \
-	MOVQ far+48(FP), R13      \
-	MOVQ farOut+56(FP), R14   \
-	MOVQ ldoBytes+64(FP), R15
+#define ZARGS QUADARGS; MOVQ ldoBytes+64(FP), R15
 
 // ZSTART points SI and DX at the quad's rows and DI, CX at the activations.
 #define ZSTART \
@@ -68,94 +52,88 @@
 	SUBQ $32, CX  \
 	JNZ  lbl
 
-// func dotF16F32Rows4x2Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
-//
+// ZMULTI is a whole AVX-512 multi-token kernel, the weights widened by W:
+// ZEROS clears the tokens' partial sums, BODY adds the products of
+// ZQUAD's 32 weights of each row to them, RESULTS stores the quad's
+// results from SI = out.
+#define ZMULTI(W, ZEROS, BODY, RESULTS) \
+	ZARGS         \
+zquad:            \
+	ZSTART        \
+	ZEROS         \
+zloop:            \
+	ZQUAD(W)      \
+	BODY          \
+	ZNEXT(zloop)  \
+	MOVQ AX, SI   \
+	RESULTS       \
+	ADDQ $4, AX   \
+	NEXTROWS(zquad)
+
 // Two tokens: partial sums in Z8..Z15 (token 0) and Z16..Z23 (token 1),
 // the activations in Z24..Z27.
-TEXT ·dotF16F32Rows4x2Asm512(SB), NOSPLIT, $0-72
-	ZARGS
-
-z2quad:
-	ZSTART
-	ZEROZ4(Z8, Z9, Z10, Z11)
-	ZEROZ4(Z12, Z13, Z14, Z15)
-	ZEROZ4(Z16, Z17, Z18, Z19)
+#define Z2ZEROS \
+	ZEROZ4(Z8, Z9, Z10, Z11)   \
+	ZEROZ4(Z12, Z13, Z14, Z15) \
+	ZEROZ4(Z16, Z17, Z18, Z19) \
 	ZEROZ4(Z20, Z21, Z22, Z23)
 
-z2loop:
-	ZQUAD
-	VMOVUPS (DI), Z24
-	VMOVUPS 64(DI), Z25
-	VMOVUPS (DI)(R12*4), Z26
-	VMOVUPS 64(DI)(R12*4), Z27
-	ZFMA4(Z24, Z25, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+#define Z2BODY \
+	VMOVUPS (DI), Z24                                       \
+	VMOVUPS 64(DI), Z25                                     \
+	VMOVUPS (DI)(R12*4), Z26                                \
+	VMOVUPS 64(DI)(R12*4), Z27                              \
+	ZFMA4(Z24, Z25, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)   \
 	ZFMA4(Z26, Z27, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
-	ZNEXT(z2loop)
 
-	MOVQ AX, SI
-	SUMZ(Z8, Z9, (SI))
-	SUMZ(Z16, Z17, (SI)(R15*1))
-	ADDQ R14, SI
-	SUMZ(Z10, Z11, (SI))
-	SUMZ(Z18, Z19, (SI)(R15*1))
-	ADDQ R14, SI
-	SUMZ(Z12, Z13, (SI))
-	SUMZ(Z20, Z21, (SI)(R15*1))
-	ADDQ R14, SI
-	SUMZ(Z14, Z15, (SI))
-	SUMZ(Z22, Z23, (SI)(R15*1))
-	ADDQ $4, AX
-	ADDQ R9, R8
-	DECQ R10
-	JNZ  z2quad
-	VZEROUPPER
-	RET
+// Z2ROW and Z3ROW store one row's results for each token (partial sums
+// A, B, C) at SI + t·ldoBytes.
+#define Z2ROW(A0, A1, B0, B1, C0, C1) \
+	SUMZ(A0, A1, (SI))         \
+	SUMZ(B0, B1, (SI)(R15*1))
 
-// func dotF16F32Rows4x3Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
-//
+#define Z3ROW(A0, A1, B0, B1, C0, C1) \
+	Z2ROW(A0, A1, B0, B1, C0, C1) \
+	SUMZ(C0, C1, (SI)(R15*2))
+
+// ZRESULTS stores the four rows' results through ROW (Z2ROW or Z3ROW;
+// Z2ROW takes the third token's registers and leaves them).
+#define ZRESULTS(ROW) \
+	ROW(Z8, Z9, Z16, Z17, Z24, Z25)   \
+	ADDQ R14, SI                      \
+	ROW(Z10, Z11, Z18, Z19, Z26, Z27) \
+	ADDQ R14, SI                      \
+	ROW(Z12, Z13, Z20, Z21, Z28, Z29) \
+	ADDQ R14, SI                      \
+	ROW(Z14, Z15, Z22, Z23, Z30, Z31)
+
 // Three tokens: partial sums in Z8..Z15, Z16..Z23 and Z24..Z31, which
 // leave no register for the activations: the multiply-adds read them.
-TEXT ·dotF16F32Rows4x3Asm512(SB), NOSPLIT, $0-72
-	ZARGS
-
-z3quad:
-	ZSTART
-	ZEROZ4(Z8, Z9, Z10, Z11)
-	ZEROZ4(Z12, Z13, Z14, Z15)
-	ZEROZ4(Z16, Z17, Z18, Z19)
-	ZEROZ4(Z20, Z21, Z22, Z23)
-	ZEROZ4(Z24, Z25, Z26, Z27)
+#define Z3ZEROS \
+	Z2ZEROS                    \
+	ZEROZ4(Z24, Z25, Z26, Z27) \
 	ZEROZ4(Z28, Z29, Z30, Z31)
 
-z3loop:
-	ZQUAD
-	ZFMA4((DI), 64(DI), Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
-	ZFMA4((DI)(R12*4), 64(DI)(R12*4), Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
+#define Z3BODY \
+	ZFMA4((DI), 64(DI), Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)                 \
+	ZFMA4((DI)(R12*4), 64(DI)(R12*4), Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23) \
 	ZFMA4((DI)(R12*8), 64(DI)(R12*8), Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31)
-	ZNEXT(z3loop)
 
-	MOVQ AX, SI
-	SUMZ(Z8, Z9, (SI))
-	SUMZ(Z16, Z17, (SI)(R15*1))
-	SUMZ(Z24, Z25, (SI)(R15*2))
-	ADDQ R14, SI
-	SUMZ(Z10, Z11, (SI))
-	SUMZ(Z18, Z19, (SI)(R15*1))
-	SUMZ(Z26, Z27, (SI)(R15*2))
-	ADDQ R14, SI
-	SUMZ(Z12, Z13, (SI))
-	SUMZ(Z20, Z21, (SI)(R15*1))
-	SUMZ(Z28, Z29, (SI)(R15*2))
-	ADDQ R14, SI
-	SUMZ(Z14, Z15, (SI))
-	SUMZ(Z22, Z23, (SI)(R15*1))
-	SUMZ(Z30, Z31, (SI)(R15*2))
-	ADDQ $4, AX
-	ADDQ R9, R8
-	DECQ R10
-	JNZ  z3quad
-	VZEROUPPER
-	RET
+// func dotF16F32Rows4x2Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
+TEXT ·dotF16F32Rows4x2Asm512(SB), NOSPLIT, $0-72
+	ZMULTI(WIDENF16, Z2ZEROS, Z2BODY, ZRESULTS(Z2ROW))
+
+// func dotBF16F32Rows4x2Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
+TEXT ·dotBF16F32Rows4x2Asm512(SB), NOSPLIT, $0-72
+	ZMULTI(WIDENBF16, Z2ZEROS, Z2BODY, ZRESULTS(Z2ROW))
+
+// func dotF16F32Rows4x3Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
+TEXT ·dotF16F32Rows4x3Asm512(SB), NOSPLIT, $0-72
+	ZMULTI(WIDENF16, Z3ZEROS, Z3BODY, ZRESULTS(Z3ROW))
+
+// func dotBF16F32Rows4x3Asm512(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
+TEXT ·dotBF16F32Rows4x3Asm512(SB), NOSPLIT, $0-72
+	ZMULTI(WIDENBF16, Z3ZEROS, Z3BODY, ZRESULTS(Z3ROW))
 
 // The AVX2 forms: a row's partial sums for 3 tokens take 12 of the 16 ymm
 // registers, so the four rows take turns, 256 elements (512 bytes of each
@@ -188,13 +166,13 @@ z3loop:
 #define TOSTACK(R, M) VMOVUPS R, M
 #define FROMSTACK(R, M) VMOVUPS M, R
 
-// YWIDEN widens the 32 weights at DX into Y12..Y15.
-#define YWIDEN \
+// YWIDEN widens (by W) the 32 weights at DX into Y12..Y15.
+#define YWIDEN(W) \
 	PREFETCHT0 2048(DX)    \
-	VCVTPH2PS  (DX), Y12   \
-	VCVTPH2PS  16(DX), Y13 \
-	VCVTPH2PS  32(DX), Y14 \
-	VCVTPH2PS  48(DX), Y15
+	W((DX), Y12)           \
+	W(16(DX), Y13)         \
+	W(32(DX), Y14)         \
+	W(48(DX), Y15)
 
 // YFMA adds Y12..Y15 times the 32 activations at X to A0..A3.
 #define YFMA(X0, X1, X2, X3, A0, A1, A2, A3) \
@@ -207,8 +185,10 @@ z3loop:
 #define YFMA1 YFMA((R12)(R15*4), 32(R12)(R15*4), 64(R12)(R15*4), 96(R12)(R15*4), Y4, Y5, Y6, Y7)
 #define YFMA2 YFMA((R12)(R15*8), 32(R12)(R15*8), 64(R12)(R15*8), 96(R12)(R15*8), Y8, Y9, Y10, Y11)
 
-#define YBODY2 YWIDEN; YFMA0; YFMA1
-#define YBODY3 YWIDEN; YFMA0; YFMA1; YFMA2
+#define YBODY2 YWIDEN(WIDENF16); YFMA0; YFMA1
+#define YBODY3 YWIDEN(WIDENF16); YFMA0; YFMA1; YFMA2
+#define YBODY2B YWIDEN(WIDENBF16); YFMA0; YFMA1
+#define YBODY3B YWIDEN(WIDENBF16); YFMA0; YFMA1; YFMA2
 
 // YTURN runs R11 elements of the row at DX from the activations at DI,
 // its partial sums (SUMS, BODY's) loaded from and stored back to off(SP).
@@ -281,11 +261,7 @@ lblock:                          \
 	ADDQ    R14, DX                \
 	YRESULTS(3*slot)               \
 	ADDQ    $4, AX                 \
-	ADDQ    R9, R8                 \
-	DECQ    R10                    \
-	JNZ     lquad                \
-	VZEROUPPER                     \
-	RET
+	NEXTROWS(lquad)
 
 // func dotF16F32Rows4x2Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
 #define YRESULTS(off) \
@@ -294,6 +270,10 @@ lblock:                          \
 
 TEXT ·dotF16F32Rows4x2Asm(SB), $1024-72
 	YMULTI(YSUMS8, YBODY2, 256, y2quad, y2block, y2r0, y2r1, y2r2, y2r3)
+
+// func dotBF16F32Rows4x2Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
+TEXT ·dotBF16F32Rows4x2Asm(SB), $1024-72
+	YMULTI(YSUMS8, YBODY2B, 256, y2quad, y2block, y2r0, y2r1, y2r2, y2r3)
 
 #undef YRESULTS
 
@@ -305,3 +285,7 @@ TEXT ·dotF16F32Rows4x2Asm(SB), $1024-72
 
 TEXT ·dotF16F32Rows4x3Asm(SB), $1536-72
 	YMULTI(YSUMS12, YBODY3, 384, y3quad, y3block, y3r0, y3r1, y3r2, y3r3)
+
+// func dotBF16F32Rows4x3Asm(w unsafe.Pointer, rowBytes, quads int, x unsafe.Pointer, n32 int, out unsafe.Pointer, far, farOut, ldoBytes int)
+TEXT ·dotBF16F32Rows4x3Asm(SB), $1536-72
+	YMULTI(YSUMS12, YBODY3B, 384, y3quad, y3block, y3r0, y3r1, y3r2, y3r3)

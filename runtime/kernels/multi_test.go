@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
@@ -17,15 +16,12 @@ type multiKernel struct {
 	mul  func(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int)
 }
 
-// f16F32Multi are the multi-token kernels: the Go twin and each set this
-// CPU runs (kernels_amd64_test.go), each held to the decoding kernels.
-var f16F32Multi = []multiKernel{{"go", dotF16F32RowsMultiGo}}
-
-// checkMulti holds DotF16F32RowsMulti (1 to 7 tokens) and every
-// multi-token kernel (2 and 3) to DotF16F32Rows per token and the Go twin
-// per row and token, bit for bit, and checks that nothing is written
-// between the tokens' results (ldo = rows+3).
-func checkMulti(t *testing.T, w []byte, rowBytes, rows int, x []float32, n int) {
+// checkMulti holds f's RowsMulti (1 to 7 tokens) and every multi-token
+// kernel (2 and 3: f.multis, the Go twin and each set this CPU runs) to
+// f's Rows per token and the Go twin per row and token, bit for bit, and
+// checks that nothing is written between the tokens' results (ldo =
+// rows+3).
+func (f *format) checkMulti(t *testing.T, w []byte, rowBytes, rows int, x []float32, n int) {
 	t.Helper()
 	maxTokens := len(x) / n
 	ldo := rows + 3
@@ -33,10 +29,10 @@ func checkMulti(t *testing.T, w []byte, rowBytes, rows int, x []float32, n int) 
 	want := make([]float32, maxTokens*ldo)
 	for tk := range maxTokens {
 		xt := x[tk*n : (tk+1)*n]
-		DotF16F32Rows(w, rowBytes, xt, want[tk*ldo:tk*ldo+rows])
+		f.rows(w, rowBytes, xt, want[tk*ldo:tk*ldo+rows])
 		for r := range rows {
-			if g := dotF16F32Go(u16View(w[r*rowBytes:], n), xt); !blocks.SameFloat(g, want[tk*ldo+r]) {
-				t.Fatalf("n=%d rows=%d: DotF16F32Rows token %d row %d: %v, Go %v", n, rows, tk, r, want[tk*ldo+r], g)
+			if g := f.twin(u16View(w[r*rowBytes:], n), xt); !blocks.SameFloat(g, want[tk*ldo+r]) {
+				t.Fatalf("%s n=%d rows=%d: Rows token %d row %d: %v, Go %v", f.name, n, rows, tk, r, want[tk*ldo+r], g)
 			}
 		}
 	}
@@ -51,39 +47,47 @@ func checkMulti(t *testing.T, w []byte, rowBytes, rows int, x []float32, n int) 
 				got, i := out[tk*ldo+r], tk*ldo+r
 				if r >= rows {
 					if math.Float32bits(got) != math.Float32bits(sentinel) {
-						t.Fatalf("%s n=%d rows=%d tokens=%d: wrote %v at token %d, %d", name, n, rows, tokens, got, tk, r)
+						t.Fatalf("%s %s n=%d rows=%d tokens=%d: wrote %v at token %d, %d", f.name, name, n, rows, tokens, got, tk, r)
 					}
 					continue
 				}
 				if !blocks.SameFloat(got, want[i]) {
-					t.Fatalf("%s n=%d rows=%d tokens=%d: token %d row %d: %v, per token %v", name, n, rows, tokens, tk, r, got, want[i])
+					t.Fatalf("%s %s n=%d rows=%d tokens=%d: token %d row %d: %v, per token %v", f.name, name, n, rows, tokens, tk, r, got, want[i])
 				}
 			}
 		}
 	}
 	for tokens := 1; tokens <= maxTokens; tokens++ {
-		run("DotF16F32RowsMulti", tokens, DotF16F32RowsMulti)
+		run("RowsMulti", tokens, f.multi)
 		if tokens == 2 || tokens == 3 {
-			run("selected", tokens, dotF16F32RowsMulti)
-			for _, k := range f16F32Multi {
+			run("selected", tokens, f.multiSel)
+			for _, k := range f.multis {
 				run(k.name, tokens, k.mul)
 			}
 		}
 	}
 }
 
-// multiOperands returns rows of n random binary16 weights rowBytes apart
-// (rowBytes ≥ 2n) from offset off of the slice, and tokens rows of n
-// binary16 activations, some any bit pattern (subnormal, huge, ±Inf, NaN).
-func multiOperands(r *rand.Rand, rows, rowBytes, off, n, tokens int) ([]byte, []float32) {
+// multiOperands returns rows of n random 16-bit weights of f rowBytes
+// apart (rowBytes ≥ 2n) from offset off of the slice, and tokens rows of n
+// activations, some any bit pattern (subnormal, huge, ±Inf, NaN); with
+// tiny set, BF16 operands whose products mostly underflow (tinyBF16).
+func (f *format) multiOperands(r *rand.Rand, rows, rowBytes, off, n, tokens int, tiny bool) ([]byte, []float32) {
 	w := make([]byte, off+(rows-1)*rowBytes+2*n)
 	for i := range w {
 		w[i] = byte(r.Uint32())
+		if tiny && i%2 == 1 {
+			h := tinyBF16(r)
+			w[i-1], w[i] = byte(h), byte(h>>8)
+		}
 	}
-	xh := randomU16(r, tokens*n, half.F32ToF16)
+	xh := randomU16(r, tokens*n, f.round)
 	x := make([]float32, len(xh))
 	for i, h := range xh {
-		x[i] = half.F16ToF32(h)
+		if tiny {
+			h = tinyBF16(r)
+		}
+		x[i] = f.act(h)
 	}
 	return w[off:], x
 }
@@ -94,16 +98,20 @@ func multiOperands(r *rand.Rand, rows, rowBytes, off, n, tokens int) ([]byte, []
 // odd-offset rows.
 func TestDotF16F32RowsMulti(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, n := range []int{1, 8, 31, 32, 64, 96, 100, 256, 288, 800, 2048, 5632} {
-		for _, rows := range []int{1, 3, 4, 5, 7, 8, 12, 13} {
-			rowBytes := 2*n + 2*r.IntN(3)
-			w, x := multiOperands(r, rows, rowBytes, r.IntN(2), n, 5)
-			checkMulti(t, w, rowBytes, rows, x, n)
+	for _, f := range formats {
+		for _, n := range []int{1, 8, 31, 32, 64, 96, 100, 256, 288, 800, 2048, 5632} {
+			for _, rows := range []int{1, 3, 4, 5, 7, 8, 12, 13} {
+				rowBytes := 2*n + 2*r.IntN(3)
+				tiny := f == bf16Fmt && rows%4 == 1
+				w, x := f.multiOperands(r, rows, rowBytes, r.IntN(2), n, 5, tiny)
+				f.checkMulti(t, w, rowBytes, rows, x, n)
+			}
 		}
 	}
 }
 
-// TestDotF16F32RowsMultiChecks checks the panics and the empty cases.
+// TestDotF16F32RowsMultiChecks checks the panics and the empty cases
+// (DotBF16F32RowsMulti's are the same code).
 func TestDotF16F32RowsMultiChecks(t *testing.T) {
 	DotF16F32RowsMulti(nil, 0, 0, make([]float32, 4), 2, nil, 0)
 	DotF16F32RowsMulti(nil, 0, 3, nil, 2, nil, 0)
@@ -125,9 +133,9 @@ func TestDotF16F32RowsMultiChecks(t *testing.T) {
 }
 
 // FuzzRowsMulti feeds arbitrary weight and activation bits to the
-// multi-token kernels. The shape bytes choose the tokens (1 to 4), the
-// rows (1 to 13) and the length: whole groups of 32 (up to 384, several
-// AVX2 turns) when the third is below 128, else any up to 100.
+// multi-token kernels, F16 and BF16. The shape bytes choose the tokens (1
+// to 4), the rows (1 to 13) and the length: whole groups of 32 (up to 384,
+// several AVX2 turns) when the third is below 128, else any up to 100.
 func FuzzRowsMulti(f *testing.F) {
 	// The seeds' bytes make finite binary16 values in either byte order
 	// (no high byte has the exponent all ones), so a product taken from the
@@ -155,9 +163,11 @@ func FuzzRowsMulti(f *testing.F) {
 		}
 		w := data[:2*rows*n]
 		x := make([]float32, tokens*n)
-		for i := range x {
-			x[i] = half.F16ToF32(binary.LittleEndian.Uint16(data[2*rows*n+2*i:]))
+		for _, f := range formats {
+			for i := range x {
+				x[i] = f.act(binary.LittleEndian.Uint16(data[2*rows*n+2*i:]))
+			}
+			f.checkMulti(t, w, 2*n, rows, x, n)
 		}
-		checkMulti(t, w, 2*n, rows, x, n)
 	})
 }
