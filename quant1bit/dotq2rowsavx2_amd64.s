@@ -99,42 +99,12 @@ GLOBL q2yperm<>(SB), RODATA|NOPTR, $32
 #define Q2YSUMS_1 HSUM8(Y7, X7, X4, X5) ; VMOVSS X5, (DI)
 #define Q2YSUMS_2 Q2YSUMS_1 ; ADDQ R12, DI ; HSUM8(Y3, X3, X4, X5) ; VMOVSS X5, (DI)
 
-// Q2YROWS is the body of q2RowsAVX2K, with Q2ROWS' signature and
-// contract (dotq2rows_amd64.s) for K = 1, 2 tokens (each &Acts.bq2[0]).
-#define Q2YROWS(TOKS, ZERO, STEP, SUMS) \
-	MOVQ  w+0(FP), R14        \
-	MOVQ  rows+16(FP), R11    \
-	MOVQ  toks+32(FP), AX     \
-	MOVQ  out+40(FP), R13     \
-	MOVQ  stride+48(FP), R12  \
-	TOKS                      \
-	VMOVDQU q2ymask<>(SB), Y6 \
-	TESTQ R11, R11            \
-	JE    done                \
-row:                              \
-	MOVQ  R14, SI             \
-	MOVQ  steps+24(FP), CX    \
-	ZERO                      \
-	XORQ  DX, DX              \
-loop:                             \
-	PREFETCHT0 2048(SI)       \
-	STEP                      \
-	ADDQ  $72, SI             \
-	ADDQ  $320, DX            \
-	DECQ  CX                  \
-	JNZ   loop                \
-	MOVQ  R13, DI             \
-	SUMS                      \
-	ADDQ  $4, R13             \
-	ADDQ  rowBytes+8(FP), R14 \
-	DECQ  R11                 \
-	JNZ   row                 \
-done:                             \
-	VZEROUPPER                \
-	RET
+// The rows kernels q2RowsAVX2K (K = 1, 2 tokens, each &Acts.bq2[0]):
+// ROWS, with the rows counted in R11 since Q2YEXPAND takes BX.
+#define Q2YCONSTS VMOVDQU q2ymask<>(SB), Y6
 
-TEXT ·q2RowsAVX2_2(SB), NOSPLIT, $0-56; Q2YROWS(TOKS_2, Q2YZERO_2, Q2YSTEP_2, Q2YSUMS_2)
-TEXT ·q2RowsAVX2_1(SB), NOSPLIT, $0-56; Q2YROWS(TOKS_1, Q2YZERO_1, Q2YSTEP_1, Q2YSUMS_1)
+TEXT ·q2RowsAVX2_2(SB), NOSPLIT, $0-56; ROWSIN(R11, TOKS_2, Q2YCONSTS, Q2YZERO_2, Q2YSTEP_2, 72, 320, Q2YSUMS_2)
+TEXT ·q2RowsAVX2_1(SB), NOSPLIT, $0-56; ROWSIN(R11, TOKS_1, Q2YCONSTS, Q2YZERO_1, Q2YSTEP_1, 72, 320, Q2YSUMS_1)
 
 // With AVX-VNNI (q2RowsVNNI1, 2), VPDPBUSD of code vector u and
 // activation vector u adds Σ q·x straight into the int32 lanes, in place
@@ -185,9 +155,9 @@ TEXT ·q2RowsAVX2_1(SB), NOSPLIT, $0-56; Q2YROWS(TOKS_1, Q2YZERO_1, Q2YSTEP_1, Q
 	Q2VFIN(R8, Y4, Y5, Y7)             \
 	Q2VFIN(R9, Y1, Y2, Y3)
 
-TEXT ·q2RowsVNNI2(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_2, Q2YZERO_2, Q2VSTEP_2(VEXDOT), Q2YSUMS_2)
-TEXT ·q2RowsVNNI1(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_1, Q2YZERO_1, Q2VSTEP_1(VEXDOT), Q2YSUMS_1)
+TEXT ·q2RowsVNNI2(SB), NOSPLIT, $0-56; ROWSIN(R11, Q2VTOKS_2, Q2YCONSTS, Q2YZERO_2, Q2VSTEP_2(VEXDOT), 72, 320, Q2YSUMS_2)
+TEXT ·q2RowsVNNI1(SB), NOSPLIT, $0-56; ROWSIN(R11, Q2VTOKS_1, Q2YCONSTS, Q2YZERO_1, Q2VSTEP_1(VEXDOT), 72, 320, Q2YSUMS_1)
 
 // The same with the EVEX VPDPBUSD (AVX512_VNNI + AVX512VL).
-TEXT ·q2RowsEVNNI2(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_2, Q2YZERO_2, Q2VSTEP_2(EVEXDOT), Q2YSUMS_2)
-TEXT ·q2RowsEVNNI1(SB), NOSPLIT, $0-56; Q2YROWS(Q2VTOKS_1, Q2YZERO_1, Q2VSTEP_1(EVEXDOT), Q2YSUMS_1)
+TEXT ·q2RowsEVNNI2(SB), NOSPLIT, $0-56; ROWSIN(R11, Q2VTOKS_2, Q2YCONSTS, Q2YZERO_2, Q2VSTEP_2(EVEXDOT), 72, 320, Q2YSUMS_2)
+TEXT ·q2RowsEVNNI1(SB), NOSPLIT, $0-56; ROWSIN(R11, Q2VTOKS_1, Q2YCONSTS, Q2YZERO_1, Q2VSTEP_1(EVEXDOT), 72, 320, Q2YSUMS_1)

@@ -123,14 +123,19 @@ reduce:                        \
 // The constants stay in registers across rows, which matters for short
 // rows (a 2048-column row is four quads).
 #define ROWS(TOKS, CONSTS, ZERO, STEP, WBYTES, ABYTES, SUMS) \
+	ROWSIN(BX, TOKS, CONSTS, ZERO, STEP, WBYTES, ABYTES, SUMS)
+
+// ROWSIN is ROWS with the rows left counted in register N (BX in ROWS),
+// for steps that need BX.
+#define ROWSIN(N, TOKS, CONSTS, ZERO, STEP, WBYTES, ABYTES, SUMS) \
 	MOVQ  w+0(FP), R14       \
-	MOVQ  rows+16(FP), BX    \
+	MOVQ  rows+16(FP), N     \
 	MOVQ  toks+32(FP), AX    \
 	MOVQ  out+40(FP), R13    \
 	MOVQ  stride+48(FP), R12 \
 	TOKS                     \
 	CONSTS                   \
-	TESTQ BX, BX             \
+	TESTQ N, N               \
 	JE    done               \
 row:                             \
 	MOVQ  R14, SI            \
@@ -142,7 +147,7 @@ row:                             \
 	SUMS                     \
 	ADDQ  $4, R13            \
 	ADDQ  rowBytes+8(FP), R14 \
-	DECQ  BX                 \
+	DECQ  N                  \
 	JNZ   row                \
 done:                            \
 	VZEROUPPER               \
