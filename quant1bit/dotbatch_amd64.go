@@ -26,9 +26,11 @@ func packBytesAVX2(dst, codes []byte, d []float32, sum []int32, groups int) {
 //go:noescape
 func q1PackBytes(codes, d, sum unsafe.Pointer, groups int, dst unsafe.Pointer)
 
-// batchKind names one of the batch kernels: AVX2, AVX-VNNI or its EVEX
-// twin (on Acts.bqb, a step a pair of Q1_0 blocks) or AVX-512 (Acts.bq4,
-// a quad).
+// batchKind names one family of the kernels for prepared activations:
+// the Q1_0 batch and rows kernels AVX2, AVX-VNNI or its EVEX twin (on
+// Acts.bqb, a step a pair of blocks) or AVX-512 (Acts.bq4, a quad), and
+// the Q2_0 rows kernels AVX2, AVX-VNNI, EVEX (Acts.bq2, four blocks a
+// step, two tokens a call) or AVX-512 (Acts.bq4, eight blocks).
 type batchKind int
 
 const (
@@ -36,16 +38,42 @@ const (
 	kindVNNI
 	kindEVNNI
 	kindQuad
+	kindQ2AVX2
+	kindQ2VNNI
+	kindQ2EVNNI
+	kindQ2Quad
 )
 
+// q2 reports whether kind's kernels take Q2_0 weights.
+func (kind batchKind) q2() bool { return kind >= kindQ2AVX2 }
+
+// shape returns the weight blocks of one step of kind's kernels and the
+// most tokens they take.
+func (kind batchKind) shape() (per, most int) {
+	switch kind {
+	case kindQuad:
+		return 4, 4
+	case kindQ2Quad:
+		return 8, 4
+	case kindQ2AVX2, kindQ2VNNI, kindQ2EVNNI:
+		return 4, 2
+	}
+	return 2, 4
+}
+
 // groupToks points toks at the activations of the first tokens of acts
-// (at most four, in the layout of kind's kernel) and returns how many.
+// (at most kind's, in the layout of its kernels) and returns how many.
 func groupToks(toks *[4]unsafe.Pointer, acts []Acts, kind batchKind) int {
-	k := min(4, len(acts))
+	_, most := kind.shape()
+	k := min(most, len(acts))
 	for i := range k {
-		if kind == kindQuad {
+		switch kind {
+		case kindQuad, kindQ2Quad:
 			toks[i] = unsafe.Pointer(&acts[i].bq4[0])
-		} else {
+		case kindQ2AVX2, kindQ2VNNI, kindQ2EVNNI:
+			acts[i].q2Ready()
+			toks[i] = unsafe.Pointer(&acts[i].bq2[0])
+		default:
 			toks[i] = unsafe.Pointer(&acts[i].bqb[0])
 		}
 	}
@@ -56,10 +84,7 @@ func groupToks(toks *[4]unsafe.Pointer, acts []Acts, kind batchKind) int {
 // three, two or one), expanding the weight bits once per group. A
 // partial last step comes from a zero-padded copy.
 func dotQ1_0ActsBatchAsm(w []byte, acts []Acts, out []float32, stride, nb int, kind batchKind) {
-	per := 2
-	if kind == kindQuad {
-		per = 4
-	}
+	per, _ := kind.shape()
 	var tw [4 * BlockBytesQ1_0]byte
 	var pw unsafe.Pointer
 	if r := nb % per; r != 0 {
@@ -123,17 +148,20 @@ func batchKernel(kind batchKind, k int, w unsafe.Pointer, steps int, tw unsafe.P
 	}
 }
 
-// dotQ1_0ActsRowsAsm runs kind's rows kernel on groups of four tokens
-// (then three, two or one), all rows per group: the group's activations
-// stay in cache while the rows stream past. Rows that need a padded last
-// step take the per-row Go path.
-func dotQ1_0ActsRowsAsm(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int, kind batchKind) {
-	per := 2
-	if kind == kindQuad {
-		per = 4
-	}
-	if nb%per != 0 {
-		dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
+// dotActsRowsAsm runs kind's rows kernel (Q1_0 or Q2_0) on groups of
+// as many tokens as it takes (then fewer), all rows per group: the
+// group's activations stay in cache while the rows stream past, and each
+// row's weights are expanded once per group. Rows that need a padded
+// last step take the per-row Go path, and so do all for the AVX-512 Q2_0
+// kernel while a test has the AVX2 layout in place of Acts.bq4.
+func dotActsRowsAsm(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int, kind batchKind) {
+	per, _ := kind.shape()
+	if nb%per != 0 || kind == kindQ2Quad && !quadLayout {
+		if kind.q2() {
+			dotQ2_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
+		} else {
+			dotQ1_0ActsRowsGo(w, rowBytes, rows, acts, out, stride, nb)
+		}
 		return
 	}
 	w0 := unsafe.Pointer(&w[0])
@@ -146,11 +174,11 @@ func dotQ1_0ActsRowsAsm(w []byte, rowBytes, rows int, acts []Acts, out []float32
 }
 
 func dotQ1_0ActsRowsAVX2(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	dotQ1_0ActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindAVX2)
+	dotActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindAVX2)
 }
 
 func dotQ1_0ActsRows512(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	dotQ1_0ActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindQuad)
+	dotActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindQuad)
 }
 
 // rowsKernel calls kind's rows kernel for k tokens, directly, as
@@ -181,6 +209,26 @@ func rowsKernel(kind batchKind, k int, w unsafe.Pointer, rowBytes, rows, steps i
 		q1EVNNIRows2(w, rowBytes, rows, steps, toks, out, stride)
 	case kind == kindEVNNI:
 		q1EVNNIRows1(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2Quad && k == 4:
+		q2QuadRows4(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2Quad && k == 3:
+		q2QuadRows3(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2Quad && k == 2:
+		q2QuadRows2(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2Quad:
+		q2QuadRows1(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2AVX2 && k == 2:
+		q2RowsAVX2_2(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2AVX2:
+		q2RowsAVX2_1(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2VNNI && k == 2:
+		q2RowsVNNI2(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2VNNI:
+		q2RowsVNNI1(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2EVNNI && k == 2:
+		q2RowsEVNNI2(w, rowBytes, rows, steps, toks, out, stride)
+	case kind == kindQ2EVNNI:
+		q2RowsEVNNI1(w, rowBytes, rows, steps, toks, out, stride)
 	case k == 4:
 		q1BatchRows4(w, rowBytes, rows, steps, toks, out, stride)
 	case k == 3:

@@ -44,7 +44,7 @@ func dotQ1_0ActsBatchVNNI(w []byte, acts []Acts, out []float32, stride, nb int) 
 }
 
 func dotQ1_0ActsRowsVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	dotQ1_0ActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindVNNI)
+	dotActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindVNNI)
 }
 
 func dotQ1_0ActsBatchEVNNI(w []byte, acts []Acts, out []float32, stride, nb int) {
@@ -52,7 +52,7 @@ func dotQ1_0ActsBatchEVNNI(w []byte, acts []Acts, out []float32, stride, nb int)
 }
 
 func dotQ1_0ActsRowsEVNNI(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int) {
-	dotQ1_0ActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindEVNNI)
+	dotActsRowsAsm(w, rowBytes, rows, acts, out, stride, nb, kindEVNNI)
 }
 
 // The kernels of dotvnni_amd64.s: q1VNNI* with the VEX VPDPBUSD,
