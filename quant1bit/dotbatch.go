@@ -37,25 +37,33 @@ func DotQ1_0ActsBatch(w []byte, acts []Acts, out []float32, stride int) {
 // against one token is only some tens of nanoseconds of work. It panics
 // as DotQ1_0ActsBatch does, and if rowBytes is too small for the length.
 func DotQ1_0ActsRows(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride int) {
+	actsRows("DotQ1_0ActsRows", w, rowBytes, rows, acts, out, stride, BlockQ1_0, BlockBytesQ1_0, dotQ1_0ActsRows)
+}
+
+// actsRows checks the arguments of the rows function name for weights
+// of block elements in blockBytes bytes and runs kernel (nb ≥ 1), or
+// zeroes the results for rows of no blocks.
+func actsRows(name string, w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, block, blockBytes int,
+	kernel func(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride, nb int)) {
 	if len(acts) == 0 || rows == 0 {
 		return
 	}
 	n := acts[0].n
 	for t := range acts {
 		if acts[t].n != n {
-			panic(fmt.Sprintf("quant1bit: DotQ1_0ActsRows: acts[%d] has %d elements, acts[0] has %d", t, acts[t].n, n))
+			panic(fmt.Sprintf("quant1bit: %s: acts[%d] has %d elements, acts[0] has %d", name, t, acts[t].n, n))
 		}
 	}
 	last := (len(acts)-1)*stride + rows - 1
 	if rows < 0 || stride < rows || last >= len(out) {
-		panic(fmt.Sprintf("quant1bit: DotQ1_0ActsRows: %d rows x %d results at stride %d do not fit in %d floats", rows, len(acts), stride, len(out)))
+		panic(fmt.Sprintf("quant1bit: %s: %d rows x %d results at stride %d do not fit in %d floats", name, rows, len(acts), stride, len(out)))
 	}
 	if rowBytes < 0 || rowBytes*(rows-1) > len(w) {
-		panic(fmt.Sprintf("quant1bit: DotQ1_0ActsRows: %d rows of %d bytes do not fit in %d", rows, rowBytes, len(w)))
+		panic(fmt.Sprintf("quant1bit: %s: %d rows of %d bytes do not fit in %d", name, rows, rowBytes, len(w)))
 	}
-	nb := checkDot("DotQ1_0ActsRows", w[rowBytes*(rows-1):], acts[0].raw, n, BlockQ1_0, BlockBytesQ1_0)
-	if nb*BlockBytesQ1_0 > rowBytes && rows > 1 {
-		panic(fmt.Sprintf("quant1bit: DotQ1_0ActsRows: rows of %d bytes are shorter than %d elements", rowBytes, n))
+	nb := checkDot(name, w[rowBytes*(rows-1):], acts[0].raw, n, block, blockBytes)
+	if nb*blockBytes > rowBytes && rows > 1 {
+		panic(fmt.Sprintf("quant1bit: %s: rows of %d bytes are shorter than %d elements", name, rowBytes, n))
 	}
 	if nb == 0 {
 		for t := range acts {
@@ -63,7 +71,7 @@ func DotQ1_0ActsRows(w []byte, rowBytes, rows int, acts []Acts, out []float32, s
 		}
 		return
 	}
-	dotQ1_0ActsRows(w, rowBytes, rows, acts, out, stride, nb)
+	kernel(w, rowBytes, rows, acts, out, stride, nb)
 }
 
 // dotQ1_0ActsBatch and dotQ1_0ActsRows are the kernels chosen at init;

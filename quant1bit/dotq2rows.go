@@ -2,7 +2,6 @@ package quant1bit
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -17,33 +16,7 @@ import (
 // panics if the results do not fit in out at stride, or if w or rowBytes
 // is too short for that length.
 func DotQ2_0ActsRows(w []byte, rowBytes, rows int, acts []Acts, out []float32, stride int) {
-	if len(acts) == 0 || rows == 0 {
-		return
-	}
-	n := acts[0].n
-	for t := range acts {
-		if acts[t].n != n {
-			panic(fmt.Sprintf("quant1bit: DotQ2_0ActsRows: acts[%d] has %d elements, acts[0] has %d", t, acts[t].n, n))
-		}
-	}
-	last := (len(acts)-1)*stride + rows - 1
-	if rows < 0 || stride < rows || last >= len(out) {
-		panic(fmt.Sprintf("quant1bit: DotQ2_0ActsRows: %d rows x %d results at stride %d do not fit in %d floats", rows, len(acts), stride, len(out)))
-	}
-	if rowBytes < 0 || rowBytes*(rows-1) > len(w) {
-		panic(fmt.Sprintf("quant1bit: DotQ2_0ActsRows: %d rows of %d bytes do not fit in %d", rows, rowBytes, len(w)))
-	}
-	nb := checkDot("DotQ2_0ActsRows", w[rowBytes*(rows-1):], acts[0].raw, n, BlockQ2_0, BlockBytesQ2_0)
-	if nb*BlockBytesQ2_0 > rowBytes && rows > 1 {
-		panic(fmt.Sprintf("quant1bit: DotQ2_0ActsRows: rows of %d bytes are shorter than %d elements", rowBytes, n))
-	}
-	if nb == 0 {
-		for t := range acts {
-			clear(out[t*stride : t*stride+rows])
-		}
-		return
-	}
-	dotQ2_0ActsRows(w, rowBytes, rows, acts, out, stride, nb)
+	actsRows("DotQ2_0ActsRows", w, rowBytes, rows, acts, out, stride, BlockQ2_0, BlockBytesQ2_0, dotQ2_0ActsRows)
 }
 
 // dotQ2_0ActsRows is the kernel chosen at init; arguments are checked,
