@@ -1,6 +1,7 @@
 package quant1bit
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
@@ -98,36 +99,38 @@ func TestDotQ1_0ActsBatch(t *testing.T) {
 	}
 }
 
+// uniformBlocks returns nb blocks of blockBytes bytes, each the fp16
+// scale followed by fill in all its other bytes.
+func uniformBlocks(nb, blockBytes int, scale uint16, fill byte) []byte {
+	var b []byte
+	for range nb {
+		b = binary.LittleEndian.AppendUint16(b, scale)
+		b = append(b, bytes.Repeat([]byte{fill}, blockBytes-2)...)
+	}
+	return b
+}
+
+// specialActs returns activation rows of n elements made entirely of
+// extreme values: scales 0, ±65504 and 1, codes ±127, −128 and 0.
+func specialActs(n int) []Acts {
+	var acts []Acts
+	for _, xs := range []uint16{0, 0x7bff, 0xfbff, 0x3c00} {
+		for _, c := range []byte{0x7f, 0x81, 0x80, 0} {
+			acts = append(acts, Acts{})
+			acts[len(acts)-1].Set(uniformBlocks(n/blockQ8_0, blockBytesQ8_0, xs, c), n)
+		}
+	}
+	return acts
+}
+
 // TestDotQ1_0ActsBatchSpecial covers rows made entirely of the extreme
 // values, where lanes overflow to ±Inf or NaN or stay zero.
 func TestDotQ1_0ActsBatchSpecial(t *testing.T) {
 	for _, nb := range []int{1, 2, 3, 16, 44} {
-		n := nb * BlockQ1_0
+		acts := specialActs(nb * BlockQ1_0)
 		for _, ws := range []uint16{0, 0x8000, 0x7bff, 0xfbff, 0x7c00, 0x7e00} {
 			for _, bits := range []byte{0, 0xff, 0x5a} {
-				w := make([]byte, nb*BlockBytesQ1_0)
-				for b := range nb {
-					blk := w[b*BlockBytesQ1_0 : (b+1)*BlockBytesQ1_0]
-					binary.LittleEndian.PutUint16(blk, ws)
-					for j := 2; j < len(blk); j++ {
-						blk[j] = bits
-					}
-				}
-				var acts []Acts
-				for _, xs := range []uint16{0, 0x7bff, 0xfbff, 0x3c00} {
-					for _, c := range []byte{0x7f, 0x81, 0x80, 0} {
-						x := make([]byte, n/blockQ8_0*blockBytesQ8_0)
-						for b := range n / blockQ8_0 {
-							blk := x[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
-							binary.LittleEndian.PutUint16(blk, xs)
-							for j := 2; j < len(blk); j++ {
-								blk[j] = c
-							}
-						}
-						acts = append(acts, Acts{})
-						acts[len(acts)-1].Set(x, n)
-					}
-				}
+				w := uniformBlocks(nb, BlockBytesQ1_0, ws, bits)
 				checkBatch(t, "special", w, acts, 1)
 			}
 		}

@@ -102,29 +102,11 @@ func TestDotQ2_0ActsRows(t *testing.T) {
 // activation codes ±127 and −128.
 func TestDotQ2_0ActsRowsSpecial(t *testing.T) {
 	for _, nb := range []int{8, 16, 40, 3} {
-		n := nb * BlockQ2_0
-		var acts []Acts
-		for _, xs := range []uint16{0, 0x7bff, 0xfbff, 0x3c00} {
-			for _, c := range []byte{0x7f, 0x81, 0x80, 0} {
-				x := make([]byte, n/blockQ8_0*blockBytesQ8_0)
-				for b := range n / blockQ8_0 {
-					blk := x[b*blockBytesQ8_0 : (b+1)*blockBytesQ8_0]
-					binary.LittleEndian.PutUint16(blk, xs)
-					for j := 2; j < len(blk); j++ {
-						blk[j] = c
-					}
-				}
-				acts = append(acts, Acts{})
-				acts[len(acts)-1].Set(x, n)
-			}
-		}
+		acts := specialActs(nb * BlockQ2_0)
 		var w []byte
 		for _, ws := range []uint16{0, 0x8000, 0x7bff, 0xfbff, 0x7c00, 0x7e00} {
 			for _, codes := range []byte{0, 0xff, 0x55, 0xaa, 0x1b} {
-				for range nb {
-					w = binary.LittleEndian.AppendUint16(w, ws)
-					w = append(w, bytes.Repeat([]byte{codes}, BlockBytesQ2_0-2)...)
-				}
+				w = append(w, uniformBlocks(nb, BlockBytesQ2_0, ws, codes)...)
 			}
 		}
 		rb := nb * BlockBytesQ2_0
