@@ -19,15 +19,16 @@ import (
 type actKind uint8
 
 const (
-	actF32      actKind = iota // F32 weights, and types decoded row by row
-	actF16                     // F16 weights: activations rounded to binary16
-	actBF16                    // BF16 weights: activations rounded to bfloat16
-	actQ8                      // Q8_0 weights: Q8_0 blocks of 32
-	actQ1                      // Q1_0 and Q2_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
-	actQ8f                     // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
-	actQ8Kf                    // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
-	actQ8Batch                 // Q8_0 weights and a prompt: the Q8_0 rows widened (int8.Q8_0Batch)
-	actF16Batch                // F16 weights and a prompt: the binary16 rows reordered (kernels.F16Batch)
+	actF32       actKind = iota // F32 weights, and types decoded row by row
+	actF16                      // F16 weights: activations rounded to binary16
+	actBF16                     // BF16 weights: activations rounded to bfloat16
+	actQ8                       // Q8_0 weights: Q8_0 blocks of 32
+	actQ1                       // Q1_0 and Q2_0 weights: the Q8_0 rows unpacked (quant1bit.Acts)
+	actQ8f                      // decoded types with vec_dot_type Q8_0/Q8_1: Q8_0-rounded values
+	actQ8Kf                     // decoded types with vec_dot_type Q8_K (K-quants, IQ, TQ): Q8_K-rounded values
+	actQ8Batch                  // Q8_0 weights and a prompt: the Q8_0 rows widened (int8.Q8_0Batch)
+	actF16Batch                 // F16 weights and a prompt: the binary16 rows reordered (kernels.F16Batch)
+	actBF16Batch                // BF16 weights and a prompt: the bfloat16 rows reordered (kernels.F16Batch)
 	numActKinds
 )
 
@@ -109,19 +110,20 @@ func (m *matrix) decodeRow(r int, dst []float32) error {
 // their rounded forms. A batch is prepared once per input and shared by
 // every matrix that reads it (q, k and v; gate and up).
 type acts struct {
-	t, cols  int
-	f32      []float32
-	f16      []float32 // binary16-rounded values
-	bf16     []float32 // bfloat16-rounded values
-	q8       []byte
-	q8Bytes  int              // bytes per row of q8
-	q8Sym    bool             // no code of q8 is −128: int8.DotQ8_0Sym applies
-	q8Batch  int8.Q8_0Batch   // q8 widened for int8.MulQ8_0 (Q8_0 weights, panelTokens or more tokens)
-	f16Batch kernels.F16Batch // f16 reordered for kernels.MulF16 (F16 weights, panelTokens or more)
-	q1       []quant1bit.Acts
-	q8f      []float32 // Q8_0-rounded values
-	q8kf     []float32 // Q8_K-rounded values
-	have     [numActKinds]bool
+	t, cols   int
+	f32       []float32
+	f16       []float32 // binary16-rounded values
+	bf16      []float32 // bfloat16-rounded values
+	q8        []byte
+	q8Bytes   int              // bytes per row of q8
+	q8Sym     bool             // no code of q8 is −128: int8.DotQ8_0Sym applies
+	q8Batch   int8.Q8_0Batch   // q8 widened for int8.MulQ8_0 (Q8_0 weights, panelTokens or more tokens)
+	f16Batch  kernels.F16Batch // f16 reordered for kernels.MulF16 (F16 weights, panelTokens or more)
+	bf16Batch kernels.F16Batch // bf16 reordered for kernels.MulBF16 (BF16 weights, panelTokens or more)
+	q1        []quant1bit.Acts
+	q8f       []float32 // Q8_0-rounded values
+	q8kf      []float32 // Q8_K-rounded values
+	have      [numActKinds]bool
 }
 
 func (a *acts) reset(x []float32, t, cols int) {
@@ -161,6 +163,9 @@ func (a *acts) prepare(k actKind) {
 	case actF16Batch:
 		a.prepare(actF16)
 		a.f16Batch.Set(a.f16, a.cols, a.t, a.cols)
+	case actBF16Batch:
+		a.prepare(actBF16)
+		a.bf16Batch.Set(a.bf16, a.cols, a.t, a.cols)
 	case actQ8f:
 		a.prepare(actQ8)
 		a.q8f = growF32(a.q8f, n)
@@ -336,6 +341,8 @@ func (e *Engine) prepareMatmul(w *matrix, a *acts) error {
 			a.prepare(actQ8Batch)
 		case gguf.F16:
 			a.prepare(actF16Batch)
+		case gguf.BF16:
+			a.prepare(actBF16Batch)
 		}
 	}
 	return nil
@@ -517,15 +524,21 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 				out[t*rows+r] = kernels.DotF32(row, a.f32[t*n:(t+1)*n])
 			}
 		}
-	case gguf.F16:
+	case gguf.F16, gguf.BF16:
+		// BF16 takes the F16 kernels with a bfloat16 widening (fused BF16
+		// dot products, see package kernels).
+		k, x, batch := f16Products, a.f16, &a.f16Batch
+		if w.typ == gguf.BF16 {
+			k, x, batch = bf16Products, a.bf16, &a.bf16Batch
+		}
 		if a.t >= panelTokens {
 			// Prompts: eight-row panels against the whole batch.
-			kernels.MulF16(w.data[r0*rb:], rb, r1-r0, &a.f16Batch, out[r0:], rows)
+			k.mul(w.data[r0*rb:], rb, r1-r0, batch, out[r0:], rows)
 			return nil
 		}
 		if a.t == 1 {
 			// Decoding: the rows one after another in one call.
-			kernels.DotF16F32Rows(w.data[r0*rb:], rb, a.f16[:n], out[r0:r1])
+			k.rows(w.data[r0*rb:], rb, x[:n], out[r0:r1])
 			return nil
 		}
 		// A short batch (2-3 tokens): each weight row read and widened
@@ -533,16 +546,7 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 		// EPYC, run -t 1, CPU time, 50 interleaved rounds under
 		// load: a 3-token prompt beyond a 1-token one 44 -> 20 ms, a
 		// 2-token one 27 -> 9 ms.
-		kernels.DotF16F32RowsMulti(w.data[r0*rb:], rb, r1-r0, a.f16[:a.t*n], n, out[r0:], rows)
-	case gguf.BF16:
-		if a.t == 1 {
-			// Decoding: the F16 kernels with a bfloat16 widening.
-			kernels.DotBF16F32Rows(w.data[r0*rb:], rb, a.bf16[:n], out[r0:r1])
-			return nil
-		}
-		// Batches: each weight row read and widened once for up to three
-		// tokens.
-		kernels.DotBF16F32RowsMulti(w.data[r0*rb:], rb, r1-r0, a.bf16[:a.t*n], n, out[r0:], rows)
+		k.multi(w.data[r0*rb:], rb, r1-r0, x[:a.t*n], n, out[r0:], rows)
 	case gguf.Q1_0:
 		// The batch kernel expands each weight row's bits once for up to
 		// four tokens; it is also the faster kernel for one.
@@ -620,7 +624,20 @@ func (e *Engine) matmulRows(w *matrix, a *acts, out []float32, r0, r1 int) error
 	return nil
 }
 
-// panelTokens is the batch from which Q8_0 and F16 products take weight
-// panels (int8.MulQ8_0, kernels.MulF16); below it the rows go one by one
-// against the tokens.
+// halfProducts are the products of a 16-bit float weight type (package
+// kernels) with its rounded activations.
+type halfProducts struct {
+	mul   func(w []byte, rowBytes, rows int, x *kernels.F16Batch, out []float32, outStride int)
+	rows  func(w []byte, rowBytes int, x, out []float32)
+	multi func(w []byte, rowBytes, rows int, x []float32, n int, out []float32, ldo int)
+}
+
+var (
+	f16Products  = halfProducts{kernels.MulF16, kernels.DotF16F32Rows, kernels.DotF16F32RowsMulti}
+	bf16Products = halfProducts{kernels.MulBF16, kernels.DotBF16F32Rows, kernels.DotBF16F32RowsMulti}
+)
+
+// panelTokens is the batch from which Q8_0, F16 and BF16 products take
+// weight panels (int8.MulQ8_0, kernels.MulF16, kernels.MulBF16); below it
+// the rows go one by one against the tokens.
 const panelTokens = 4

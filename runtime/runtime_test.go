@@ -81,14 +81,19 @@ func stepByStep(t *testing.T, st *State, toks []int32) [][]float32 {
 	return out
 }
 
-// TestQ8Panels: Q8_0 prompt products through int8.MulQ8_0's weight
-// panels (batches from panelTokens up, token groups cut short, rows
-// dealt to two workers in chunks that are not whole panels) give the same
-// bits as single-token steps, which take the row-by-row dot products.
-func TestQ8Panels(t *testing.T) {
-	for _, arch := range []model.Arch{model.Llama, model.Qwen35} {
+// TestPanels: Q8_0, F16 and BF16 prompt products through weight panels
+// (int8.MulQ8_0, kernels.MulF16, kernels.MulBF16; batches from
+// panelTokens up, token groups cut short, rows dealt to two workers in
+// chunks that are not whole panels) give the same bits as single-token
+// steps, which take the row-by-row dot products.
+func TestPanels(t *testing.T) {
+	for _, c := range []struct {
+		arch model.Arch
+		typ  gguf.Type
+	}{{model.Llama, gguf.Q8_0}, {model.Qwen35, gguf.Q8_0}, {model.Llama, gguf.F16}, {model.Llama, gguf.BF16}, {model.Qwen35, gguf.BF16}} {
+		arch := c.arch
 		cfg := synth.Config(arch, true)
-		m := tinyModel(t, cfg, gguf.Q8_0, 1)
+		m := tinyModel(t, cfg, c.typ, 1)
 		toks := randomTokens(19, cfg.VocabSize, 2)
 		want := stepByStep(t, newEngine(t, m, Options{Threads: 1, Batch: 1}).NewState(), toks)
 		for _, batch := range []int{panelTokens - 1, panelTokens, 5, 19} {
@@ -101,7 +106,7 @@ func TestQ8Panels(t *testing.T) {
 				}
 				for i := range want {
 					if err := sameBits(got[i], want[i]); err != nil {
-						t.Fatalf("%s, batch %d, %d threads: token %d: %v", arch, batch, threads, i, err)
+						t.Fatalf("%s %s, batch %d, %d threads: token %d: %v", arch, c.typ, batch, threads, i, err)
 					}
 				}
 			}

@@ -15,7 +15,7 @@ import (
 // weight matrix where the file's mapping holds it, with no private copy,
 // and that a second engine on the same model shares the same bytes.
 func TestWeightsHeldOnce(t *testing.T) {
-	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q1_0, gguf.F16, gguf.F32} {
+	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q1_0, gguf.F16, gguf.BF16, gguf.F32} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cfg := synth.Config(model.Llama, typ == gguf.Q1_0)
 			p := filepath.Join(t.TempDir(), "m.gguf")

@@ -7,5 +7,5 @@ func impls() []impl {
 	if !hasAsm {
 		return nil
 	}
-	return []impl{{"avx2", q8_0, f16}}
+	return []impl{{"avx2", q8_0, f16, bf16}}
 }

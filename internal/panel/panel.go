@@ -1,5 +1,6 @@
 // Package panel lays weight rows out as the transposed panels that the
-// prompt products of int8 (MulQ8_0) and runtime/kernels (MulF16) read:
+// prompt products of int8 (MulQ8_0) and runtime/kernels (MulF16, MulBF16)
+// read:
 // the values of several rows, widened to 32 bits, interleaved so that one
 // vector holds the same column of every row. Both products repack their
 // panels in every call (the weights are read where the file maps them), so
@@ -52,14 +53,29 @@ func Q8_0(w []byte, rowBytes, nb int, codes []int16, d []float32) {
 // sixteen rows is two calls, the second with dst[8:]. It panics if lanes
 // is neither 8 nor 16 or the rows or dst are too short.
 func F16(w []byte, rowBytes, m int, dst []float32, lanes int) {
+	if checkHalf("F16", w, rowBytes, m, dst, lanes) {
+		f16(w, rowBytes, m, dst, lanes)
+	}
+}
+
+// BF16 is F16 for rows of bfloat16 values.
+func BF16(w []byte, rowBytes, m int, dst []float32, lanes int) {
+	if checkHalf("BF16", w, rowBytes, m, dst, lanes) {
+		bf16(w, rowBytes, m, dst, lanes)
+	}
+}
+
+// checkHalf reports whether F16 or BF16 has rows to lay out (m > 0) and
+// panics if they or dst are too short.
+func checkHalf(name string, w []byte, rowBytes, m int, dst []float32, lanes int) bool {
 	if m <= 0 {
-		return
+		return false
 	}
 	if lanes != 8 && lanes != 16 || rowBytes < 64*m || 7*rowBytes+64*m > len(w) || (32*m-1)*lanes+8 > len(dst) {
-		panic(fmt.Sprintf("panel: F16: 8 rows of %d values at stride %d from %d bytes into %d floats as vectors of %d",
-			32*m, rowBytes, len(w), len(dst), lanes))
+		panic(fmt.Sprintf("panel: %s: 8 rows of %d values at stride %d from %d bytes into %d floats as vectors of %d",
+			name, 32*m, rowBytes, len(w), len(dst), lanes))
 	}
-	f16(w, rowBytes, m, dst, lanes)
+	return true
 }
 
 func q8_0Go(w []byte, rowBytes, nb int, codes []int16, d []float32) {
@@ -75,11 +91,20 @@ func q8_0Go(w []byte, rowBytes, nb int, codes []int16, d []float32) {
 }
 
 func f16Go(w []byte, rowBytes, m int, dst []float32, lanes int) {
+	halfGo(half.F16ToF32, w, rowBytes, m, dst, lanes)
+}
+
+func bf16Go(w []byte, rowBytes, m int, dst []float32, lanes int) {
+	halfGo(half.BF16ToF32, w, rowBytes, m, dst, lanes)
+}
+
+// halfGo is the F16 and BF16 layout, the values widened by widen.
+func halfGo(widen func(uint16) float32, w []byte, rowBytes, m int, dst []float32, lanes int) {
 	for r := range 8 {
 		row := w[r*rowBytes:]
 		for i := range 32 * m {
 			v := ((i%8)*m+i/32)*4 + (i%32)/8
-			dst[v*lanes+r] = half.F16ToF32(binary.LittleEndian.Uint16(row[2*i:]))
+			dst[v*lanes+r] = widen(binary.LittleEndian.Uint16(row[2*i:]))
 		}
 	}
 }

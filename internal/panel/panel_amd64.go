@@ -21,13 +21,24 @@ func q8_0(w []byte, rowBytes, nb int, codes []int16, d []float32) {
 }
 
 func f16(w []byte, rowBytes, m int, dst []float32, lanes int) {
+	halfAsm(f16Go, f16x8Asm, f16x16Asm, w, rowBytes, m, dst, lanes)
+}
+
+func bf16(w []byte, rowBytes, m int, dst []float32, lanes int) {
+	halfAsm(bf16Go, bf16x8Asm, bf16x16Asm, w, rowBytes, m, dst, lanes)
+}
+
+// halfAsm runs the assembly layout for lanes (x8 or x16), or goTwin on a
+// CPU without it.
+func halfAsm(goTwin func([]byte, int, int, []float32, int), x8, x16 func(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer),
+	w []byte, rowBytes, m int, dst []float32, lanes int) {
 	switch {
 	case !hasAsm:
-		f16Go(w, rowBytes, m, dst, lanes)
+		goTwin(w, rowBytes, m, dst, lanes)
 	case lanes == 16:
-		f16x16Asm(unsafe.Pointer(&w[0]), rowBytes, m, unsafe.Pointer(&dst[0]))
+		x16(unsafe.Pointer(&w[0]), rowBytes, m, unsafe.Pointer(&dst[0]))
 	default:
-		f16x8Asm(unsafe.Pointer(&w[0]), rowBytes, m, unsafe.Pointer(&dst[0]))
+		x8(unsafe.Pointer(&w[0]), rowBytes, m, unsafe.Pointer(&dst[0]))
 	}
 }
 
@@ -39,3 +50,9 @@ func f16x8Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)
 
 //go:noescape
 func f16x16Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)
+
+//go:noescape
+func bf16x8Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)
+
+//go:noescape
+func bf16x16Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)

@@ -42,16 +42,22 @@
 	VMOVDQU     Y15, HI(S3*1)
 
 // ROWS8 loads 16 bytes at byte CO of eight rows (A, A+rb, A+2rb, A+3rb,
-// B, B+rb, B+2rb, B+3rb; R10 = rb, R11 = 3rb) widened by OP into Y0-Y7.
-#define ROWS8(OP, A, B, CO) \
-	OP CO(A), Y0        \
-	OP CO(A)(R10*1), Y1 \
-	OP CO(A)(R10*2), Y2 \
-	OP CO(A)(R11*1), Y3 \
-	OP CO(B), Y4        \
-	OP CO(B)(R10*1), Y5 \
-	OP CO(B)(R10*2), Y6 \
-	OP CO(B)(R11*1), Y7
+// B, B+rb, B+2rb, B+3rb; R10 = rb, R11 = 3rb) widened by W(m, d) into
+// Y0-Y7: SXBW (int8 codes to int16), CVTPH (binary16 to float32) or
+// CVTBF16 (bfloat16 to float32, its top half).
+#define ROWS8(W, A, B, CO) \
+	W(CO(A), Y0)        \
+	W(CO(A)(R10*1), Y1) \
+	W(CO(A)(R10*2), Y2) \
+	W(CO(A)(R11*1), Y3) \
+	W(CO(B), Y4)        \
+	W(CO(B)(R10*1), Y5) \
+	W(CO(B)(R10*2), Y6) \
+	W(CO(B)(R11*1), Y7)
+
+#define SXBW(m, d) VPMOVSXBW m, d
+#define CVTPH(m, d) VCVTPH2PS m, d
+#define CVTBF16(m, d) VPMOVZXWD m, d; VPSLLD $16, d, d
 
 // SCALES8 converts the fp16 scales of eight rows' blocks to float32 at
 // OFF(R8).
@@ -68,11 +74,12 @@
 	VCVTPH2PS X0, Y0                  \
 	VMOVUPS   Y0, OFF(R8)
 
-// F16PANEL converts eight rows of 32·m binary16 values (func(w
-// unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)) into a panel whose
-// vectors are vb bytes (32 for eight lanes, 64 for sixteen, this call
-// filling eight), one lane class being m·4·vb = m<<shift bytes.
-#define F16PANEL(shift, vb) \
+// F16PANEL converts eight rows of 32·m 16-bit values (func(w
+// unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)), widened by W
+// (CVTPH or CVTBF16), into a panel whose vectors are vb bytes (32 for
+// eight lanes, 64 for sixteen, this call filling eight), one lane class
+// being m·4·vb = m<<shift bytes.
+#define F16PANEL(W, shift, vb) \
 	MOVQ w+0(FP), SI                             \
 	MOVQ rowBytes+8(FP), R10                     \
 	MOVQ m+16(FP), CX                            \
@@ -84,13 +91,13 @@
 	LEAQ (R12)(R12*2), R13                       \
 	LEAQ (DI)(R12*4), DX                         \
 group:                                           \
-	ROWS8(VCVTPH2PS, SI, BX, 0)                  \
+	ROWS8(W, SI, BX, 0)                  \
 	TRANSPOSE8(0(DI), 0(DX), R12, R13)           \
-	ROWS8(VCVTPH2PS, SI, BX, 16)                 \
+	ROWS8(W, SI, BX, 16)                 \
 	TRANSPOSE8(vb(DI), vb(DX), R12, R13)         \
-	ROWS8(VCVTPH2PS, SI, BX, 32)                 \
+	ROWS8(W, SI, BX, 32)                 \
 	TRANSPOSE8(2*vb(DI), 2*vb(DX), R12, R13)     \
-	ROWS8(VCVTPH2PS, SI, BX, 48)                 \
+	ROWS8(W, SI, BX, 48)                 \
 	TRANSPOSE8(3*vb(DI), 3*vb(DX), R12, R13)     \
 	ADDQ $64, SI                                 \
 	ADDQ $64, BX                                 \
@@ -121,13 +128,13 @@ TEXT ·q8_0Asm(SB), NOSPLIT, $0-40
 rblock:
 	// Codes 0-15 (pairs 0-7) and 16-31 (pairs 8-15) of rows 0-7, then of
 	// rows 8-15 at +32.
-	ROWS8(VPMOVSXBW, SI, BX, 2)
+	ROWS8(SXBW, SI, BX, 2)
 	TRANSPOSE8(0(DI), 256(DI), R9, AX)
-	ROWS8(VPMOVSXBW, SI, BX, 18)
+	ROWS8(SXBW, SI, BX, 18)
 	TRANSPOSE8(512(DI), 768(DI), R9, AX)
-	ROWS8(VPMOVSXBW, DX, R12, 2)
+	ROWS8(SXBW, DX, R12, 2)
 	TRANSPOSE8(32(DI), 288(DI), R9, AX)
-	ROWS8(VPMOVSXBW, DX, R12, 18)
+	ROWS8(SXBW, DX, R12, 18)
 	TRANSPOSE8(544(DI), 800(DI), R9, AX)
 	SCALES8(SI, BX, 0)
 	SCALES8(DX, R12, 32)
@@ -146,8 +153,16 @@ rblock:
 
 // func f16x8Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)
 TEXT ·f16x8Asm(SB), NOSPLIT, $0-32
-	F16PANEL(7, 32)
+	F16PANEL(CVTPH, 7, 32)
 
 // func f16x16Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)
 TEXT ·f16x16Asm(SB), NOSPLIT, $0-32
-	F16PANEL(8, 64)
+	F16PANEL(CVTPH, 8, 64)
+
+// func bf16x8Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)
+TEXT ·bf16x8Asm(SB), NOSPLIT, $0-32
+	F16PANEL(CVTBF16, 7, 32)
+
+// func bf16x16Asm(w unsafe.Pointer, rowBytes, m int, dst unsafe.Pointer)
+TEXT ·bf16x16Asm(SB), NOSPLIT, $0-32
+	F16PANEL(CVTBF16, 8, 64)

@@ -13,6 +13,7 @@ type impl struct {
 	name string
 	q8_0 func(w []byte, rowBytes, nb int, codes []int16, d []float32)
 	f16  func(w []byte, rowBytes, m int, dst []float32, lanes int)
+	bf16 func(w []byte, rowBytes, m int, dst []float32, lanes int)
 }
 
 // sentinel marks destination slots a call must not write.
@@ -61,16 +62,22 @@ func checkQ8_0(t testing.TB, f func([]byte, int, int, []int16, []float32), w []b
 	requireSameBits(t, wd, gd, "d")
 }
 
-// checkF16 converts m groups of eight rows stride bytes apart from w with f
-// and with the Go twin into vectors of lanes floats (at dst[off:]) and
-// requires the same bits everywhere, the unwritten lanes untouched.
-func checkF16(t testing.TB, f func([]byte, int, int, []float32, int), w []byte, stride, m, lanes, off int) {
+// checkF16 converts m groups of eight rows stride bytes apart from w with
+// k's F16 and BF16 layouts and with their Go twins into vectors of lanes
+// floats (at dst[off:]) and requires the same bits everywhere, the
+// unwritten lanes untouched.
+func checkF16(t testing.TB, k impl, w []byte, stride, m, lanes, off int) {
 	t.Helper()
 	n := off + 32*m*lanes + 8
-	want, got := sentinels(n), sentinels(n)
-	f16Go(w, stride, m, want[off:], lanes)
-	f(w, stride, m, got[off:], lanes)
-	requireSameBits(t, want, got, "panel")
+	for _, c := range []struct {
+		name    string
+		f, twin func([]byte, int, int, []float32, int)
+	}{{"F16", k.f16, f16Go}, {"BF16", k.bf16, bf16Go}} {
+		want, got := sentinels(n), sentinels(n)
+		c.twin(w, stride, m, want[off:], lanes)
+		c.f(w, stride, m, got[off:], lanes)
+		requireSameBits(t, want, got, c.name+" panel")
+	}
 }
 
 // TestMatchesGo checks each assembly layout against its Go twin on random
@@ -95,9 +102,9 @@ func TestMatchesGo(t *testing.T) {
 			for _, gap := range []int{0, 2, 64} {
 				stride := 64*m + gap
 				w := randomBytes(r, 7*stride+64*m)
-				checkF16(t, k.f16, w, stride, m, 8, 0)
-				checkF16(t, k.f16, w, stride, m, 16, 0)
-				checkF16(t, k.f16, w, stride, m, 16, 8)
+				checkF16(t, k, w, stride, m, 8, 0)
+				checkF16(t, k, w, stride, m, 16, 0)
+				checkF16(t, k, w, stride, m, 16, 8)
 			}
 		}
 	}
@@ -167,6 +174,8 @@ func TestShortArguments(t *testing.T) {
 	assert.Panics(t, func() { F16(hw[:len(hw)-1], 128, 2, dst, 8) }, "rows beyond w")
 	assert.Panics(t, func() { F16(hw, 127, 2, dst, 8) }, "stride below a row")
 	assert.Panics(t, func() { F16(hw, 128, 2, dst, 4) }, "lanes")
+	assert.NotPanics(t, func() { BF16(hw, 128, 2, dst, 16) })
+	assert.Panics(t, func() { BF16(hw, 127, 2, dst, 8) }, "BF16: stride below a row")
 }
 
 // FuzzMatchesGo feeds arbitrary bits and shapes to the assembly layouts
@@ -192,8 +201,8 @@ func FuzzMatchesGo(f *testing.F) {
 			checkQ8_0(t, k.q8_0, fill((Q8Rows-1)*stride+nb*Q8BlockBytes), stride, nb)
 			stride = 64*m + 2*int(gap)
 			w := fill(7*stride + 64*m)
-			checkF16(t, k.f16, w, stride, m, 8, 0)
-			checkF16(t, k.f16, w, stride, m, 16, 8)
+			checkF16(t, k, w, stride, m, 8, 0)
+			checkF16(t, k, w, stride, m, 16, 8)
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
@@ -52,7 +51,7 @@ func FuzzDot(f *testing.F) {
 }
 
 // FuzzPanels feeds arbitrary bits to the prompt kernels that lay their
-// operands out transposed (DotHeads, MulF16) and checks every output
+// operands out transposed (DotHeads, MulF16, MulBF16) and checks every output
 // against the Go dot products bit for bit. The first bytes choose the
 // shape, so that short panels and token groups and the head sizes with
 // and without assembly all come up.
@@ -92,19 +91,22 @@ func FuzzPanels(f *testing.F) {
 		}
 		w := data[:2*rows*n]
 		x := make([]float32, tokens*n)
-		for i := range x {
-			// Activations as MulF16 takes them: binary16 values.
-			x[i] = half.F16ToF32(binary.LittleEndian.Uint16(data[2*rows*n+2*i:]))
-		}
-		var b F16Batch
-		b.Set(x, n, tokens, n)
-		out := make([]float32, tokens*rows)
-		MulF16(w, 2*n, rows, &b, out, rows)
-		for ti := range tokens {
-			for r := range rows {
-				want := DotF16F32(w[r*2*n:(r+1)*2*n], x[ti*n:(ti+1)*n])
-				if got := out[ti*rows+r]; !blocks.SameFloat(got, want) {
-					t.Fatalf("MulF16 %dx%dx%d: row %d token %d: %v, DotF16F32 %v", rows, tokens, n, r, ti, got, want)
+		for _, f := range formats {
+			for i := range x {
+				// Activations as the product takes them: binary16 or
+				// bfloat16 values.
+				x[i] = f.act(binary.LittleEndian.Uint16(data[2*rows*n+2*i:]))
+			}
+			var b F16Batch
+			b.Set(x, n, tokens, n)
+			out := make([]float32, tokens*rows)
+			f.mul(w, 2*n, rows, &b, out, rows)
+			for ti := range tokens {
+				for r := range rows {
+					want := f.twin(u16View(w[r*2*n:], n), x[ti*n:(ti+1)*n])
+					if got := out[ti*rows+r]; !blocks.SameFloat(got, want) {
+						t.Fatalf("Mul%s %dx%dx%d: row %d token %d: %v, Go %v", f.name, rows, tokens, n, r, ti, got, want)
+					}
 				}
 			}
 		}

@@ -42,10 +42,12 @@ func init() {
 		// bfloat16 widening.
 		dotBF16, dotBF16F32 = dotBF16AVX2, dotBF16F32AVX2
 		dotBF16F32Rows, dotBF16F32RowsMulti = dotBF16F32RowsAVX2, dotBF16F32RowsMultiAVX2
+		mulBF16 = mulBF16AVX2
 		if hasAVX512 {
 			dotF16F32Rows, mulF16 = dotF16F32RowsAVX512, mulF16AVX512
 			dotF16F32RowsMulti = dotF16F32RowsMultiAVX512
 			dotBF16F32Rows, dotBF16F32RowsMulti = dotBF16F32RowsAVX512, dotBF16F32RowsMultiAVX512
+			mulBF16 = mulBF16AVX512
 		}
 	}
 	prefetch = func(x []float32) { prefetchAsm(unsafe.Pointer(&x[0]), 4*len(x)) }

@@ -243,6 +243,10 @@ type format struct {
 	kernels []setKernel
 	streams []rowsKernel
 	multis  []multiKernel
+	// mul is MulF16 or MulBF16, muls its panel kernels of every set this
+	// CPU runs.
+	mul  mulFunc
+	muls []mulF16Kernel
 }
 
 type setKernel struct {
@@ -260,6 +264,7 @@ var (
 		},
 		act: half.F16ToF32, round: half.F32ToF16,
 		multis: []multiKernel{{"go", dotF16F32RowsMultiGo}},
+		mul:    MulF16,
 	}
 	bf16Fmt = &format{
 		name: "BF16", twin: dotBF16Go[float32], dot: func(w []uint16, x []float32) float32 { return dotBF16F32(w, x) },
@@ -269,6 +274,7 @@ var (
 		},
 		act: bf16, round: half.F32ToBF16,
 		multis: []multiKernel{{"go", dotBF16F32RowsMultiGo}},
+		mul:    MulBF16,
 	}
 	formats = []*format{f16Fmt, bf16Fmt}
 )

@@ -6,7 +6,8 @@ import (
 )
 
 // F16Batch holds activation rows (binary16 values as float32, as
-// RoundF16F32 makes them) for MulF16, each reordered by lane class: element
+// RoundF16F32 makes them, for MulF16, or bfloat16 values, as RoundBF16F32
+// makes them, for MulBF16), each reordered by lane class: element
 // i of a row at (i%8)·n/8 + (i/32)·4 + (i%32)/8, so that one pass over a
 // class reads its elements in sequence. Rows are added, zero, up to whole
 // token groups of the kernel. When n is not a multiple of 32 (no panels)
@@ -86,29 +87,57 @@ func (b *F16Batch) row(t int, dst []float32) []float32 {
 // per row, which bound the dot-product form in prompts. It panics if the
 // rows do not fit.
 func MulF16(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	checkedMul("MulF16", mulF16, w, rowBytes, rows, x, out, outStride)
+}
+
+// MulBF16 is MulF16 for bfloat16 weights and activations (x holding
+// bfloat16 values): out[t·outStride+r] = DotBF16F32(w[r·rowBytes:], x_t),
+// bit for bit. The panels' fused multiply-adds are BF16's steps.
+func MulBF16(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	checkedMul("MulBF16", mulBF16, w, rowBytes, rows, x, out, outStride)
+}
+
+// mulFunc is a MulF16 or MulBF16 implementation.
+type mulFunc = func(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int)
+
+// checkedMul runs mul after checking that the rows and outputs fit.
+func checkedMul(name string, mul mulFunc, w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
 	if rows <= 0 || x.t <= 0 {
 		return
 	}
 	n := x.n
 	if rowBytes < 2*n || (rows-1)*rowBytes+2*n > len(w) {
-		panic(fmt.Sprintf("kernels: MulF16: %d rows of %d elements at stride %d do not fit in %d bytes", rows, n, rowBytes, len(w)))
+		panic(fmt.Sprintf("kernels: %s: %d rows of %d elements at stride %d do not fit in %d bytes", name, rows, n, rowBytes, len(w)))
 	}
 	if outStride < rows || (x.t-1)*outStride+rows > len(out) {
-		panic(fmt.Sprintf("kernels: MulF16: %d×%d outputs at stride %d do not fit in %d", x.t, rows, outStride, len(out)))
+		panic(fmt.Sprintf("kernels: %s: %d×%d outputs at stride %d do not fit in %d", name, x.t, rows, outStride, len(out)))
 	}
-	mulF16(w, rowBytes, rows, x, out, outStride)
+	mul(w, rowBytes, rows, x, out, outStride)
 }
 
-// mulF16 is the implementation chosen at init; the arguments are checked.
-var mulF16 = mulF16Go
+// mulF16 and mulBF16 are the implementations chosen at init; the
+// arguments are checked.
+var (
+	mulF16  = mulF16Go
+	mulBF16 = mulBF16Go
+)
 
 func mulF16Go(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	mulGo(DotF16F32, w, rowBytes, rows, x, out, outStride)
+}
+
+func mulBF16Go(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	mulGo(DotBF16F32, w, rowBytes, rows, x, out, outStride)
+}
+
+// mulGo takes the products one dot product at a time.
+func mulGo(dot func(w []byte, x []float32) float32, w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
 	n := x.n
 	buf := make([]float32, n)
 	for t := range x.t {
 		xt := x.row(t, buf)
 		for r := range rows {
-			out[t*outStride+r] = DotF16F32(w[r*rowBytes:r*rowBytes+2*n], xt)
+			out[t*outStride+r] = dot(w[r*rowBytes:r*rowBytes+2*n], xt)
 		}
 	}
 }

@@ -19,9 +19,30 @@ type f16Scratch struct {
 
 var f16Pool = sync.Pool{New: func() any { return new(f16Scratch) }}
 
+// halfType is what MulF16 and MulBF16 differ in: the panel layout (the
+// weights' widening) and the products taken one by one (rows that are
+// not whole groups of 32).
+type halfType struct {
+	layout func(w []byte, rowBytes, m int, dst []float32, lanes int)
+	each   mulFunc
+}
+
+var (
+	f16Type  = halfType{panel.F16, mulF16Go}
+	bf16Type = halfType{panel.BF16, mulBF16Go}
+)
+
 func mulF16AVX2(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
-	mulF16Panels(w, rowBytes, rows, x, out, outStride, f16PanelRows, f16PanelTokens, func(src []byte, stride, m, groups int, s *f16Scratch) {
-		panel.F16(src, stride, m, s.panel, 8)
+	mulAVX2(f16Type, w, rowBytes, rows, x, out, outStride)
+}
+
+func mulBF16AVX2(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	mulAVX2(bf16Type, w, rowBytes, rows, x, out, outStride)
+}
+
+func mulAVX2(h halfType, w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	mulF16Panels(h, w, rowBytes, rows, x, out, outStride, f16PanelRows, f16PanelTokens, func(src []byte, stride, m, groups int, s *f16Scratch) {
+		h.layout(src, stride, m, s.panel, 8)
 		mulF16PanelAsm(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*x.n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
 	})
 }
@@ -30,11 +51,12 @@ func mulF16AVX2(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStr
 // (a short last panel padded with zero rows), each panel against every
 // token in groups of panelTokens (the last group completed with F16Batch's
 // zero rows); the kernel fills s.out
-// ([token][panelRows]float32) from rows src, stride bytes apart.
-func mulF16Panels(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride, panelRows, panelTokens int, kernel func(src []byte, stride, m, groups int, s *f16Scratch)) {
+// ([token][panelRows]float32) from rows src, stride bytes apart, laid out
+// by h.
+func mulF16Panels(h halfType, w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride, panelRows, panelTokens int, kernel func(src []byte, stride, m, groups int, s *f16Scratch)) {
 	n := x.n
 	if n%32 != 0 || n == 0 {
-		mulF16Go(w, rowBytes, rows, x, out, outStride)
+		h.each(w, rowBytes, rows, x, out, outStride)
 		return
 	}
 	s := f16Pool.Get().(*f16Scratch)
@@ -75,9 +97,17 @@ func mulF16PanelAsm(panel unsafe.Pointer, m int, x unsafe.Pointer, tokenBytes, g
 // each, and four tokens per pass: twice the products per broadcast
 // activation.
 func mulF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
-	mulF16Panels(w, rowBytes, rows, x, out, outStride, 16, 4, func(src []byte, stride, m, groups int, s *f16Scratch) {
-		panel.F16(src, stride, m, s.panel, 16)
-		panel.F16(src[8*stride:], stride, m, s.panel[8:], 16)
+	mulAVX512(f16Type, w, rowBytes, rows, x, out, outStride)
+}
+
+func mulBF16AVX512(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	mulAVX512(bf16Type, w, rowBytes, rows, x, out, outStride)
+}
+
+func mulAVX512(h halfType, w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int) {
+	mulF16Panels(h, w, rowBytes, rows, x, out, outStride, 16, 4, func(src []byte, stride, m, groups int, s *f16Scratch) {
+		h.layout(src, stride, m, s.panel, 16)
+		h.layout(src[8*stride:], stride, m, s.panel[8:], 16)
 		mulF16PanelAsm512(unsafe.Pointer(&s.panel[0]), m, unsafe.Pointer(&x.x[0]), 4*x.n, groups, unsafe.Pointer(&s.r8[0]), unsafe.Pointer(&s.out[0]))
 	})
 }

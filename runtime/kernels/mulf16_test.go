@@ -12,11 +12,12 @@ import (
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
-// TestMulF16MatchesDot checks every output of MulF16 against DotF16F32
-// bit for bit (NaN for NaN): short last panels and token groups, strided
-// rows and activations, lengths the panels do not take (not a multiple of
-// 32), and weights drawn from all binary16 bit patterns (NaN, ±Inf,
-// subnormals, −0) as well as ordinary values.
+// TestMulF16MatchesDot checks every output of MulF16 and MulBF16 against
+// the Go dot products bit for bit (NaN for NaN): short last panels and
+// token groups, strided rows and activations, lengths the panels do not
+// take (not a multiple of 32), weights drawn from all 16-bit patterns
+// (NaN, ±Inf, subnormals, −0) as well as ordinary values, and BF16
+// operands whose products underflow (tinyBF16).
 func TestMulF16MatchesDot(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	cases := []struct{ rows, tokens, n int }{
@@ -25,58 +26,72 @@ func TestMulF16MatchesDot(t *testing.T) {
 	for range 20 {
 		cases = append(cases, struct{ rows, tokens, n int }{1 + r.IntN(20), 1 + r.IntN(8), 32 * (1 + r.IntN(6))})
 	}
-	for _, c := range cases {
-		for _, bits := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%dx%dx%d/bits=%v", c.rows, c.tokens, c.n, bits), func(t *testing.T) {
-				rowBytes := 2*c.n + 2*r.IntN(3)
-				w := make([]byte, (c.rows-1)*rowBytes+2*c.n)
-				for i := 0; i+1 < len(w); i += 2 {
-					h := half.F32ToF16(float32(r.NormFloat64()))
-					if bits {
-						h = uint16(r.Uint32())
-					}
-					binary.LittleEndian.PutUint16(w[i:], h)
+	for _, f := range formats {
+		for _, c := range cases {
+			for _, bits := range []string{"normal", "any", "tiny"} {
+				if bits == "tiny" && f != bf16Fmt {
+					continue
 				}
-				xstride := c.n + r.IntN(3)
-				x := make([]float32, (c.tokens-1)*xstride+c.n)
-				for i := range x {
-					x[i] = half.F16ToF32(half.F32ToF16(float32(r.NormFloat64() * 4)))
-					if bits && r.IntN(10) == 0 {
-						x[i] = half.F16ToF32(uint16(r.Uint32()))
-					}
-				}
-				outStride := c.rows + r.IntN(3)
-				out := make([]float32, (c.tokens-1)*outStride+c.rows)
-				for i := range out {
-					out[i] = float32(math.NaN())
-				}
-				var b F16Batch
-				b.Set(x, xstride, c.tokens, c.n)
-				for _, k := range append([]mulF16Kernel{{"selected", MulF16}}, mulF16Kernels...) {
-					k.mul(w, rowBytes, c.rows, &b, out, outStride)
-					for ti := range c.tokens {
-						for ri := range c.rows {
-							want := dotF16F32Go(u16View(w[ri*rowBytes:], c.n), x[ti*xstride:ti*xstride+c.n])
-							if got := out[ti*outStride+ri]; !blocks.SameFloat(got, want) {
-								t.Fatalf("%s: row %d token %d: %v (%#08x), Go %v (%#08x)", k.name, ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
-							}
-						}
-					}
-				}
-			})
+				t.Run(fmt.Sprintf("%s/%dx%dx%d/%s", f.name, c.rows, c.tokens, c.n, bits), func(t *testing.T) {
+					f.checkMul(t, r, c.rows, c.tokens, c.n, bits)
+				})
+			}
 		}
 	}
 }
 
-type mulF16Kernel struct {
-	name string
-	mul  func(w []byte, rowBytes, rows int, x *F16Batch, out []float32, outStride int)
+// checkMul holds f.mul and f.muls to f's Go twin on random operands of
+// the given shape: bits "normal" (rounded normal values), "any" (any
+// weight pattern, one activation in ten) or "tiny" (tinyBF16).
+func (f *format) checkMul(t *testing.T, r *rand.Rand, rows, tokens, n int, bits string) {
+	rowBytes := 2*n + 2*r.IntN(3)
+	w := make([]byte, (rows-1)*rowBytes+2*n)
+	for i := 0; i+1 < len(w); i += 2 {
+		h := f.round(float32(r.NormFloat64()))
+		switch bits {
+		case "any":
+			h = uint16(r.Uint32())
+		case "tiny":
+			h = tinyBF16(r)
+		}
+		binary.LittleEndian.PutUint16(w[i:], h)
+	}
+	xstride := n + r.IntN(3)
+	x := make([]float32, (tokens-1)*xstride+n)
+	for i := range x {
+		x[i] = f.act(f.round(float32(r.NormFloat64() * 4)))
+		if bits == "any" && r.IntN(10) == 0 {
+			x[i] = f.act(uint16(r.Uint32()))
+		}
+		if bits == "tiny" {
+			x[i] = f.act(tinyBF16(r))
+		}
+	}
+	outStride := rows + r.IntN(3)
+	out := make([]float32, (tokens-1)*outStride+rows)
+	for i := range out {
+		out[i] = float32(math.NaN())
+	}
+	var b F16Batch
+	b.Set(x, xstride, tokens, n)
+	for _, k := range append([]mulF16Kernel{{"selected", f.mul}}, f.muls...) {
+		k.mul(w, rowBytes, rows, &b, out, outStride)
+		for ti := range tokens {
+			for ri := range rows {
+				want := f.twin(u16View(w[ri*rowBytes:], n), x[ti*xstride:ti*xstride+n])
+				if got := out[ti*outStride+ri]; !blocks.SameFloat(got, want) {
+					t.Fatalf("%s %s: row %d token %d: %v (%#08x), Go %v (%#08x)", f.name, k.name, ri, ti, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		}
+	}
 }
 
-// mulF16Kernels are the MulF16 kernels this CPU runs besides the selected
-// one (the AVX2 fallback where AVX-512 is selected), each held to the Go
-// twin too.
-var mulF16Kernels []mulF16Kernel
+// mulF16Kernel is a MulF16 or MulBF16 kernel.
+type mulF16Kernel struct {
+	name string
+	mul  mulFunc
+}
 
 func TestMulF16BadShapes(t *testing.T) {
 	w := make([]byte, 3*64)
@@ -123,7 +138,7 @@ func BenchmarkMulF16(b *testing.B) {
 		n, rb := shape.n, 2*shape.n
 		var xb F16Batch
 		xb.Set(x, n, tokens, n)
-		for _, k := range append([]mulF16Kernel{{"panel", MulF16}}, mulF16Kernels...) {
+		for _, k := range append([]mulF16Kernel{{"panel", MulF16}}, f16Fmt.muls...) {
 			b.Run(fmt.Sprintf("%dx%d/%s", shape.rows, shape.n, k.name), func(b *testing.B) {
 				cpubench.Run(b, 0, func() { k.mul(w, rb, shape.rows, &xb, out, shape.rows) })
 				b.ReportMetric(macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
