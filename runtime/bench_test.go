@@ -76,6 +76,10 @@ func fill(rng *rand.Rand, typ gguf.Type, data []byte, scale float32) {
 		for i := 0; i < len(data); i += 2 {
 			binary.LittleEndian.PutUint16(data[i:], half.F32ToF16(u()))
 		}
+	case gguf.BF16:
+		for i := 0; i < len(data); i += 2 {
+			binary.LittleEndian.PutUint16(data[i:], half.F32ToBF16(u()))
+		}
 	case gguf.Q8_0:
 		for i := 0; i < len(data); i += 34 {
 			binary.LittleEndian.PutUint16(data[i:], half.F32ToF16(scale*1.7/127))
@@ -180,7 +184,7 @@ func benchModels(b *testing.B, f func(b *testing.B, e *Engine, threads int)) {
 		if big {
 			name = "700M"
 		}
-		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q1_0} {
+		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q1_0} {
 			b.Run(name+"/"+typ.String(), func(b *testing.B) {
 				e, err := New(cachedModel(b, big, typ), Options{Threads: threads, Context: 512})
 				if err != nil {
