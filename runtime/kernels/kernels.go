@@ -3,9 +3,10 @@
 // two vector updates attention needs.
 //
 // Every dot product uses one fixed summation order, implemented both in
-// pure Go and (on amd64 with AVX2 and F16C) in assembly that performs
-// exactly the same float32 operations, so a result depends only on the
-// operands, never on the CPU, the thread count or the batch:
+// pure Go and (on amd64 with AVX2 and F16C, and FMA for the fused kernels)
+// in assembly that performs exactly the same float32 operations, so a
+// result depends only on the operands, never on the CPU, the thread count
+// or the batch:
 //
 //   - 32 partial sums l[0..31] start at +0. Element i of the first
 //     n32 = n &^ 31 elements adds its product to l[i%32]; each of the
@@ -16,10 +17,10 @@
 //     kernels may fuse those: the one rounding is the add's, the same bits.
 //   - BF16: each step is fused, l[j] = float32(w·x + l[j]) rounded once.
 //     A bfloat16 product (8+8 significant bits) is exact in float32 unless
-//     it underflows (|w·x| < 2⁻¹²⁶), so for real models this is the
-//     unfused sum too; the definition only fixes the underflow cases, in
-//     which a fused kernel (the F16 kernels with a bfloat16 widening) and
-//     an unfused one would differ.
+//     it underflows (|w·x| < 2⁻¹²⁶), so wherever the products are normal
+//     numbers (real models) this is the unfused sum bit for bit; the
+//     definition fixes the underflow cases, in which a fused kernel (the
+//     F16 kernels with a bfloat16 widening) and an unfused one differ.
 //   - The partial sums are combined as
 //     r8[j] = (l[j]+l[j+8]) + (l[j+16]+l[j+24]), r4[j] = r8[j]+r8[j+4],
 //     r2[j] = r4[j]+r4[j+2], result = r2[0]+r2[1].
