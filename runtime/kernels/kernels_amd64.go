@@ -18,6 +18,9 @@ func init() {
 		expVec, siluMulVec = expAVX2, siluMulAVX2
 		dotHeads = dotHeadsAVX2
 		axpySlots = axpySlotsAVX2
+		if hasAVX512 {
+			axpySlots = axpySlotsAVX512
+		}
 	}
 	if x.HasAVX2 && x.HasF16C {
 		dotF32 = dotF32AVX2

@@ -10,23 +10,26 @@ import (
 // TestAxpySlotsMatchesAxpyRows compares AxpySlots with one AxpyRows call
 // per slot, bit for bit, over head sizes with and without the vector
 // path, strided coefficient and value rows, and special values.
+// Every kernel this CPU runs is compared, not only the one init selected.
 func TestAxpySlotsMatchesAxpyRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, d := range []int{8, 32, 64, 96, 128} {
-		for _, m := range []int{1, 3, 8} {
-			for _, n := range []int{1, 2, 17, 130} {
-				cstride, vstride := m+r.IntN(3), d+8*r.IntN(3)
-				c := randomF32(r, (n-1)*cstride+m, n == 17)
-				v := randomF32(r, (n-1)*vstride+d, n == 17)
-				ys := randomF32(r, m*d, false)
-				want := append([]float32(nil), ys...)
-				for j := range n {
-					AxpyRows(c[j*cstride:j*cstride+m], v[j*vstride:j*vstride+d], want)
-				}
-				AxpySlots(n, c, cstride, v, vstride, ys, m)
-				for i := range ys {
-					if !blocks.SameFloat(ys[i], want[i]) {
-						t.Fatalf("d=%d m=%d n=%d [%d]: %v, AxpyRows %v", d, m, n, i, ys[i], want[i])
+	for _, k := range slotKernels {
+		for _, d := range []int{8, 32, 64, 96, 128} {
+			for _, m := range []int{1, 3, 4, 8, 9} {
+				for _, n := range []int{1, 2, 17, 130} {
+					cstride, vstride := m+r.IntN(3), d+8*r.IntN(3)
+					c := randomF32(r, (n-1)*cstride+m, n == 17)
+					v := randomF32(r, (n-1)*vstride+d, n == 17)
+					ys := randomF32(r, m*d, false)
+					want := append([]float32(nil), ys...)
+					for j := range n {
+						axpyRowsGo(c[j*cstride:j*cstride+m], v[j*vstride:j*vstride+d], want)
+					}
+					k.f(n, c, cstride, v, vstride, ys, m)
+					for i := range ys {
+						if !blocks.SameFloat(ys[i], want[i]) {
+							t.Fatalf("%s d=%d m=%d n=%d [%d]: %v, AxpyRows %v", k.name, d, m, n, i, ys[i], want[i])
+						}
 					}
 				}
 			}
@@ -47,6 +50,15 @@ func TestAxpySlotsMatchesAxpyRows(t *testing.T) {
 			f()
 		}()
 	}
+}
+
+// slotKernels are the AxpySlots kernels this CPU runs (the Go one, and
+// those slots_amd64_test.go adds).
+var slotKernels = []slotKernel{{"go", axpySlotsGo}}
+
+type slotKernel struct {
+	name string
+	f    func(n int, c []float32, cstride int, v []float32, vstride int, ys []float32, m int)
 }
 
 func BenchmarkAxpySlots(b *testing.B) {
