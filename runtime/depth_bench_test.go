@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qnnprep/qnnprep/gguf"
+	"github.com/qnnprep/qnnprep/model"
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
@@ -21,42 +22,76 @@ func BenchmarkDepth(b *testing.B) {
 	threads := benchThreads(b)
 	for _, depth := range []int{0, 2048} {
 		for _, n := range []int{1, 64} {
-			name := fmt.Sprintf("tg/depth=%d", depth)
-			if n > 1 {
-				name = fmt.Sprintf("pp%d/depth=%d", n, depth)
-			}
-			b.Run(name, func(b *testing.B) {
-				e, err := New(cachedModel(b, big, gguf.Q1_0), Options{Threads: threads, Context: depth + n})
-				if err != nil {
-					b.Fatal(err)
-				}
-				st := e.NewState()
-				fillKV(st, depth)
-				toks := randomTokens(n, 512, 3)
-				b.ResetTimer()
-				c0 := cpubench.Process()
-				for i := 0; i < b.N; i++ {
-					if err := st.Truncate(depth); err != nil {
-						b.Fatal(err)
-					}
-					if _, err := st.Forward(toks); err != nil {
-						b.Fatal(err)
-					}
-				}
-				reportSpeed(b, b.N*n, cpubench.Process()-c0, threads)
+			b.Run(depthName(n, depth), func(b *testing.B) {
+				benchDepth(b, cachedModel(b, big, gguf.Q1_0), threads, depth, n)
 			})
 		}
 	}
 }
 
+// BenchmarkDepthGQA is BenchmarkDepth's attention on the query/KV head
+// layouts of the models users bring, on four layers of the 700M body
+// (Q1_0 weights, so that attention is most of the time at depth 2048):
+// GQA groups of 8 (the 700M model's), 4 (Llama 3.x 8B, Qwen3-8B) and 2,
+// head sizes 64 and 128.
+func BenchmarkDepthGQA(b *testing.B) {
+	threads := benchThreads(b)
+	for _, g := range []struct{ heads, kv, d int }{{32, 4, 64}, {16, 4, 128}, {32, 8, 64}, {16, 8, 128}} {
+		cfg := benchLlama(true)
+		cfg.Layers, cfg.LayerKinds = 4, cfg.LayerKinds[:4]
+		cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RopeDim = g.heads, g.kv, g.d, g.d
+		cfg.ContextLength = 4096
+		m := fastRandomModel(b, cfg, gguf.Q1_0)
+		for _, depth := range []int{0, 2048} {
+			for _, n := range []int{1, 64} {
+				b.Run(fmt.Sprintf("group%d-d%d/%s", g.heads/g.kv, g.d, depthName(n, depth)), func(b *testing.B) {
+					benchDepth(b, m, threads, depth, n)
+				})
+			}
+		}
+	}
+}
+
+func depthName(n, depth int) string {
+	if n > 1 {
+		return fmt.Sprintf("pp%d/depth=%d", n, depth)
+	}
+	return fmt.Sprintf("tg/depth=%d", depth)
+}
+
+// benchDepth times Forward of n tokens after depth cached positions.
+func benchDepth(b *testing.B, m *model.Model, threads, depth, n int) {
+	e, err := New(m, Options{Threads: threads, Context: depth + n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := e.NewState()
+	fillKV(st, depth)
+	toks := randomTokens(n, 512, 3)
+	b.ResetTimer()
+	c0 := cpubench.Process()
+	for i := 0; i < b.N; i++ {
+		if err := st.Truncate(depth); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Forward(toks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportSpeed(b, b.N*n, cpubench.Process()-c0, threads)
+}
+
 // fillKV sets every layer's cache to depth positions of random K and V
-// (attention-only models).
+// (attention-only models), with room for the benchmark's tokens after
+// them (up to the engine's context): a cache that had to grow on the
+// first Forward would add its copy to every iteration's time.
 func fillKV(st *State, depth int) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	kv := st.e.cfg.KVHeads * st.e.cfg.HeadDim
+	room := max(depth, st.e.ctxLen) * kv
 	for i := range st.layers {
 		ls := &st.layers[i]
-		ls.k, ls.v = make([]float32, depth*kv), make([]float32, depth*kv)
+		ls.k, ls.v = make([]float32, depth*kv, room), make([]float32, depth*kv, room)
 		for j := range ls.k {
 			ls.k[j] = float32(rng.NormFloat64())
 			ls.v[j] = float32(rng.NormFloat64())
