@@ -90,7 +90,25 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 			kernels.TransposeHeads(qt[ti*d*group:(ti+1)*d*group], q[((i0+ti)*nh+h0)*d:], 1, d, d)
 		}
 	}
-	for j := 0; j <= last; j++ {
+	// Slots up to full are seen by every pair of the block (all of the
+	// cache before it, without a mask).
+	full := min(past+i0, last)
+	if mask != nil {
+		full = -1
+	}
+	j0 := 0
+	if full >= 0 {
+		// One call for all of them: per slot and token, the calls cost
+		// more than the arithmetic.
+		if qt != nil {
+			kernels.DotHeadsSlots(full+1, k[off:], stride, d, qt, tb, scores, pairs)
+		} else {
+			qb := (i0*nh + h0) * d
+			kernels.DotRowsSlots(full+1, k[off:], stride, d, q[qb:], nh*d, tb, group, scores, pairs)
+		}
+		j0 = full + 1
+	}
+	for j := j0; j <= last; j++ {
 		if jp := j + attnPrefetch; jp <= last {
 			kernels.Prefetch(k[jp*stride+off : jp*stride+off+d])
 		}
@@ -110,15 +128,10 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 			kernels.DotRows(kj, q[qb:qb+group*d], s[ti*group:(ti+1)*group])
 		}
 	}
-	// Slots up to full are seen by every pair of the block (all of the
-	// cache before it, without a mask): their rows go through the vector
-	// row operations, the few others pair by pair with the same
-	// arithmetic. A slot a pair may not see becomes −Inf before the
-	// exponentials, so e^−Inf = +0 leaves its sum unchanged.
-	full := min(past+i0, last)
-	if mask != nil {
-		full = -1
-	}
+	// The slots up to full go through the vector row operations, the few
+	// others pair by pair with the same arithmetic. A slot a pair may not
+	// see becomes −Inf before the exponentials, so e^−Inf = +0 leaves its
+	// sum unchanged.
 	head := scores[:(full+1)*pairs]
 	negInf := float32(math.Inf(-1))
 	kernels.ScaleMaxRows(head, scale, mx)

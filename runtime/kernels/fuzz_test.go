@@ -112,3 +112,37 @@ func FuzzPanels(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScoreSlots feeds arbitrary bits as keys and queries to every
+// DotRowsSlots and DotHeadsSlots kernel this CPU runs and checks them
+// against the per-slot Go calls bit for bit. The shape bytes choose the
+// head size (with and without assembly), group, tokens, slots and
+// strides.
+func FuzzScoreSlots(f *testing.F) {
+	f.Add([]byte{1, 3, 0, 4, 1}, bytes.Repeat([]byte{0x00, 0x80, 0xff, 0x7f, 0x01, 0x3c, 0x00, 0x00}, 4000))
+	f.Add([]byte{0, 7, 2, 0, 0}, bytes.Repeat([]byte{0x00, 0x00, 0x80, 0x7f, 0xaa, 0xbb, 0x80, 0xff}, 4000))
+	f.Fuzz(func(t *testing.T, shape, data []byte) {
+		if len(shape) < 5 {
+			return
+		}
+		sizes := []int{64, 128, 32, 96, 40}
+		d := sizes[int(shape[0])%len(sizes)]
+		m, tokens, n := 1+int(shape[1])%8, 1+int(shape[2])%3, 1+int(shape[3])%5
+		kstride := d + int(shape[4])%3
+		nk, nq := (n-1)*kstride+d, max((tokens-1)*m*d+m*d, tokens*d*HeadGroup)
+		if len(data) < 4*(nk+nq) {
+			return
+		}
+		x := make([]float32, nk+nq)
+		for i := range x {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		k, q := x[:nk], x[nk:]
+		for _, kern := range scoreSlotKernels {
+			checkRowsSlots(t, kern.name, kern.f, n, k, kstride, d, q, m*d, tokens, m, tokens*m+int(shape[4])%2)
+		}
+		for _, kern := range headSlotKernels {
+			checkHeadsSlots(t, kern.name, kern.f, n, k, kstride, d, q, tokens, tokens*HeadGroup+int(shape[4])%2)
+		}
+	})
+}

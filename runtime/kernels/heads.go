@@ -66,3 +66,39 @@ func dotHeadsGo(k, qt []float32, tokens int, out []float32, outStride int) {
 		}
 	}
 }
+
+// DotHeadsSlots computes attention scores for n cache slots in one call:
+// for each slot j < n in order,
+//
+//	DotHeads(k[j·kstride : j·kstride+d], qt, tokens, out[j·ostride:], HeadGroup)
+//
+// bit for bit. One call per range of slots replaces one per slot, and the
+// assembly prefetches the key rows ahead (strided in the cache). It
+// panics if an operand is too short.
+func DotHeadsSlots(n int, k []float32, kstride, d int, qt []float32, tokens int, out []float32, ostride int) {
+	if n <= 0 || tokens <= 0 {
+		return
+	}
+	if d < 0 || kstride < d || (n-1)*kstride+d > len(k) || len(qt) < tokens*d*HeadGroup ||
+		ostride < tokens*HeadGroup || (n-1)*ostride+tokens*HeadGroup > len(out) {
+		panic(fmt.Sprintf("kernels: DotHeadsSlots: %d slots × %d tokens of %d: k %d (stride %d), qt %d, out %d (stride %d)",
+			n, tokens, d, len(k), kstride, len(qt), len(out), ostride))
+	}
+	if d == 0 {
+		for j := range n {
+			clear(out[j*ostride : j*ostride+tokens*HeadGroup])
+		}
+		return
+	}
+	dotHeadsSlots(n, k, kstride, d, qt, tokens, out, ostride)
+}
+
+var dotHeadsSlots = dotHeadsSlotsGo
+
+// dotHeadsSlotsGo is DotHeadsSlots' definition (the arguments are
+// checked).
+func dotHeadsSlotsGo(n int, k []float32, kstride, d int, qt []float32, tokens int, out []float32, ostride int) {
+	for j := range n {
+		dotHeadsGo(k[j*kstride:j*kstride+d], qt, tokens, out[j*ostride:], HeadGroup)
+	}
+}

@@ -64,6 +64,47 @@
 	VADDPS  Y15, Y0, Y0 \
 	VMOVUPS Y0, (AX)
 
+// SLOTS(R8M, D) is a whole DotHeadsSlots kernel for head size D (64 or
+// 128, with R8M = R8_64 or R8_128), func(k unsafe.Pointer, kstride, n
+// int, qt unsafe.Pointer, tokens int, out unsafe.Pointer, ostride int),
+// strides in bytes: for each of n slots, the key row attnPrefetch = 16
+// slots ahead is prefetched (PREFETCHT0 never faults, so rows past the
+// range need no check), then HEADS for each token, the scores of token t
+// 32 bytes after token t−1's.
+#define SLOTS(R8M, D) \
+	MOVQ   k+0(FP), SI          \
+	MOVQ   kstride+8(FP), R10   \
+	MOVQ   n+16(FP), R12        \
+	MOVQ   qt+24(FP), R13       \
+	MOVQ   out+40(FP), R11      \
+	VXORPS Y15, Y15, Y15        \
+slot:                           \
+	MOVQ       R10, BX          \
+	SHLQ       $4, BX           \
+	ADDQ       SI, BX           \
+	MOVQ       $(D), R14        \
+slotpf:                         \
+	PREFETCHT0 (BX)             \
+	PREFETCHT0 64(BX)           \
+	ADDQ       $128, BX         \
+	SUBQ       $32, R14         \
+	JNE        slotpf           \
+	MOVQ       R13, DI          \
+	MOVQ       R11, AX          \
+	MOVQ       tokens+32(FP), CX \
+token:                          \
+	HEADS(R8M)                  \
+	ADDQ $((D)*32), DI          \
+	ADDQ $32, AX                \
+	DECQ CX                     \
+	JNZ  token                  \
+	ADDQ ostride+48(FP), R11    \
+	ADDQ R10, SI                \
+	DECQ R12                    \
+	JNZ  slot                   \
+	VZEROUPPER                  \
+	RET
+
 // func dotHeadsAsm(k, qt unsafe.Pointer, n, tokens int, out unsafe.Pointer, outStride int)
 //
 // n is 64 or 128; outStride is in bytes.
@@ -97,3 +138,9 @@ heads128:
 	JNZ  heads128
 	VZEROUPPER
 	RET
+
+TEXT ·dotHeadsSlots64Asm(SB), NOSPLIT, $0-56
+	SLOTS(R8_64, 64)
+
+TEXT ·dotHeadsSlots128Asm(SB), NOSPLIT, $0-56
+	SLOTS(R8_128, 128)

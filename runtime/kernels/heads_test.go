@@ -143,3 +143,81 @@ func BenchmarkDotHeads(b *testing.B) {
 		})
 	}
 }
+
+// headSlotKernels are the DotHeadsSlots kernels this CPU runs (the Go
+// one, and those slots_amd64_test.go adds).
+var headSlotKernels = []headSlotKernel{{"go", dotHeadsSlotsGo}}
+
+type headSlotKernel struct {
+	name string
+	f    func(n int, k []float32, kstride, d int, qt []float32, tokens int, out []float32, ostride int)
+}
+
+// checkHeadsSlots runs f on n slots and compares the whole of out (the
+// scores and the gaps between them, which must stay as they were) with
+// one dotHeadsGo call per slot.
+func checkHeadsSlots(t *testing.T, name string, f func(n int, k []float32, kstride, d int, qt []float32, tokens int, out []float32, ostride int),
+	n int, k []float32, kstride, d int, qt []float32, tokens, ostride int) {
+	t.Helper()
+	out := make([]float32, (n-1)*ostride+tokens*HeadGroup+1)
+	for i := range out {
+		out[i] = float32(i) + 0.5
+	}
+	want := append([]float32(nil), out...)
+	for j := range n {
+		dotHeadsGo(k[j*kstride:j*kstride+d], qt, tokens, want[j*ostride:], HeadGroup)
+	}
+	f(n, k, kstride, d, qt, tokens, out, ostride)
+	for i := range out {
+		if !blocks.SameFloat(out[i], want[i]) {
+			t.Fatalf("%s n=%d tokens=%d d=%d kstride=%d ostride=%d: out[%d] = %v (%#08x), DotHeads %v (%#08x)",
+				name, n, tokens, d, kstride, ostride, i, out[i], math.Float32bits(out[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+// TestDotHeadsSlotsMatchesDotHeads compares every DotHeadsSlots kernel
+// with one DotHeads per slot, bit for bit, over head sizes with and
+// without assembly, token counts, strided keys and scores, and special
+// values (signed zeros, huge, infinite, NaN).
+func TestDotHeadsSlotsMatchesDotHeads(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, kern := range headSlotKernels {
+		for _, d := range []int{64, 128, 8, 32, 40, 96} {
+			for _, tokens := range []int{1, 2, 5} {
+				for _, n := range []int{1, 2, 17, 40} {
+					edges := (n+tokens)%2 == 0
+					kstride := d + r.IntN(3)*8 + r.IntN(2)
+					ostride := tokens*HeadGroup + r.IntN(3)
+					k := make([]float32, (n-1)*kstride+d)
+					qt := make([]float32, tokens*d*HeadGroup+r.IntN(2))
+					for _, x := range [][]float32{k, qt} {
+						for i := range x {
+							x[i] = float32(r.NormFloat64())
+							if edges {
+								x[i] = headValue(r)
+							}
+						}
+					}
+					checkHeadsSlots(t, kern.name, kern.f, n, k, kstride, d, qt, tokens, ostride)
+				}
+			}
+		}
+	}
+	for name, f := range map[string]func(){
+		"short k":   func() { DotHeadsSlots(2, make([]float32, 15), 8, 8, make([]float32, 64), 1, make([]float32, 16), 8) },
+		"short qt":  func() { DotHeadsSlots(2, make([]float32, 16), 8, 8, make([]float32, 63), 1, make([]float32, 16), 8) },
+		"short out": func() { DotHeadsSlots(2, make([]float32, 16), 8, 8, make([]float32, 64), 1, make([]float32, 15), 8) },
+		"ostride":   func() { DotHeadsSlots(2, make([]float32, 16), 8, 8, make([]float32, 128), 2, make([]float32, 32), 15) },
+		"kstride":   func() { DotHeadsSlots(2, make([]float32, 16), 7, 8, make([]float32, 64), 1, make([]float32, 16), 8) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

@@ -16,7 +16,7 @@ func init() {
 	x := cpu.X86
 	if x.HasAVX2 {
 		expVec, siluMulVec = expAVX2, siluMulAVX2
-		dotHeads = dotHeadsAVX2
+		dotHeads, dotHeadsSlots = dotHeadsAVX2, dotHeadsSlotsAVX2
 		axpySlots = axpySlotsAVX2
 		if hasAVX512 {
 			axpySlots = axpySlotsAVX512
@@ -29,6 +29,7 @@ func init() {
 		axpy = axpyAVX2
 		scale = scaleAVX2
 		dotRows, axpyRows = dotRowsAVX2, axpyRowsAVX2
+		dotRowsSlots = dotRowsSlotsAVX2
 		kernelSet = "avx2"
 		if hasAVX512 {
 			dotF16F32 = dotF16F32AVX512

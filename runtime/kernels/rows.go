@@ -40,6 +40,49 @@ func AxpyRows(a, x, ys []float32) {
 	axpyRows(a, x, ys[:len(a)*n])
 }
 
+// DotRowsSlots computes attention scores for n cache slots and a block
+// of tokens in one call: for each slot j < n in order and token t <
+// tokens,
+//
+//	DotRows(k[j·kstride : j·kstride+d], q[t·qstride : t·qstride+m·d],
+//		out[j·ostride+t·m : j·ostride+(t+1)·m])
+//
+// bit for bit: the m query heads of token t that share the key at slot
+// j. One call per range of slots replaces one DotRows call per slot and
+// token, which cost more than the arithmetic at head size 128 and a GQA
+// group of 4; the assembly also prefetches the key rows ahead, which are
+// strided in the cache. It panics if an operand is too short.
+func DotRowsSlots(n int, k []float32, kstride, d int, q []float32, qstride, tokens, m int, out []float32, ostride int) {
+	if n <= 0 || tokens <= 0 || m <= 0 {
+		return
+	}
+	if d < 0 || kstride < d || qstride < m*d || ostride < tokens*m ||
+		(n-1)*kstride+d > len(k) || (tokens-1)*qstride+m*d > len(q) || (n-1)*ostride+tokens*m > len(out) {
+		panic(fmt.Sprintf("kernels: DotRowsSlots: %d slots × %d tokens × %d rows of %d: k %d (stride %d), q %d (stride %d), out %d (stride %d)",
+			n, tokens, m, d, len(k), kstride, len(q), qstride, len(out), ostride))
+	}
+	if d == 0 {
+		for j := range n {
+			clear(out[j*ostride : j*ostride+tokens*m])
+		}
+		return
+	}
+	dotRowsSlots(n, k, kstride, d, q, qstride, tokens, m, out, ostride)
+}
+
+var dotRowsSlots = dotRowsSlotsGo
+
+// dotRowsSlotsGo is DotRowsSlots' definition (the arguments are checked).
+func dotRowsSlotsGo(n int, k []float32, kstride, d int, q []float32, qstride, tokens, m int, out []float32, ostride int) {
+	for j := range n {
+		kj := k[j*kstride : j*kstride+d]
+		for t := range tokens {
+			o := j*ostride + t*m
+			dotRowsGo(kj, q[t*qstride:t*qstride+m*d], out[o:o+m])
+		}
+	}
+}
+
 var (
 	dotRows  = dotRowsGo
 	axpyRows = axpyRowsGo

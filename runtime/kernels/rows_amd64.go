@@ -15,6 +15,17 @@ func dotRowsAVX2(x, rows, out []float32) {
 	dotRowsAsm(unsafe.Pointer(&x[0]), unsafe.Pointer(&rows[0]), n, len(out), unsafe.Pointer(&out[0]))
 }
 
+// dotRowsSlotsAVX2 takes head sizes that are a multiple of 32 (64, 128,
+// 256) in assembly, the others in Go.
+func dotRowsSlotsAVX2(n int, k []float32, kstride, d int, q []float32, qstride, tokens, m int, out []float32, ostride int) {
+	if d%32 != 0 {
+		dotRowsSlotsGo(n, k, kstride, d, q, qstride, tokens, m, out, ostride)
+		return
+	}
+	dotRowsSlotsAsm(unsafe.Pointer(&k[0]), 4*kstride, n, unsafe.Pointer(&q[0]), 4*(qstride-m*d), tokens, m, d,
+		unsafe.Pointer(&out[0]), 4*(ostride-tokens*m))
+}
+
 func axpyRowsAVX2(a, x, ys []float32) {
 	n := len(x)
 	if n%8 != 0 {
@@ -26,6 +37,9 @@ func axpyRowsAVX2(a, x, ys []float32) {
 
 //go:noescape
 func dotRowsAsm(x, rows unsafe.Pointer, n32, m int, out unsafe.Pointer)
+
+//go:noescape
+func dotRowsSlotsAsm(k unsafe.Pointer, kstride, n int, q unsafe.Pointer, qskip, tokens, m, d32 int, out unsafe.Pointer, oskip int)
 
 //go:noescape
 func axpyRowsAsm(a, x, ys unsafe.Pointer, n8, m int)
