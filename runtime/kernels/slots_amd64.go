@@ -40,10 +40,10 @@ func axpySlotsAVX512(n int, c []float32, cstride int, v []float32, vstride int, 
 }
 
 //go:noescape
-func axpySlotsQuadsAsm512(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, quads, d32 int)
+func axpySlotsQuadsAsm512(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, groups, d32 int)
 
 //go:noescape
-func axpySlotsPairsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, pairs, d32 int)
+func axpySlotsPairsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, groups, d32 int)
 
 //go:noescape
-func axpySlotsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, m, d32 int)
+func axpySlotsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, groups, d32 int)

@@ -2,26 +2,33 @@
 
 #include "textflag.h"
 
-// func axpySlotsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, m, d32 int)
+// SLOTARGS loads the AxpySlots kernels' arguments (n int, c unsafe.Pointer,
+// cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, groups,
+// d32 int): R9 the slots, R10 c, R11 and R13 the strides in bytes, R12 v,
+// DI ys, BX the groups of one, two or four rows, DX d32, R14 eight slots
+// of v.
+#define SLOTARGS \
+	MOVQ n+0(FP), R9         \
+	MOVQ c+8(FP), R10        \
+	MOVQ cstride+16(FP), R11 \
+	SHLQ $2, R11             \
+	MOVQ v+24(FP), R12       \
+	MOVQ vstride+32(FP), R13 \
+	SHLQ $2, R13             \
+	MOVQ ys+40(FP), DI       \
+	MOVQ groups+48(FP), BX   \
+	MOVQ d32+56(FP), DX      \
+	MOVQ R13, R14            \
+	SHLQ $3, R14
+
+// func axpySlotsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, groups, d32 int)
 //
 // For each output row r and each 32 of its d32 values (Y0-Y3), the n slots
 // in order: y = y + c[j][r]·v[j] (VMULPS, then VADDPS, as axpyAsm).
 // Slot rows are prefetched 8 ahead: at depth they come from memory with
 // a stride the hardware prefetcher does not follow.
 TEXT ·axpySlotsAsm(SB), NOSPLIT, $0-64
-	MOVQ n+0(FP), R9
-	MOVQ c+8(FP), R10
-	MOVQ cstride+16(FP), R11
-	SHLQ $2, R11
-	MOVQ v+24(FP), R12
-	MOVQ vstride+32(FP), R13
-	SHLQ $2, R13
-	MOVQ ys+40(FP), DI
-	MOVQ m+48(FP), BX
-	MOVQ d32+56(FP), DX
-	MOVQ R13, R14
-	SHLQ $3, R14 // 8 slots ahead
-
+	SLOTARGS
 
 slotrow:
 	XORQ AX, AX // offset into the row, bytes
@@ -78,26 +85,15 @@ slotloop:
 	VADDPS      TA, A, A           \
 	VADDPS      TB, B, B
 
-// func axpySlotsQuadsAsm512(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, quads, d32 int)
+// func axpySlotsQuadsAsm512(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, groups, d32 int)
 //
 // axpySlotsAsm for 4·quads output rows, four at a time: each slot's 32
 // values of v are loaded once for the four rows, whose eight accumulator
 // chains keep the adds busy where one row's were bound by their latency.
 // Every output value gets the same operations in the same order.
 TEXT ·axpySlotsQuadsAsm512(SB), NOSPLIT, $0-64
-	MOVQ n+0(FP), R9
-	MOVQ c+8(FP), R10
-	MOVQ cstride+16(FP), R11
-	SHLQ $2, R11
-	MOVQ v+24(FP), R12
-	MOVQ vstride+32(FP), R13
-	SHLQ $2, R13
-	MOVQ ys+40(FP), DI
-	MOVQ quads+48(FP), BX
-	MOVQ d32+56(FP), DX
+	SLOTARGS
 	SHLQ $2, DX // bytes per output row
-	MOVQ R13, R14
-	SHLQ $3, R14 // 8 slots ahead
 	LEAQ (DX)(DX*2), R15 // three rows
 
 quad:
@@ -159,25 +155,14 @@ quadslot:
 	VADDPS Y12, A, A       \
 	VADDPS Y13, B, B
 
-// func axpySlotsPairsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, pairs, d32 int)
+// func axpySlotsPairsAsm(n int, c unsafe.Pointer, cstride int, v unsafe.Pointer, vstride int, ys unsafe.Pointer, groups, d32 int)
 //
 // axpySlotsAsm for 2·pairs output rows, two at a time: eight add chains
 // (Y0-Y3 row 0, Y4-Y7 row 1) where one row's four were bound by their
 // latency. Every output value gets the same operations in the same order.
 TEXT ·axpySlotsPairsAsm(SB), NOSPLIT, $0-64
-	MOVQ n+0(FP), R9
-	MOVQ c+8(FP), R10
-	MOVQ cstride+16(FP), R11
-	SHLQ $2, R11
-	MOVQ v+24(FP), R12
-	MOVQ vstride+32(FP), R13
-	SHLQ $2, R13
-	MOVQ ys+40(FP), DI
-	MOVQ pairs+48(FP), BX
-	MOVQ d32+56(FP), DX
+	SLOTARGS
 	SHLQ $2, DX // bytes per output row
-	MOVQ R13, R14
-	SHLQ $3, R14 // 8 slots ahead
 
 pair:
 	XORQ AX, AX // offset into the rows, bytes
