@@ -201,51 +201,53 @@ const attnSlotTile = 128
 // flashBlock is attendBlock for Options.KVF16: each (token, head) pair of
 // the block runs flashF16's online softmax over the slots in order (the
 // running output held in binary16, the running sum in float32, one final
-// division), with each K and V row read once for all pairs.
+// division). The slots go in tiles whose K and V rows stay in L1 while
+// every token of the block walks them, each token's run of slots in a
+// tile (its allowed ones, a few runs under a mask) in one
+// kernels.FlashF16 call for the whole head group.
 func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32) {
 	n := len(k) / stride
 	tb, pairs, last := blockSpan(n, i0, i1, group, past, mask != nil)
-	if cap(w.scores) < pairs {
-		w.scores = make([]float32, pairs)
-	}
 	if cap(w.mx) < pairs {
 		w.mx, w.coef, w.sum = make([]float32, pairs), make([]float32, pairs), make([]float64, pairs)
 	}
-	s, m, sum := w.scores[:pairs], w.mx[:pairs], w.coef[:pairs]
+	m, sum := w.mx[:pairs], w.coef[:pairs]
 	for r := range m {
 		m[r] = float32(math.Inf(-1))
 		sum[r] = 0
 	}
 	off := g * d
 	h0 := g * group
-	for j := 0; j <= last; j++ {
-		if jp := j + attnPrefetch; jp <= last {
-			kernels.Prefetch(k[jp*stride+off : jp*stride+off+d])
-			kernels.Prefetch(v[jp*stride+off : jp*stride+off+d])
-		}
-		kj := k[j*stride+off : j*stride+off+d]
-		vj := v[j*stride+off : j*stride+off+d]
+	// A tile's K and V rows take about 32 KiB.
+	tile := max(1, 4096/max(d, 1))
+	for j0 := 0; j0 <= last; j0 += tile {
+		j1 := min(j0+tile, last+1)
 		for ti := 0; ti < tb; ti++ {
 			i := i0 + ti
-			if mask == nil && j > past+i || mask != nil && !mask[i*n+j] {
-				continue
-			}
 			qb := (i*nh + h0) * d
-			kernels.DotRows(kj, q[qb:qb+group*d], s[ti*group:(ti+1)*group])
-			for hh := 0; hh < group; hh++ {
-				r := ti*group + hh
-				oh := o[qb+hh*d : qb+(hh+1)*d]
-				sv := s[r] * scale
-				ms, vs := float32(1), float32(1)
-				if sv > m[r] {
-					ms = expf(m[r] - sv)
-					m[r] = sv
-					kernels.ScaleF16(ms, oh)
+			mr, sr := m[ti*group:(ti+1)*group], sum[ti*group:(ti+1)*group]
+			for j := j0; j < j1; {
+				// The next run [j, e) of slots token i sees.
+				var e int
+				if mask == nil {
+					j1c := min(j1, past+i+1)
+					if j >= j1c {
+						break
+					}
+					e = j1c
 				} else {
-					vs = expf(sv - m[r])
+					row := mask[i*n : (i+1)*n]
+					for j < j1 && !row[j] {
+						j++
+					}
+					for e = j; e < j1 && row[e]; e++ {
+					}
+					if j == e {
+						break
+					}
 				}
-				kernels.MadF16(vs, vj, oh)
-				sum[r] = sum[r]*ms + vs
+				kernels.FlashF16(q[qb:qb+group*d], k[j*stride+off:], v[j*stride+off:], stride, e-j, d, scale, mr, sr, o[qb:qb+group*d])
+				j = e
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/qnnprep/qnnprep/internal/half"
 	"github.com/qnnprep/qnnprep/testkit/blocks"
 )
 
@@ -143,6 +144,51 @@ func FuzzScoreSlots(f *testing.F) {
 		}
 		for _, kern := range headSlotKernels {
 			checkHeadsSlots(t, kern.name, kern.f, n, k, kstride, d, q, tokens, tokens*HeadGroup+int(shape[4])%2)
+		}
+	})
+}
+
+// FuzzFlashF16 feeds arbitrary bits to FlashF16 (assembly on AVX2
+// machines): the cache, queries and running output as binary16 values,
+// the running max and sum and the scale as any float32. It must give the
+// bits of the calls it replaces. shape chooses the head size (with and
+// without assembly), the heads (past one call's eight) and the slots.
+func FuzzFlashF16(f *testing.F) {
+	f.Add([]byte{1, 3, 9, 0, 0, 0, 0x3e}, bytes.Repeat([]byte{0x00, 0x80, 0xff, 0x7b, 0x01, 0x3c, 0x00, 0xfc, 0x55, 0x03}, 3000))
+	f.Add([]byte{0, 9, 2, 0, 0, 0x80, 0x7f}, bytes.Repeat([]byte{0x00, 0x3c, 0x00, 0xbc, 0x00, 0x7e, 0x00, 0x00}, 4000))
+	f.Fuzz(func(t *testing.T, shape, data []byte) {
+		if len(shape) < 7 {
+			return
+		}
+		sizes := []int{64, 128, 256, 32, 40}
+		d := sizes[int(shape[0])%len(sizes)]
+		hc, ns := 1+int(shape[1])%12, 1+int(shape[2])%24
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(shape[3:]))
+		stride := d + 8
+		nkv := (ns-1)*stride + d
+		if len(data) < 2*(2*nkv+2*hc*d)+8*hc {
+			return
+		}
+		at := 0
+		f16s := func(n int) []float32 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = half.F16ToF32(binary.LittleEndian.Uint16(data[at:]))
+				at += 2
+			}
+			return x
+		}
+		f32s := func(n int) []float32 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[at:]))
+				at += 4
+			}
+			return x
+		}
+		c := flashCase{k: f16s(nkv), v: f16s(nkv), q: f16s(hc * d), o: f16s(hc * d), m: f32s(hc), sum: f32s(hc), stride: stride, ns: ns, d: d, scale: scale}
+		if diff := flashDiff(c.run(FlashF16), c.run(flashCalls), false); diff != "" {
+			t.Fatalf("d=%d, %d heads, %d slots, scale %v: %s", d, hc, ns, scale, diff)
 		}
 	})
 }

@@ -1,0 +1,222 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "reduce_amd64.h"
+
+// FEXP sets Y4 to Expf of each lane of Y0: exp_amd64.s's EXP8 with its
+// constants read from memory (this kernel needs the registers), the same
+// operations in the same order (Y1-Y5 are clobbered).
+#define FEXP \
+	VMAXPS    flashLo<>(SB), Y0, Y1      \
+	VMINPS    flashHi<>(SB), Y1, Y1      \
+	VMULPS    flashLog2e<>(SB), Y1, Y2   \
+	VROUNDPS  $0, Y2, Y2                 \
+	VMULPS    flashLn2Hi<>(SB), Y2, Y3   \
+	VSUBPS    Y3, Y1, Y3                 \
+	VMULPS    flashLn2Lo<>(SB), Y2, Y4   \
+	VSUBPS    Y4, Y3, Y3                 \
+	VMULPS    flashP0<>(SB), Y3, Y4      \
+	VADDPS    flashP1<>(SB), Y4, Y4      \
+	VMULPS    Y3, Y4, Y4                 \
+	VADDPS    flashP2<>(SB), Y4, Y4      \
+	VMULPS    Y3, Y4, Y4                 \
+	VADDPS    flashP3<>(SB), Y4, Y4      \
+	VMULPS    Y3, Y4, Y4                 \
+	VADDPS    flashP4<>(SB), Y4, Y4      \
+	VMULPS    Y3, Y4, Y4                 \
+	VADDPS    flashP5<>(SB), Y4, Y4      \
+	VMULPS    Y3, Y3, Y5                 \
+	VMULPS    Y5, Y4, Y4                 \
+	VADDPS    Y3, Y4, Y4                 \
+	VADDPS    flashOne<>(SB), Y4, Y4     \
+	VCVTPS2DQ Y2, Y2                     \
+	VPADDD    flash127<>(SB), Y2, Y2     \
+	VPSLLD    $23, Y2, Y2                \
+	VMULPS    Y2, Y4, Y4                 \
+	VCMPPS    $1, flashLo<>(SB), Y0, Y5  \
+	VANDNPS   Y4, Y5, Y4                 \
+	VCMPPS    $14, flashHi<>(SB), Y0, Y5 \
+	VBLENDVPS Y5, flashInf<>(SB), Y4, Y4 \
+	VCMPPS    $3, Y0, Y0, Y5             \
+	VBLENDVPS Y5, Y0, Y4, Y4
+
+// func flashF16Asm(q, k, v, o, st unsafe.Pointer, strideBytes, ns, pf, dBytes, hc int, scale float32)
+//
+// FlashF16 for hc ≤ 8 heads of dBytes/4 floats (a multiple of 32) over ns
+// slots strideBytes apart. st is [40]float32: max (lanes 0-7), sum (8-15),
+// then scratch: scores (16-23), ms (24-31), vs (32-39). Per slot: each
+// head's score as dotRowsAsm computes it, times scale; the softmax step on
+// all heads at once, lane h as the scalar Go step; then per head the
+// scaleF16Asm pass where its max moved and the madF16Asm pass. The slot
+// pf−1 is the last the prefetch (16 slots ahead) may touch.
+TEXT ·flashF16Asm(SB), NOSPLIT, $0-84
+	MOVQ   k+8(FP), DI
+	MOVQ   v+16(FP), R8
+	MOVQ   st+32(FP), AX
+	MOVQ   strideBytes+40(FP), R9
+	MOVQ   ns+48(FP), R10
+	MOVQ   pf+56(FP), R11
+	SUBQ   $16, R11
+	MOVQ   dBytes+64(FP), DX
+	MOVQ   hc+72(FP), BX
+	VMOVSS scale+80(FP), X15
+	// Y12 = 1 in every lane.
+	VBROADCASTSS flashOne<>(SB), Y12
+
+slot:
+	// R11 = pf − 16 − j: slot j+16 exists while it is positive.
+	CMPQ R11, $0
+	JLE  noprefetch
+	MOVQ R9, R13
+	SHLQ $4, R13
+	LEAQ (DI)(R13*1), SI
+	ADDQ R8, R13
+	XORQ CX, CX
+
+pfloop:
+	PREFETCHT0 (SI)(CX*1)
+	PREFETCHT0 (R13)(CX*1)
+	ADDQ       $64, CX
+	CMPQ       CX, DX
+	JB         pfloop
+
+noprefetch:
+	DECQ R11
+
+	// Scores: s[h] = Dot(k_j, q_h)·scale, k the first operand as in
+	// dotRowsAsm.
+	MOVQ q+0(FP), R13
+	XORQ R12, R12
+
+dothead:
+	ZEROY4(Y0, Y1, Y2, Y3)
+	XORQ CX, CX
+
+dotloop:
+	VMOVUPS (DI)(CX*1), Y4
+	VMULPS  (R13)(CX*1), Y4, Y4
+	VADDPS  Y4, Y0, Y0
+	VMOVUPS 32(DI)(CX*1), Y5
+	VMULPS  32(R13)(CX*1), Y5, Y5
+	VADDPS  Y5, Y1, Y1
+	VMOVUPS 64(DI)(CX*1), Y6
+	VMULPS  64(R13)(CX*1), Y6, Y6
+	VADDPS  Y6, Y2, Y2
+	VMOVUPS 96(DI)(CX*1), Y7
+	VMULPS  96(R13)(CX*1), Y7, Y7
+	VADDPS  Y7, Y3, Y3
+	ADDQ    $128, CX
+	CMPQ    CX, DX
+	JNE     dotloop
+
+	REDUCE
+	VMULSS X15, X0, X0
+	VMOVSS X0, 64(AX)(R12*4)
+	ADDQ   DX, R13
+	INCQ   R12
+	CMPQ   R12, BX
+	JNE    dothead
+
+	// The step, lane h for head h: moved = s > m; ms, vs = e^(m−s), 1
+	// where it moved, else 1, e^(s−m); m = s where it moved; sum = sum·ms + vs.
+	VMOVUPS   64(AX), Y6
+	VMOVUPS   0(AX), Y7
+	VCMPPS    $0x1e, Y7, Y6, Y8
+	VSUBPS    Y6, Y7, Y9
+	VSUBPS    Y7, Y6, Y10
+	VBLENDVPS Y8, Y9, Y10, Y0
+	FEXP
+	VBLENDVPS Y8, Y4, Y12, Y11
+	VBLENDVPS Y8, Y12, Y4, Y13
+	VBLENDVPS Y8, Y6, Y7, Y7
+	VMOVUPS   Y7, 0(AX)
+	VMOVUPS   32(AX), Y9
+	VMULPS    Y11, Y9, Y9
+	VADDPS    Y13, Y9, Y9
+	VMOVUPS   Y9, 32(AX)
+	VMOVUPS   Y11, 96(AX)
+	VMOVUPS   Y13, 128(AX)
+	VMOVMSKPS Y8, SI
+
+	// The binary16 updates, head by head.
+	MOVQ o+24(FP), R13
+	XORQ R12, R12
+
+upd:
+	BTQ R12, SI
+	JCC nomove
+	VBROADCASTSS 96(AX)(R12*4), Y14
+	XORQ         CX, CX
+
+sloop:
+	VMULPS    (R13)(CX*1), Y14, Y0
+	VCVTPS2PH $0, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, (R13)(CX*1)
+	ADDQ      $32, CX
+	CMPQ      CX, DX
+	JNE       sloop
+
+nomove:
+	VMOVSS       128(AX)(R12*4), X14
+	VCVTSS2SD    X14, X14, X14
+	VBROADCASTSD X14, Y14
+	XORQ         CX, CX
+
+mloop:
+	VCVTPS2PD   (R8)(CX*1), Y0
+	VCVTPS2PD   (R13)(CX*1), Y1
+	VFMADD231PD Y14, Y0, Y1
+	VCVTPD2PSY  Y1, X1
+	VCVTPS2PH   $0, X1, X1
+	VCVTPH2PS   X1, X1
+	VMOVUPS     X1, (R13)(CX*1)
+	VCVTPS2PD   16(R8)(CX*1), Y2
+	VCVTPS2PD   16(R13)(CX*1), Y3
+	VFMADD231PD Y14, Y2, Y3
+	VCVTPD2PSY  Y3, X3
+	VCVTPS2PH   $0, X3, X3
+	VCVTPH2PS   X3, X3
+	VMOVUPS     X3, 16(R13)(CX*1)
+	ADDQ        $32, CX
+	CMPQ        CX, DX
+	JNE         mloop
+
+	ADDQ DX, R13
+	INCQ R12
+	CMPQ R12, BX
+	JNE  upd
+
+	ADDQ R9, DI
+	ADDQ R9, R8
+	DECQ R10
+	JNZ  slot
+	VZEROUPPER
+	RET
+
+#define FCONST8(name, bits) \
+	DATA name+0(SB)/4, bits  \
+	DATA name+4(SB)/4, bits  \
+	DATA name+8(SB)/4, bits  \
+	DATA name+12(SB)/4, bits \
+	DATA name+16(SB)/4, bits \
+	DATA name+20(SB)/4, bits \
+	DATA name+24(SB)/4, bits \
+	DATA name+28(SB)/4, bits \
+	GLOBL name(SB), RODATA|NOPTR, $32
+
+// The bits of exp.go's constants (exp_amd64.s's are private to that file).
+FCONST8(flashLog2e<>, $0x3fb8aa3b)
+FCONST8(flashLn2Hi<>, $0x3f318000)
+FCONST8(flashLn2Lo<>, $0xb95e8083)
+FCONST8(flashP0<>, $0x39506967)
+FCONST8(flashP1<>, $0x3ab743ce)
+FCONST8(flashP2<>, $0x3c088908)
+FCONST8(flashP3<>, $0x3d2aa9c1)
+FCONST8(flashP4<>, $0x3e2aaaaa)
+FCONST8(flashP5<>, $0x3f000000)
+FCONST8(flashOne<>, $0x3f800000)
+FCONST8(flashHi<>, $0x42b0c0a5)
+FCONST8(flashLo<>, $0xc2aeac50)
+FCONST8(flashInf<>, $0x7f800000)
+FCONST8(flash127<>, $127)
