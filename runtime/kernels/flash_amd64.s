@@ -40,105 +40,128 @@
 	VCMPPS    $3, Y0, Y0, Y5             \
 	VBLENDVPS Y5, Y0, Y4, Y4
 
+// FLASHSLOT is the part of a slot both kernels share, its labels the
+// kernel's: the prefetch of slot j+16 while R11 = pf − 16 − j is
+// positive; the scores s[h] = Dot(k_j, q_h)·scale, k the first operand
+// as in dotRowsAsm; and the step, lane h for head h: moved = s > m; ms,
+// vs = e^(m−s), 1 where it moved, else 1, e^(s−m); m = s where it moved;
+// sum = sum·ms + vs. It leaves the moved heads' bits in SI. FLASHNEXT
+// ends the head loop (label upd) and the slot loop (label slot).
+#define FLASHSLOT \
+	CMPQ R11, $0 \
+	JLE  noprefetch \
+	MOVQ R9, R13 \
+	SHLQ $4, R13 \
+	LEAQ (DI)(R13*1), SI \
+	ADDQ R8, R13 \
+	XORQ CX, CX \
+pfloop: \
+	PREFETCHT0 (SI)(CX*1) \
+	PREFETCHT0 (R13)(CX*1) \
+	ADDQ       $64, CX \
+	CMPQ       CX, DX \
+	JB         pfloop \
+noprefetch: \
+	DECQ R11 \
+	MOVQ q+0(FP), R13 \
+	XORQ R12, R12 \
+dothead: \
+	ZEROY4(Y0, Y1, Y2, Y3) \
+	XORQ CX, CX \
+dotloop: \
+	VMOVUPS (DI)(CX*1), Y4 \
+	VMULPS  (R13)(CX*1), Y4, Y4 \
+	VADDPS  Y4, Y0, Y0 \
+	VMOVUPS 32(DI)(CX*1), Y5 \
+	VMULPS  32(R13)(CX*1), Y5, Y5 \
+	VADDPS  Y5, Y1, Y1 \
+	VMOVUPS 64(DI)(CX*1), Y6 \
+	VMULPS  64(R13)(CX*1), Y6, Y6 \
+	VADDPS  Y6, Y2, Y2 \
+	VMOVUPS 96(DI)(CX*1), Y7 \
+	VMULPS  96(R13)(CX*1), Y7, Y7 \
+	VADDPS  Y7, Y3, Y3 \
+	ADDQ    $128, CX \
+	CMPQ    CX, DX \
+	JNE     dotloop \
+	REDUCE \
+	VMULSS X15, X0, X0 \
+	VMOVSS X0, 64(AX)(R12*4) \
+	ADDQ   DX, R13 \
+	INCQ   R12 \
+	CMPQ   R12, BX \
+	JNE    dothead \
+	VMOVUPS   64(AX), Y6 \
+	VMOVUPS   0(AX), Y7 \
+	VCMPPS    $0x1e, Y7, Y6, Y8 \
+	VSUBPS    Y6, Y7, Y9 \
+	VSUBPS    Y7, Y6, Y10 \
+	VBLENDVPS Y8, Y9, Y10, Y0 \
+	FEXP \
+	VBLENDVPS Y8, Y4, Y12, Y11 \
+	VBLENDVPS Y8, Y12, Y4, Y13 \
+	VBLENDVPS Y8, Y6, Y7, Y7 \
+	VMOVUPS   Y7, 0(AX) \
+	VMOVUPS   32(AX), Y9 \
+	VMULPS    Y11, Y9, Y9 \
+	VADDPS    Y13, Y9, Y9 \
+	VMOVUPS   Y9, 32(AX) \
+	VMOVUPS   Y11, 96(AX) \
+	VMOVUPS   Y13, 128(AX) \
+	VMOVMSKPS Y8, SI
+#define FLASHNEXT \
+	ADDQ DX, R13 \
+	INCQ R12 \
+	CMPQ R12, BX \
+	JNE  upd \
+	ADDQ R9, DI \
+	ADDQ R9, R8 \
+	DECQ R10 \
+	JNZ  slot \
+	VZEROUPPER \
+	RET
+
+// FLASHARGS loads the kernels' arguments.
+#define FLASHARGS \
+	MOVQ   k+8(FP), DI \
+	MOVQ   v+16(FP), R8 \
+	MOVQ   st+32(FP), AX \
+	MOVQ   strideBytes+40(FP), R9 \
+	MOVQ   ns+48(FP), R10 \
+	MOVQ   pf+56(FP), R11 \
+	SUBQ   $16, R11 \
+	MOVQ   dBytes+64(FP), DX \
+	MOVQ   hc+72(FP), BX \
+	VMOVSS scale+80(FP), X15 \
+	VBROADCASTSS flashOne<>(SB), Y12
+
 // func flashF16Asm(q, k, v, o, st unsafe.Pointer, strideBytes, ns, pf, dBytes, hc int, scale float32)
 //
 // FlashF16 for hc ≤ 8 heads of dBytes/4 floats (a multiple of 32) over ns
-// slots strideBytes apart. st is [40]float32: max (lanes 0-7), sum (8-15),
-// then scratch: scores (16-23), ms (24-31), vs (32-39). Per slot: each
+// slots strideBytes apart. st is a flashState: max (lanes 0-7), sum (8-15),
+// then scratch: scores (16-23), ms (24-31), vs (32-39), and from byte 192
+// the V row in float64. Per slot: each
 // head's score as dotRowsAsm computes it, times scale; the softmax step on
 // all heads at once, lane h as the scalar Go step; then per head the
 // scaleF16Asm pass where its max moved and the madF16Asm pass. The slot
 // pf−1 is the last the prefetch (16 slots ahead) may touch.
 TEXT ·flashF16Asm(SB), NOSPLIT, $0-84
-	MOVQ   k+8(FP), DI
-	MOVQ   v+16(FP), R8
-	MOVQ   st+32(FP), AX
-	MOVQ   strideBytes+40(FP), R9
-	MOVQ   ns+48(FP), R10
-	MOVQ   pf+56(FP), R11
-	SUBQ   $16, R11
-	MOVQ   dBytes+64(FP), DX
-	MOVQ   hc+72(FP), BX
-	VMOVSS scale+80(FP), X15
-	// Y12 = 1 in every lane.
-	VBROADCASTSS flashOne<>(SB), Y12
+	FLASHARGS
 
 slot:
-	// R11 = pf − 16 − j: slot j+16 exists while it is positive.
-	CMPQ R11, $0
-	JLE  noprefetch
-	MOVQ R9, R13
-	SHLQ $4, R13
-	LEAQ (DI)(R13*1), SI
-	ADDQ R8, R13
+	FLASHSLOT
+
+	// The binary16 updates, head by head, v_j widened to float64 once
+	// for all heads.
 	XORQ CX, CX
 
-pfloop:
-	PREFETCHT0 (SI)(CX*1)
-	PREFETCHT0 (R13)(CX*1)
-	ADDQ       $64, CX
-	CMPQ       CX, DX
-	JB         pfloop
+widen:
+	VCVTPS2PD (R8)(CX*1), Y0
+	VMOVUPD   Y0, 192(AX)(CX*2)
+	ADDQ      $16, CX
+	CMPQ      CX, DX
+	JNE       widen
 
-noprefetch:
-	DECQ R11
-
-	// Scores: s[h] = Dot(k_j, q_h)·scale, k the first operand as in
-	// dotRowsAsm.
-	MOVQ q+0(FP), R13
-	XORQ R12, R12
-
-dothead:
-	ZEROY4(Y0, Y1, Y2, Y3)
-	XORQ CX, CX
-
-dotloop:
-	VMOVUPS (DI)(CX*1), Y4
-	VMULPS  (R13)(CX*1), Y4, Y4
-	VADDPS  Y4, Y0, Y0
-	VMOVUPS 32(DI)(CX*1), Y5
-	VMULPS  32(R13)(CX*1), Y5, Y5
-	VADDPS  Y5, Y1, Y1
-	VMOVUPS 64(DI)(CX*1), Y6
-	VMULPS  64(R13)(CX*1), Y6, Y6
-	VADDPS  Y6, Y2, Y2
-	VMOVUPS 96(DI)(CX*1), Y7
-	VMULPS  96(R13)(CX*1), Y7, Y7
-	VADDPS  Y7, Y3, Y3
-	ADDQ    $128, CX
-	CMPQ    CX, DX
-	JNE     dotloop
-
-	REDUCE
-	VMULSS X15, X0, X0
-	VMOVSS X0, 64(AX)(R12*4)
-	ADDQ   DX, R13
-	INCQ   R12
-	CMPQ   R12, BX
-	JNE    dothead
-
-	// The step, lane h for head h: moved = s > m; ms, vs = e^(m−s), 1
-	// where it moved, else 1, e^(s−m); m = s where it moved; sum = sum·ms + vs.
-	VMOVUPS   64(AX), Y6
-	VMOVUPS   0(AX), Y7
-	VCMPPS    $0x1e, Y7, Y6, Y8
-	VSUBPS    Y6, Y7, Y9
-	VSUBPS    Y7, Y6, Y10
-	VBLENDVPS Y8, Y9, Y10, Y0
-	FEXP
-	VBLENDVPS Y8, Y4, Y12, Y11
-	VBLENDVPS Y8, Y12, Y4, Y13
-	VBLENDVPS Y8, Y6, Y7, Y7
-	VMOVUPS   Y7, 0(AX)
-	VMOVUPS   32(AX), Y9
-	VMULPS    Y11, Y9, Y9
-	VADDPS    Y13, Y9, Y9
-	VMOVUPS   Y9, 32(AX)
-	VMOVUPS   Y11, 96(AX)
-	VMOVUPS   Y13, 128(AX)
-	VMOVMSKPS Y8, SI
-
-	// The binary16 updates, head by head.
 	MOVQ o+24(FP), R13
 	XORQ R12, R12
 
@@ -164,14 +187,14 @@ nomove:
 	XORQ         CX, CX
 
 mloop:
-	VCVTPS2PD   (R8)(CX*1), Y0
+	VMOVUPD     192(AX)(CX*2), Y0
 	VCVTPS2PD   (R13)(CX*1), Y1
 	VFMADD231PD Y14, Y0, Y1
 	VCVTPD2PSY  Y1, X1
 	VCVTPS2PH   $0, X1, X1
 	VCVTPH2PS   X1, X1
 	VMOVUPS     X1, (R13)(CX*1)
-	VCVTPS2PD   16(R8)(CX*1), Y2
+	VMOVUPD     224(AX)(CX*2), Y2
 	VCVTPS2PD   16(R13)(CX*1), Y3
 	VFMADD231PD Y14, Y2, Y3
 	VCVTPD2PSY  Y3, X3
@@ -182,17 +205,70 @@ mloop:
 	CMPQ        CX, DX
 	JNE         mloop
 
-	ADDQ DX, R13
-	INCQ R12
-	CMPQ R12, BX
-	JNE  upd
+	FLASHNEXT
 
-	ADDQ R9, DI
-	ADDQ R9, R8
-	DECQ R10
-	JNZ  slot
-	VZEROUPPER
-	RET
+// func flashF16Asm512(q, k, v, o, st unsafe.Pointer, strideBytes, ns, pf, dBytes, hc int, scale float32)
+//
+// flashF16Asm with the binary16 passes on zmm registers: the same
+// operations on sixteen values at a time (eight doubles per FMA), half as
+// many conversion instructions, which bound the AVX2 passes.
+TEXT ·flashF16Asm512(SB), NOSPLIT, $0-84
+	FLASHARGS
+
+slot:
+	FLASHSLOT
+
+	XORQ CX, CX
+
+widen:
+	VCVTPS2PD (R8)(CX*1), Z0
+	VMOVUPD   Z0, 192(AX)(CX*2)
+	ADDQ      $32, CX
+	CMPQ      CX, DX
+	JNE       widen
+
+	MOVQ o+24(FP), R13
+	XORQ R12, R12
+
+upd:
+	BTQ R12, SI
+	JCC nomove
+	VBROADCASTSS 96(AX)(R12*4), Z14
+	XORQ         CX, CX
+
+sloop:
+	VMULPS    (R13)(CX*1), Z14, Z0
+	VCVTPS2PH $0, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS   Z0, (R13)(CX*1)
+	ADDQ      $64, CX
+	CMPQ      CX, DX
+	JNE       sloop
+
+nomove:
+	VMOVSS       128(AX)(R12*4), X14
+	VCVTSS2SD    X14, X14, X14
+	VBROADCASTSD X14, Z14
+	XORQ         CX, CX
+
+mloop:
+	VMOVUPD       192(AX)(CX*2), Z0
+	VCVTPS2PD     (R13)(CX*1), Z1
+	VFMADD231PD   Z14, Z0, Z1
+	VMOVUPD       256(AX)(CX*2), Z2
+	VCVTPS2PD     32(R13)(CX*1), Z3
+	VFMADD231PD   Z14, Z2, Z3
+	VCVTPD2PS     Z1, Y1
+	VCVTPD2PS     Z3, Y3
+	VINSERTF64X4  $1, Y3, Z1, Z1
+	VCVTPS2PH     $0, Z1, Y1
+	VCVTPH2PS     Y1, Z1
+	VMOVUPS       Z1, (R13)(CX*1)
+	ADDQ          $64, CX
+	CMPQ          CX, DX
+	JNE           mloop
+
+	FLASHNEXT
 
 #define FCONST8(name, bits) \
 	DATA name+0(SB)/4, bits  \

@@ -61,6 +61,17 @@ func flashPureGo(q, k, v []float32, stride, ns, d int, scale float32, m, sum, o 
 	}
 }
 
+type namedFlash struct {
+	name string
+	f    flashFunc
+}
+
+// flashKernels are the kernels to test: FlashF16 as selected, and on
+// amd64 each assembly form the CPU runs (flashAsmKernels).
+func flashKernels() []namedFlash {
+	return append([]namedFlash{{"FlashF16", FlashF16}}, flashAsmKernels...)
+}
+
 // flashCase is one FlashF16 call's operands.
 type flashCase struct {
 	q, k, v, m, sum, o []float32
@@ -155,22 +166,24 @@ func flashDiff(got, want flashCase, anyNaN bool) string {
 
 // TestFlashF16MatchesCalls: FlashF16 (assembly where the CPU has it) gives
 // the bits of the calls it replaces and of the Go kernels, for head sizes
-// with assembly (multiples of 32) and without, 1 to 16 heads (past the
+// with assembly (multiples of 32 up to 256) and without, 1 to 16 heads (past the
 // eight lanes of one assembly call), fresh and running states, and
 // ordinary values, rare edge values, and only edge values (−0, ±Inf, NaN,
 // tiny, huge). Against the calls even a NaN's bits must agree; the Go
 // kernels' NaNs may differ in sign and payload (as MadF16's test allows).
 func TestFlashF16MatchesCalls(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, d := range []int{64, 128, 256, 32, 96, 40, 0} {
+	for _, d := range []int{64, 128, 256, 32, 96, 40, 0, 288} {
 		for _, hc := range []int{1, 2, 3, 4, 7, 8, 9, 16} {
 			for _, edge := range []int{0, 16, 1} {
 				t.Run(fmt.Sprintf("d%d/h%d/edge%d", d, hc, edge), func(t *testing.T) {
 					for iter := range 12 {
 						c := newFlashCase(r, hc, d, 1+iter*5, edge)
 						want := c.run(flashCalls)
-						if diff := flashDiff(c.run(FlashF16), want, false); diff != "" {
-							t.Fatalf("iter %d, %d slots: FlashF16: %s", iter, c.ns, diff)
+						for _, k := range flashKernels() {
+							if diff := flashDiff(c.run(k.f), want, false); diff != "" {
+								t.Fatalf("iter %d, %d slots: %s: %s", iter, c.ns, k.name, diff)
+							}
 						}
 						if diff := flashDiff(c.run(flashPureGo), want, true); diff != "" {
 							t.Fatalf("iter %d, %d slots: Go kernels: %s", iter, c.ns, diff)
@@ -178,6 +191,30 @@ func TestFlashF16MatchesCalls(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkFlashF16 times one token's walk over a tile of 64 slots for a
+// GQA group of 8 heads of 64 (700M's attention, Llama 3's group), per
+// slot.
+func BenchmarkFlashF16(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, k := range flashKernels() {
+		for _, d := range []int{64, 128} {
+			b.Run(fmt.Sprintf("%s/d%d", k.name, d), func(b *testing.B) {
+				c := newFlashCase(r, 8, d, 64, 0)
+				c.stride = 4 * d
+				c.k, c.v = make([]float32, 64*c.stride), make([]float32, 64*c.stride)
+				for i := range c.k {
+					c.k[i], c.v[i] = f16(float32(r.NormFloat64())), f16(float32(r.NormFloat64()))
+				}
+				b.ResetTimer()
+				for range b.N {
+					k.f(c.q, c.k, c.v, c.stride, c.ns, c.d, c.scale, c.m, c.sum, c.o)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*64), "ns/slot")
+			})
 		}
 	}
 }

@@ -187,8 +187,11 @@ func FuzzFlashF16(f *testing.F) {
 			return x
 		}
 		c := flashCase{k: f16s(nkv), v: f16s(nkv), q: f16s(hc * d), o: f16s(hc * d), m: f32s(hc), sum: f32s(hc), stride: stride, ns: ns, d: d, scale: scale}
-		if diff := flashDiff(c.run(FlashF16), c.run(flashCalls), false); diff != "" {
-			t.Fatalf("d=%d, %d heads, %d slots, scale %v: %s", d, hc, ns, scale, diff)
+		want := c.run(flashCalls)
+		for _, k := range flashKernels() {
+			if diff := flashDiff(c.run(k.f), want, false); diff != "" {
+				t.Fatalf("%s: d=%d, %d heads, %d slots, scale %v: %s", k.name, d, hc, ns, scale, diff)
+			}
 		}
 	})
 }

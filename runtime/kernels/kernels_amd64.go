@@ -39,6 +39,9 @@ func init() {
 	if x.HasAVX2 && x.HasF16C && x.HasFMA {
 		madF16, scaleF16 = madF16AVX2, scaleF16AVX2
 		flashF16 = flashF16AVX2
+		if hasAVX512 {
+			flashF16 = flashF16AVX512
+		}
 		// The F16 products fuse multiply and add (exact for binary16
 		// operands, see the package comment).
 		dotF16F32Rows, mulF16 = dotF16F32RowsAVX2, mulF16AVX2
