@@ -2,7 +2,10 @@
 
 package kernels
 
-import "unsafe"
+import (
+	"sync"
+	"unsafe"
+)
 
 // flashF16AVX512 is flashF16AVX2 with the AVX-512 binary16 passes.
 func flashF16AVX512(q, k, v []float32, stride, ns, d int, scale float32, m, sum, o []float32) {
@@ -22,30 +25,41 @@ func flashF16Call(asm flashAsm, q, k, v []float32, stride, ns, d int, scale floa
 		flashF16Go(q, k, v, stride, ns, d, scale, m, sum, o)
 		return
 	}
+	st := flashStates.Get().(*flashState)
 	// Slots the prefetch may reach from k[0] and v[0].
 	pf := (min(len(k), len(v))-d)/stride + 1
 	for h0 := 0; h0 < len(m); h0 += 8 {
 		hn := min(8, len(m)-h0)
-		// The unused lanes (max 0, sum 0, score 0) compute ignored values.
-		var st flashState
+		// The unused lanes compute ignored values from whatever they hold.
 		copy(st.f[0:hn], m[h0:])
 		copy(st.f[8:8+hn], sum[h0:])
-		asm(unsafe.Pointer(&q[h0*d]), unsafe.Pointer(&k[0]), unsafe.Pointer(&v[0]), unsafe.Pointer(&o[h0*d]), unsafe.Pointer(&st),
-			4*stride, ns, pf, 4*d, hn, scale)
+		for j0 := 0; j0 < ns; j0 += flashSlots {
+			kb := j0 * stride
+			asm(unsafe.Pointer(&q[h0*d]), unsafe.Pointer(&k[kb]), unsafe.Pointer(&v[kb]), unsafe.Pointer(&o[h0*d]), unsafe.Pointer(st),
+				4*stride, min(flashSlots, ns-j0), pf-j0, 4*d, hn, scale)
+		}
 		copy(m[h0:h0+hn], st.f[0:hn])
 		copy(sum[h0:h0+hn], st.f[8:8+hn])
 	}
+	flashStates.Put(st)
 }
+
+var flashStates = sync.Pool{New: func() any { return new(flashState) }}
 
 // flashMaxD is the largest head size the assembly takes (Gemma's 256).
 const flashMaxD = 256
 
-// flashState is the assembly's state and scratch: max, sum, and the
-// scores, ms and vs of a slot, eight lanes each (f), and the V row
-// widened to float64 once for all heads (vd, at byte 192).
+// flashSlots is how many slots one assembly call takes.
+const flashSlots = 64
+
+// flashState is the assembly's state and scratch (offsets in
+// flash_amd64.s): max, sum, and the scores of a slot, eight lanes each
+// (f); the V row widened to float64 once for all heads (vd, at byte
+// 192); per slot ms, vs and the moved heads' bits (rec, at byte 2240).
 type flashState struct {
-	f  [48]float32
-	vd [flashMaxD]float64
+	f   [48]float32
+	vd  [flashMaxD]float64
+	rec [flashSlots][24]float32
 }
 
 // flashAsm is the signature of the assembly kernels.

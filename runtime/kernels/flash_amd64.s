@@ -45,8 +45,8 @@
 // positive; the scores s[h] = Dot(k_j, q_h)·scale, k the first operand
 // as in dotRowsAsm; and the step, lane h for head h: moved = s > m; ms,
 // vs = e^(m−s), 1 where it moved, else 1, e^(s−m); m = s where it moved;
-// sum = sum·ms + vs. It leaves the moved heads' bits in SI. FLASHNEXT
-// ends the head loop (label upd) and the slot loop (label slot).
+// sum = sum·ms + vs. It leaves ms in Y11, vs in Y13 and the moved heads'
+// bits in SI.
 #define FLASHSLOT \
 	CMPQ R11, $0 \
 	JLE  noprefetch \
@@ -106,20 +106,151 @@ dotloop: \
 	VMULPS    Y11, Y9, Y9 \
 	VADDPS    Y13, Y9, Y9 \
 	VMOVUPS   Y9, 32(AX) \
-	VMOVUPS   Y11, 96(AX) \
-	VMOVUPS   Y13, 128(AX) \
 	VMOVMSKPS Y8, SI
-#define FLASHNEXT \
+// FLASHSTEPS runs FLASHSLOT on the ns slots and keeps each slot's ms,
+// vs and moved bits in its record of flashState.rec (96 bytes: ms at 0, vs
+// at 32, the bits at 64). The slots are independent but for max and sum,
+// so this pass overlaps one slot's exponential with the next one's
+// scores; FLASHUPDATES then applies the records.
+#define FLASHSTEPS \
+	LEAQ      flashRec(AX), R14 \
+steps: \
+	FLASHSLOT \
+	VMOVUPS   Y11, 0(R14) \
+	VMOVUPS   Y13, 32(R14) \
+	MOVL      SI, 64(R14) \
+	ADDQ      $96, R14 \
+	ADDQ      R9, DI \
+	ADDQ      R9, R8 \
+	DECQ      R10 \
+	JNZ       steps
+
+// FLASHUPDATES(W, SCALE, MAD) applies the slots' records: per slot the V
+// row widened to float64 by W into flashState.vd, then per head SCALE
+// where its max moved (ms broadcast in Y14/Z14) and MAD (vs in float64
+// broadcast), the row of head h at R13.
+#define FLASHUPDATES(W, BS, BD, SCALE, MAD) \
+	MOVQ ns+48(FP), R10 \
+	MOVQ v+16(FP), R8 \
+	LEAQ flashRec(AX), R14 \
+updslot: \
+	W \
+	MOVL 64(R14), SI \
+	MOVQ o+24(FP), R13 \
+	XORQ R12, R12 \
+upd: \
+	BTQ R12, SI \
+	JCC nomove \
+	BS \
+	XORQ CX, CX \
+	SCALE \
+nomove: \
+	VMOVSS    32(R14)(R12*4), X14 \
+	VCVTSS2SD X14, X14, X14 \
+	BD \
+	XORQ      CX, CX \
+	MAD \
 	ADDQ DX, R13 \
 	INCQ R12 \
 	CMPQ R12, BX \
 	JNE  upd \
-	ADDQ R9, DI \
 	ADDQ R9, R8 \
+	ADDQ $96, R14 \
 	DECQ R10 \
-	JNZ  slot \
+	JNZ  updslot \
 	VZEROUPPER \
 	RET
+
+// Byte offsets in flashState (flash_amd64.go).
+#define flashVD 192
+#define flashRec 2240
+
+// The AVX2 passes: V widened four at a time, scaleF16Asm's and
+// madF16Asm's operations.
+#define WIDEN2 \
+	XORQ CX, CX \
+widen: \
+	VCVTPS2PD (R8)(CX*1), Y0 \
+	VMOVUPD   Y0, flashVD(AX)(CX*2) \
+	ADDQ      $16, CX \
+	CMPQ      CX, DX \
+	JNE       widen
+
+#define BS2 VBROADCASTSS 0(R14)(R12*4), Y14
+#define BD2 VBROADCASTSD X14, Y14
+
+#define SCALE2 \
+sloop: \
+	VMULPS    (R13)(CX*1), Y14, Y0 \
+	VCVTPS2PH $0, Y0, X0 \
+	VCVTPH2PS X0, Y0 \
+	VMOVUPS   Y0, (R13)(CX*1) \
+	ADDQ      $32, CX \
+	CMPQ      CX, DX \
+	JNE       sloop
+
+#define MAD2 \
+mloop: \
+	VMOVUPD     flashVD(AX)(CX*2), Y0 \
+	VCVTPS2PD   (R13)(CX*1), Y1 \
+	VFMADD231PD Y14, Y0, Y1 \
+	VCVTPD2PSY  Y1, X1 \
+	VCVTPS2PH   $0, X1, X1 \
+	VCVTPH2PS   X1, X1 \
+	VMOVUPS     X1, (R13)(CX*1) \
+	VMOVUPD     flashVD+32(AX)(CX*2), Y2 \
+	VCVTPS2PD   16(R13)(CX*1), Y3 \
+	VFMADD231PD Y14, Y2, Y3 \
+	VCVTPD2PSY  Y3, X3 \
+	VCVTPS2PH   $0, X3, X3 \
+	VCVTPH2PS   X3, X3 \
+	VMOVUPS     X3, 16(R13)(CX*1) \
+	ADDQ        $32, CX \
+	CMPQ        CX, DX \
+	JNE         mloop
+
+// The AVX-512 passes: the same operations on sixteen values at a time
+// (eight doubles per FMA), half as many conversion instructions, which
+// bound the AVX2 passes.
+#define WIDEN512 \
+	XORQ CX, CX \
+widen: \
+	VCVTPS2PD (R8)(CX*1), Z0 \
+	VMOVUPD   Z0, flashVD(AX)(CX*2) \
+	ADDQ      $32, CX \
+	CMPQ      CX, DX \
+	JNE       widen
+
+#define BS512 VBROADCASTSS 0(R14)(R12*4), Z14
+#define BD512 VBROADCASTSD X14, Z14
+
+#define SCALE512 \
+sloop: \
+	VMULPS    (R13)(CX*1), Z14, Z0 \
+	VCVTPS2PH $0, Z0, Y0 \
+	VCVTPH2PS Y0, Z0 \
+	VMOVUPS   Z0, (R13)(CX*1) \
+	ADDQ      $64, CX \
+	CMPQ      CX, DX \
+	JNE       sloop
+
+#define MAD512 \
+mloop: \
+	VMOVUPD      flashVD(AX)(CX*2), Z0 \
+	VCVTPS2PD    (R13)(CX*1), Z1 \
+	VFMADD231PD  Z14, Z0, Z1 \
+	VMOVUPD      flashVD+64(AX)(CX*2), Z2 \
+	VCVTPS2PD    32(R13)(CX*1), Z3 \
+	VFMADD231PD  Z14, Z2, Z3 \
+	VCVTPD2PS    Z1, Y1 \
+	VCVTPD2PS    Z3, Y3 \
+	VINSERTF64X4 $1, Y3, Z1, Z1 \
+	VCVTPS2PH    $0, Z1, Y1 \
+	VCVTPH2PS    Y1, Z1 \
+	VMOVUPS      Z1, (R13)(CX*1) \
+	ADDQ         $64, CX \
+	CMPQ         CX, DX \
+	JNE          mloop
 
 // FLASHARGS loads the kernels' arguments.
 #define FLASHARGS \
@@ -137,138 +268,27 @@ dotloop: \
 
 // func flashF16Asm(q, k, v, o, st unsafe.Pointer, strideBytes, ns, pf, dBytes, hc int, scale float32)
 //
-// FlashF16 for hc ≤ 8 heads of dBytes/4 floats (a multiple of 32) over ns
-// slots strideBytes apart. st is a flashState: max (lanes 0-7), sum (8-15),
-// then scratch: scores (16-23), ms (24-31), vs (32-39), and from byte 192
-// the V row in float64. Per slot: each
-// head's score as dotRowsAsm computes it, times scale; the softmax step on
-// all heads at once, lane h as the scalar Go step; then per head the
-// scaleF16Asm pass where its max moved and the madF16Asm pass. The slot
-// pf−1 is the last the prefetch (16 slots ahead) may touch.
+// FlashF16 for hc ≤ 8 heads of dBytes/4 floats (a multiple of 32) over
+// 1 ≤ ns ≤ flashSlots slots strideBytes apart. st is a flashState: max
+// (lanes 0-7), sum (8-15), then scratch: scores (16-23), ms (24-31), vs
+// (32-39), the V row in float64 (flashVD), the slots' records (flashRec).
+// Per slot: each head's score as dotRowsAsm computes it, times scale; the
+// softmax step on all heads at once, lane h as the scalar Go step; then
+// (in a second pass over the slots) per head the scaleF16Asm pass where
+// its max moved and the madF16Asm pass. The slot pf−1 is the last the
+// prefetch (16 slots ahead) may touch.
 TEXT ·flashF16Asm(SB), NOSPLIT, $0-84
 	FLASHARGS
-
-slot:
-	FLASHSLOT
-
-	// The binary16 updates, head by head, v_j widened to float64 once
-	// for all heads.
-	XORQ CX, CX
-
-widen:
-	VCVTPS2PD (R8)(CX*1), Y0
-	VMOVUPD   Y0, 192(AX)(CX*2)
-	ADDQ      $16, CX
-	CMPQ      CX, DX
-	JNE       widen
-
-	MOVQ o+24(FP), R13
-	XORQ R12, R12
-
-upd:
-	BTQ R12, SI
-	JCC nomove
-	VBROADCASTSS 96(AX)(R12*4), Y14
-	XORQ         CX, CX
-
-sloop:
-	VMULPS    (R13)(CX*1), Y14, Y0
-	VCVTPS2PH $0, Y0, X0
-	VCVTPH2PS X0, Y0
-	VMOVUPS   Y0, (R13)(CX*1)
-	ADDQ      $32, CX
-	CMPQ      CX, DX
-	JNE       sloop
-
-nomove:
-	VMOVSS       128(AX)(R12*4), X14
-	VCVTSS2SD    X14, X14, X14
-	VBROADCASTSD X14, Y14
-	XORQ         CX, CX
-
-mloop:
-	VMOVUPD     192(AX)(CX*2), Y0
-	VCVTPS2PD   (R13)(CX*1), Y1
-	VFMADD231PD Y14, Y0, Y1
-	VCVTPD2PSY  Y1, X1
-	VCVTPS2PH   $0, X1, X1
-	VCVTPH2PS   X1, X1
-	VMOVUPS     X1, (R13)(CX*1)
-	VMOVUPD     224(AX)(CX*2), Y2
-	VCVTPS2PD   16(R13)(CX*1), Y3
-	VFMADD231PD Y14, Y2, Y3
-	VCVTPD2PSY  Y3, X3
-	VCVTPS2PH   $0, X3, X3
-	VCVTPH2PS   X3, X3
-	VMOVUPS     X3, 16(R13)(CX*1)
-	ADDQ        $32, CX
-	CMPQ        CX, DX
-	JNE         mloop
-
-	FLASHNEXT
+	FLASHSTEPS
+	FLASHUPDATES(WIDEN2, BS2, BD2, SCALE2, MAD2)
 
 // func flashF16Asm512(q, k, v, o, st unsafe.Pointer, strideBytes, ns, pf, dBytes, hc int, scale float32)
 //
-// flashF16Asm with the binary16 passes on zmm registers: the same
-// operations on sixteen values at a time (eight doubles per FMA), half as
-// many conversion instructions, which bound the AVX2 passes.
+// flashF16Asm with the AVX-512 passes.
 TEXT ·flashF16Asm512(SB), NOSPLIT, $0-84
 	FLASHARGS
-
-slot:
-	FLASHSLOT
-
-	XORQ CX, CX
-
-widen:
-	VCVTPS2PD (R8)(CX*1), Z0
-	VMOVUPD   Z0, 192(AX)(CX*2)
-	ADDQ      $32, CX
-	CMPQ      CX, DX
-	JNE       widen
-
-	MOVQ o+24(FP), R13
-	XORQ R12, R12
-
-upd:
-	BTQ R12, SI
-	JCC nomove
-	VBROADCASTSS 96(AX)(R12*4), Z14
-	XORQ         CX, CX
-
-sloop:
-	VMULPS    (R13)(CX*1), Z14, Z0
-	VCVTPS2PH $0, Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMOVUPS   Z0, (R13)(CX*1)
-	ADDQ      $64, CX
-	CMPQ      CX, DX
-	JNE       sloop
-
-nomove:
-	VMOVSS       128(AX)(R12*4), X14
-	VCVTSS2SD    X14, X14, X14
-	VBROADCASTSD X14, Z14
-	XORQ         CX, CX
-
-mloop:
-	VMOVUPD       192(AX)(CX*2), Z0
-	VCVTPS2PD     (R13)(CX*1), Z1
-	VFMADD231PD   Z14, Z0, Z1
-	VMOVUPD       256(AX)(CX*2), Z2
-	VCVTPS2PD     32(R13)(CX*1), Z3
-	VFMADD231PD   Z14, Z2, Z3
-	VCVTPD2PS     Z1, Y1
-	VCVTPD2PS     Z3, Y3
-	VINSERTF64X4  $1, Y3, Z1, Z1
-	VCVTPS2PH     $0, Z1, Y1
-	VCVTPH2PS     Y1, Z1
-	VMOVUPS       Z1, (R13)(CX*1)
-	ADDQ          $64, CX
-	CMPQ          CX, DX
-	JNE           mloop
-
-	FLASHNEXT
+	FLASHSTEPS
+	FLASHUPDATES(WIDEN512, BS512, BD512, SCALE512, MAD512)
 
 #define FCONST8(name, bits) \
 	DATA name+0(SB)/4, bits  \
