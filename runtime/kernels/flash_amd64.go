@@ -53,11 +53,12 @@ const flashMaxD = 256
 const flashSlots = 64
 
 // flashState is the assembly's state and scratch (offsets in
-// flash_amd64.s): max, sum, and the scores of a slot, eight lanes each
-// (f); the V row widened to float64 once for all heads (vd, at byte
-// 192); per slot ms, vs and the moved heads' bits (rec, at byte 2240).
+// flash_amd64.s): max and sum, eight lanes each, and eight lanes of
+// partial sums per head (f, sums at byte 64); the V row widened to
+// float64 once for all heads (vd, at byte 320); per slot ms, vs and the
+// moved heads' bits (rec, at byte 2368).
 type flashState struct {
-	f   [48]float32
+	f   [80]float32
 	vd  [flashMaxD]float64
 	rec [flashSlots][24]float32
 }

@@ -40,6 +40,46 @@
 	VCMPPS    $3, Y0, Y0, Y5             \
 	VBLENDVPS Y5, Y0, Y4, Y4
 
+// REDUCE8 finishes REDUCE for eight heads at once: from the eight lanes
+// a_h that REDUCE's first three additions leave for head h (at
+// flashSums), lane h of Y6 becomes ((a[0]+a[4]) + (a[2]+a[6])) +
+// ((a[1]+a[5]) + (a[3]+a[7])), each addition with REDUCE's operands in
+// REDUCE's order, by transposing as it adds: t_h = a_h[0:4] + a_h[4:8]
+// two heads per register, then u_h = t_h[0:2] + t_h[2:4], then r_h =
+// u_h[0] + u_h[1]. Heads past hc hold stale sums, ignored lanes.
+#define REDUCE8 \
+	VMOVUPS    flashSums(AX), Y0 \
+	VMOVUPS    flashSums+32(AX), Y1 \
+	VPERM2F128 $0x20, Y1, Y0, Y2 \
+	VPERM2F128 $0x31, Y1, Y0, Y3 \
+	VADDPS     Y3, Y2, Y8 \
+	VMOVUPS    flashSums+64(AX), Y0 \
+	VMOVUPS    flashSums+96(AX), Y1 \
+	VPERM2F128 $0x20, Y1, Y0, Y2 \
+	VPERM2F128 $0x31, Y1, Y0, Y3 \
+	VADDPS     Y3, Y2, Y9 \
+	VMOVUPS    flashSums+128(AX), Y0 \
+	VMOVUPS    flashSums+160(AX), Y1 \
+	VPERM2F128 $0x20, Y1, Y0, Y2 \
+	VPERM2F128 $0x31, Y1, Y0, Y3 \
+	VADDPS     Y3, Y2, Y10 \
+	VMOVUPS    flashSums+192(AX), Y0 \
+	VMOVUPS    flashSums+224(AX), Y1 \
+	VPERM2F128 $0x20, Y1, Y0, Y2 \
+	VPERM2F128 $0x31, Y1, Y0, Y3 \
+	VADDPS     Y3, Y2, Y11 \
+	VSHUFPS    $0x44, Y9, Y8, Y0 \
+	VSHUFPS    $0xee, Y9, Y8, Y1 \
+	VADDPS     Y1, Y0, Y8 \
+	VSHUFPS    $0x44, Y11, Y10, Y0 \
+	VSHUFPS    $0xee, Y11, Y10, Y1 \
+	VADDPS     Y1, Y0, Y10 \
+	VSHUFPS    $0x88, Y10, Y8, Y0 \
+	VSHUFPS    $0xdd, Y10, Y8, Y1 \
+	VADDPS     Y1, Y0, Y0 \
+	VMOVUPS    flashPerm<>(SB), Y1 \
+	VPERMPS    Y0, Y1, Y6
+
 // FLASHSLOT is the part of a slot both kernels share, its labels the
 // kernel's: the prefetch of slot j+16 while R11 = pf − 16 − j is
 // positive; the scores s[h] = Dot(k_j, q_h)·scale, k the first operand
@@ -64,6 +104,7 @@ pfloop: \
 noprefetch: \
 	DECQ R11 \
 	MOVQ q+0(FP), R13 \
+	LEAQ flashSums(AX), SI \
 	XORQ R12, R12 \
 dothead: \
 	ZEROY4(Y0, Y1, Y2, Y3) \
@@ -84,14 +125,17 @@ dotloop: \
 	ADDQ    $128, CX \
 	CMPQ    CX, DX \
 	JNE     dotloop \
-	REDUCE \
-	VMULSS X15, X0, X0 \
-	VMOVSS X0, 64(AX)(R12*4) \
-	ADDQ   DX, R13 \
-	INCQ   R12 \
-	CMPQ   R12, BX \
-	JNE    dothead \
-	VMOVUPS   64(AX), Y6 \
+	VADDPS  Y1, Y0, Y0 \
+	VADDPS  Y3, Y2, Y2 \
+	VADDPS  Y2, Y0, Y0 \
+	VMOVUPS Y0, (SI) \
+	ADDQ    $32, SI \
+	ADDQ    DX, R13 \
+	INCQ    R12 \
+	CMPQ    R12, BX \
+	JNE     dothead \
+	REDUCE8 \
+	VMULPS    Y15, Y6, Y6 \
 	VMOVUPS   0(AX), Y7 \
 	VCMPPS    $0x1e, Y7, Y6, Y8 \
 	VSUBPS    Y6, Y7, Y9 \
@@ -162,8 +206,9 @@ nomove: \
 	RET
 
 // Byte offsets in flashState (flash_amd64.go).
-#define flashVD 192
-#define flashRec 2240
+#define flashSums 64
+#define flashVD 320
+#define flashRec 2368
 
 // The AVX2 passes: V widened four at a time, scaleF16Asm's and
 // madF16Asm's operations.
@@ -264,14 +309,16 @@ mloop: \
 	MOVQ   dBytes+64(FP), DX \
 	MOVQ   hc+72(FP), BX \
 	VMOVSS scale+80(FP), X15 \
-	VBROADCASTSS flashOne<>(SB), Y12
+	VBROADCASTSS flashOne<>(SB), Y12 \
+	VBROADCASTSS X15, Y15
 
 // func flashF16Asm(q, k, v, o, st unsafe.Pointer, strideBytes, ns, pf, dBytes, hc int, scale float32)
 //
 // FlashF16 for hc ≤ 8 heads of dBytes/4 floats (a multiple of 32) over
 // 1 ≤ ns ≤ flashSlots slots strideBytes apart. st is a flashState: max
-// (lanes 0-7), sum (8-15), then scratch: scores (16-23), ms (24-31), vs
-// (32-39), the V row in float64 (flashVD), the slots' records (flashRec).
+// (lanes 0-7), sum (8-15), then scratch: the heads' partial sums
+// (flashSums), the V row in float64 (flashVD), the slots' records
+// (flashRec).
 // Per slot: each head's score as dotRowsAsm computes it, times scale; the
 // softmax step on all heads at once, lane h as the scalar Go step; then
 // (in a second pass over the slots) per head the scaleF16Asm pass where
@@ -316,3 +363,14 @@ FCONST8(flashHi<>, $0x42b0c0a5)
 FCONST8(flashLo<>, $0xc2aeac50)
 FCONST8(flashInf<>, $0x7f800000)
 FCONST8(flash127<>, $127)
+
+// REDUCE8's lanes in head order: r0 r2 r4 r6 | r1 r3 r5 r7.
+DATA flashPerm<>+0(SB)/4, $0
+DATA flashPerm<>+4(SB)/4, $4
+DATA flashPerm<>+8(SB)/4, $1
+DATA flashPerm<>+12(SB)/4, $5
+DATA flashPerm<>+16(SB)/4, $2
+DATA flashPerm<>+20(SB)/4, $6
+DATA flashPerm<>+24(SB)/4, $3
+DATA flashPerm<>+28(SB)/4, $7
+GLOBL flashPerm<>(SB), RODATA|NOPTR, $32
