@@ -29,6 +29,20 @@ func BenchmarkDepth(b *testing.B) {
 	}
 }
 
+// BenchmarkDepthKVF16 is BenchmarkDepth with --kv-f16's attention
+// (flashBlock).
+func BenchmarkDepthKVF16(b *testing.B) {
+	big := os.Getenv("QNNPREP_BENCH_700M") != ""
+	threads := benchThreads(b)
+	for _, depth := range []int{0, 2048} {
+		for _, n := range []int{1, 64} {
+			b.Run(depthName(n, depth), func(b *testing.B) {
+				benchDepthKV(b, cachedModel(b, big, gguf.Q1_0), threads, depth, n, true)
+			})
+		}
+	}
+}
+
 // BenchmarkDepthGQA is BenchmarkDepth's attention on the query/KV head
 // layouts of the models users bring, on four layers of the 700M body
 // (Q1_0 weights, so that attention is most of the time at depth 2048):
@@ -61,12 +75,24 @@ func depthName(n, depth int) string {
 
 // benchDepth times Forward of n tokens after depth cached positions.
 func benchDepth(b *testing.B, m *model.Model, threads, depth, n int) {
-	e, err := New(m, Options{Threads: threads, Context: depth + n})
+	benchDepthKV(b, m, threads, depth, n, false)
+}
+
+// benchDepthKV is benchDepth, with Options.KVF16 (llama.cpp's F16-KV
+// flash attention, the cache rounded to binary16) when kvF16.
+func benchDepthKV(b *testing.B, m *model.Model, threads, depth, n int, kvF16 bool) {
+	e, err := New(m, Options{Threads: threads, Context: depth + n, KVF16: kvF16})
 	if err != nil {
 		b.Fatal(err)
 	}
 	st := e.NewState()
 	fillKV(st, depth)
+	if kvF16 {
+		for i := range st.layers {
+			roundF16(st.layers[i].k)
+			roundF16(st.layers[i].v)
+		}
+	}
 	toks := randomTokens(n, 512, 3)
 	b.ResetTimer()
 	c0 := cpubench.Process()
