@@ -2,43 +2,11 @@
 
 #include "textflag.h"
 #include "reduce_amd64.h"
+#include "exp_amd64.h"
 
-// FEXP sets Y4 to Expf of each lane of Y0: exp_amd64.s's EXP8 with its
-// constants read from memory (this kernel needs the registers), the same
-// operations in the same order (Y1-Y5 are clobbered).
-#define FEXP \
-	VMAXPS    flashLo<>(SB), Y0, Y1      \
-	VMINPS    flashHi<>(SB), Y1, Y1      \
-	VMULPS    flashLog2e<>(SB), Y1, Y2   \
-	VROUNDPS  $0, Y2, Y2                 \
-	VMULPS    flashLn2Hi<>(SB), Y2, Y3   \
-	VSUBPS    Y3, Y1, Y3                 \
-	VMULPS    flashLn2Lo<>(SB), Y2, Y4   \
-	VSUBPS    Y4, Y3, Y3                 \
-	VMULPS    flashP0<>(SB), Y3, Y4      \
-	VADDPS    flashP1<>(SB), Y4, Y4      \
-	VMULPS    Y3, Y4, Y4                 \
-	VADDPS    flashP2<>(SB), Y4, Y4      \
-	VMULPS    Y3, Y4, Y4                 \
-	VADDPS    flashP3<>(SB), Y4, Y4      \
-	VMULPS    Y3, Y4, Y4                 \
-	VADDPS    flashP4<>(SB), Y4, Y4      \
-	VMULPS    Y3, Y4, Y4                 \
-	VADDPS    flashP5<>(SB), Y4, Y4      \
-	VMULPS    Y3, Y3, Y5                 \
-	VMULPS    Y5, Y4, Y4                 \
-	VADDPS    Y3, Y4, Y4                 \
-	VADDPS    flashOne<>(SB), Y4, Y4     \
-	VCVTPS2DQ Y2, Y2                     \
-	VPADDD    flash127<>(SB), Y2, Y2     \
-	VPSLLD    $23, Y2, Y2                \
-	VMULPS    Y2, Y4, Y4                 \
-	VCMPPS    $1, flashLo<>(SB), Y0, Y5  \
-	VANDNPS   Y4, Y5, Y4                 \
-	VCMPPS    $14, flashHi<>(SB), Y0, Y5 \
-	VBLENDVPS Y5, flashInf<>(SB), Y4, Y4 \
-	VCMPPS    $3, Y0, Y0, Y5             \
-	VBLENDVPS Y5, Y0, Y4, Y4
+// FEXP is exp_amd64.h's EXPLANES with its constants read from memory
+// (this kernel needs the registers).
+#define FEXP EXPLANES(expLog2e<>(SB), expLn2Hi<>(SB), expLn2Lo<>(SB), expP0<>(SB), expP1<>(SB), expP2<>(SB), expP3<>(SB), expP4<>(SB))
 
 // REDUCE8 finishes REDUCE for eight heads at once: from the eight lanes
 // a_h that REDUCE's first three additions leave for head h (at
@@ -309,7 +277,7 @@ mloop: \
 	MOVQ   dBytes+64(FP), DX \
 	MOVQ   hc+72(FP), BX \
 	VMOVSS scale+80(FP), X15 \
-	VBROADCASTSS flashOne<>(SB), Y12 \
+	VBROADCASTSS expOne<>(SB), Y12 \
 	VBROADCASTSS X15, Y15
 
 // func flashF16Asm(q, k, v, o, st unsafe.Pointer, strideBytes, ns, pf, dBytes, hc int, scale float32)
@@ -336,33 +304,6 @@ TEXT ·flashF16Asm512(SB), NOSPLIT, $0-84
 	FLASHARGS
 	FLASHSTEPS
 	FLASHUPDATES(WIDEN512, BS512, BD512, SCALE512, MAD512)
-
-#define FCONST8(name, bits) \
-	DATA name+0(SB)/4, bits  \
-	DATA name+4(SB)/4, bits  \
-	DATA name+8(SB)/4, bits  \
-	DATA name+12(SB)/4, bits \
-	DATA name+16(SB)/4, bits \
-	DATA name+20(SB)/4, bits \
-	DATA name+24(SB)/4, bits \
-	DATA name+28(SB)/4, bits \
-	GLOBL name(SB), RODATA|NOPTR, $32
-
-// The bits of exp.go's constants (exp_amd64.s's are private to that file).
-FCONST8(flashLog2e<>, $0x3fb8aa3b)
-FCONST8(flashLn2Hi<>, $0x3f318000)
-FCONST8(flashLn2Lo<>, $0xb95e8083)
-FCONST8(flashP0<>, $0x39506967)
-FCONST8(flashP1<>, $0x3ab743ce)
-FCONST8(flashP2<>, $0x3c088908)
-FCONST8(flashP3<>, $0x3d2aa9c1)
-FCONST8(flashP4<>, $0x3e2aaaaa)
-FCONST8(flashP5<>, $0x3f000000)
-FCONST8(flashOne<>, $0x3f800000)
-FCONST8(flashHi<>, $0x42b0c0a5)
-FCONST8(flashLo<>, $0xc2aeac50)
-FCONST8(flashInf<>, $0x7f800000)
-FCONST8(flash127<>, $127)
 
 // REDUCE8's lanes in head order: r0 r2 r4 r6 | r1 r3 r5 r7.
 DATA flashPerm<>+0(SB)/4, $0
