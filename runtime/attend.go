@@ -21,8 +21,9 @@ import (
 const attnTokens = 8
 
 // attnPrefetch is how many slots ahead the walk prefetches the K or V
-// row: the rows of one KV head are strided, so the hardware prefetcher
-// misses them, and at depth they come from DRAM.
+// row, which at depth comes from DRAM. (A KV head's rows are contiguous
+// in the cache, which the hardware prefetcher follows too; they were
+// strided by kv_heads·head_dim before the cache went head-major.)
 const attnPrefetch = 16
 
 // attnWork is one worker's scratch: scores [slot][pair], per-pair max
@@ -52,10 +53,10 @@ func blockSpan(n, i0, i1, group, past int, masked bool) (tb, pairs, last int) {
 
 // attendBlock computes tokens [i0, i1) × the query heads of KV head g.
 // q and o are [token][nh][d] (token 0 of the batch at index 0); k and v
-// are [slot][stride] with KV head g at offset g·d. Token i sees slots
-// j ≤ past+i (mask nil) or the slots its mask row allows.
-func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32) {
-	n := len(k) / stride
+// are KV head g's cache rows, [slot][d]. Token i sees slots j ≤ past+i
+// (mask nil) or the slots its mask row allows.
+func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, past int, mask []bool, scale float32) {
+	n := len(k) / d
 	tb, pairs, last := blockSpan(n, i0, i1, group, past, mask != nil)
 	if cap(w.scores) < (last+1)*pairs {
 		// Doubling: decoding needs one more slot per token.
@@ -70,7 +71,6 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		mx[r] = float32(math.Inf(-1))
 		sum[r] = 0
 	}
-	off := g * d
 	// allowed reports whether token i0+ti sees slot j.
 	allowed := func(ti, j int) bool {
 		if mask == nil {
@@ -101,18 +101,18 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		// One call for all of them: per slot and token, the calls cost
 		// more than the arithmetic.
 		if qt != nil {
-			kernels.DotHeadsSlots(full+1, k[off:], stride, d, qt, tb, scores, pairs)
+			kernels.DotHeadsSlots(full+1, k, d, d, qt, tb, scores, pairs)
 		} else {
 			qb := (i0*nh + h0) * d
-			kernels.DotRowsSlots(full+1, k[off:], stride, d, q[qb:], nh*d, tb, group, scores, pairs)
+			kernels.DotRowsSlots(full+1, k, d, d, q[qb:], nh*d, tb, group, scores, pairs)
 		}
 		j0 = full + 1
 	}
 	for j := j0; j <= last; j++ {
 		if jp := j + attnPrefetch; jp <= last {
-			kernels.Prefetch(k[jp*stride+off : jp*stride+off+d])
+			kernels.Prefetch(k[jp*d : (jp+1)*d])
 		}
-		kj := k[j*stride+off : j*stride+off+d]
+		kj := k[j*d : (j+1)*d]
 		s := scores[j*pairs : (j+1)*pairs]
 		if qt != nil {
 			if lo := max(0, j-past-i0); lo < tb {
@@ -177,11 +177,11 @@ func attendBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, str
 		nt := min(attnSlotTile, full+1-j0)
 		for ti := 0; ti < tb; ti++ {
 			ob := ((i0+ti)*nh + h0) * d
-			kernels.AxpySlots(nt, scores[j0*pairs+ti*group:], pairs, v[j0*stride+off:], stride, o[ob:ob+group*d], group)
+			kernels.AxpySlots(nt, scores[j0*pairs+ti*group:], pairs, v[j0*d:], d, o[ob:ob+group*d], group)
 		}
 	}
 	for j := full + 1; j <= last; j++ {
-		vj := v[j*stride+off : j*stride+off+d]
+		vj := v[j*d : (j+1)*d]
 		s := scores[j*pairs : (j+1)*pairs]
 		for ti := 0; ti < tb; ti++ {
 			if !allowed(ti, j) {
@@ -216,7 +216,7 @@ func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stri
 		m[r] = float32(math.Inf(-1))
 		sum[r] = 0
 	}
-	off := g * d
+	off := 0 // k and v are KV head g's rows, stride d
 	h0 := g * group
 	// A tile's K and V rows take about 32 KiB.
 	tile := max(1, 4096/max(d, 1))

@@ -135,13 +135,13 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 			reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
 				attend(q, k, v, kvDim, kvOff, row, last, scale, scores, o)
 			})
-			check := func(name string, block func(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32)) {
+			check := func(name string, block func(w *attnWork, q, k, v, o []float32, i0, i1, g int)) {
 				t.Helper()
 				got := make([]float32, len(q))
 				w := new(attnWork)
 				for i0 := 0; i0 < tc.t; i0 += 2 {
 					for g := range tc.nkv {
-						block(w, q, k, v, got, i0, min(i0+2, tc.t), g, tc.nh, group, tc.d, kvDim, tc.past, mask, scale)
+						block(w, q, kvHead(k, n, kvDim, tc.d, g), kvHead(v, n, kvDim, tc.d, g), got, i0, min(i0+2, tc.t), g)
 					}
 				}
 				for i := range want {
@@ -150,7 +150,9 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 					}
 				}
 			}
-			check("attendBlock", attendBlock)
+			check("attendBlock", func(w *attnWork, q, k, v, o []float32, i0, i1, g int) {
+				attendBlock(w, q, k, v, o, i0, i1, g, tc.nh, group, tc.d, tc.past, mask, scale)
+			})
 
 			// KVF16: the cache and q hold binary16 values.
 			roundF16(q)
@@ -160,7 +162,20 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 			reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
 				flashF16(q, k, v, kvDim, kvOff, row, last, scale, o)
 			})
-			check("flashBlock", flashBlock)
+			check("flashBlock", func(w *attnWork, q, k, v, o []float32, i0, i1, g int) {
+				flashBlock(w, q, k, v, o, i0, i1, g, tc.nh, group, tc.d, tc.d, tc.past, mask, scale)
+			})
 		}
 	}
+}
+
+// kvHead copies KV head g's rows out of a slot-major cache of n slots,
+// [slot][kvDim], into the head-major form attendBlock and flashBlock
+// read, [slot][d].
+func kvHead(x []float32, n, kvDim, d, g int) []float32 {
+	h := make([]float32, n*d)
+	for j := range n {
+		copy(h[j*d:(j+1)*d], x[j*kvDim+g*d:])
+	}
+	return h
 }

@@ -89,8 +89,10 @@ func benchDepthKV(b *testing.B, m *model.Model, threads, depth, n int, kvF16 boo
 	fillKV(st, depth)
 	if kvF16 {
 		for i := range st.layers {
-			roundF16(st.layers[i].k)
-			roundF16(st.layers[i].v)
+			for h := range st.layers[i].k {
+				roundF16(st.layers[i].k[h])
+				roundF16(st.layers[i].v[h])
+			}
 		}
 	}
 	toks := randomTokens(n, 512, 3)
@@ -113,14 +115,16 @@ func benchDepthKV(b *testing.B, m *model.Model, threads, depth, n int, kvF16 boo
 // first Forward would add its copy to every iteration's time.
 func fillKV(st *State, depth int) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	kv := st.e.cfg.KVHeads * st.e.cfg.HeadDim
-	room := max(depth, st.e.ctxLen) * kv
+	d := st.e.cfg.HeadDim
+	room := max(depth, st.e.ctxLen) * d
 	for i := range st.layers {
 		ls := &st.layers[i]
-		ls.k, ls.v = make([]float32, depth*kv, room), make([]float32, depth*kv, room)
-		for j := range ls.k {
-			ls.k[j] = float32(rng.NormFloat64())
-			ls.v[j] = float32(rng.NormFloat64())
+		for h := range ls.k {
+			ls.k[h], ls.v[h] = make([]float32, depth*d, room), make([]float32, depth*d, room)
+			for j := range ls.k[h] {
+				ls.k[h][j] = float32(rng.NormFloat64())
+				ls.v[h][j] = float32(rng.NormFloat64())
+			}
 		}
 		ls.n = depth
 	}

@@ -13,6 +13,7 @@ import (
 type scratch struct {
 	x                                []float32 // forward's residual stream
 	xn, q, gate, att, proj, ffa, ffb []float32
+	k, v                             []float32 // attention's new K and V rows, [token][kv_heads·head_dim]
 	z, ba, bb, conv, delta           []float32
 	cos, sin                         []float32
 	in, mid                          acts
@@ -185,12 +186,10 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	}
 	q := grow(&sc.q, t*qRows)
 	past := ls.n
-	// K and V go straight into the cache.
-	ls.k = growCache(ls.k, (past+t)*kvDim)
-	ls.v = growCache(ls.v, (past+t)*kvDim)
-	k, v := ls.k[past*kvDim:], ls.v[past*kvDim:]
+	// K and V come out slot-major and go into the head-major cache once
+	// normed and rotated.
+	k, v := grow(&sc.k, t*kvDim), grow(&sc.v, t*kvDim)
 	if err := e.matmuls(&sc.in, []*matrix{l.wq, l.wk, l.wv}, [][]float32{q, k, v}); err != nil {
-		ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
 		return err
 	}
 	if l.bq != nil {
@@ -243,6 +242,14 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 		roundF16(v)
 		roundF16(qs)
 	}
+	ls.growKV(past+t, d)
+	for hh := 0; hh < nkv; hh++ {
+		kh, vh := ls.k[hh][past*d:], ls.v[hh][past*d:]
+		for i := 0; i < t; i++ {
+			copy(kh[i*d:(i+1)*d], k[(i*nkv+hh)*d:(i*nkv+hh+1)*d])
+			copy(vh[i*d:(i+1)*d], v[(i*nkv+hh)*d:(i*nkv+hh+1)*d])
+		}
+	}
 
 	// Scores, softmax and the weighted sum of V, one (token, head) at a
 	// time over the cache slots in order: nothing depends on T, and the
@@ -256,7 +263,7 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 	// head's cache rows once for all its query heads.
 	blocks := (t + attnTokens - 1) / attnTokens
 	sc.attn = attnTask{qs: qs, k: ls.k, v: ls.v, att: att, mask: mask, t: t, nh: nh, nkv: nkv, group: group,
-		d: d, kvDim: kvDim, past: past, scale: scale, f16: e.kvF16}
+		d: d, past: past, scale: scale, f16: e.kvF16}
 	e.parallel(blocks*nkv, t*nh*n*d, &sc.attn)
 	sc.attn = attnTask{}
 	if gate != nil {
@@ -271,11 +278,12 @@ func (s *State) attention(li int, t int, pos []int32, mask []bool) error {
 // attnTask is attention's split over units (block of attnTokens tokens,
 // KV head), held in the State's scratch (see rangeTask).
 type attnTask struct {
-	qs, k, v, att                     []float32
-	mask                              []bool
-	t, nh, nkv, group, d, kvDim, past int
-	scale                             float32
-	f16                               bool
+	qs, att                    []float32
+	k, v                       [][]float32 // per KV head
+	mask                       []bool
+	t, nh, nkv, group, d, past int
+	scale                      float32
+	f16                        bool
 }
 
 func (a *attnTask) run(lo, hi int) {
@@ -285,9 +293,9 @@ func (a *attnTask) run(lo, hi int) {
 		i0 := b * attnTokens
 		i1 := min(i0+attnTokens, a.t)
 		if a.f16 {
-			flashBlock(w, a.qs, a.k, a.v, a.att, i0, i1, g, a.nh, a.group, a.d, a.kvDim, a.past, a.mask, a.scale)
+			flashBlock(w, a.qs, a.k[g], a.v[g], a.att, i0, i1, g, a.nh, a.group, a.d, a.d, a.past, a.mask, a.scale)
 		} else {
-			attendBlock(w, a.qs, a.k, a.v, a.att, i0, i1, g, a.nh, a.group, a.d, a.kvDim, a.past, a.mask, a.scale)
+			attendBlock(w, a.qs, a.k[g], a.v[g], a.att, i0, i1, g, a.nh, a.group, a.d, a.past, a.mask, a.scale)
 		}
 	}
 	attnPool.Put(w)

@@ -520,7 +520,9 @@ func TestCacheHoldsPositionsUsed(t *testing.T) {
 		for _, ls := range s.layers {
 			if ls.kind == model.Attention {
 				attn++
-				want = append(want, cap(ls.k), cap(ls.v))
+				for h := range ls.k {
+					want = append(want, len(ls.k)*cap(ls.k[h]), len(ls.v)*cap(ls.v[h]))
+				}
 			}
 		}
 		return attn, want

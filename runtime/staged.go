@@ -465,7 +465,6 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 		}
 	}
 	nkv, d := c.KVHeads, c.HeadDim
-	kvDim := nkv * d
 	for l := stg.FirstLayer; l <= stg.LastLayer; l++ {
 		s.captureFeatures(v, k, l, x)
 		s.captureTap(v, k, l, x)
@@ -473,8 +472,8 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 		if ls.kind == model.Attention {
 			// The cache slots the mask makes visible come from _in;
 			// the others are never read.
-			ls.k, ls.v = growCache(ls.k, cl*kvDim), growCache(ls.v, cl*kvDim)
-			ls.k, ls.v = ls.k[:past*kvDim], ls.v[:past*kvDim]
+			ls.growKV(cl, d)
+			ls.cutKV(past, d)
 			if !v.arc {
 				ki, vi := v.f(s.names[l].keyIn), v.f(s.names[l].valueIn)
 				for j := 0; j < past; j++ {
@@ -483,9 +482,9 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 					}
 					for hh := 0; hh < nkv; hh++ {
 						for i := 0; i < d; i++ {
-							ls.k[j*kvDim+hh*d+i] = ki[(hh*d+i)*past+j]
+							ls.k[hh][j*d+i] = ki[(hh*d+i)*past+j]
 						}
-						copy(ls.v[j*kvDim+hh*d:j*kvDim+(hh+1)*d], vi[(hh*past+j)*d:(hh*past+j+1)*d])
+						copy(ls.v[hh][j*d:(j+1)*d], vi[(hh*past+j)*d:(hh*past+j+1)*d])
 					}
 				}
 			}
@@ -495,12 +494,12 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 			}
 			ko, vo := v.f(s.names[l].keyOut), v.f(s.names[l].valueOut)
 			for r := 0; r < ar; r++ {
-				src := (past + r) * kvDim
+				src := (past + r) * d
 				for hh := 0; hh < nkv; hh++ {
 					for i := 0; i < d; i++ {
-						ko[(hh*d+i)*ar+r] = ls.k[src+hh*d+i]
+						ko[(hh*d+i)*ar+r] = ls.k[hh][src+i]
 					}
-					copy(vo[(hh*ar+r)*d:(hh*ar+r+1)*d], ls.v[src+hh*d:src+(hh+1)*d])
+					copy(vo[(hh*ar+r)*d:(hh*ar+r+1)*d], ls.v[hh][src:src+d])
 				}
 			}
 			continue

@@ -25,8 +25,11 @@ type layerState struct {
 	kind model.LayerKind
 	n    int // positions (tokens) this layer has processed
 
-	// attention: [slot][kv_heads·head_dim], K after norm and rope, V raw
-	k, v []float32
+	// attention: per KV head, [slot][head_dim], K after norm and rope, V
+	// raw. Head-major, so that attention's walk over one KV head's slots
+	// reads memory in order (slot-major, the rows of a head were strided
+	// by kv_heads·head_dim and read at half the bandwidth at depth).
+	k, v [][]float32
 
 	// DeltaNet: conv holds the raw (pre-conv) projection rows of the last
 	// K−1 tokens, oldest first, [K−1][conv_dim]; ssm is [Hv][Dk][Dv].
@@ -46,6 +49,9 @@ func (e *Engine) NewState() *State {
 	for i := range s.layers {
 		ls := &s.layers[i]
 		ls.kind = e.layers[i].kind
+		if ls.kind == model.Attention {
+			ls.k, ls.v = make([][]float32, c.KVHeads), make([][]float32, c.KVHeads)
+		}
 		if ls.kind == model.DeltaNet {
 			ls.conv = make([]float32, (c.ConvKernel-1)*c.ConvDim())
 			ls.ssm = make([]float32, c.SSMValueHeads*c.SSMKeyDim*c.SSMValueDim)
@@ -63,15 +69,46 @@ func (e *Engine) NewState() *State {
 // cache).
 func (s *State) reserve(n int) {
 	n = min(n, s.e.ctxLen)
-	kv := s.e.cfg.KVHeads * s.e.cfg.HeadDim
+	d := s.e.cfg.HeadDim
 	for i := range s.layers {
 		ls := &s.layers[i]
-		if ls.kind != model.Attention || cap(ls.k) >= n*kv {
+		if ls.kind != model.Attention {
 			continue
 		}
-		ls.k = append(make([]float32, 0, n*kv), ls.k...)
-		ls.v = append(make([]float32, 0, n*kv), ls.v...)
+		for h := range ls.k {
+			if cap(ls.k[h]) < n*d {
+				ls.k[h] = append(make([]float32, 0, n*d), ls.k[h]...)
+				ls.v[h] = append(make([]float32, 0, n*d), ls.v[h]...)
+			}
+		}
 	}
+}
+
+// growKV makes the cache of an attention layer n positions long (growCache
+// per KV head: its old slots stay, the new ones are to be written).
+func (ls *layerState) growKV(n, d int) {
+	for h := range ls.k {
+		ls.k[h] = growCache(ls.k[h], n*d)
+		ls.v[h] = growCache(ls.v[h], n*d)
+	}
+}
+
+// cutKV drops an attention layer's cache slots from n on.
+func (ls *layerState) cutKV(n, d int) {
+	for h := range ls.k {
+		ls.k[h], ls.v[h] = ls.k[h][:n*d], ls.v[h][:n*d]
+	}
+}
+
+func cloneHeads(b [][]float32) [][]float32 {
+	if b == nil {
+		return nil
+	}
+	c := make([][]float32, len(b))
+	for h := range b {
+		c[h] = append([]float32(nil), b[h]...)
+	}
+	return c
 }
 
 // Len is the number of positions the State holds: the tokens processed so
@@ -96,8 +133,7 @@ func (s *State) Clone() *State {
 	for i, ls := range s.layers {
 		d := &c.layers[i]
 		d.kind, d.n = ls.kind, ls.n
-		d.k = append([]float32(nil), ls.k...)
-		d.v = append([]float32(nil), ls.v...)
+		d.k, d.v = cloneHeads(ls.k), cloneHeads(ls.v)
 		d.conv = append([]float32(nil), ls.conv...)
 		d.ssm = append([]float32(nil), ls.ssm...)
 		for _, sn := range ls.snaps {
@@ -112,7 +148,7 @@ func (s *State) Reset() {
 	for i := range s.layers {
 		ls := &s.layers[i]
 		ls.n = 0
-		ls.k, ls.v = ls.k[:0], ls.v[:0]
+		ls.cutKV(0, 0)
 		clear(ls.conv)
 		clear(ls.ssm)
 		ls.snaps = ls.snaps[:0]
@@ -163,8 +199,7 @@ func (s *State) Truncate(n int) error {
 			continue
 		}
 		if ls.kind == model.Attention {
-			kv := c.KVHeads * c.HeadDim
-			ls.k, ls.v = ls.k[:n*kv], ls.v[:n*kv]
+			ls.cutKV(n, c.HeadDim)
 		} else if n == 0 {
 			clear(ls.conv)
 			clear(ls.ssm)
@@ -212,14 +247,29 @@ func (ls *layerState) pushSnap(keep int) {
 	ls.snaps = append(ls.snaps, sn)
 }
 
-// KV returns attention layer i's cache, Len(i) positions of
-// KVHeads·HeadDim values each: K after the q/k norm and RoPE, V as
-// projected (binary16-rounded with Options.KVF16). The slices alias the
-// State: read them, do not keep them across calls that advance it. Both
-// are nil for a DeltaNet layer.
+// KV returns a copy of attention layer i's cache, Len(i) positions of
+// KVHeads·HeadDim values each (slot-major): K after the q/k norm and
+// RoPE, V as projected (binary16-rounded with Options.KVF16). Both are
+// nil for a DeltaNet layer.
 func (s *State) KV(i int) (k, v []float32) {
 	ls := &s.layers[i]
-	return ls.k, ls.v
+	if ls.kind != model.Attention {
+		return nil, nil
+	}
+	return slotMajor(ls.k, ls.n, s.e.cfg.HeadDim), slotMajor(ls.v, ls.n, s.e.cfg.HeadDim)
+}
+
+// slotMajor gathers n slots of per-head rows of d values into
+// [slot][head][d].
+func slotMajor(heads [][]float32, n, d int) []float32 {
+	nkv := len(heads)
+	out := make([]float32, n*nkv*d)
+	for h, b := range heads {
+		for j := 0; j < n; j++ {
+			copy(out[(j*nkv+h)*d:(j*nkv+h+1)*d], b[j*d:(j+1)*d])
+		}
+	}
+	return out
 }
 
 // DeltaNet returns DeltaNet layer i's state: conv, the raw projection
@@ -265,15 +315,18 @@ func (s *State) Compact(from int, keep []int) error {
 			return fmt.Errorf("runtime: compact: DeltaNet layer %d cannot keep a non-contiguous set of slots", i)
 		}
 	}
-	kv := s.e.cfg.KVHeads * s.e.cfg.HeadDim
+	hd := s.e.cfg.HeadDim
 	for i := range s.layers {
 		ls := &s.layers[i]
-		for d, j := range keep {
-			copy(ls.k[(from+d)*kv:(from+d+1)*kv], ls.k[j*kv:(j+1)*kv])
-			copy(ls.v[(from+d)*kv:(from+d+1)*kv], ls.v[j*kv:(j+1)*kv])
+		for h := range ls.k {
+			k, v := ls.k[h], ls.v[h]
+			for d, j := range keep {
+				copy(k[(from+d)*hd:(from+d+1)*hd], k[j*hd:(j+1)*hd])
+				copy(v[(from+d)*hd:(from+d+1)*hd], v[j*hd:(j+1)*hd])
+			}
 		}
 		ls.n = from + len(keep)
-		ls.k, ls.v = ls.k[:ls.n*kv], ls.v[:ls.n*kv]
+		ls.cutKV(ls.n, hd)
 	}
 	return nil
 }
