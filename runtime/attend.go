@@ -205,8 +205,8 @@ const attnSlotTile = 128
 // every token of the block walks them, each token's run of slots in a
 // tile (its allowed ones, a few runs under a mask) in one
 // kernels.FlashF16 call for the whole head group.
-func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stride, past int, mask []bool, scale float32) {
-	n := len(k) / stride
+func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, past int, mask []bool, scale float32) {
+	n := len(k) / d
 	tb, pairs, last := blockSpan(n, i0, i1, group, past, mask != nil)
 	if cap(w.mx) < pairs {
 		w.mx, w.coef, w.sum = make([]float32, pairs), make([]float32, pairs), make([]float64, pairs)
@@ -216,7 +216,6 @@ func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stri
 		m[r] = float32(math.Inf(-1))
 		sum[r] = 0
 	}
-	off := 0 // k and v are KV head g's rows, stride d
 	h0 := g * group
 	// A tile's K and V rows take about 32 KiB.
 	tile := max(1, 4096/max(d, 1))
@@ -246,7 +245,7 @@ func flashBlock(w *attnWork, q, k, v, o []float32, i0, i1, g, nh, group, d, stri
 						break
 					}
 				}
-				kernels.FlashF16(q[qb:qb+group*d], k[j*stride+off:], v[j*stride+off:], stride, e-j, d, scale, mr, sr, o[qb:qb+group*d])
+				kernels.FlashF16(q[qb:qb+group*d], k[j*d:], v[j*d:], d, e-j, d, scale, mr, sr, o[qb:qb+group*d])
 				j = e
 			}
 		}

@@ -163,7 +163,7 @@ func TestAttendBlockMatchesAttend(t *testing.T) {
 				flashF16(q, k, v, kvDim, kvOff, row, last, scale, o)
 			})
 			check("flashBlock", func(w *attnWork, q, k, v, o []float32, i0, i1, g int) {
-				flashBlock(w, q, k, v, o, i0, i1, g, tc.nh, group, tc.d, tc.d, tc.past, mask, scale)
+				flashBlock(w, q, k, v, o, i0, i1, g, tc.nh, group, tc.d, tc.past, mask, scale)
 			})
 		}
 	}

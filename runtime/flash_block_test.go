@@ -61,7 +61,7 @@ func TestFlashBlockTiles(t *testing.T) {
 				w := new(attnWork)
 				for i0 := 0; i0 < tc.t; i0 += attnTokens {
 					for g := range tc.nkv {
-						flashBlock(w, q, kvHead(k, n, kvDim, tc.d, g), kvHead(v, n, kvDim, tc.d, g), got, i0, min(i0+attnTokens, tc.t), g, tc.nh, group, tc.d, tc.d, tc.past, mask, scale)
+						flashBlock(w, q, kvHead(k, n, kvDim, tc.d, g), kvHead(v, n, kvDim, tc.d, g), got, i0, min(i0+attnTokens, tc.t), g, tc.nh, group, tc.d, tc.past, mask, scale)
 					}
 				}
 				for i := range want {

@@ -293,7 +293,7 @@ func (a *attnTask) run(lo, hi int) {
 		i0 := b * attnTokens
 		i1 := min(i0+attnTokens, a.t)
 		if a.f16 {
-			flashBlock(w, a.qs, a.k[g], a.v[g], a.att, i0, i1, g, a.nh, a.group, a.d, a.d, a.past, a.mask, a.scale)
+			flashBlock(w, a.qs, a.k[g], a.v[g], a.att, i0, i1, g, a.nh, a.group, a.d, a.past, a.mask, a.scale)
 		} else {
 			attendBlock(w, a.qs, a.k[g], a.v[g], a.att, i0, i1, g, a.nh, a.group, a.d, a.past, a.mask, a.scale)
 		}
