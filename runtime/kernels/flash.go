@@ -35,16 +35,23 @@ var flashF16 = flashF16Go
 // flashF16Go is FlashF16 as the calls it replaces (through the selected
 // kernels, which give the Go versions' bits).
 func flashF16Go(q, k, v []float32, stride, ns, d int, scale float32, m, sum, o []float32) {
+	flashSteps(dotF32, scaleF16, madF16, q, k, v, stride, ns, d, scale, m, sum, o)
+}
+
+// flashSteps is FlashF16's loop on the given dot product and binary16
+// updates (the selected kernels, or the tests' pure-Go ones).
+func flashSteps(dot func(a, b []float32) float32, scaleF16, madF16 func(a float32, x, y []float32),
+	q, k, v []float32, stride, ns, d int, scale float32, m, sum, o []float32) {
 	for j := range ns {
 		kj := k[j*stride : j*stride+d]
 		vj := v[j*stride : j*stride+d]
 		for h := range m {
 			oh := o[h*d : (h+1)*d]
-			var dot float32 // DotRows' 0 for d = 0
+			var s float32 // DotRows' 0 for d = 0
 			if d > 0 {
-				dot = dotF32(kj, q[h*d:(h+1)*d])
+				s = dot(kj, q[h*d:(h+1)*d])
 			}
-			s := dot * scale
+			s *= scale
 			ms, vs := float32(1), float32(1)
 			if s > m[h] {
 				ms = Expf(m[h] - s)

@@ -37,28 +37,7 @@ func flashCalls(q, k, v []float32, stride, ns, d int, scale float32, m, sum, o [
 
 // flashPureGo is flashCalls on the Go kernels only.
 func flashPureGo(q, k, v []float32, stride, ns, d int, scale float32, m, sum, o []float32) {
-	for j := range ns {
-		kj := k[j*stride : j*stride+d]
-		vj := v[j*stride : j*stride+d]
-		for h := range m {
-			oh := o[h*d : (h+1)*d]
-			var dot float32
-			if d > 0 {
-				dot = dotF32Go(kj, q[h*d:(h+1)*d])
-			}
-			sv := dot * scale
-			ms, vs := float32(1), float32(1)
-			if sv > m[h] {
-				ms = Expf(m[h] - sv)
-				m[h] = sv
-				scaleF16Go(ms, oh, oh)
-			} else {
-				vs = Expf(sv - m[h])
-			}
-			madF16Go(vs, vj, oh)
-			sum[h] = sum[h]*ms + vs
-		}
-	}
+	flashSteps(dotF32Go, scaleF16Go, madF16Go, q, k, v, stride, ns, d, scale, m, sum, o)
 }
 
 type namedFlash struct {
