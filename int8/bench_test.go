@@ -1,6 +1,7 @@
 package int8
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -113,7 +114,7 @@ func BenchmarkDotQ8_0Rows(b *testing.B) {
 	for _, c := range cases {
 		rows := len(c.w) / rowBytes
 		out := make([]float32, rows)
-		for _, set := range []string{"go", "avx2", "avx512"} {
+		for _, set := range []string{"go", "avx2", "avx512", "avx512/4streams"} {
 			f := impls[set]
 			if f == nil || set == "go" && c.name != "2048" {
 				continue
@@ -165,10 +166,20 @@ func mapFile(b *testing.B, path string) []byte {
 // matrices, then the output head), from its memory map: "cpu-GB/s" is
 // weight bytes per CPU second of the calling thread, to set beside the
 // memory-read ceiling `qnnprep bench` measures over the same bytes.
+// QNNPREP_BENCH_Q8_PART=k/n takes, of each matrix cut in 2n chunks,
+// chunks k and k+n, as the k-th of n decoding threads does (runtime's two
+// chunks per worker): run n processes at once, one per CPU (taskset), for
+// n threads.
 func BenchmarkDotQ8_0Decode(b *testing.B) {
 	path := os.Getenv("QNNPREP_BENCH_Q8_FILE")
 	if path == "" {
 		b.Skip("QNNPREP_BENCH_Q8_FILE names no Q8_0 GGUF")
+	}
+	k, parts := 0, 1
+	if p := os.Getenv("QNNPREP_BENCH_Q8_PART"); p != "" {
+		if _, err := fmt.Sscanf(p, "%d/%d", &k, &parts); err != nil || parts < 1 || k < 0 || k >= parts {
+			b.Fatalf("QNNPREP_BENCH_Q8_PART=%q: want k/n, 0 <= k < n", p)
+		}
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -195,9 +206,18 @@ func BenchmarkDotQ8_0Decode(b *testing.B) {
 			b.Fatal(err)
 		}
 		nb := int(t.Dims[0]) / BlockQ8_0
-		ms = append(ms, mat{w, nb, symmetric(randomQ8Row(r, nb)), make([]float32, t.Dims[1])})
+		x := symmetric(randomQ8Row(r, nb))
 		spans = append(spans, w)
-		bytes += int64(len(w))
+		rows, rb := int(t.Dims[1]), nb*BlockBytesQ8_0
+		chunks := []int{0}
+		if parts > 1 {
+			chunks = []int{k, k + parts}
+		}
+		for _, c := range chunks {
+			r0, r1 := rows*c/(len(chunks)*parts), rows*(c+1)/(len(chunks)*parts)
+			ms = append(ms, mat{w[r0*rb : r1*rb], nb, x, make([]float32, r1-r0)})
+			bytes += int64((r1 - r0) * rb)
+		}
 	}
 	if len(ms) == 0 {
 		b.Skip(path + ": no Q8_0 matrices")

@@ -378,3 +378,219 @@ prepone:
 prepdone:
 	VZEROUPPER
 	RET
+
+// ACCX, TERMSX, GROUPTERMSX and TERM1X are ACC, TERMS, GROUPTERMS and
+// TERM1 for the row at BASE+IDX: dotRows4Q8_0Asm addresses two of its
+// four streams so, for want of registers.
+#define ACCX(BASE, IDX, OLO, OHI, OX, Z) \
+	VMOVDQU      OLO(BASE)(IDX*1), Y8          \
+	VINSERTI64X4 $1, OHI(BASE)(IDX*1), Z8, Z8  \
+	VPXORD       Z31, Z8, Z8                   \
+	VPDPBUSD     OX(DI), Z8, Z
+
+#define TERMSX(BASE, IDX) \
+	VPSUBD      (BX), Y9, Y9                  \
+	VCVTDQ2PS   Y9, Y9                        \
+	VMOVDQU64   0(BASE)(IDX*1), Z12           \
+	VPERMT2W    68(BASE)(IDX*1), Z30, Z12     \
+	VMOVDQU64   136(BASE)(IDX*1), Z13         \
+	VPERMT2W    204(BASE)(IDX*1), Z30, Z13    \
+	VPUNPCKLQDQ X13, X12, X12                 \
+	VCVTPH2PS   X12, Y12                      \
+	VMULPS      (BX)(R13*4), Y12, Y12         \
+	VMULPS      Y12, Y9, Y9
+
+#define GROUPTERMSX(BASE, IDX, A, B, C, D, DST) \
+	VPXORD  A, A, A                   \
+	VPXORD  B, B, B                   \
+	VPXORD  C, C, C                   \
+	VPXORD  D, D, D                   \
+	ACCX(BASE, IDX, 2, 138, 0, A)     \
+	ACCX(BASE, IDX, 36, 172, 64, B)   \
+	ACCX(BASE, IDX, 70, 206, 128, C)  \
+	ACCX(BASE, IDX, 104, 240, 192, D) \
+	REDUCE(A, B, C, D)                \
+	TERMSX(BASE, IDX)                 \
+	VMOVUPS Y9, DST
+
+#define TERM1X(BASE, IDX) \
+	VMOVDQU      2(BASE)(IDX*1), Y8   \
+	VPXORD       Y31, Y8, Y8          \
+	VPXORD       Y11, Y11, Y11        \
+	VPDPBUSD     (DI), Y8, Y11        \
+	HSUM8(Y11, X11, X9)               \
+	VMOVD        (BX), X9             \
+	VPSUBD       X9, X11, X11         \
+	VCVTDQ2PS    X11, X11             \
+	MOVWLZX      0(BASE)(IDX*1), AX   \
+	VMOVD        AX, X12              \
+	VCVTPH2PS    X12, X12             \
+	VMULSS       (BX)(R13*4), X12, X12 \
+	VMULSS       X12, X11, X11
+
+// QUADGROUP puts the terms of a group of the rows at SI, SI+R15, DX and
+// DX+R15 in rows 0, 1, 2 and 3 of the terms at R8 (R12 apart, R9 =
+// 3·R12), their lines R14 bytes ahead prefetched unless R14 is 0, and
+// moves on to the next group.
+#define QUADGROUP(FETCHED) \
+	TESTQ   R14, R14          \
+	JZ      FETCHED           \
+	PREFETCH5(SI)             \
+	PREFETCH5(DX)             \
+	ADDQ    R14, SI           \
+	ADDQ    R14, DX           \
+	PREFETCHT0 (SI)(R15*1)    \
+	PREFETCHT0 64(SI)(R15*1)  \
+	PREFETCHT0 128(SI)(R15*1) \
+	PREFETCHT0 192(SI)(R15*1) \
+	PREFETCHT0 256(SI)(R15*1) \
+	PREFETCHT0 (DX)(R15*1)    \
+	PREFETCHT0 64(DX)(R15*1)  \
+	PREFETCHT0 128(DX)(R15*1) \
+	PREFETCHT0 192(DX)(R15*1) \
+	PREFETCHT0 256(DX)(R15*1) \
+	SUBQ    R14, SI           \
+	SUBQ    R14, DX           \
+FETCHED:                      \
+	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))                \
+	GROUPTERMSX(SI, R15, Z4, Z5, Z6, Z7, (R8)(R12*1))   \
+	GROUPTERMS(DX, Z0, Z1, Z2, Z3, (R8)(R12*2))         \
+	GROUPTERMSX(DX, R15, Z4, Z5, Z6, Z7, (R8)(R9*1))
+
+// QUADNEXT moves the four streams, the activation and the terms on by a
+// group.
+#define QUADNEXT \
+	ADDQ $272, SI \
+	ADDQ $272, DX \
+	ADDQ $256, DI \
+	ADDQ $32, BX  \
+	ADDQ $32, R8
+
+// STOREQUAD stores the eight sums in Y15 of dotRows4Q8_0Asm's rows
+// (lane j+4k: row k of quarter j) as pairs, quarter j's at OUT+j·FAR.
+// It overwrites OUT and X0..X2.
+#define STOREQUAD(OUT, FAR) \
+	VEXTRACTF128 $1, Y15, X0     \
+	VUNPCKLPS    X0, X15, X1     \
+	VUNPCKHPS    X0, X15, X2     \
+	VMOVLPS      X1, (OUT)       \
+	VMOVHPS      X1, (OUT)(FAR*1) \
+	LEAQ         (OUT)(FAR*2), OUT \
+	VMOVLPS      X2, (OUT)       \
+	VMOVHPS      X2, (OUT)(FAR*1)
+
+// func dotRows4Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev unsafe.Pointer, farOut int)
+//
+// Puts in t the terms of two rows at each of w, w+far, w+2·far and
+// w+3·far (row k of the j-th set in row j+4k of t), read as four
+// streams: the first rows of the four sets go group by group side by
+// side, then the second rows, each with the lines pf bytes ahead
+// prefetched (pf 0: none). As dotRows2Q8_0Asm, it forms the sums of the
+// call before (unless prev is nil; its terms at prev, its products to
+// outPrev+j·farOut for its set j) during its first rows, a step of
+// SUMTERMS after each group; sumTermsQuadAsm forms the last call's.
+TEXT ·dotRows4Q8_0Asm(SB), NOSPLIT, $0-88
+	MOVQ far+8(FP), R15
+	MOVQ nb+32(FP), R13
+	MOVQ t+40(FP), R8
+	MOVQ tStride+48(FP), R12
+	MOVQ pf+56(FP), R14
+	LEAQ (R12)(R12*2), R9 // row 3 of t
+	MOVQ w+0(FP), R11
+	MOVQ $2, R10
+	ROWSETUP
+	MOVQ prev+64(FP), AX
+	TESTQ AX, AX
+	JZ   quad
+
+	// The first rows, with a step of the sums of the call before after
+	// each group.
+	MOVQ R11, SI
+	LEAQ (SI)(R15*2), DX
+	LEAQ (AX)(R9*1), R11
+	LEAQ (R11)(R9*1), R10
+	VXORPS Y15, Y15, Y15
+	XSTART(xp+24(FP))
+	JZ   quadtail0
+
+quadgroup0:
+	QUADGROUP(quadfetched0)
+	SUMSTEP
+	ADDQ $32, AX
+	ADDQ $32, R11
+	ADDQ $32, R10
+	QUADNEXT
+	DECQ CX
+	JNZ  quadgroup0
+
+quadtail0:
+	TESTQ $7, R13
+	JZ    quadstored0
+	SUMSTEP
+
+quadstored0:
+	MOVQ outPrev+72(FP), AX
+	MOVQ farOut+80(FP), CX
+	STOREQUAD(AX, CX)
+	MOVQ w+0(FP), R11
+	MOVQ $2, R10
+	JMP  quadtail
+
+quad:
+	MOVQ R11, SI
+	LEAQ (SI)(R15*2), DX
+	XSTART(xp+24(FP))
+	JZ   quadtail
+
+quadgroup:
+	QUADGROUP(quadfetched)
+	QUADNEXT
+	DECQ CX
+	JNZ  quadgroup
+
+quadtail:
+	MOVQ R13, CX
+	ANDQ $7, CX
+	JZ   quadnext
+
+quadone:
+	TERM1(SI)
+	VMOVSS X11, (R8)
+	TERM1X(SI, R15)
+	VMOVSS X11, (R8)(R12*1)
+	TERM1(DX)
+	VMOVSS X11, (R8)(R12*2)
+	TERM1X(DX, R15)
+	VMOVSS X11, (R8)(R9*1)
+	ADDQ   $34, SI
+	ADDQ   $34, DX
+	ADDQ   $32, DI
+	ADDQ   $4, BX
+	ADDQ   $4, R8
+	DECQ   CX
+	JNZ    quadone
+
+quadnext:
+	// On to the second rows and rows 4-7 of t.
+	ADDQ rowBytes+16(FP), R11
+	LEAQ (R13*4), AX
+	SUBQ AX, R8
+	LEAQ (R8)(R12*4), R8
+	DECQ R10
+	JNZ  quad
+	VZEROUPPER
+	RET
+
+// func sumTermsQuadAsm(t unsafe.Pointer, tStride, nb int, out unsafe.Pointer, farOut int)
+//
+// The sums of the terms at t that dotRows4Q8_0Asm leaves to the next
+// call, for the last call.
+TEXT ·sumTermsQuadAsm(SB), NOSPLIT, $0-40
+	MOVQ tStride+8(FP), R12
+	MOVQ nb+16(FP), R13
+	SUMTERMS(t+0(FP))
+	MOVQ out+24(FP), DI
+	MOVQ farOut+32(FP), CX
+	STOREQUAD(DI, CX)
+	VZEROUPPER
+	RET

@@ -230,6 +230,36 @@ func TestRowKernelsMatchGo(t *testing.T) {
 	}
 }
 
+// TestRowKernelsStreams checks the row kernels on every row count up to
+// 40 and on counts around multiples of eight past it (the four-stream
+// kernel takes quarters of an even count, four to eight rows at a time,
+// and the last len%8 rows in one call; the two-stream one halves of a
+// multiple of four), rows padded to a stride or not, of lengths with and
+// without a tail of blocks past the groups of eight.
+func TestRowKernelsStreams(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	counts := []int{}
+	for rows := 1; rows <= 40; rows++ {
+		counts = append(counts, rows)
+	}
+	counts = append(counts, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 136, 141)
+	for i, rows := range counts {
+		nb := []int{1, 7, 8, 13, 16, 45, 181}[i%7]
+		pad := i / 7 % 2 * 5
+		rb := nb*BlockBytesQ8_0 + pad
+		w := make([]byte, 0, rows*rb)
+		for range rows {
+			w = append(w, randomQ8Row(r, nb)...)
+			w = append(w, make([]byte, pad)...)
+		}
+		x := randomQ8Row(r, nb)
+		if i%3 == 0 {
+			x = symmetric(x) // for the AVX2 kernel too
+		}
+		checkRowKernels(t, w[:rows*rb-pad], rb, rows, x, nb)
+	}
+}
+
 // symOnly reports whether the decoding kernels of set take symmetric
 // activations only (the AVX2 and AVX-VNNI ones).
 func symOnly(set string) bool { return strings.HasPrefix(set, "avx2") }
