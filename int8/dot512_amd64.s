@@ -12,47 +12,51 @@
 // twin's. The float32 operations are dotQ8_0Go's, in its order, for
 // each row.
 
+// The row macros take the row as ROW, a memory operand without its
+// displacement, such as (SI) or, for dotRows4Q8_0Asm's streams short of
+// a register, (SI)(R15*1); the macros put the displacements before it.
+
 // ACC adds the products of code pair P of a group (blocks P and P+4 of
-// the row at BASE, byte offsets OLO and OHI of their codes) to Z.
-#define ACC(BASE, OLO, OHI, OX, Z) \
-	VMOVDQU      OLO(BASE), Y8          \
-	VINSERTI64X4 $1, OHI(BASE), Z8, Z8  \
+// the row at ROW, byte offsets OLO and OHI of their codes) to Z.
+#define ACC(ROW, OLO, OHI, OX, Z) \
+	VMOVDQU      OLO ROW, Y8            \
+	VINSERTI64X4 $1, OHI ROW, Z8, Z8    \
 	VPXORD       Z31, Z8, Z8            \
 	VPDPBUSD     OX(DI), Z8, Z
 
-// TERMS turns the block sums in Y9 of the group of the row at BASE into
+// TERMS turns the block sums in Y9 of the group of the row at ROW into
 // the eight terms float32(s)·(dw·dx), in Y9.
-#define TERMS(BASE) \
+#define TERMS(ROW) \
 	VPSUBD      (BX), Y9, Y9          \
 	VCVTDQ2PS   Y9, Y9                \
-	VMOVDQU64   0(BASE), Z12          \
-	VPERMT2W    68(BASE), Z30, Z12    \
-	VMOVDQU64   136(BASE), Z13        \
-	VPERMT2W    204(BASE), Z30, Z13   \
+	VMOVDQU64   0 ROW, Z12            \
+	VPERMT2W    68 ROW, Z30, Z12      \
+	VMOVDQU64   136 ROW, Z13          \
+	VPERMT2W    204 ROW, Z30, Z13     \
 	VPUNPCKLQDQ X13, X12, X12         \
 	VCVTPH2PS   X12, Y12              \
 	VMULPS      (BX)(R13*4), Y12, Y12 \
 	VMULPS      Y12, Y9, Y9
 
 // GROUPTERMS stores at DST the terms of the group of eight blocks of the
-// row at BASE, using the accumulators A..D.
-#define GROUPTERMS(BASE, A, B, C, D, DST) \
+// row at ROW, using the accumulators A..D.
+#define GROUPTERMS(ROW, A, B, C, D, DST) \
 	VPXORD  A, A, A              \
 	VPXORD  B, B, B              \
 	VPXORD  C, C, C              \
 	VPXORD  D, D, D              \
-	ACC(BASE, 2, 138, 0, A)      \
-	ACC(BASE, 36, 172, 64, B)    \
-	ACC(BASE, 70, 206, 128, C)   \
-	ACC(BASE, 104, 240, 192, D)  \
+	ACC(ROW, 2, 138, 0, A)       \
+	ACC(ROW, 36, 172, 64, B)     \
+	ACC(ROW, 70, 206, 128, C)    \
+	ACC(ROW, 104, 240, 192, D)   \
 	REDUCE(A, B, C, D)           \
-	TERMS(BASE)                  \
+	TERMS(ROW)                   \
 	VMOVUPS Y9, DST
 
 // TERM1 sets X11 to the term float32(s)·(dw·dx) of the one block at
-// BASE (the tail of a row).
-#define TERM1(BASE) \
-	VMOVDQU      2(BASE), Y8      \
+// ROW (the tail of a row).
+#define TERM1(ROW) \
+	VMOVDQU      2 ROW, Y8        \
 	VPXORD       Y31, Y8, Y8      \
 	VPXORD       Y11, Y11, Y11    \
 	VPDPBUSD     (DI), Y8, Y11    \
@@ -60,7 +64,7 @@
 	VMOVD        (BX), X9         \
 	VPSUBD       X9, X11, X11     \
 	VCVTDQ2PS    X11, X11         \
-	MOVWLZX      0(BASE), AX      \
+	MOVWLZX      0 ROW, AX        \
 	VMOVD        AX, X12          \
 	VCVTPH2PS    X12, X12         \
 	VMULSS       (BX)(R13*4), X12, X12 \
@@ -98,7 +102,7 @@ row:
 	JZ   tail
 
 group:
-	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))
 	ADDQ    $272, SI
 	ADDQ    $256, DI
 	ADDQ    $32, BX
@@ -112,7 +116,7 @@ tail:
 	JZ   next
 
 one:
-	TERM1(SI)
+	TERM1((SI))
 	VMOVSS X11, (R8)
 	ADDQ   $34, SI
 	ADDQ   $32, DI
@@ -230,8 +234,8 @@ group0:
 	PREFETCH5(DX)
 
 fetched0:
-	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
-	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
+	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS((DX), Z4, Z5, Z6, Z7, (R8)(R9*1))
 	SUMSTEP
 	ADDQ    $32, AX
 	ADDQ    $32, R11
@@ -273,8 +277,8 @@ groupq:
 	PREFETCH5(DX)
 
 fetchedq:
-	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
-	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
+	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS((DX), Z4, Z5, Z6, Z7, (R8)(R9*1))
 	ADDQ    $272, SI
 	ADDQ    $272, DX
 	ADDQ    $256, DI
@@ -289,9 +293,9 @@ tailq:
 	JZ   nextq
 
 oneq:
-	TERM1(SI)
+	TERM1((SI))
 	VMOVSS X11, (R8)
-	TERM1(DX)
+	TERM1((DX))
 	VMOVSS X11, (R8)(R9*1)
 	ADDQ   $34, SI
 	ADDQ   $34, DX
@@ -379,54 +383,14 @@ prepdone:
 	VZEROUPPER
 	RET
 
-// ACCX, TERMSX, GROUPTERMSX and TERM1X are ACC, TERMS, GROUPTERMS and
-// TERM1 for the row at BASE+IDX: dotRows4Q8_0Asm addresses two of its
-// four streams so, for want of registers.
-#define ACCX(BASE, IDX, OLO, OHI, OX, Z) \
-	VMOVDQU      OLO(BASE)(IDX*1), Y8          \
-	VINSERTI64X4 $1, OHI(BASE)(IDX*1), Z8, Z8  \
-	VPXORD       Z31, Z8, Z8                   \
-	VPDPBUSD     OX(DI), Z8, Z
-
-#define TERMSX(BASE, IDX) \
-	VPSUBD      (BX), Y9, Y9                  \
-	VCVTDQ2PS   Y9, Y9                        \
-	VMOVDQU64   0(BASE)(IDX*1), Z12           \
-	VPERMT2W    68(BASE)(IDX*1), Z30, Z12     \
-	VMOVDQU64   136(BASE)(IDX*1), Z13         \
-	VPERMT2W    204(BASE)(IDX*1), Z30, Z13    \
-	VPUNPCKLQDQ X13, X12, X12                 \
-	VCVTPH2PS   X12, Y12                      \
-	VMULPS      (BX)(R13*4), Y12, Y12         \
-	VMULPS      Y12, Y9, Y9
-
-#define GROUPTERMSX(BASE, IDX, A, B, C, D, DST) \
-	VPXORD  A, A, A                   \
-	VPXORD  B, B, B                   \
-	VPXORD  C, C, C                   \
-	VPXORD  D, D, D                   \
-	ACCX(BASE, IDX, 2, 138, 0, A)     \
-	ACCX(BASE, IDX, 36, 172, 64, B)   \
-	ACCX(BASE, IDX, 70, 206, 128, C)  \
-	ACCX(BASE, IDX, 104, 240, 192, D) \
-	REDUCE(A, B, C, D)                \
-	TERMSX(BASE, IDX)                 \
-	VMOVUPS Y9, DST
-
-#define TERM1X(BASE, IDX) \
-	VMOVDQU      2(BASE)(IDX*1), Y8   \
-	VPXORD       Y31, Y8, Y8          \
-	VPXORD       Y11, Y11, Y11        \
-	VPDPBUSD     (DI), Y8, Y11        \
-	HSUM8(Y11, X11, X9)               \
-	VMOVD        (BX), X9             \
-	VPSUBD       X9, X11, X11         \
-	VCVTDQ2PS    X11, X11             \
-	MOVWLZX      0(BASE)(IDX*1), AX   \
-	VMOVD        AX, X12              \
-	VCVTPH2PS    X12, X12             \
-	VMULSS       (BX)(R13*4), X12, X12 \
-	VMULSS       X12, X11, X11
+// PREFETCH5AT prefetches the five lines from the operand ROW on (a
+// group is 272 bytes).
+#define PREFETCH5AT(ROW) \
+	PREFETCHT0 0 ROW   \
+	PREFETCHT0 64 ROW  \
+	PREFETCHT0 128 ROW \
+	PREFETCHT0 192 ROW \
+	PREFETCHT0 256 ROW
 
 // QUADGROUP puts the terms of a group of the rows at SI, SI+R15, DX and
 // DX+R15 in rows 0, 1, 2 and 3 of the terms at R8 (R12 apart, R9 =
@@ -439,23 +403,15 @@ prepdone:
 	PREFETCH5(DX)             \
 	ADDQ    R14, SI           \
 	ADDQ    R14, DX           \
-	PREFETCHT0 (SI)(R15*1)    \
-	PREFETCHT0 64(SI)(R15*1)  \
-	PREFETCHT0 128(SI)(R15*1) \
-	PREFETCHT0 192(SI)(R15*1) \
-	PREFETCHT0 256(SI)(R15*1) \
-	PREFETCHT0 (DX)(R15*1)    \
-	PREFETCHT0 64(DX)(R15*1)  \
-	PREFETCHT0 128(DX)(R15*1) \
-	PREFETCHT0 192(DX)(R15*1) \
-	PREFETCHT0 256(DX)(R15*1) \
+	PREFETCH5AT((SI)(R15*1))  \
+	PREFETCH5AT((DX)(R15*1))  \
 	SUBQ    R14, SI           \
 	SUBQ    R14, DX           \
 FETCHED:                      \
-	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))                \
-	GROUPTERMSX(SI, R15, Z4, Z5, Z6, Z7, (R8)(R12*1))   \
-	GROUPTERMS(DX, Z0, Z1, Z2, Z3, (R8)(R12*2))         \
-	GROUPTERMSX(DX, R15, Z4, Z5, Z6, Z7, (R8)(R9*1))
+	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))               \
+	GROUPTERMS((SI)(R15*1), Z4, Z5, Z6, Z7, (R8)(R12*1)) \
+	GROUPTERMS((DX), Z0, Z1, Z2, Z3, (R8)(R12*2))        \
+	GROUPTERMS((DX)(R15*1), Z4, Z5, Z6, Z7, (R8)(R9*1))
 
 // QUADNEXT moves the four streams, the activation and the terms on by a
 // group.
@@ -470,13 +426,13 @@ FETCHED:                      \
 // (lane j+4k: row k of quarter j) as pairs, quarter j's at OUT+j·FAR.
 // It overwrites OUT and X0..X2.
 #define STOREQUAD(OUT, FAR) \
-	VEXTRACTF128 $1, Y15, X0     \
-	VUNPCKLPS    X0, X15, X1     \
-	VUNPCKHPS    X0, X15, X2     \
-	VMOVLPS      X1, (OUT)       \
-	VMOVHPS      X1, (OUT)(FAR*1) \
-	LEAQ         (OUT)(FAR*2), OUT \
-	VMOVLPS      X2, (OUT)       \
+	VEXTRACTF128 $1, Y15, X0           \
+	VUNPCKLPS    X0, X15, X1           \
+	VUNPCKHPS    X0, X15, X2           \
+	VMOVLPS      X1, (OUT)             \
+	VMOVHPS      X1, (OUT)(FAR*1)      \
+	LEAQ         (OUT)(FAR*2), OUT     \
+	VMOVLPS      X2, (OUT)             \
 	VMOVHPS      X2, (OUT)(FAR*1)
 
 // func dotRows4Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev unsafe.Pointer, farOut int)
@@ -554,13 +510,13 @@ quadtail:
 	JZ   quadnext
 
 quadone:
-	TERM1(SI)
+	TERM1((SI))
 	VMOVSS X11, (R8)
-	TERM1X(SI, R15)
+	TERM1((SI)(R15*1))
 	VMOVSS X11, (R8)(R12*1)
-	TERM1(DX)
+	TERM1((DX))
 	VMOVSS X11, (R8)(R12*2)
-	TERM1X(DX, R15)
+	TERM1((DX)(R15*1))
 	VMOVSS X11, (R8)(R9*1)
 	ADDQ   $34, SI
 	ADDQ   $34, DX
