@@ -8,7 +8,6 @@ import (
 
 	"github.com/qnnprep/qnnprep/gguf"
 	"github.com/qnnprep/qnnprep/model"
-	"github.com/qnnprep/qnnprep/runtime/kernels"
 )
 
 // Eagle3Config holds an EAGLE-3 draft head's hyper-parameters (reference
@@ -264,9 +263,9 @@ func (h *Eagle3) Drafter() *Eagle3Drafter { return &Eagle3Drafter{h: h} }
 // as EAGLE keeps its "stable" KV) and the features not yet consumed.
 type Eagle3Drafter struct {
 	h          *Eagle3
-	k, v       []float32 // [slot][kv_heads·head_dim]
-	n          int       // slots in the cache
-	stable     int       // slots built from target features
+	k, v       [][]float32 // per KV head, [slot][head_dim], as a State's cache
+	n          int         // slots in the cache
+	stable     int         // slots built from target features
 	feats      [][]float32
 	toks       []int32 // token following each pending feature row (the last one comes with Propose)
 	in, mid    acts
@@ -275,7 +274,8 @@ type Eagle3Drafter struct {
 	ff1, ff2   []float32
 	logits     []float32
 	cos, sin   []float32
-	scores     []float32
+	kt, vt     []float32 // the step's K and V rows, [token][kv_heads·head_dim]
+	attn       attnTask
 }
 
 // FeatureLayers are the head's extract layers.
@@ -287,7 +287,8 @@ func (d *Eagle3Drafter) Start(prompt []int32, feats [][]float32) error {
 	if len(feats) != len(prompt) {
 		return fmt.Errorf("runtime: eagle3: %d feature rows for a prompt of %d tokens", len(feats), len(prompt))
 	}
-	d.k, d.v, d.n, d.stable = d.k[:0], d.v[:0], 0, 0
+	d.cutKV(0)
+	d.n, d.stable = 0, 0
 	d.feats = append(d.feats[:0], feats...)
 	d.toks = append(d.toks[:0], prompt[1:]...)
 	return nil
@@ -370,9 +371,17 @@ func (d *Eagle3Drafter) truncate(n int) error {
 	if n > d.n {
 		return fmt.Errorf("runtime: eagle3: truncate to %d slots, cache holds %d", n, d.n)
 	}
-	kvd := d.h.cfg.KVHeads * d.h.cfg.HeadDim
-	d.k, d.v, d.n = d.k[:n*kvd], d.v[:n*kvd], n
+	d.cutKV(n)
+	d.n = n
 	return nil
+}
+
+// cutKV drops the cache slots from n on.
+func (d *Eagle3Drafter) cutKV(n int) {
+	hd := d.h.cfg.HeadDim
+	for g := range d.k {
+		d.k[g], d.v[g] = d.k[g][:n*hd], d.v[g][:n*hd]
+	}
 }
 
 // step runs the decoder layer on T rows (tokens and g, T·Hidden), appends
@@ -417,15 +426,11 @@ func (d *Eagle3Drafter) step(toks []int32, g []float32) (int32, error) {
 		return 0, err
 	}
 	past := d.n
-	d.k = growCache(d.k, (past+t)*kvd)
-	d.v = growCache(d.v, (past+t)*kvd)
-	kk, vv := d.k[past*kvd:], d.v[past*kvd:]
+	kk, vv := grow(&d.kt, t*kvd), grow(&d.vt, t*kvd)
 	if err := e.matmul(h.wk, &d.in, kk); err != nil {
-		d.k, d.v = d.k[:past*kvd], d.v[:past*kvd]
 		return 0, err
 	}
 	if err := e.matmul(h.wv, &d.in, vv); err != nil {
-		d.k, d.v = d.k[:past*kvd], d.v[:past*kvd]
 		return 0, err
 	}
 	half := hd / 2
@@ -440,37 +445,27 @@ func (d *Eagle3Drafter) step(toks []int32, g []float32) (int32, error) {
 		}
 	}
 	d.n = past + t
-	att := grow(&d.att, t*qd)
-	clear(att)
-	scores := grow(&d.scores, d.n)
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	group := nh / nkv
-	for i := 0; i < t; i++ {
-		last := past + i
-		for j := 0; j < nh; j++ {
-			qv := q[(i*nh+j)*hd : (i*nh+j+1)*hd]
-			kh := j / group
-			mx := float32(math.Inf(-1))
-			for s := 0; s <= last; s++ {
-				sv := kernels.Dot(qv, d.k[s*kvd+kh*hd:s*kvd+(kh+1)*hd]) * scale
-				scores[s] = sv
-				mx = max(mx, sv)
-			}
-			var sum float64
-			for s := 0; s <= last; s++ {
-				scores[s] -= mx
-			}
-			kernels.Exp(scores[:last+1])
-			for _, p := range scores[:last+1] {
-				sum += float64(p)
-			}
-			inv := float32(1 / sum)
-			o := att[(i*nh+j)*hd : (i*nh+j+1)*hd]
-			for s := 0; s <= last; s++ {
-				kernels.Axpy(scores[s]*inv, d.v[s*kvd+kh*hd:s*kvd+(kh+1)*hd], o)
-			}
+	// The rotated K and V go into the head-major cache, and attention is
+	// the target's (attendBlock: the per-pair arithmetic of a plain loop).
+	if d.k == nil {
+		d.k, d.v = make([][]float32, nkv), make([][]float32, nkv)
+	}
+	for g := 0; g < nkv; g++ {
+		d.k[g] = growCache(d.k[g], d.n*hd)
+		d.v[g] = growCache(d.v[g], d.n*hd)
+		kh, vh := d.k[g][past*hd:], d.v[g][past*hd:]
+		for i := 0; i < t; i++ {
+			copy(kh[i*hd:(i+1)*hd], kk[(i*nkv+g)*hd:(i*nkv+g+1)*hd])
+			copy(vh[i*hd:(i+1)*hd], vv[(i*nkv+g)*hd:(i*nkv+g+1)*hd])
 		}
 	}
+	att := grow(&d.att, t*qd)
+	clear(att)
+	blocks := (t + attnTokens - 1) / attnTokens
+	d.attn = attnTask{qs: q, k: d.k, v: d.v, att: att, t: t, nh: nh, nkv: nkv, group: nh / nkv,
+		d: hd, past: past, scale: float32(1 / math.Sqrt(float64(hd)))}
+	e.parallel(blocks*nkv, t*nh*d.n*hd, &d.attn)
+	d.attn = attnTask{}
 	d.mid.reset(att, t, qd)
 	proj := grow(&d.ff2, t*H)
 	if err := e.matmul(h.wo, &d.mid, proj); err != nil {

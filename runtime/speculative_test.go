@@ -86,6 +86,13 @@ func randomEagle3(t testing.TB, target *Engine, seed uint64) (Eagle3Config, []*m
 		Hidden: tc.Hidden, FFN: 256, Heads: 4, KVHeads: 2, HeadDim: 32, DraftVocab: 64,
 		TargetHidden: tc.Hidden, ExtractLayers: DefaultExtractLayers(tc.Layers), RMSEps: 1e-5, RopeTheta: 10000,
 	}
+	return cfg, randomEagle3Tensors(t, target, cfg, seed)
+}
+
+// randomEagle3Tensors makes random tensors of an EAGLE-3 head of shape cfg
+// for target.
+func randomEagle3Tensors(t testing.TB, target *Engine, cfg Eagle3Config, seed uint64) []*model.Tensor {
+	tc := target.Config()
 	rng := rand.New(rand.NewPCG(seed, 3))
 	H, qd, kvd := cfg.Hidden, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	mat := func(name string, cols, rows int, typ gguf.Type) *model.Tensor {
@@ -107,7 +114,7 @@ func randomEagle3(t testing.TB, target *Engine, seed uint64) (Eagle3Config, []*m
 	for i, id := range rng.Perm(tc.VocabSize)[:cfg.DraftVocab] {
 		binary.LittleEndian.PutUint64(d2t[8*i:], uint64(id))
 	}
-	return cfg, []*model.Tensor{
+	return []*model.Tensor{
 		mat(e3FC, 3*tc.Hidden, H, gguf.Q8_0),
 		model.NewTensor(e3D2T, []int64{int64(cfg.DraftVocab)}, gguf.I64, d2t),
 		norm(e3InNorm), norm(e3HidNorm),
