@@ -114,7 +114,7 @@ func BenchmarkDotQ8_0Rows(b *testing.B) {
 	for _, c := range cases {
 		rows := len(c.w) / rowBytes
 		out := make([]float32, rows)
-		for _, set := range []string{"go", "avx2", "avx512", "avx512/2streams", "avx512/4streams"} {
+		for _, set := range []string{"go", "avx2", "avx512"} {
 			f := impls[set]
 			if f == nil || set == "go" && c.name != "2048" {
 				continue

@@ -38,32 +38,7 @@ func (q *q8Prep) set(x []byte, nb int) {
 	prepQ8_0Asm(unsafe.Pointer(&x[0]), nb, unsafe.Pointer(&q.p[0]))
 }
 
-// dotQ8_0RowsAVX512 is dotQ8_0SymRows for any codes: four streams
-// (dotQ8_0Rows4AVX512) where rows4Streams512 selects them, else two.
-func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
-	if rows4Streams512 {
-		dotQ8_0Rows4AVX512(w, rowBytes, x, nb, out)
-		return
-	}
-	dotQ8_0Rows2AVX512(w, rowBytes, x, nb, out)
-}
-
-// rows4Streams512 selects dotQ8_0Rows4AVX512 over dotQ8_0Rows2AVX512
-// everywhere but on Intel, as runtime/kernels' rows4Streams does for the
-// F16 and BF16 kernels. On the EPYC Zen 5 of session 15
-// (BenchmarkDotQ8_0Decode, the 700M Q8_0 file's matrices in decoding's
-// order, GB per CPU second, interleaved rounds, one process per form,
-// pinned, load 1.2-2.2), four streams read 1.03x two (per-round ratio
-// median, quartiles 1.02-1.04, 20 rounds: 33.4 against 32.3) at one
-// thread and 1.10-1.11x (1.07-1.16, two sets of 6 rounds: 72.2 against
-// 65.0 GB/s for the two threads together) at two, two pinned processes
-// each taking one thread's rows (QNNPREP_BENCH_Q8_PART). The two-stream
-// kernel at 2176 bytes ahead read 0.94x at two threads, so the gain is
-// the streams', not the shorter distance. Four streams need prefetch:
-// without it they read 0.64x at one thread (two streams 0.69x).
-var rows4Streams512 = !cpuvendor.Intel
-
-// dotQ8_0Rows2AVX512 is dotQ8_0SymRows for any codes. The rows are read
+// dotQ8_0RowsAVX512 is dotQ8_0SymRows for any codes. The rows are read
 // as two streams far apart, the first and the second half of the rows
 // side by side, four rows of each per kernel call (the rest one stream,
 // up to eight rows per call). Two far streams read memory faster than
@@ -73,15 +48,26 @@ var rows4Streams512 = !cpuvendor.Intel
 // one stream. The streams are prefetched rowsPrefetch512 bytes
 // ahead (see there). On the EPYC Zen 5 of session 10, four streams far
 // apart (the quarters of the rows, two rows of each per call, as the
-// memory-read probe reads) read level with two before the prefetch
-// distance was tuned (see rows4Streams512; GB per CPU second,
+// memory-read probe reads) read level with two (GB per CPU second,
 // 2048-row calls, interleaved, load 3-4: 27.2 and 26.7 against 26.4 and
 // 26.5 at one thread, 53.1 and 50.9 against 52.2 and 51.6 at two; in
 // quieter rounds per-round ratio medians 1.01-1.04 at one thread and
 // 1.00-1.01 at two; with 1 KiB prefetch 0.96-0.99, and 1.10 only while
 // another process streamed the same file), and plain reads of those
 // pages were level too (four streams 28.5-33.1, two 28.5-32.9 at one
-// thread). The kernel reads 87-89% of such a plain read; a copy that
+// thread). With the prefetch, in session 15, four such streams read
+// slower than two on a quiet machine (a kernel reading two rows of each
+// quarter per call and forming the previous call's sums during its
+// first rows, each row's terms and sum this kernel's;
+// BenchmarkDotQ8_0Decode, interleaved, one process per form, pinned,
+// per-round ratio medians against this kernel at 3264 bytes ahead): at
+// one thread 0.97 at 1632 bytes ahead (quartiles 0.96-0.99, 28 rounds)
+// and 0.95-0.98 at 1088 to 3264; at two threads (two pinned processes,
+// QNNPREP_BENCH_Q8_PART) 0.97 (0.93-0.98, 9 rounds); without prefetch
+// 0.64. They read 1.02-1.06 at one thread and 1.10-1.11 at two only in
+// rounds shared with other processes (a read probe over the same file
+// among them), 0.95-1.00 in others. The kernel reads 87-89% of such a
+// plain read; a copy that
 // only loads what it loads read 92-95%, one without the block reduction
 // and scales ~1-3% faster than the kernel. Session 11 (same EPYC, the
 // file's matrices in decoding's order, one call each, GB per CPU second,
@@ -107,7 +93,7 @@ var rows4Streams512 = !cpuvendor.Intel
 // rounds; the best rounds 29.4 against 28.1 and 49.6 against 47.8; in
 // cache level). The calls' preparation and the Go wrapper are under
 // 0.5% of a decode's samples at one and two threads.
-func dotQ8_0Rows2AVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
+func dotQ8_0RowsAVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
 	q := prepPool.Get().(*q8Prep)
 	defer prepPool.Put(q)
 	q.set(x, nb)
@@ -132,7 +118,7 @@ func dotQ8_0Rows2AVX512(w []byte, rowBytes int, x []byte, nb int, out []float32)
 	}
 }
 
-// rowsPrefetch512 is rowsPrefetch for dotQ8_0Rows2AVX512: 1024 bytes on
+// rowsPrefetch512 is rowsPrefetch for dotQ8_0RowsAVX512: 1024 bytes on
 // Intel, 3264 (twelve groups) elsewhere. On the EPYC Zen 5 of session 12
 // (a host with more bandwidth than session 11's: the probe read 38 GB/s
 // on one core), BenchmarkDotQ8_0Decode read at one thread, GB per CPU
@@ -160,49 +146,3 @@ func dotRows2Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb 
 
 //go:noescape
 func dotRowsQ8_0Asm(w unsafe.Pointer, rowBytes int, xp unsafe.Pointer, nb int, out unsafe.Pointer, rows int, t unsafe.Pointer, tStride int)
-
-// dotQ8_0Rows4AVX512 is dotQ8_0Rows2AVX512 reading the rows as four
-// streams far apart, the quarters of the rows (each an even count), two
-// rows of each per kernel call (dotRows4Q8_0Asm, which forms the previous
-// call's sums during its first rows); the last rows (fewer than eight)
-// in one call of dotRowsQ8_0Asm. Each row's terms and serial sum are the
-// two-stream kernel's.
-func dotQ8_0Rows4AVX512(w []byte, rowBytes int, x []byte, nb int, out []float32) {
-	q := prepPool.Get().(*q8Prep)
-	defer prepPool.Put(q)
-	q.set(x, nb)
-	var stride int
-	q.t, stride = rowTermsN(q.t, nb, 16)
-	xp := unsafe.Pointer(&q.p[0])
-	ts := [2]unsafe.Pointer{unsafe.Pointer(&q.t[0]), unsafe.Pointer(&q.t[8*stride])}
-	quarter := len(out) / 4 &^ 1
-	var prev, outPrev unsafe.Pointer
-	for r := 0; r < quarter; r += 2 {
-		t := ts[r/2%2]
-		dotRows4Q8_0Asm(unsafe.Pointer(&w[r*rowBytes]), quarter*rowBytes, rowBytes, xp, nb, t, 4*stride, rowsPrefetch4, prev, outPrev, 4*quarter)
-		prev, outPrev = t, unsafe.Pointer(&out[r])
-	}
-	if prev != nil {
-		sumTermsQuadAsm(prev, 4*stride, nb, outPrev, 4*quarter)
-	}
-	if r := 4 * quarter; r < len(out) {
-		dotRowsQ8_0Asm(unsafe.Pointer(&w[r*rowBytes]), rowBytes, xp, nb, unsafe.Pointer(&out[r]), len(out)-r, ts[0], 4*stride)
-	}
-}
-
-// rowsPrefetch4 is how far ahead (bytes) dotQ8_0Rows4AVX512 prefetches
-// each stream: six groups, half of rowsPrefetch512, so that the four
-// streams have as many bytes in flight as two have there. On the EPYC Zen
-// 5 of session 15 (BenchmarkDotQ8_0Decode as for rows4Streams512, per-round
-// ratio medians against two streams at 3264 bytes, one thread): none
-// 0.64, 1024 0.94, 1360 1.02-1.03, 1632 1.02-1.06, 1904 1.03, 2176
-// 1.00-1.02, 2720 0.99, 3264 0.98, 4352 0.94; at two threads 1088 1.03,
-// 1360 1.10, 1632 1.10-1.11, 2176 1.07. Prefetching four lines a group
-// instead of five (a line in seventeen left to the hardware) read 0.90.
-var rowsPrefetch4 = 1632
-
-//go:noescape
-func dotRows4Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev unsafe.Pointer, farOut int)
-
-//go:noescape
-func sumTermsQuadAsm(t unsafe.Pointer, tStride, nb int, out unsafe.Pointer, farOut int)

@@ -12,51 +12,47 @@
 // twin's. The float32 operations are dotQ8_0Go's, in its order, for
 // each row.
 
-// The row macros take the row as ROW, a memory operand without its
-// displacement, such as (SI) or, for dotRows4Q8_0Asm's streams short of
-// a register, (SI)(R15*1); the macros put the displacements before it.
-
 // ACC adds the products of code pair P of a group (blocks P and P+4 of
-// the row at ROW, byte offsets OLO and OHI of their codes) to Z.
-#define ACC(ROW, OLO, OHI, OX, Z) \
-	VMOVDQU      OLO ROW, Y8            \
-	VINSERTI64X4 $1, OHI ROW, Z8, Z8    \
+// the row at BASE, byte offsets OLO and OHI of their codes) to Z.
+#define ACC(BASE, OLO, OHI, OX, Z) \
+	VMOVDQU      OLO(BASE), Y8          \
+	VINSERTI64X4 $1, OHI(BASE), Z8, Z8  \
 	VPXORD       Z31, Z8, Z8            \
 	VPDPBUSD     OX(DI), Z8, Z
 
-// TERMS turns the block sums in Y9 of the group of the row at ROW into
+// TERMS turns the block sums in Y9 of the group of the row at BASE into
 // the eight terms float32(s)·(dw·dx), in Y9.
-#define TERMS(ROW) \
+#define TERMS(BASE) \
 	VPSUBD      (BX), Y9, Y9          \
 	VCVTDQ2PS   Y9, Y9                \
-	VMOVDQU64   0 ROW, Z12            \
-	VPERMT2W    68 ROW, Z30, Z12      \
-	VMOVDQU64   136 ROW, Z13          \
-	VPERMT2W    204 ROW, Z30, Z13     \
+	VMOVDQU64   0(BASE), Z12          \
+	VPERMT2W    68(BASE), Z30, Z12    \
+	VMOVDQU64   136(BASE), Z13        \
+	VPERMT2W    204(BASE), Z30, Z13   \
 	VPUNPCKLQDQ X13, X12, X12         \
 	VCVTPH2PS   X12, Y12              \
 	VMULPS      (BX)(R13*4), Y12, Y12 \
 	VMULPS      Y12, Y9, Y9
 
 // GROUPTERMS stores at DST the terms of the group of eight blocks of the
-// row at ROW, using the accumulators A..D.
-#define GROUPTERMS(ROW, A, B, C, D, DST) \
+// row at BASE, using the accumulators A..D.
+#define GROUPTERMS(BASE, A, B, C, D, DST) \
 	VPXORD  A, A, A              \
 	VPXORD  B, B, B              \
 	VPXORD  C, C, C              \
 	VPXORD  D, D, D              \
-	ACC(ROW, 2, 138, 0, A)       \
-	ACC(ROW, 36, 172, 64, B)     \
-	ACC(ROW, 70, 206, 128, C)    \
-	ACC(ROW, 104, 240, 192, D)   \
+	ACC(BASE, 2, 138, 0, A)      \
+	ACC(BASE, 36, 172, 64, B)    \
+	ACC(BASE, 70, 206, 128, C)   \
+	ACC(BASE, 104, 240, 192, D)  \
 	REDUCE(A, B, C, D)           \
-	TERMS(ROW)                   \
+	TERMS(BASE)                  \
 	VMOVUPS Y9, DST
 
 // TERM1 sets X11 to the term float32(s)·(dw·dx) of the one block at
-// ROW (the tail of a row).
-#define TERM1(ROW) \
-	VMOVDQU      2 ROW, Y8        \
+// BASE (the tail of a row).
+#define TERM1(BASE) \
+	VMOVDQU      2(BASE), Y8      \
 	VPXORD       Y31, Y8, Y8      \
 	VPXORD       Y11, Y11, Y11    \
 	VPDPBUSD     (DI), Y8, Y11    \
@@ -64,7 +60,7 @@
 	VMOVD        (BX), X9         \
 	VPSUBD       X9, X11, X11     \
 	VCVTDQ2PS    X11, X11         \
-	MOVWLZX      0 ROW, AX        \
+	MOVWLZX      0(BASE), AX      \
 	VMOVD        AX, X12          \
 	VCVTPH2PS    X12, X12         \
 	VMULSS       (BX)(R13*4), X12, X12 \
@@ -102,7 +98,7 @@ row:
 	JZ   tail
 
 group:
-	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
 	ADDQ    $272, SI
 	ADDQ    $256, DI
 	ADDQ    $32, BX
@@ -116,7 +112,7 @@ tail:
 	JZ   next
 
 one:
-	TERM1((SI))
+	TERM1(SI)
 	VMOVSS X11, (R8)
 	ADDQ   $34, SI
 	ADDQ   $32, DI
@@ -234,8 +230,8 @@ group0:
 	PREFETCH5(DX)
 
 fetched0:
-	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))
-	GROUPTERMS((DX), Z4, Z5, Z6, Z7, (R8)(R9*1))
+	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
 	SUMSTEP
 	ADDQ    $32, AX
 	ADDQ    $32, R11
@@ -277,8 +273,8 @@ groupq:
 	PREFETCH5(DX)
 
 fetchedq:
-	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))
-	GROUPTERMS((DX), Z4, Z5, Z6, Z7, (R8)(R9*1))
+	GROUPTERMS(SI, Z0, Z1, Z2, Z3, (R8))
+	GROUPTERMS(DX, Z4, Z5, Z6, Z7, (R8)(R9*1))
 	ADDQ    $272, SI
 	ADDQ    $272, DX
 	ADDQ    $256, DI
@@ -293,9 +289,9 @@ tailq:
 	JZ   nextq
 
 oneq:
-	TERM1((SI))
+	TERM1(SI)
 	VMOVSS X11, (R8)
-	TERM1((DX))
+	TERM1(DX)
 	VMOVSS X11, (R8)(R9*1)
 	ADDQ   $34, SI
 	ADDQ   $34, DX
@@ -380,173 +376,5 @@ prepone:
 	JNZ  prepone
 
 prepdone:
-	VZEROUPPER
-	RET
-
-// PREFETCH5AT prefetches the five lines from the operand ROW on (a
-// group is 272 bytes).
-#define PREFETCH5AT(ROW) \
-	PREFETCHT0 0 ROW   \
-	PREFETCHT0 64 ROW  \
-	PREFETCHT0 128 ROW \
-	PREFETCHT0 192 ROW \
-	PREFETCHT0 256 ROW
-
-// QUADGROUP puts the terms of a group of the rows at SI, SI+R15, DX and
-// DX+R15 in rows 0, 1, 2 and 3 of the terms at R8 (R12 apart, R9 =
-// 3·R12), their lines R14 bytes ahead prefetched unless R14 is 0, and
-// moves on to the next group.
-#define QUADGROUP(FETCHED) \
-	TESTQ   R14, R14          \
-	JZ      FETCHED           \
-	PREFETCH5(SI)             \
-	PREFETCH5(DX)             \
-	ADDQ    R14, SI           \
-	ADDQ    R14, DX           \
-	PREFETCH5AT((SI)(R15*1))  \
-	PREFETCH5AT((DX)(R15*1))  \
-	SUBQ    R14, SI           \
-	SUBQ    R14, DX           \
-FETCHED:                      \
-	GROUPTERMS((SI), Z0, Z1, Z2, Z3, (R8))               \
-	GROUPTERMS((SI)(R15*1), Z4, Z5, Z6, Z7, (R8)(R12*1)) \
-	GROUPTERMS((DX), Z0, Z1, Z2, Z3, (R8)(R12*2))        \
-	GROUPTERMS((DX)(R15*1), Z4, Z5, Z6, Z7, (R8)(R9*1))
-
-// QUADNEXT moves the four streams, the activation and the terms on by a
-// group.
-#define QUADNEXT \
-	ADDQ $272, SI \
-	ADDQ $272, DX \
-	ADDQ $256, DI \
-	ADDQ $32, BX  \
-	ADDQ $32, R8
-
-// STOREQUAD stores the eight sums in Y15 of dotRows4Q8_0Asm's rows
-// (lane j+4k: row k of quarter j) as pairs, quarter j's at OUT+j·FAR.
-// It overwrites OUT and X0..X2.
-#define STOREQUAD(OUT, FAR) \
-	VEXTRACTF128 $1, Y15, X0           \
-	VUNPCKLPS    X0, X15, X1           \
-	VUNPCKHPS    X0, X15, X2           \
-	VMOVLPS      X1, (OUT)             \
-	VMOVHPS      X1, (OUT)(FAR*1)      \
-	LEAQ         (OUT)(FAR*2), OUT     \
-	VMOVLPS      X2, (OUT)             \
-	VMOVHPS      X2, (OUT)(FAR*1)
-
-// func dotRows4Q8_0Asm(w unsafe.Pointer, far, rowBytes int, xp unsafe.Pointer, nb int, t unsafe.Pointer, tStride, pf int, prev, outPrev unsafe.Pointer, farOut int)
-//
-// Puts in t the terms of two rows at each of w, w+far, w+2·far and
-// w+3·far (row k of the j-th set in row j+4k of t), read as four
-// streams: the first rows of the four sets go group by group side by
-// side, then the second rows, each with the lines pf bytes ahead
-// prefetched (pf 0: none). As dotRows2Q8_0Asm, it forms the sums of the
-// call before (unless prev is nil; its terms at prev, its products to
-// outPrev+j·farOut for its set j) during its first rows, a step of
-// SUMTERMS after each group; sumTermsQuadAsm forms the last call's.
-TEXT ·dotRows4Q8_0Asm(SB), NOSPLIT, $0-88
-	MOVQ far+8(FP), R15
-	MOVQ nb+32(FP), R13
-	MOVQ t+40(FP), R8
-	MOVQ tStride+48(FP), R12
-	MOVQ pf+56(FP), R14
-	LEAQ (R12)(R12*2), R9 // row 3 of t
-	MOVQ w+0(FP), R11
-	MOVQ $2, R10
-	ROWSETUP
-	MOVQ prev+64(FP), AX
-	TESTQ AX, AX
-	JZ   quad
-
-	// The first rows, with a step of the sums of the call before after
-	// each group.
-	MOVQ R11, SI
-	LEAQ (SI)(R15*2), DX
-	LEAQ (AX)(R9*1), R11
-	LEAQ (R11)(R9*1), R10
-	VXORPS Y15, Y15, Y15
-	XSTART(xp+24(FP))
-	JZ   quadtail0
-
-quadgroup0:
-	QUADGROUP(quadfetched0)
-	SUMSTEP
-	ADDQ $32, AX
-	ADDQ $32, R11
-	ADDQ $32, R10
-	QUADNEXT
-	DECQ CX
-	JNZ  quadgroup0
-
-quadtail0:
-	TESTQ $7, R13
-	JZ    quadstored0
-	SUMSTEP
-
-quadstored0:
-	MOVQ outPrev+72(FP), AX
-	MOVQ farOut+80(FP), CX
-	STOREQUAD(AX, CX)
-	MOVQ w+0(FP), R11
-	MOVQ $2, R10
-	JMP  quadtail
-
-quad:
-	MOVQ R11, SI
-	LEAQ (SI)(R15*2), DX
-	XSTART(xp+24(FP))
-	JZ   quadtail
-
-quadgroup:
-	QUADGROUP(quadfetched)
-	QUADNEXT
-	DECQ CX
-	JNZ  quadgroup
-
-quadtail:
-	MOVQ R13, CX
-	ANDQ $7, CX
-	JZ   quadnext
-
-quadone:
-	TERM1((SI))
-	VMOVSS X11, (R8)
-	TERM1((SI)(R15*1))
-	VMOVSS X11, (R8)(R12*1)
-	TERM1((DX))
-	VMOVSS X11, (R8)(R12*2)
-	TERM1((DX)(R15*1))
-	VMOVSS X11, (R8)(R9*1)
-	ADDQ   $34, SI
-	ADDQ   $34, DX
-	ADDQ   $32, DI
-	ADDQ   $4, BX
-	ADDQ   $4, R8
-	DECQ   CX
-	JNZ    quadone
-
-quadnext:
-	// On to the second rows and rows 4-7 of t.
-	ADDQ rowBytes+16(FP), R11
-	LEAQ (R13*4), AX
-	SUBQ AX, R8
-	LEAQ (R8)(R12*4), R8
-	DECQ R10
-	JNZ  quad
-	VZEROUPPER
-	RET
-
-// func sumTermsQuadAsm(t unsafe.Pointer, tStride, nb int, out unsafe.Pointer, farOut int)
-//
-// The sums of the terms at t that dotRows4Q8_0Asm leaves to the next
-// call, for the last call.
-TEXT ·sumTermsQuadAsm(SB), NOSPLIT, $0-40
-	MOVQ tStride+8(FP), R12
-	MOVQ nb+16(FP), R13
-	SUMTERMS(t+0(FP))
-	MOVQ out+24(FP), DI
-	MOVQ farOut+32(FP), CX
-	STOREQUAD(DI, CX)
 	VZEROUPPER
 	RET

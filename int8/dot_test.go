@@ -231,11 +231,10 @@ func TestRowKernelsMatchGo(t *testing.T) {
 }
 
 // TestRowKernelsStreams checks the row kernels on every row count up to
-// 40 and on counts around multiples of eight past it (the four-stream
-// kernel takes quarters of an even count, four to eight rows at a time,
-// and the last len%8 rows in one call; the two-stream one halves of a
-// multiple of four), rows padded to a stride or not, of lengths with and
-// without a tail of blocks past the groups of eight.
+// 40 and on counts around multiples of eight past it (the two-stream
+// kernels take halves of a multiple of four, four rows of each per call,
+// and the rest apart), rows padded to a stride or not, of lengths with
+// and without a tail of blocks past the groups of eight.
 func TestRowKernelsStreams(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	counts := []int{}

@@ -77,8 +77,8 @@ func FuzzMulQ8_0(f *testing.F) {
 // stride or not) and one activation row, and checks every row kernel
 // this CPU runs against dotQ8_0Go, for any codes (−128 included). The
 // shape bytes make row counts below, at and above the AVX-512 kernel's
-// chunk of eight (up to two calls of the two- and four-stream kernels),
-// and rows of whole groups of eight blocks and tails.
+// chunk of eight (up to two calls of the two-stream kernels), and rows
+// of whole groups of eight blocks and tails.
 func FuzzDotQ8_0Rows(f *testing.F) {
 	f.Add([]byte{5, 17, 3}, bytes.Repeat([]byte{0x80, 0x7b, 0x01}, 2000))
 	f.Add([]byte{2, 8, 0}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 1000))
@@ -88,8 +88,9 @@ func FuzzDotQ8_0Rows(f *testing.F) {
 	// Eighteen rows of twelve blocks: two calls of the two-stream kernels,
 	// the second forming the first's sums (AVX-512), and block tails.
 	f.Add([]byte{17, 11, 0}, bytes.Repeat([]byte{0x00, 0x3c, 0x7f, 0x81}, 2000))
-	// Nineteen padded rows of eleven blocks: two four-stream calls (the
-	// second forming the first's sums) and three rows left over.
+	// Nineteen padded rows of eleven blocks, codes −128 among them: two
+	// two-stream calls (the second forming the first's sums) and three
+	// rows left over.
 	f.Add([]byte{18, 10, 3}, bytes.Repeat([]byte{0x80, 0x3c, 0x01, 0x81}, 2000))
 	f.Fuzz(func(t *testing.T, shape []byte, data []byte) {
 		if len(shape) < 3 {

@@ -11,8 +11,6 @@ func rowsImpls() map[string]func(w []byte, rowBytes int, x []byte, nb int, out [
 	}
 	if hasAVX512 {
 		m["avx512"] = dotQ8_0RowsAVX512
-		m["avx512/2streams"] = dotQ8_0Rows2AVX512
-		m["avx512/4streams"] = dotQ8_0Rows4AVX512
 	}
 	return m
 }

@@ -75,7 +75,7 @@ func (q *multiPrep) terms(nb int) int {
 
 // dotQ8_0RowsTokensAVX512 takes the tokens three or two at a time (one
 // alone: dotQ8_0RowsAVX512), their rows prepared once per call, and
-// reads the weight rows as dotQ8_0Rows2AVX512 does (two streams far
+// reads the weight rows as dotQ8_0RowsAVX512 does (two streams far
 // apart, four rows of each per kernel call, the same prefetch), each
 // group of a row loaded, XORed, permuted and its scales gathered once
 // for all the tokens. On the EPYC (Zen 5), BenchmarkDotQ8_0RowsTokens,
