@@ -104,7 +104,14 @@ var rowsPrefetch = func() int {
 // at one thread and 1.04-1.16 at two in one stretch, 0.82-0.89 and
 // 0.93-1.02 in another (less bandwidth, nothing else running in the VM),
 // 1.03 and 0.94-1.03 idle; with 1 KiB prefetch 0.94-1.05 and 0.98-1.07
-// in all three: not worth a second kernel. In session 11 (the file's
+// in all three: not worth a second kernel. Nor in session 15 with the
+// prefetch (a kernel reading the quarters as dotQ8_0RowsAVX512's
+// session-15 trial did, on PAIRTERMS4 for two rows at a time;
+// BenchmarkDotQ8_0Decode, interleaved, per-round ratio medians against
+// this kernel at rowsPrefetch): quiet, one thread, 1632 bytes ahead
+// 0.97, 2176 1.00, 3264 0.99; while other processes ran (load 1.4-4)
+// 1632 0.98-0.99 at one thread and 1.02 at two, 2176 0.98-1.02 and
+// 1.01, 3264 0.97 and 1.01, none 0.74. In session 11 (the file's
 // matrices in decoding's order, one call each, interleaved, load 3-9)
 // it read 0.77-0.79 of a copy of bench's AVX2 probe loop over the same
 // bytes (GB per CPU second); in cache (BenchmarkDotQ8_0Rows "2048") it
