@@ -84,11 +84,11 @@ type layer struct {
 	qNorm, kNorm   []float32
 
 	// Gated DeltaNet
-	wqkv, wz      *matrix // attn_qkv and attn_gate
-	wqkvz         *matrix // legacy qwen3next ssm_in (grouped q|k|v|z per key head)
-	wba           *matrix // qwen3next ssm_ba (grouped b|a per key head)
-	wbeta, walpha *matrix // qwen35 ssm_beta / ssm_alpha
-	conv          []float32
+	wqkv, wz      *matrix   // attn_qkv and attn_gate
+	wqkvz         *matrix   // legacy qwen3next ssm_in (grouped q|k|v|z per key head)
+	wba           *matrix   // qwen3next ssm_ba (grouped b|a per key head)
+	wbeta, walpha *matrix   // qwen35 ssm_beta / ssm_alpha
+	conv          []float32 // ssm_conv1d taps, tap-major: [tap][channel]
 	ssmA, ssmDt   []float32
 	ssmNorm       []float32
 	wssmOut       *matrix
@@ -371,9 +371,11 @@ func (e *Engine) loadDeltaNet(m *model.Model, p string, l *layer) error {
 			return err
 		}
 	}
-	if l.conv, err = e.vec(m, p+"ssm_conv1d.weight", c.ConvKernel*c.ConvDim()); err != nil {
+	conv, err := e.vec(m, p+"ssm_conv1d.weight", c.ConvKernel*c.ConvDim())
+	if err != nil {
 		return err
 	}
+	l.conv = tapMajor(conv, c.ConvKernel)
 	if l.ssmA, err = e.vec(m, p+"ssm_a", hv); err != nil {
 		return err
 	}

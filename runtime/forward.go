@@ -394,17 +394,7 @@ func (s *State) deltaNet(li int, t int) error {
 	qScale := 1 / sqrtf(float32(dk))
 	for i := 0; i < t; i++ {
 		ct := qkv[i*convDim : (i+1)*convDim]
-		// Causal depthwise conv over the K−1 cached raw rows and this one,
-		// then SiLU; the current token multiplies tap K−1.
-		for ch := 0; ch < convDim; ch++ {
-			w := l.conv[ch*kc : (ch+1)*kc]
-			var sum float32
-			for j := 0; j < kc-1; j++ {
-				sum += ls.conv[j*convDim+ch] * w[j]
-			}
-			sum += ct[ch] * w[kc-1]
-			u[ch] = silu(sum)
-		}
+		causalConv(u, ls.conv, l.conv, ct)
 		if kc > 1 {
 			copy(ls.conv, ls.conv[convDim:])
 			copy(ls.conv[(kc-2)*convDim:], ct)
@@ -456,13 +446,49 @@ func (g *gdnTask) run(lo, hi int) {
 		st := g.ls.ssm[h*dk*dv : (h+1)*dk*dv]
 		o := g.y[h*dv : (h+1)*dv]
 		deltaRule(st, q, k, vh, o, g.m[h*dv:(h+1)*dv], a, b, dk, dv)
-		// Gated RMS norm: (norm(o) ⊙ w) ⊙ silu(z).
+		// Gated RMS norm: (norm(o) ⊙ w) ⊙ silu(z), z's row overwritten
+		// (silu(z)·o is o·silu(z): one rounded product either way).
 		rmsNorm(o, o, g.l.ssmNorm, c.RMSEps)
 		zh := g.z[h*dv : (h+1)*dv]
-		for j := range o {
-			o[j] *= silu(zh[j])
+		kernels.SiluMul(zh, o)
+		copy(o, zh)
+	}
+}
+
+// causalConv sets u to the SiLU of the causal depthwise conv over the
+// K−1 cached raw rows hist ([row][channel], oldest first) and this one,
+// ct, with the tap-major weights w ([tap][channel]); ct multiplies tap
+// K−1. Each channel's sum runs over the taps in order from +0, the
+// channels side by side.
+func causalConv(u, hist, w, ct []float32) {
+	n := len(u)
+	kc := len(w) / n
+	clear(u)
+	for j := 0; j < kc-1; j++ {
+		mulAdd(u, hist[j*n:(j+1)*n], w[j*n:(j+1)*n])
+	}
+	mulAdd(u, ct, w[(kc-1)*n:kc*n])
+	kernels.SiluSlice(u)
+}
+
+// mulAdd sets y[i] += a[i]·b[i], the product rounded first.
+func mulAdd(y, a, b []float32) {
+	a, b = a[:len(y)], b[:len(y)]
+	for i := range y {
+		y[i] = float32(y[i] + float32(a[i]*b[i]))
+	}
+}
+
+// tapMajor returns ssm_conv1d's [channel][tap] weights as [tap][channel].
+func tapMajor(w []float32, taps int) []float32 {
+	ch := len(w) / taps
+	t := make([]float32, len(w))
+	for c := 0; c < ch; c++ {
+		for j := 0; j < taps; j++ {
+			t[j*ch+c] = w[c*taps+j]
 		}
 	}
+	return t
 }
 
 // deltaRule advances one value head's state S [Dk][Dv] by one token and

@@ -75,6 +75,22 @@ func SiluMul(g, u []float32) {
 	}
 }
 
+// SiluSlice replaces every x[i] by Silu(x[i]).
+func SiluSlice(x []float32) {
+	for len(x) > 0 {
+		n := min(len(x), len(ones))
+		siluMulVec(x[:n], ones[:n]) // Silu(v)·1 is Silu(v) exactly
+		x = x[n:]
+	}
+}
+
+var ones = func() (o [512]float32) {
+	for i := range o {
+		o[i] = 1
+	}
+	return
+}()
+
 var (
 	expVec     = expGo
 	siluMulVec = siluMulGo

@@ -74,7 +74,7 @@ func TestExpfAccuracy(t *testing.T) {
 }
 
 // TestExpVectorMatchesScalar checks the assembly (when in use) against
-// Expf and Silu, bit for bit, for every length up to 80 and a long row.
+// Expf and Silu (Exp, SiluMul, SiluSlice), bit for bit, for every length up to 80 and a long row.
 func TestExpVectorMatchesScalar(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, n := range append(sizes, 1<<16) {
@@ -84,7 +84,12 @@ func TestExpVectorMatchesScalar(t *testing.T) {
 		Exp(e)
 		g := append([]float32(nil), x...)
 		SiluMul(g, u)
+		sl := append([]float32(nil), x...)
+		SiluSlice(sl)
 		for i, v := range x {
+			if !blocks.SameFloat(sl[i], Silu(v)) {
+				t.Fatalf("n=%d: SiluSlice(%g) = %g, Silu %g", n, v, sl[i], Silu(v))
+			}
 			if !blocks.SameFloat(e[i], Expf(v)) {
 				t.Fatalf("n=%d: Exp(%g) = %g (%#x), Expf %g (%#x)", n, v, e[i], math.Float32bits(e[i]), Expf(v), math.Float32bits(Expf(v)))
 			}
