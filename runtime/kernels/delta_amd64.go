@@ -1,0 +1,91 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+func init() {
+	if cpu.X86.HasAVX2 {
+		deltaDecay, deltaUpdate = deltaDecayAVX2, deltaUpdateAVX2
+		if hasAVX512 {
+			deltaDecay, deltaUpdate = deltaDecayAVX512, deltaUpdateAVX512
+		}
+	}
+}
+
+// deltaDecayAVX2 and deltaUpdateAVX2 take strips of 64 columns (the
+// accumulators in 8 ymm registers), then of 8, and leave the last d%8
+// columns to Go.
+func deltaDecayAVX2(alpha float32, st, k, m []float32, stride int) {
+	d, j := len(m), 0
+	for ; j+8 <= d; j += deltaStrip(d - j) {
+		deltaDecayAsm(alpha, unsafe.Pointer(&st[j]), unsafe.Pointer(&k[0]), unsafe.Pointer(&m[j]), len(k), stride, deltaStrip(d-j))
+	}
+	if j < d {
+		deltaDecayGo(alpha, st[j:], k, m[j:], stride)
+	}
+}
+
+func deltaUpdateAVX2(st, k, delta, q, o []float32, stride int) {
+	d, j := len(delta), 0
+	for ; j+8 <= d; j += deltaStrip(d - j) {
+		deltaUpdateAsm(unsafe.Pointer(&st[j]), unsafe.Pointer(&k[0]), unsafe.Pointer(&delta[j]), unsafe.Pointer(&q[0]), unsafe.Pointer(&o[j]), len(k), stride, deltaStrip(d-j))
+	}
+	if j < d {
+		deltaUpdateGo(st[j:], k, delta[j:], q, o[j:], stride)
+	}
+}
+
+// deltaStrip is the width of the AVX2 kernels' next strip when n ≥ 8
+// columns are left: 64 or 8.
+func deltaStrip(n int) int {
+	if n >= 64 {
+		return 64
+	}
+	return 8
+}
+
+// deltaDecayAVX512 and deltaUpdateAVX512 take strips of 128 columns (8
+// zmm registers; the update also holds delta's strip in 8) and leave the
+// rest to the AVX2 kernels.
+func deltaDecayAVX512(alpha float32, st, k, m []float32, stride int) {
+	d, j := len(m), 0
+	for ; j+128 <= d; j += 128 {
+		deltaDecayAsm512(alpha, unsafe.Pointer(&st[j]), unsafe.Pointer(&k[0]), unsafe.Pointer(&m[j]), len(k), stride)
+	}
+	if j < d {
+		deltaDecayAVX2(alpha, st[j:], k, m[j:], stride)
+	}
+}
+
+func deltaUpdateAVX512(st, k, delta, q, o []float32, stride int) {
+	d, j := len(delta), 0
+	for ; j+128 <= d; j += 128 {
+		deltaUpdateAsm512(unsafe.Pointer(&st[j]), unsafe.Pointer(&k[0]), unsafe.Pointer(&delta[j]), unsafe.Pointer(&q[0]), unsafe.Pointer(&o[j]), len(k), stride)
+	}
+	if j < d {
+		deltaUpdateAVX2(st[j:], k, delta[j:], q, o[j:], stride)
+	}
+}
+
+// deltaDecayAsm runs deltaDecayGo on one strip of w = 64 or 8 columns of
+// n rows.
+//
+//go:noescape
+func deltaDecayAsm(alpha float32, st, k, m unsafe.Pointer, n, stride, w int)
+
+// deltaUpdateAsm runs deltaUpdateGo on one strip of w = 64 or 8 columns
+// of n rows.
+//
+//go:noescape
+func deltaUpdateAsm(st, k, delta, q, o unsafe.Pointer, n, stride, w int)
+
+//go:noescape
+func deltaDecayAsm512(alpha float32, st, k, m unsafe.Pointer, n, stride int)
+
+//go:noescape
+func deltaUpdateAsm512(st, k, delta, q, o unsafe.Pointer, n, stride int)
