@@ -498,22 +498,18 @@ func tapMajor(w []float32, taps int) []float32 {
 //
 // Every sum runs over the key index i in increasing order; products are
 // rounded before they are added (kernels.Axpy). m (len dv) is scratch.
+// Each pass over S is one kernel call (kernels.DeltaDecay, DeltaUpdate),
+// bit for bit the Scale and Axpy calls per row they replace
+// (deltaRuleCalls in the tests).
 func deltaRule(st, q, k, v, o, m []float32, alpha, beta float32, dk, dv int) {
+	m, o, k, q = m[:dv], o[:dv], k[:dk], q[:dk]
 	clear(m)
-	for i := 0; i < dk; i++ {
-		row := st[i*dv : (i+1)*dv]
-		kernels.Scale(alpha, row)
-		kernels.Axpy(k[i], row, m)
-	}
+	kernels.DeltaDecay(alpha, st[:dk*dv], k, m)
 	for j := range m {
 		m[j] = beta * (v[j] - m[j]) // δ
 	}
 	clear(o)
-	for i := 0; i < dk; i++ {
-		row := st[i*dv : (i+1)*dv]
-		kernels.Axpy(k[i], m, row)
-		kernels.Axpy(q[i], row, o)
-	}
+	kernels.DeltaUpdate(st[:dk*dv], k, m, q, o)
 }
 
 // Head applies the final norm and the output projection to the T hidden
