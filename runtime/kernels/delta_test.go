@@ -215,3 +215,52 @@ func BenchmarkDeltaRule(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkDeltaRuleHeads is BenchmarkDeltaRule over the 384 value heads
+// of one token of a Qwen3.5-shaped model (12 DeltaNet layers of 32 heads,
+// 24 MiB of state): the state comes from memory, as in decoding.
+func BenchmarkDeltaRuleHeads(b *testing.B) {
+	const dk, dv, heads = 128, 128, 384
+	r := rand.New(rand.NewPCG(1, 1))
+	st := randomF32(r, heads*dk*dv, false)
+	k, q, v := randomF32(r, dk, false), randomF32(r, dk, false), randomF32(r, dv, false)
+	m, o := make([]float32, dv), make([]float32, dv)
+	const alpha, beta = 1, 1e-3
+	delta := func() {
+		for j := range m {
+			m[j] = beta * (v[j] - m[j])
+		}
+	}
+	b.Run("calls", func(b *testing.B) {
+		cpubench.Run(b, 0, func() {
+			for h := range heads {
+				s := st[h*dk*dv : (h+1)*dk*dv]
+				clear(m)
+				for i := range dk {
+					row := s[i*dv : (i+1)*dv]
+					Scale(alpha, row)
+					Axpy(k[i], row, m)
+				}
+				delta()
+				clear(o)
+				for i := range dk {
+					row := s[i*dv : (i+1)*dv]
+					Axpy(k[i], m, row)
+					Axpy(q[i], row, o)
+				}
+			}
+		})
+	})
+	b.Run("fused", func(b *testing.B) {
+		cpubench.Run(b, 0, func() {
+			for h := range heads {
+				s := st[h*dk*dv : (h+1)*dk*dv]
+				clear(m)
+				DeltaDecay(alpha, s, k, m)
+				delta()
+				clear(o)
+				DeltaUpdate(s, k, m, q, o)
+			}
+		})
+	})
+}
