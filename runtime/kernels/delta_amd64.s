@@ -27,10 +27,27 @@
 	VMULPS  r, Q, p        \
 	VADDPS  acc, p, acc
 
+// DECAYM and UPDATEM are DECAY and UPDATE with the accumulator in memory
+// at off(DI) and off(AX).
+#define DECAYM(A, K, off, r) \
+	VMULPS  off(SI), A, r \
+	VMOVUPS r, off(SI)    \
+	VMULPS  r, K, r       \
+	VADDPS  off(DI), r, r \
+	VMOVUPS r, off(DI)
+
+#define UPDATEM(K, Q, D, off, r, p) \
+	VMULPS  D, K, r        \
+	VADDPS  off(SI), r, r  \
+	VMOVUPS r, off(SI)     \
+	VMULPS  r, Q, p        \
+	VADDPS  off(AX), p, p  \
+	VMOVUPS p, off(AX)
+
 // func deltaDecayAsm(alpha float32, st, k, m unsafe.Pointer, n, stride, w int)
 //
-// Y0-Y7 hold m's 64 values of the strip (Y0 alone for w = 8), Y8 alpha,
-// Y9 k[i].
+// Y0-Y7 hold m's first 64 values of the strip (Y0 alone for w = 8), Y8
+// alpha, Y9 k[i]; for w = 128 the last 64 are added in memory.
 TEXT ·deltaDecayAsm(SB), NOSPLIT, $0-56
 	VBROADCASTSS alpha+0(FP), Y8
 	MOVQ         st+8(FP), SI
@@ -39,8 +56,9 @@ TEXT ·deltaDecayAsm(SB), NOSPLIT, $0-56
 	MOVQ         n+32(FP), CX
 	MOVQ         stride+40(FP), DX
 	SHLQ         $2, DX
-	CMPQ         w+48(FP), $64
-	JNE          decay8
+	MOVQ         w+48(FP), AX
+	CMPQ         AX, $64
+	JB           decay8
 	VMOVUPS      0(DI), Y0
 	VMOVUPS      32(DI), Y1
 	VMOVUPS      64(DI), Y2
@@ -49,6 +67,9 @@ TEXT ·deltaDecayAsm(SB), NOSPLIT, $0-56
 	VMOVUPS      160(DI), Y5
 	VMOVUPS      192(DI), Y6
 	VMOVUPS      224(DI), Y7
+
+	CMPQ         AX, $128
+	JE           decay128
 
 decay64:
 	VBROADCASTSS (BX), Y9
@@ -64,6 +85,8 @@ decay64:
 	ADDQ         $4, BX
 	DECQ         CX
 	JNZ          decay64
+
+decay64done:
 	VMOVUPS      Y0, 0(DI)
 	VMOVUPS      Y1, 32(DI)
 	VMOVUPS      Y2, 64(DI)
@@ -74,6 +97,30 @@ decay64:
 	VMOVUPS      Y7, 224(DI)
 	VZEROUPPER
 	RET
+
+decay128:
+	VBROADCASTSS (BX), Y9
+	DECAY(Y8, Y9, 0, Y0, Y10)
+	DECAYM(Y8, Y9, 256, Y12)
+	DECAY(Y8, Y9, 32, Y1, Y11)
+	DECAYM(Y8, Y9, 288, Y13)
+	DECAY(Y8, Y9, 64, Y2, Y14)
+	DECAYM(Y8, Y9, 320, Y15)
+	DECAY(Y8, Y9, 96, Y3, Y10)
+	DECAYM(Y8, Y9, 352, Y11)
+	DECAY(Y8, Y9, 128, Y4, Y12)
+	DECAYM(Y8, Y9, 384, Y13)
+	DECAY(Y8, Y9, 160, Y5, Y14)
+	DECAYM(Y8, Y9, 416, Y15)
+	DECAY(Y8, Y9, 192, Y6, Y10)
+	DECAYM(Y8, Y9, 448, Y11)
+	DECAY(Y8, Y9, 224, Y7, Y12)
+	DECAYM(Y8, Y9, 480, Y13)
+	ADDQ         DX, SI
+	ADDQ         $4, BX
+	DECQ         CX
+	JNZ          decay128
+	JMP          decay64done
 
 decay8:
 	VMOVUPS (DI), Y0
@@ -91,9 +138,9 @@ decay8row:
 
 // func deltaUpdateAsm(st, k, delta, q, o unsafe.Pointer, n, stride, w int)
 //
-// Y0-Y7 hold o's 64 values of the strip (Y0 alone for w = 8), Y8 q[i],
-// Y9 k[i]; delta's values are read from DI on every row (no registers
-// are left for them).
+// Y0-Y7 hold o's first 64 values of the strip (Y0 alone for w = 8), Y8
+// q[i], Y9 k[i]; for w = 128 the last 64 are added in memory. delta's
+// values are read from DI on every row (no registers are left for them).
 TEXT ·deltaUpdateAsm(SB), NOSPLIT, $0-64
 	MOVQ    st+0(FP), SI
 	MOVQ    k+8(FP), BX
@@ -103,8 +150,9 @@ TEXT ·deltaUpdateAsm(SB), NOSPLIT, $0-64
 	MOVQ    n+40(FP), CX
 	MOVQ    stride+48(FP), DX
 	SHLQ    $2, DX
-	CMPQ    w+56(FP), $64
-	JNE     update8
+	MOVQ    w+56(FP), R9
+	CMPQ    R9, $64
+	JB      update8
 	VMOVUPS 0(AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -113,6 +161,9 @@ TEXT ·deltaUpdateAsm(SB), NOSPLIT, $0-64
 	VMOVUPS 160(AX), Y5
 	VMOVUPS 192(AX), Y6
 	VMOVUPS 224(AX), Y7
+
+	CMPQ    R9, $128
+	JE      update128
 
 update64:
 	VBROADCASTSS (BX), Y9
@@ -130,6 +181,8 @@ update64:
 	ADDQ         $4, R8
 	DECQ         CX
 	JNZ          update64
+
+update64done:
 	VMOVUPS      Y0, 0(AX)
 	VMOVUPS      Y1, 32(AX)
 	VMOVUPS      Y2, 64(AX)
@@ -140,6 +193,32 @@ update64:
 	VMOVUPS      Y7, 224(AX)
 	VZEROUPPER
 	RET
+
+update128:
+	VBROADCASTSS (BX), Y9
+	VBROADCASTSS (R8), Y8
+	UPDATE(Y9, Y8, 0(DI), 0, Y0, Y10, Y11)
+	UPDATEM(Y9, Y8, 256(DI), 256, Y12, Y13)
+	UPDATE(Y9, Y8, 32(DI), 32, Y1, Y14, Y15)
+	UPDATEM(Y9, Y8, 288(DI), 288, Y10, Y11)
+	UPDATE(Y9, Y8, 64(DI), 64, Y2, Y12, Y13)
+	UPDATEM(Y9, Y8, 320(DI), 320, Y14, Y15)
+	UPDATE(Y9, Y8, 96(DI), 96, Y3, Y10, Y11)
+	UPDATEM(Y9, Y8, 352(DI), 352, Y12, Y13)
+	UPDATE(Y9, Y8, 128(DI), 128, Y4, Y14, Y15)
+	UPDATEM(Y9, Y8, 384(DI), 384, Y10, Y11)
+	UPDATE(Y9, Y8, 160(DI), 160, Y5, Y12, Y13)
+	UPDATEM(Y9, Y8, 416(DI), 416, Y14, Y15)
+	UPDATE(Y9, Y8, 192(DI), 192, Y6, Y10, Y11)
+	UPDATEM(Y9, Y8, 448(DI), 448, Y12, Y13)
+	UPDATE(Y9, Y8, 224(DI), 224, Y7, Y14, Y15)
+	UPDATEM(Y9, Y8, 480(DI), 480, Y10, Y11)
+	ADDQ         DX, SI
+	ADDQ         $4, BX
+	ADDQ         $4, R8
+	DECQ         CX
+	JNZ          update128
+	JMP          update64done
 
 update8:
 	VMOVUPS (AX), Y0
