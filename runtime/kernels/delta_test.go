@@ -3,6 +3,7 @@ package kernels
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -171,13 +172,15 @@ func FuzzDelta(f *testing.F) {
 	})
 }
 
-// BenchmarkDeltaRule runs one value head's step (Dk = Dv = 128, 64 KiB
-// of state, in cache) as the runtime did with four calls per row
-// ("calls") and with DeltaDecay and DeltaUpdate ("fused").
+// BenchmarkDeltaRule runs the delta rule as the runtime did with four
+// calls per row ("calls") and with DeltaDecay and DeltaUpdate ("fused"),
+// Dk = Dv = 128: over one value head (64 KiB of state, in cache) and over
+// the 384 heads of one token of a Qwen3.5-shaped model (12 DeltaNet
+// layers of 32 heads, 24 MiB: the state comes from memory, as in
+// decoding).
 func BenchmarkDeltaRule(b *testing.B) {
 	const dk, dv = 128, 128
 	r := rand.New(rand.NewPCG(1, 1))
-	st := randomF32(r, dk*dv, false)
 	k, q, v := randomF32(r, dk, false), randomF32(r, dk, false), randomF32(r, dv, false)
 	m, o := make([]float32, dv), make([]float32, dv)
 	// alpha 1 and a small beta keep the state from growing or vanishing
@@ -188,79 +191,41 @@ func BenchmarkDeltaRule(b *testing.B) {
 			m[j] = beta * (v[j] - m[j])
 		}
 	}
-	b.Run("calls", func(b *testing.B) {
-		cpubench.Run(b, 0, func() {
-			clear(m)
-			for i := range dk {
-				row := st[i*dv : (i+1)*dv]
-				Scale(alpha, row)
-				Axpy(k[i], row, m)
-			}
-			delta()
-			clear(o)
-			for i := range dk {
-				row := st[i*dv : (i+1)*dv]
-				Axpy(k[i], m, row)
-				Axpy(q[i], row, o)
-			}
-		})
-	})
-	b.Run("fused", func(b *testing.B) {
-		cpubench.Run(b, 0, func() {
-			clear(m)
-			DeltaDecay(alpha, st, k, m)
-			delta()
-			clear(o)
-			DeltaUpdate(st, k, m, q, o)
-		})
-	})
-}
-
-// BenchmarkDeltaRuleHeads is BenchmarkDeltaRule over the 384 value heads
-// of one token of a Qwen3.5-shaped model (12 DeltaNet layers of 32 heads,
-// 24 MiB of state): the state comes from memory, as in decoding.
-func BenchmarkDeltaRuleHeads(b *testing.B) {
-	const dk, dv, heads = 128, 128, 384
-	r := rand.New(rand.NewPCG(1, 1))
-	st := randomF32(r, heads*dk*dv, false)
-	k, q, v := randomF32(r, dk, false), randomF32(r, dk, false), randomF32(r, dv, false)
-	m, o := make([]float32, dv), make([]float32, dv)
-	const alpha, beta = 1, 1e-3
-	delta := func() {
-		for j := range m {
-			m[j] = beta * (v[j] - m[j])
+	calls := func(s []float32) {
+		clear(m)
+		for i := range dk {
+			row := s[i*dv : (i+1)*dv]
+			Scale(alpha, row)
+			Axpy(k[i], row, m)
+		}
+		delta()
+		clear(o)
+		for i := range dk {
+			row := s[i*dv : (i+1)*dv]
+			Axpy(k[i], m, row)
+			Axpy(q[i], row, o)
 		}
 	}
-	b.Run("calls", func(b *testing.B) {
-		cpubench.Run(b, 0, func() {
-			for h := range heads {
-				s := st[h*dk*dv : (h+1)*dk*dv]
-				clear(m)
-				for i := range dk {
-					row := s[i*dv : (i+1)*dv]
-					Scale(alpha, row)
-					Axpy(k[i], row, m)
-				}
-				delta()
-				clear(o)
-				for i := range dk {
-					row := s[i*dv : (i+1)*dv]
-					Axpy(k[i], m, row)
-					Axpy(q[i], row, o)
-				}
-			}
-		})
-	})
-	b.Run("fused", func(b *testing.B) {
-		cpubench.Run(b, 0, func() {
-			for h := range heads {
-				s := st[h*dk*dv : (h+1)*dk*dv]
-				clear(m)
-				DeltaDecay(alpha, s, k, m)
-				delta()
-				clear(o)
-				DeltaUpdate(s, k, m, q, o)
-			}
-		})
-	})
+	fused := func(s []float32) {
+		clear(m)
+		DeltaDecay(alpha, s, k, m)
+		delta()
+		clear(o)
+		DeltaUpdate(s, k, m, q, o)
+	}
+	for _, heads := range []int{1, 384} {
+		st := randomF32(r, heads*dk*dv, false)
+		for _, f := range []struct {
+			name string
+			step func([]float32)
+		}{{"calls", calls}, {"fused", fused}} {
+			b.Run(fmt.Sprintf("heads=%d/%s", heads, f.name), func(b *testing.B) {
+				cpubench.Run(b, 0, func() {
+					for h := range heads {
+						f.step(st[h*dk*dv : (h+1)*dk*dv])
+					}
+				})
+			})
+		}
+	}
 }
