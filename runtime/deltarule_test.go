@@ -8,7 +8,7 @@ import (
 	"github.com/qnnprep/qnnprep/runtime/kernels"
 )
 
-// deltaRuleCalls is deltaRule as it was before kernels.DeltaDecay and
+// deltaRuleCalls is deltaRule as it was before kernels.DeltaRetrieve and
 // DeltaUpdate: four kernel calls per state row.
 func deltaRuleCalls(st, q, k, v, o, m []float32, alpha, beta float32, dk, dv int) {
 	clear(m)

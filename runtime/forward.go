@@ -498,18 +498,18 @@ func tapMajor(w []float32, taps int) []float32 {
 //
 // Every sum runs over the key index i in increasing order; products are
 // rounded before they are added (kernels.Axpy). m (len dv) is scratch.
-// Each pass over S is one kernel call (kernels.DeltaDecay, DeltaUpdate),
-// bit for bit the Scale and Axpy calls per row they replace
-// (deltaRuleCalls in the tests).
+// Each pass over S is one kernel call (kernels.DeltaRetrieve, which only
+// reads S, and DeltaUpdate, which scales and writes it), bit for bit the
+// Scale and Axpy calls per row they replace (deltaRuleCalls in the tests).
 func deltaRule(st, q, k, v, o, m []float32, alpha, beta float32, dk, dv int) {
 	m, o, k, q = m[:dv], o[:dv], k[:dk], q[:dk]
 	clear(m)
-	kernels.DeltaDecay(alpha, st[:dk*dv], k, m)
+	kernels.DeltaRetrieve(alpha, st[:dk*dv], k, m)
 	for j := range m {
 		m[j] = beta * (v[j] - m[j]) // δ
 	}
 	clear(o)
-	kernels.DeltaUpdate(st[:dk*dv], k, m, q, o)
+	kernels.DeltaUpdate(alpha, st[:dk*dv], k, m, q, o)
 }
 
 // Head applies the final norm and the output projection to the T hidden

@@ -7,48 +7,50 @@
 // registers from the first row to the last. Each element gets the
 // operations of the calls they replace, in the same order and with the
 // same operand order: scaleAsm's a·x, then axpyAsm's a·x rounded and
-// added to y (VMULPS, then VADDPS; never fused).
+// added to y (VMULPS, then VADDPS; never fused). The first pass only
+// reads the state; the second scales each value again (the same product)
+// before adding to it, and stores it once.
 
-// DECAY scales the state's 8 or 16 values at off(SI) by alpha (A), stores
-// them and adds their product with k[i] (K) to acc; r is scratch.
-#define DECAY(A, K, off, acc, r) \
+// RETRIEVE adds k[i] (K) times the state's 8 or 16 values at off(SI)
+// scaled by alpha (A) to acc; r is scratch.
+#define RETRIEVE(A, K, off, acc, r) \
 	VMULPS  off(SI), A, r \
-	VMOVUPS r, off(SI)    \
 	VMULPS  r, K, r       \
 	VADDPS  acc, r, acc
 
-// UPDATE adds k[i] (K) times delta's values D to the state's at off(SI),
-// stores them and adds their product with q[i] (Q) to acc; r and p are
-// scratch.
-#define UPDATE(K, Q, D, off, acc, r, p) \
+// UPDATE sets the state's values at off(SI) to alpha (A) times them plus
+// k[i] (K) times delta's values D, stores them and adds their product
+// with q[i] (Q) to acc; r and p are scratch.
+#define UPDATE(A, K, Q, D, off, acc, r, p) \
+	VMULPS  off(SI), A, p  \
 	VMULPS  D, K, r        \
-	VADDPS  off(SI), r, r  \
+	VADDPS  p, r, r        \
 	VMOVUPS r, off(SI)     \
 	VMULPS  r, Q, p        \
 	VADDPS  acc, p, acc
 
-// DECAYM and UPDATEM are DECAY and UPDATE with the accumulator in memory
-// at off(DI) and off(AX).
-#define DECAYM(A, K, off, r) \
+// RETRIEVEM and UPDATEM are RETRIEVE and UPDATE with the accumulator in
+// memory at off(DI) and off(AX).
+#define RETRIEVEM(A, K, off, r) \
 	VMULPS  off(SI), A, r \
-	VMOVUPS r, off(SI)    \
 	VMULPS  r, K, r       \
 	VADDPS  off(DI), r, r \
 	VMOVUPS r, off(DI)
 
-#define UPDATEM(K, Q, D, off, r, p) \
+#define UPDATEM(A, K, Q, D, off, r, p) \
+	VMULPS  off(SI), A, p  \
 	VMULPS  D, K, r        \
-	VADDPS  off(SI), r, r  \
+	VADDPS  p, r, r        \
 	VMOVUPS r, off(SI)     \
 	VMULPS  r, Q, p        \
 	VADDPS  off(AX), p, p  \
 	VMOVUPS p, off(AX)
 
-// func deltaDecayAsm(alpha float32, st, k, m unsafe.Pointer, n, stride, w int)
+// func deltaRetrieveAsm(alpha float32, st, k, m unsafe.Pointer, n, stride, w int)
 //
 // Y0-Y7 hold m's first 64 values of the strip (Y0 alone for w = 8), Y8
 // alpha, Y9 k[i]; for w = 128 the last 64 are added in memory.
-TEXT ·deltaDecayAsm(SB), NOSPLIT, $0-56
+TEXT ·deltaRetrieveAsm(SB), NOSPLIT, $0-56
 	VBROADCASTSS alpha+0(FP), Y8
 	MOVQ         st+8(FP), SI
 	MOVQ         k+16(FP), BX
@@ -58,7 +60,7 @@ TEXT ·deltaDecayAsm(SB), NOSPLIT, $0-56
 	SHLQ         $2, DX
 	MOVQ         w+48(FP), AX
 	CMPQ         AX, $64
-	JB           decay8
+	JB           retrieve8
 	VMOVUPS      0(DI), Y0
 	VMOVUPS      32(DI), Y1
 	VMOVUPS      64(DI), Y2
@@ -69,24 +71,24 @@ TEXT ·deltaDecayAsm(SB), NOSPLIT, $0-56
 	VMOVUPS      224(DI), Y7
 
 	CMPQ         AX, $128
-	JE           decay128
+	JE           retrieve128
 
-decay64:
+retrieve64:
 	VBROADCASTSS (BX), Y9
-	DECAY(Y8, Y9, 0, Y0, Y10)
-	DECAY(Y8, Y9, 32, Y1, Y11)
-	DECAY(Y8, Y9, 64, Y2, Y12)
-	DECAY(Y8, Y9, 96, Y3, Y13)
-	DECAY(Y8, Y9, 128, Y4, Y14)
-	DECAY(Y8, Y9, 160, Y5, Y15)
-	DECAY(Y8, Y9, 192, Y6, Y10)
-	DECAY(Y8, Y9, 224, Y7, Y11)
+	RETRIEVE(Y8, Y9, 0, Y0, Y10)
+	RETRIEVE(Y8, Y9, 32, Y1, Y11)
+	RETRIEVE(Y8, Y9, 64, Y2, Y12)
+	RETRIEVE(Y8, Y9, 96, Y3, Y13)
+	RETRIEVE(Y8, Y9, 128, Y4, Y14)
+	RETRIEVE(Y8, Y9, 160, Y5, Y15)
+	RETRIEVE(Y8, Y9, 192, Y6, Y10)
+	RETRIEVE(Y8, Y9, 224, Y7, Y11)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	DECQ         CX
-	JNZ          decay64
+	JNZ          retrieve64
 
-decay64done:
+retrieve64done:
 	VMOVUPS      Y0, 0(DI)
 	VMOVUPS      Y1, 32(DI)
 	VMOVUPS      Y2, 64(DI)
@@ -98,59 +100,61 @@ decay64done:
 	VZEROUPPER
 	RET
 
-decay128:
+retrieve128:
 	VBROADCASTSS (BX), Y9
-	DECAY(Y8, Y9, 0, Y0, Y10)
-	DECAYM(Y8, Y9, 256, Y12)
-	DECAY(Y8, Y9, 32, Y1, Y11)
-	DECAYM(Y8, Y9, 288, Y13)
-	DECAY(Y8, Y9, 64, Y2, Y14)
-	DECAYM(Y8, Y9, 320, Y15)
-	DECAY(Y8, Y9, 96, Y3, Y10)
-	DECAYM(Y8, Y9, 352, Y11)
-	DECAY(Y8, Y9, 128, Y4, Y12)
-	DECAYM(Y8, Y9, 384, Y13)
-	DECAY(Y8, Y9, 160, Y5, Y14)
-	DECAYM(Y8, Y9, 416, Y15)
-	DECAY(Y8, Y9, 192, Y6, Y10)
-	DECAYM(Y8, Y9, 448, Y11)
-	DECAY(Y8, Y9, 224, Y7, Y12)
-	DECAYM(Y8, Y9, 480, Y13)
+	RETRIEVE(Y8, Y9, 0, Y0, Y10)
+	RETRIEVEM(Y8, Y9, 256, Y12)
+	RETRIEVE(Y8, Y9, 32, Y1, Y11)
+	RETRIEVEM(Y8, Y9, 288, Y13)
+	RETRIEVE(Y8, Y9, 64, Y2, Y14)
+	RETRIEVEM(Y8, Y9, 320, Y15)
+	RETRIEVE(Y8, Y9, 96, Y3, Y10)
+	RETRIEVEM(Y8, Y9, 352, Y11)
+	RETRIEVE(Y8, Y9, 128, Y4, Y12)
+	RETRIEVEM(Y8, Y9, 384, Y13)
+	RETRIEVE(Y8, Y9, 160, Y5, Y14)
+	RETRIEVEM(Y8, Y9, 416, Y15)
+	RETRIEVE(Y8, Y9, 192, Y6, Y10)
+	RETRIEVEM(Y8, Y9, 448, Y11)
+	RETRIEVE(Y8, Y9, 224, Y7, Y12)
+	RETRIEVEM(Y8, Y9, 480, Y13)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	DECQ         CX
-	JNZ          decay128
-	JMP          decay64done
+	JNZ          retrieve128
+	JMP          retrieve64done
 
-decay8:
+retrieve8:
 	VMOVUPS (DI), Y0
 
-decay8row:
+retrieve8row:
 	VBROADCASTSS (BX), Y9
-	DECAY(Y8, Y9, 0, Y0, Y10)
+	RETRIEVE(Y8, Y9, 0, Y0, Y10)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	DECQ         CX
-	JNZ          decay8row
+	JNZ          retrieve8row
 	VMOVUPS      Y0, (DI)
 	VZEROUPPER
 	RET
 
-// func deltaUpdateAsm(st, k, delta, q, o unsafe.Pointer, n, stride, w int)
+// func deltaUpdateAsm(alpha float32, st, k, delta, q, o unsafe.Pointer, n, stride, w int)
 //
 // Y0-Y7 hold o's first 64 values of the strip (Y0 alone for w = 8), Y8
-// q[i], Y9 k[i]; for w = 128 the last 64 are added in memory. delta's
-// values are read from DI on every row (no registers are left for them).
-TEXT ·deltaUpdateAsm(SB), NOSPLIT, $0-64
-	MOVQ    st+0(FP), SI
-	MOVQ    k+8(FP), BX
-	MOVQ    delta+16(FP), DI
-	MOVQ    q+24(FP), R8
-	MOVQ    o+32(FP), AX
-	MOVQ    n+40(FP), CX
-	MOVQ    stride+48(FP), DX
+// q[i], Y9 k[i], Y15 alpha; for w = 128 the last 64 are added in memory.
+// delta's values are read from DI on every row (no registers are left for
+// them).
+TEXT ·deltaUpdateAsm(SB), NOSPLIT, $0-72
+	VBROADCASTSS alpha+0(FP), Y15
+	MOVQ    st+8(FP), SI
+	MOVQ    k+16(FP), BX
+	MOVQ    delta+24(FP), DI
+	MOVQ    q+32(FP), R8
+	MOVQ    o+40(FP), AX
+	MOVQ    n+48(FP), CX
+	MOVQ    stride+56(FP), DX
 	SHLQ    $2, DX
-	MOVQ    w+56(FP), R9
+	MOVQ    w+64(FP), R9
 	CMPQ    R9, $64
 	JB      update8
 	VMOVUPS 0(AX), Y0
@@ -168,14 +172,14 @@ TEXT ·deltaUpdateAsm(SB), NOSPLIT, $0-64
 update64:
 	VBROADCASTSS (BX), Y9
 	VBROADCASTSS (R8), Y8
-	UPDATE(Y9, Y8, 0(DI), 0, Y0, Y10, Y11)
-	UPDATE(Y9, Y8, 32(DI), 32, Y1, Y12, Y13)
-	UPDATE(Y9, Y8, 64(DI), 64, Y2, Y14, Y15)
-	UPDATE(Y9, Y8, 96(DI), 96, Y3, Y10, Y11)
-	UPDATE(Y9, Y8, 128(DI), 128, Y4, Y12, Y13)
-	UPDATE(Y9, Y8, 160(DI), 160, Y5, Y14, Y15)
-	UPDATE(Y9, Y8, 192(DI), 192, Y6, Y10, Y11)
-	UPDATE(Y9, Y8, 224(DI), 224, Y7, Y12, Y13)
+	UPDATE(Y15, Y9, Y8, 0(DI), 0, Y0, Y10, Y11)
+	UPDATE(Y15, Y9, Y8, 32(DI), 32, Y1, Y12, Y13)
+	UPDATE(Y15, Y9, Y8, 64(DI), 64, Y2, Y14, Y10)
+	UPDATE(Y15, Y9, Y8, 96(DI), 96, Y3, Y11, Y12)
+	UPDATE(Y15, Y9, Y8, 128(DI), 128, Y4, Y13, Y14)
+	UPDATE(Y15, Y9, Y8, 160(DI), 160, Y5, Y10, Y11)
+	UPDATE(Y15, Y9, Y8, 192(DI), 192, Y6, Y12, Y13)
+	UPDATE(Y15, Y9, Y8, 224(DI), 224, Y7, Y14, Y10)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	ADDQ         $4, R8
@@ -197,22 +201,22 @@ update64done:
 update128:
 	VBROADCASTSS (BX), Y9
 	VBROADCASTSS (R8), Y8
-	UPDATE(Y9, Y8, 0(DI), 0, Y0, Y10, Y11)
-	UPDATEM(Y9, Y8, 256(DI), 256, Y12, Y13)
-	UPDATE(Y9, Y8, 32(DI), 32, Y1, Y14, Y15)
-	UPDATEM(Y9, Y8, 288(DI), 288, Y10, Y11)
-	UPDATE(Y9, Y8, 64(DI), 64, Y2, Y12, Y13)
-	UPDATEM(Y9, Y8, 320(DI), 320, Y14, Y15)
-	UPDATE(Y9, Y8, 96(DI), 96, Y3, Y10, Y11)
-	UPDATEM(Y9, Y8, 352(DI), 352, Y12, Y13)
-	UPDATE(Y9, Y8, 128(DI), 128, Y4, Y14, Y15)
-	UPDATEM(Y9, Y8, 384(DI), 384, Y10, Y11)
-	UPDATE(Y9, Y8, 160(DI), 160, Y5, Y12, Y13)
-	UPDATEM(Y9, Y8, 416(DI), 416, Y14, Y15)
-	UPDATE(Y9, Y8, 192(DI), 192, Y6, Y10, Y11)
-	UPDATEM(Y9, Y8, 448(DI), 448, Y12, Y13)
-	UPDATE(Y9, Y8, 224(DI), 224, Y7, Y14, Y15)
-	UPDATEM(Y9, Y8, 480(DI), 480, Y10, Y11)
+	UPDATE(Y15, Y9, Y8, 0(DI), 0, Y0, Y10, Y11)
+	UPDATEM(Y15, Y9, Y8, 256(DI), 256, Y12, Y13)
+	UPDATE(Y15, Y9, Y8, 32(DI), 32, Y1, Y14, Y10)
+	UPDATEM(Y15, Y9, Y8, 288(DI), 288, Y11, Y12)
+	UPDATE(Y15, Y9, Y8, 64(DI), 64, Y2, Y13, Y14)
+	UPDATEM(Y15, Y9, Y8, 320(DI), 320, Y10, Y11)
+	UPDATE(Y15, Y9, Y8, 96(DI), 96, Y3, Y12, Y13)
+	UPDATEM(Y15, Y9, Y8, 352(DI), 352, Y14, Y10)
+	UPDATE(Y15, Y9, Y8, 128(DI), 128, Y4, Y11, Y12)
+	UPDATEM(Y15, Y9, Y8, 384(DI), 384, Y13, Y14)
+	UPDATE(Y15, Y9, Y8, 160(DI), 160, Y5, Y10, Y11)
+	UPDATEM(Y15, Y9, Y8, 416(DI), 416, Y12, Y13)
+	UPDATE(Y15, Y9, Y8, 192(DI), 192, Y6, Y14, Y10)
+	UPDATEM(Y15, Y9, Y8, 448(DI), 448, Y11, Y12)
+	UPDATE(Y15, Y9, Y8, 224(DI), 224, Y7, Y13, Y14)
+	UPDATEM(Y15, Y9, Y8, 480(DI), 480, Y10, Y11)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	ADDQ         $4, R8
@@ -226,7 +230,7 @@ update8:
 update8row:
 	VBROADCASTSS (BX), Y9
 	VBROADCASTSS (R8), Y8
-	UPDATE(Y9, Y8, (DI), 0, Y0, Y10, Y11)
+	UPDATE(Y15, Y9, Y8, (DI), 0, Y0, Y10, Y11)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	ADDQ         $4, R8
@@ -236,11 +240,11 @@ update8row:
 	VZEROUPPER
 	RET
 
-// func deltaDecayAsm512(alpha float32, st, k, m unsafe.Pointer, n, stride int)
+// func deltaRetrieveAsm512(alpha float32, st, k, m unsafe.Pointer, n, stride int)
 //
-// deltaDecayAsm for a strip of 128 columns: m's in Z0-Z7, Z8 alpha, Z9
+// deltaRetrieveAsm for a strip of 128 columns: m's in Z0-Z7, Z8 alpha, Z9
 // k[i].
-TEXT ·deltaDecayAsm512(SB), NOSPLIT, $0-48
+TEXT ·deltaRetrieveAsm512(SB), NOSPLIT, $0-48
 	VBROADCASTSS alpha+0(FP), Z8
 	MOVQ         st+8(FP), SI
 	MOVQ         k+16(FP), BX
@@ -257,20 +261,20 @@ TEXT ·deltaDecayAsm512(SB), NOSPLIT, $0-48
 	VMOVUPS      384(DI), Z6
 	VMOVUPS      448(DI), Z7
 
-decay128:
+retrieve128:
 	VBROADCASTSS (BX), Z9
-	DECAY(Z8, Z9, 0, Z0, Z16)
-	DECAY(Z8, Z9, 64, Z1, Z17)
-	DECAY(Z8, Z9, 128, Z2, Z18)
-	DECAY(Z8, Z9, 192, Z3, Z19)
-	DECAY(Z8, Z9, 256, Z4, Z20)
-	DECAY(Z8, Z9, 320, Z5, Z21)
-	DECAY(Z8, Z9, 384, Z6, Z22)
-	DECAY(Z8, Z9, 448, Z7, Z23)
+	RETRIEVE(Z8, Z9, 0, Z0, Z16)
+	RETRIEVE(Z8, Z9, 64, Z1, Z17)
+	RETRIEVE(Z8, Z9, 128, Z2, Z18)
+	RETRIEVE(Z8, Z9, 192, Z3, Z19)
+	RETRIEVE(Z8, Z9, 256, Z4, Z20)
+	RETRIEVE(Z8, Z9, 320, Z5, Z21)
+	RETRIEVE(Z8, Z9, 384, Z6, Z22)
+	RETRIEVE(Z8, Z9, 448, Z7, Z23)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	DECQ         CX
-	JNZ          decay128
+	JNZ          retrieve128
 	VMOVUPS      Z0, 0(DI)
 	VMOVUPS      Z1, 64(DI)
 	VMOVUPS      Z2, 128(DI)
@@ -282,18 +286,19 @@ decay128:
 	VZEROUPPER
 	RET
 
-// func deltaUpdateAsm512(st, k, delta, q, o unsafe.Pointer, n, stride int)
+// func deltaUpdateAsm512(alpha float32, st, k, delta, q, o unsafe.Pointer, n, stride int)
 //
 // deltaUpdateAsm for a strip of 128 columns: o's in Z0-Z7, delta's in
-// Z10-Z17, Z8 q[i], Z9 k[i].
-TEXT ·deltaUpdateAsm512(SB), NOSPLIT, $0-56
-	MOVQ    st+0(FP), SI
-	MOVQ    k+8(FP), BX
-	MOVQ    delta+16(FP), DI
-	MOVQ    q+24(FP), R8
-	MOVQ    o+32(FP), AX
-	MOVQ    n+40(FP), CX
-	MOVQ    stride+48(FP), DX
+// Z10-Z17, Z8 q[i], Z9 k[i], Z31 alpha.
+TEXT ·deltaUpdateAsm512(SB), NOSPLIT, $0-64
+	VBROADCASTSS alpha+0(FP), Z31
+	MOVQ    st+8(FP), SI
+	MOVQ    k+16(FP), BX
+	MOVQ    delta+24(FP), DI
+	MOVQ    q+32(FP), R8
+	MOVQ    o+40(FP), AX
+	MOVQ    n+48(FP), CX
+	MOVQ    stride+56(FP), DX
 	SHLQ    $2, DX
 	VMOVUPS 0(AX), Z0
 	VMOVUPS 64(AX), Z1
@@ -315,14 +320,14 @@ TEXT ·deltaUpdateAsm512(SB), NOSPLIT, $0-56
 update128:
 	VBROADCASTSS (BX), Z9
 	VBROADCASTSS (R8), Z8
-	UPDATE(Z9, Z8, Z10, 0, Z0, Z18, Z19)
-	UPDATE(Z9, Z8, Z11, 64, Z1, Z20, Z21)
-	UPDATE(Z9, Z8, Z12, 128, Z2, Z22, Z23)
-	UPDATE(Z9, Z8, Z13, 192, Z3, Z24, Z25)
-	UPDATE(Z9, Z8, Z14, 256, Z4, Z26, Z27)
-	UPDATE(Z9, Z8, Z15, 320, Z5, Z28, Z29)
-	UPDATE(Z9, Z8, Z16, 384, Z6, Z30, Z31)
-	UPDATE(Z9, Z8, Z17, 448, Z7, Z18, Z19)
+	UPDATE(Z31, Z9, Z8, Z10, 0, Z0, Z18, Z19)
+	UPDATE(Z31, Z9, Z8, Z11, 64, Z1, Z20, Z21)
+	UPDATE(Z31, Z9, Z8, Z12, 128, Z2, Z22, Z23)
+	UPDATE(Z31, Z9, Z8, Z13, 192, Z3, Z24, Z25)
+	UPDATE(Z31, Z9, Z8, Z14, 256, Z4, Z26, Z27)
+	UPDATE(Z31, Z9, Z8, Z15, 320, Z5, Z28, Z29)
+	UPDATE(Z31, Z9, Z8, Z16, 384, Z6, Z30, Z18)
+	UPDATE(Z31, Z9, Z8, Z17, 448, Z7, Z19, Z20)
 	ADDQ         DX, SI
 	ADDQ         $4, BX
 	ADDQ         $4, R8

@@ -12,17 +12,17 @@ import (
 	"github.com/qnnprep/qnnprep/testkit/cpubench"
 )
 
-// deltaKernels are the DeltaDecay and DeltaUpdate kernels this CPU runs
+// deltaKernels are the DeltaRetrieve and DeltaUpdate kernels this CPU runs
 // (the Go ones, and those delta_amd64_test.go adds).
-var deltaKernels = []deltaKernel{{"go", deltaDecayGo, deltaUpdateGo}}
+var deltaKernels = []deltaKernel{{"go", deltaRetrieveGo, deltaUpdateGo}}
 
 type deltaKernel struct {
-	name   string
-	decay  func(alpha float32, st, k, m []float32, stride int)
-	update func(st, k, delta, q, o []float32, stride int)
+	name     string
+	retrieve func(alpha float32, st, k, m []float32, stride int)
+	update   func(alpha float32, st, k, delta, q, o []float32, stride int)
 }
 
-// deltaCalls is what DeltaDecay and DeltaUpdate replace: per row
+// deltaCalls is what DeltaRetrieve and DeltaUpdate replace: per row
 // Scale and Axpy, then Axpy twice, on rows of d = len(m) values stride
 // apart.
 func deltaCalls(alpha float32, st, k, m, delta, q, o []float32, stride int) {
@@ -48,8 +48,8 @@ func checkDelta(t *testing.T, alpha float32, st, k, m, delta, q, o []float32, st
 	deltaCalls(alpha, wst, k, wm, delta, q, wo, stride)
 	for _, kern := range deltaKernels {
 		gst, gm, gu := clone(st), clone(m), clone(o)
-		kern.decay(alpha, gst, k, gm, stride)
-		kern.update(gst, k, delta, q, gu, stride)
+		kern.retrieve(alpha, gst, k, gm, stride)
+		kern.update(alpha, gst, k, delta, q, gu, stride)
 		for i := range wm {
 			if !blocks.SameFloat(gm[i], wm[i]) {
 				t.Fatalf("%s: dk=%d d=%d stride=%d: m[%d] = %v, calls %v", kern.name, len(k), len(m), stride, i, gm[i], wm[i])
@@ -66,7 +66,7 @@ func checkDelta(t *testing.T, alpha float32, st, k, m, delta, q, o []float32, st
 	}
 }
 
-// TestDeltaMatchesCalls compares every DeltaDecay and DeltaUpdate kernel
+// TestDeltaMatchesCalls compares every DeltaRetrieve and DeltaUpdate kernel
 // with the Scale and Axpy calls they replace, bit for bit, over row
 // lengths with and without the vector strips (64, 128 and every tail),
 // strided rows, and special values (±0, subnormals, ±Inf, NaN) in every
@@ -94,31 +94,32 @@ func TestDeltaMatchesCalls(t *testing.T) {
 }
 
 // TestDelta checks the exported forms: m and o start at zero in the
-// runtime, and a denormal state decays to signed zeros.
+// runtime, DeltaRetrieve leaves the state as it is and DeltaUpdate scales
+// it as it adds to it.
 func TestDelta(t *testing.T) {
 	st := []float32{1, 2, 3, 4, 5, 6}
 	k, q := []float32{1, -1}, []float32{2, 0.5}
 	m := make([]float32, 3)
-	DeltaDecay(0.5, st, k, m)
-	if want := []float32{-1.5, -1.5, -1.5}; !equalF32(m, want) || !equalF32(st, []float32{0.5, 1, 1.5, 2, 2.5, 3}) {
-		t.Fatalf("DeltaDecay: m %v (want %v), state %v", m, want, st)
+	DeltaRetrieve(0.5, st, k, m)
+	if want := []float32{-1.5, -1.5, -1.5}; !equalF32(m, want) || !equalF32(st, []float32{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("DeltaRetrieve: m %v (want %v), state %v", m, want, st)
 	}
 	o := make([]float32, 4)
-	DeltaUpdate(st, k, []float32{1, 0, -1}, q, o)
+	DeltaUpdate(0.5, st, k, []float32{1, 0, -1}, q, o)
 	// Rows: {1.5, 1, 0.5} and {1, 2.5, 4}; o = 2·row0 + 0.5·row1.
 	if want := []float32{3.5, 3.25, 3, 0}; !equalF32(o, want) || !equalF32(st, []float32{1.5, 1, 0.5, 1, 2.5, 4}) {
 		t.Fatalf("DeltaUpdate: o %v (want %v), state %v", o, want, st)
 	}
 	for name, f := range map[string]func(){
-		"decay state": func() { DeltaDecay(1, make([]float32, 5), make([]float32, 2), make([]float32, 3)) },
+		"retrieve state": func() { DeltaRetrieve(1, make([]float32, 5), make([]float32, 2), make([]float32, 3)) },
 		"update state": func() {
-			DeltaUpdate(make([]float32, 5), make([]float32, 2), make([]float32, 3), make([]float32, 2), make([]float32, 3))
+			DeltaUpdate(1, make([]float32, 5), make([]float32, 2), make([]float32, 3), make([]float32, 2), make([]float32, 3))
 		},
 		"update q": func() {
-			DeltaUpdate(make([]float32, 6), make([]float32, 2), make([]float32, 3), make([]float32, 1), make([]float32, 3))
+			DeltaUpdate(1, make([]float32, 6), make([]float32, 2), make([]float32, 3), make([]float32, 1), make([]float32, 3))
 		},
 		"update o": func() {
-			DeltaUpdate(make([]float32, 6), make([]float32, 2), make([]float32, 3), make([]float32, 2), make([]float32, 2))
+			DeltaUpdate(1, make([]float32, 6), make([]float32, 2), make([]float32, 3), make([]float32, 2), make([]float32, 2))
 		},
 	} {
 		func() {
@@ -144,7 +145,7 @@ func equalF32(a, b []float32) bool {
 	return true
 }
 
-// FuzzDelta feeds arbitrary bits to every DeltaDecay and DeltaUpdate
+// FuzzDelta feeds arbitrary bits to every DeltaRetrieve and DeltaUpdate
 // kernel and compares them with the calls they replace. shape chooses
 // the rows, the row length (strips of 128, 64 and 8 and tails) and the
 // stride.
@@ -173,7 +174,7 @@ func FuzzDelta(f *testing.F) {
 }
 
 // BenchmarkDeltaRule runs the delta rule as the runtime did with four
-// calls per row ("calls") and with DeltaDecay and DeltaUpdate ("fused"),
+// calls per row ("calls") and with DeltaRetrieve and DeltaUpdate ("fused"),
 // Dk = Dv = 128: over one value head (64 KiB of state, in cache) and over
 // the 384 heads of one token of a Qwen3.5-shaped model (12 DeltaNet
 // layers of 32 heads, 24 MiB: the state comes from memory, as in
@@ -208,10 +209,10 @@ func BenchmarkDeltaRule(b *testing.B) {
 	}
 	fused := func(s []float32) {
 		clear(m)
-		DeltaDecay(alpha, s, k, m)
+		DeltaRetrieve(alpha, s, k, m)
 		delta()
 		clear(o)
-		DeltaUpdate(s, k, m, q, o)
+		DeltaUpdate(alpha, s, k, m, q, o)
 	}
 	for _, heads := range []int{1, 384} {
 		st := randomF32(r, heads*dk*dv, false)
