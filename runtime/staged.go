@@ -513,7 +513,8 @@ func (s *Staged) runGraph(v *stagedVariant, k int) error {
 			convFromPlan(ls.conv, v.f(s.names[l].convIn), c)
 			copy(ls.ssm, v.f(s.names[l].ssmIn))
 		}
-		ls.n, ls.snaps = 0, ls.snaps[:0]
+		ls.n = 0
+		ls.dropSnaps(0)
 		if err := s.st.RunLayers(l, l+1, x, nil, nil); err != nil {
 			return fmt.Errorf("runtime: staged: graph %s: layer %d: %w", g.Name, l, err)
 		}

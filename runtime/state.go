@@ -35,6 +35,10 @@ type layerState struct {
 	// K−1 tokens, oldest first, [K−1][conv_dim]; ssm is [Hv][Dk][Dv].
 	conv, ssm []float32
 	snaps     []gdnSnap // state after token n, for rollback; oldest first
+	// spare holds dropped snapshots' buffers for pushSnap: speculative
+	// decoding drops and takes snapshots every window, and allocating
+	// them anew cleared and collected the whole recurrent state each time.
+	spare []gdnSnap
 }
 
 type gdnSnap struct {
@@ -151,7 +155,7 @@ func (s *State) Reset() {
 		ls.cutKV(0, 0)
 		clear(ls.conv)
 		clear(ls.ssm)
-		ls.snaps = ls.snaps[:0]
+		ls.dropSnaps(0)
 	}
 }
 
@@ -168,8 +172,11 @@ func (s *State) SetRollback(n int) {
 	s.rollback = n
 	for i := range s.layers {
 		ls := &s.layers[i]
-		if len(ls.snaps) > n {
-			ls.snaps = append(ls.snaps[:0], ls.snaps[len(ls.snaps)-n:]...)
+		if d := len(ls.snaps) - n; d > 0 {
+			ls.spare = append(ls.spare, ls.snaps[:d]...)
+			m := copy(ls.snaps, ls.snaps[d:])
+			clear(ls.snaps[m:])
+			ls.snaps = ls.snaps[:m]
 		}
 	}
 }
@@ -213,7 +220,7 @@ func (s *State) Truncate(n int) error {
 		for j < len(ls.snaps) && ls.snaps[j].n <= n {
 			j++
 		}
-		ls.snaps = ls.snaps[:j]
+		ls.dropSnaps(j)
 	}
 	return nil
 }
@@ -227,6 +234,14 @@ func (ls *layerState) snap(n int) *gdnSnap {
 	return nil
 }
 
+// dropSnaps keeps the snapshots before index j and sets the others'
+// buffers aside for pushSnap.
+func (ls *layerState) dropSnaps(j int) {
+	ls.spare = append(ls.spare, ls.snaps[j:]...)
+	clear(ls.snaps[j:])
+	ls.snaps = ls.snaps[:j]
+}
+
 // pushSnap records the layer's GDN state after its current token, reusing
 // the oldest snapshot's buffers once keep are held.
 func (ls *layerState) pushSnap(keep int) {
@@ -238,6 +253,10 @@ func (ls *layerState) pushSnap(keep int) {
 		sn = ls.snaps[0]
 		copy(ls.snaps, ls.snaps[1:])
 		ls.snaps = ls.snaps[:len(ls.snaps)-1]
+	} else if k := len(ls.spare); k > 0 {
+		sn = ls.spare[k-1]
+		ls.spare[k-1] = gdnSnap{}
+		ls.spare = ls.spare[:k-1]
 	} else {
 		sn = gdnSnap{conv: make([]float32, len(ls.conv)), ssm: make([]float32, len(ls.ssm))}
 	}
