@@ -85,14 +85,17 @@ func TestPeakRSS(t *testing.T) {
 			args   []string
 			states int // KV caches filled at once
 			pos    int // positions each holds
+			snaps  int // Gated DeltaNet states kept for rollback
 		}{
-			{"run", []string{"run", path, "--ids", "1,2,3", "-n", tokens}, 1, prompt + n},
-			{"golden record", []string{"golden", "record", path, "--prompts", prompts, "-n", tokens, golden}, 1, prompt + n},
-			{"verify", []string{"verify", path, "--golden", golden}, 1, prompt + n},
-			{"speculate", []string{"speculate", path, "--draft", path, "--ids", "1,2,3", "-n", tokens, "-k", strconv.Itoa(k)}, 2, prompt + n + k},
-			{"bench", []string{"bench", path, "-p", "8", "-n", tokens, "-r", "1", "-d", "0"}, 1, 8 + n},
+			{"run", []string{"run", path, "--ids", "1,2,3", "-n", tokens}, 1, prompt + n, 0},
+			{"golden record", []string{"golden", "record", path, "--prompts", prompts, "-n", tokens, golden}, 1, prompt + n, 0},
+			{"verify", []string{"verify", path, "--golden", golden}, 1, prompt + n, 0},
+			// A window rolls back: the target keeps K+1 snapshots of its
+			// recurrent state, the draft K (hybrids' share of the cache).
+			{"speculate", []string{"speculate", path, "--draft", path, "--ids", "1,2,3", "-n", tokens, "-k", strconv.Itoa(k)}, 2, prompt + n + k, 2*k + 1},
+			{"bench", []string{"bench", path, "-p", "8", "-n", tokens, "-r", "1", "-d", "0"}, 1, 8 + n, 0},
 		} {
-			measure(c.name, filepath.Base(path), c.args, fi.Size(), int64(c.states)*(int64(c.pos)*perPos+fixed))
+			measure(c.name, filepath.Base(path), c.args, fi.Size(), int64(c.states)*(int64(c.pos)*perPos+fixed)+int64(c.snaps)*fixed)
 		}
 	}
 	if len(paths) > 1 {
