@@ -89,84 +89,122 @@ func f16round(x float32) float32 { return half.F16ToF32(half.F32ToF16(x)) }
 // the bits of the one-pair-at-a-time forms, with and without a mask.
 func TestAttendBlockMatchesAttend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, tc := range []struct{ nh, nkv, d, past, t int }{
+	for _, tc := range []attnShape{
 		{4, 4, 8, 0, 1}, {8, 2, 16, 5, 3}, {8, 1, 64, 37, 9}, {6, 3, 40, 0, 6}, {32, 4, 64, 70, 1},
 		{16, 2, 128, 20, 7}, {8, 1, 32, 3, 5}, // GQA groups of kernels.HeadGroup: DotHeads (assembly for 64 and 128)
 	} {
 		for _, masked := range []bool{false, true} {
-			n := tc.past + tc.t
-			kvDim, group := tc.nkv*tc.d, tc.nh/tc.nkv
-			rnd := func(m int) []float32 {
-				x := make([]float32, m)
-				for i := range x {
-					x[i] = float32(rng.NormFloat64())
-				}
-				return x
-			}
-			q, k, v := rnd(tc.t*tc.nh*tc.d), rnd(n*kvDim), rnd(n*kvDim)
-			var mask []bool
+			c := newAttnCase(rng, tc, false)
+			n := c.n()
 			if masked {
-				mask = make([]bool, tc.t*n)
+				c.mask = make([]bool, tc.t*n)
 				for i := range tc.t {
 					for j := range n {
-						mask[i*n+j] = rng.IntN(3) > 0
+						c.mask[i*n+j] = rng.IntN(3) > 0
 					}
-					mask[i*n+rng.IntN(n)] = true
-				}
-			}
-			scale := float32(1 / math.Sqrt(float64(tc.d)))
-			want := make([]float32, len(q))
-			// reference runs head (one query row against the cache) for
-			// every token and head into want.
-			reference := func(head func(q []float32, kvOff int, row []bool, last int, o []float32)) {
-				for i := range tc.t {
-					for h := range tc.nh {
-						var row []bool
-						last := tc.past + i
-						if mask != nil {
-							row, last = mask[i*n:(i+1)*n], n-1
-						}
-						p := i*tc.nh + h
-						head(q[p*tc.d:(p+1)*tc.d], (h/group)*tc.d, row, last, want[p*tc.d:(p+1)*tc.d])
-					}
+					c.mask[i*n+rng.IntN(n)] = true
 				}
 			}
 			scores := make([]float32, n)
-			reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
-				attend(q, k, v, kvDim, kvOff, row, last, scale, scores, o)
+			want := c.reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
+				attend(q, c.k, c.v, c.kvDim(), kvOff, row, last, c.scale, scores, o)
 			})
-			check := func(name string, block func(w *attnWork, q, k, v, o []float32, i0, i1, g int)) {
-				t.Helper()
-				got := make([]float32, len(q))
-				w := new(attnWork)
-				for i0 := 0; i0 < tc.t; i0 += 2 {
-					for g := range tc.nkv {
-						block(w, q, kvHead(k, n, kvDim, tc.d, g), kvHead(v, n, kvDim, tc.d, g), got, i0, min(i0+2, tc.t), g)
-					}
-				}
-				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s %+v masked=%v: element %d = %v, want %v", name, tc, masked, i, got[i], want[i])
-					}
-				}
+			got := c.blocked(2, func(w *attnWork, k, v, o []float32, i0, i1, g int) {
+				attendBlock(w, c.q, k, v, o, i0, i1, g, tc.nh, c.group(), tc.d, tc.past, c.mask, c.scale)
+			})
+			if err := sameBits(got, want); err != nil {
+				t.Fatalf("attendBlock %+v masked=%v: %v", tc, masked, err)
 			}
-			check("attendBlock", func(w *attnWork, q, k, v, o []float32, i0, i1, g int) {
-				attendBlock(w, q, k, v, o, i0, i1, g, tc.nh, group, tc.d, tc.past, mask, scale)
-			})
 
 			// KVF16: the cache and q hold binary16 values.
-			roundF16(q)
-			roundF16(k)
-			roundF16(v)
-			clear(want)
-			reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
-				flashF16(q, k, v, kvDim, kvOff, row, last, scale, o)
-			})
-			check("flashBlock", func(w *attnWork, q, k, v, o []float32, i0, i1, g int) {
-				flashBlock(w, q, k, v, o, i0, i1, g, tc.nh, group, tc.d, tc.past, mask, scale)
-			})
+			roundF16(c.q)
+			roundF16(c.k)
+			roundF16(c.v)
+			if err := sameBits(c.blocked(2, c.flashBlock), c.flashReference()); err != nil {
+				t.Fatalf("flashBlock %+v masked=%v: %v", tc, masked, err)
+			}
 		}
 	}
+}
+
+// attnShape is the geometry of an attention test: nh query heads and nkv
+// KV heads of d, past cached slots before t tokens.
+type attnShape struct{ nh, nkv, d, past, t int }
+
+// attnCase is one attention problem for the block tests: q [t][nh][d], a
+// slot-major cache k and v [past+t][nkv·d], an optional mask [t][past+t].
+type attnCase struct {
+	attnShape
+	q, k, v []float32
+	mask    []bool
+	scale   float32
+}
+
+// newAttnCase fills q, k and v with normal values, rounded to binary16
+// when f16.
+func newAttnCase(rng *rand.Rand, s attnShape, f16 bool) *attnCase {
+	rnd := func(m int) []float32 {
+		x := make([]float32, m)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		if f16 {
+			roundF16(x)
+		}
+		return x
+	}
+	n := s.past + s.t
+	return &attnCase{attnShape: s, q: rnd(s.t * s.nh * s.d), k: rnd(n * s.nkv * s.d), v: rnd(n * s.nkv * s.d),
+		scale: float32(1 / math.Sqrt(float64(s.d)))}
+}
+
+func (c *attnCase) n() int     { return c.past + c.t }
+func (c *attnCase) kvDim() int { return c.nkv * c.d }
+func (c *attnCase) group() int { return c.nh / c.nkv }
+
+// reference runs head (one query row against the slot-major cache) for
+// every token and head and returns the outputs.
+func (c *attnCase) reference(head func(q []float32, kvOff int, row []bool, last int, o []float32)) []float32 {
+	out := make([]float32, len(c.q))
+	n := c.n()
+	for i := range c.t {
+		for h := range c.nh {
+			var row []bool
+			last := c.past + i
+			if c.mask != nil {
+				row, last = c.mask[i*n:(i+1)*n], n-1
+			}
+			p := i*c.nh + h
+			head(c.q[p*c.d:(p+1)*c.d], (h/c.group())*c.d, row, last, out[p*c.d:(p+1)*c.d])
+		}
+	}
+	return out
+}
+
+// blocked runs block over blocks of step tokens and every KV head, with
+// that head's rows in the head-major form, and returns the outputs.
+func (c *attnCase) blocked(step int, block func(w *attnWork, k, v, o []float32, i0, i1, g int)) []float32 {
+	out := make([]float32, len(c.q))
+	w := new(attnWork)
+	n := c.n()
+	for i0 := 0; i0 < c.t; i0 += step {
+		for g := range c.nkv {
+			block(w, kvHead(c.k, n, c.kvDim(), c.d, g), kvHead(c.v, n, c.kvDim(), c.d, g), out, i0, min(i0+step, c.t), g)
+		}
+	}
+	return out
+}
+
+// flashReference is reference with flashF16, flashBlock the block walk
+// it defines.
+func (c *attnCase) flashReference() []float32 {
+	return c.reference(func(q []float32, kvOff int, row []bool, last int, o []float32) {
+		flashF16(q, c.k, c.v, c.kvDim(), kvOff, row, last, c.scale, o)
+	})
+}
+
+func (c *attnCase) flashBlock(w *attnWork, k, v, o []float32, i0, i1, g int) {
+	flashBlock(w, c.q, k, v, o, i0, i1, g, c.nh, c.group(), c.d, c.past, c.mask, c.scale)
 }
 
 // kvHead copies KV head g's rows out of a slot-major cache of n slots,
