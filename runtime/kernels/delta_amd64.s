@@ -46,6 +46,28 @@
 	VADDPS  off(AX), p, p  \
 	VMOVUPS p, off(AX)
 
+// LOAD8 and STORE8 move eight vectors of W bytes, from (B) on, to and from
+// the registers R0-R7 (a strip's accumulators, or delta's).
+#define LOAD8(B, W, R0, R1, R2, R3, R4, R5, R6, R7) \
+	VMOVUPS (0*W)(B), R0 \
+	VMOVUPS (1*W)(B), R1 \
+	VMOVUPS (2*W)(B), R2 \
+	VMOVUPS (3*W)(B), R3 \
+	VMOVUPS (4*W)(B), R4 \
+	VMOVUPS (5*W)(B), R5 \
+	VMOVUPS (6*W)(B), R6 \
+	VMOVUPS (7*W)(B), R7
+
+#define STORE8(B, W, R0, R1, R2, R3, R4, R5, R6, R7) \
+	VMOVUPS R0, (0*W)(B) \
+	VMOVUPS R1, (1*W)(B) \
+	VMOVUPS R2, (2*W)(B) \
+	VMOVUPS R3, (3*W)(B) \
+	VMOVUPS R4, (4*W)(B) \
+	VMOVUPS R5, (5*W)(B) \
+	VMOVUPS R6, (6*W)(B) \
+	VMOVUPS R7, (7*W)(B)
+
 // func deltaRetrieveAsm(alpha float32, st, k, m unsafe.Pointer, n, stride, w int)
 //
 // Y0-Y7 hold m's first 64 values of the strip (Y0 alone for w = 8), Y8
@@ -61,14 +83,7 @@ TEXT ·deltaRetrieveAsm(SB), NOSPLIT, $0-56
 	MOVQ         w+48(FP), AX
 	CMPQ         AX, $64
 	JB           retrieve8
-	VMOVUPS      0(DI), Y0
-	VMOVUPS      32(DI), Y1
-	VMOVUPS      64(DI), Y2
-	VMOVUPS      96(DI), Y3
-	VMOVUPS      128(DI), Y4
-	VMOVUPS      160(DI), Y5
-	VMOVUPS      192(DI), Y6
-	VMOVUPS      224(DI), Y7
+	LOAD8(DI, 32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 
 	CMPQ         AX, $128
 	JE           retrieve128
@@ -89,14 +104,7 @@ retrieve64:
 	JNZ          retrieve64
 
 retrieve64done:
-	VMOVUPS      Y0, 0(DI)
-	VMOVUPS      Y1, 32(DI)
-	VMOVUPS      Y2, 64(DI)
-	VMOVUPS      Y3, 96(DI)
-	VMOVUPS      Y4, 128(DI)
-	VMOVUPS      Y5, 160(DI)
-	VMOVUPS      Y6, 192(DI)
-	VMOVUPS      Y7, 224(DI)
+	STORE8(DI, 32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 	VZEROUPPER
 	RET
 
@@ -157,14 +165,7 @@ TEXT ·deltaUpdateAsm(SB), NOSPLIT, $0-72
 	MOVQ    w+64(FP), R9
 	CMPQ    R9, $64
 	JB      update8
-	VMOVUPS 0(AX), Y0
-	VMOVUPS 32(AX), Y1
-	VMOVUPS 64(AX), Y2
-	VMOVUPS 96(AX), Y3
-	VMOVUPS 128(AX), Y4
-	VMOVUPS 160(AX), Y5
-	VMOVUPS 192(AX), Y6
-	VMOVUPS 224(AX), Y7
+	LOAD8(AX, 32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 
 	CMPQ    R9, $128
 	JE      update128
@@ -187,14 +188,7 @@ update64:
 	JNZ          update64
 
 update64done:
-	VMOVUPS      Y0, 0(AX)
-	VMOVUPS      Y1, 32(AX)
-	VMOVUPS      Y2, 64(AX)
-	VMOVUPS      Y3, 96(AX)
-	VMOVUPS      Y4, 128(AX)
-	VMOVUPS      Y5, 160(AX)
-	VMOVUPS      Y6, 192(AX)
-	VMOVUPS      Y7, 224(AX)
+	STORE8(AX, 32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 	VZEROUPPER
 	RET
 
@@ -252,14 +246,7 @@ TEXT ·deltaRetrieveAsm512(SB), NOSPLIT, $0-48
 	MOVQ         n+32(FP), CX
 	MOVQ         stride+40(FP), DX
 	SHLQ         $2, DX
-	VMOVUPS      0(DI), Z0
-	VMOVUPS      64(DI), Z1
-	VMOVUPS      128(DI), Z2
-	VMOVUPS      192(DI), Z3
-	VMOVUPS      256(DI), Z4
-	VMOVUPS      320(DI), Z5
-	VMOVUPS      384(DI), Z6
-	VMOVUPS      448(DI), Z7
+	LOAD8(DI, 64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 
 retrieve128:
 	VBROADCASTSS (BX), Z9
@@ -275,14 +262,7 @@ retrieve128:
 	ADDQ         $4, BX
 	DECQ         CX
 	JNZ          retrieve128
-	VMOVUPS      Z0, 0(DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 256(DI)
-	VMOVUPS      Z5, 320(DI)
-	VMOVUPS      Z6, 384(DI)
-	VMOVUPS      Z7, 448(DI)
+	STORE8(DI, 64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	VZEROUPPER
 	RET
 
@@ -300,22 +280,8 @@ TEXT ·deltaUpdateAsm512(SB), NOSPLIT, $0-64
 	MOVQ    n+48(FP), CX
 	MOVQ    stride+56(FP), DX
 	SHLQ    $2, DX
-	VMOVUPS 0(AX), Z0
-	VMOVUPS 64(AX), Z1
-	VMOVUPS 128(AX), Z2
-	VMOVUPS 192(AX), Z3
-	VMOVUPS 256(AX), Z4
-	VMOVUPS 320(AX), Z5
-	VMOVUPS 384(AX), Z6
-	VMOVUPS 448(AX), Z7
-	VMOVUPS 0(DI), Z10
-	VMOVUPS 64(DI), Z11
-	VMOVUPS 128(DI), Z12
-	VMOVUPS 192(DI), Z13
-	VMOVUPS 256(DI), Z14
-	VMOVUPS 320(DI), Z15
-	VMOVUPS 384(DI), Z16
-	VMOVUPS 448(DI), Z17
+	LOAD8(AX, 64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	LOAD8(DI, 64, Z10, Z11, Z12, Z13, Z14, Z15, Z16, Z17)
 
 update128:
 	VBROADCASTSS (BX), Z9
@@ -333,13 +299,6 @@ update128:
 	ADDQ         $4, R8
 	DECQ         CX
 	JNZ          update128
-	VMOVUPS      Z0, 0(AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, 192(AX)
-	VMOVUPS      Z4, 256(AX)
-	VMOVUPS      Z5, 320(AX)
-	VMOVUPS      Z6, 384(AX)
-	VMOVUPS      Z7, 448(AX)
+	STORE8(AX, 64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	VZEROUPPER
 	RET
